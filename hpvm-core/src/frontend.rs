@@ -1,0 +1,153 @@
+//! From a source file to an LLVM module ready for graph building.
+//!
+//! C and C++ go through clang-19 (`-O0` with debug info and value names, optnone off), then
+//! `sroa,early-cse` in process so that handles and ports are SSA values. `.ll`/`.bc` files
+//! are read as they are and get the same two passes. The HPVM-C header is embedded in this
+//! crate and put on the include path, so `#include <hpvm.h>` needs no flag.
+
+use crate::scratch::ScratchDir;
+use crate::{Error, Result};
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetMachine};
+use inkwell::OptimizationLevel;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The HPVM-C header, as shipped in `include/hpvm.h`.
+pub const HPVM_H: &str = include_str!("../../include/hpvm.h");
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Language {
+    C,
+    Cxx,
+}
+
+/// What kind of file an input is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    Source(Language),
+    /// LLVM IR, textual or bitcode.
+    Ir,
+}
+
+impl InputKind {
+    /// From `-x` if given, else from the extension.
+    pub fn detect(path: &Path, forced: Option<Language>) -> Result<InputKind> {
+        if let Some(lang) = forced {
+            return Ok(InputKind::Source(lang));
+        }
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        Ok(match ext {
+            "c" => InputKind::Source(Language::C),
+            "cc" | "cpp" | "cxx" | "C" | "c++" => InputKind::Source(Language::Cxx),
+            "ll" | "bc" => InputKind::Ir,
+            _ => return Err(Error::UnknownInput(path.display().to_string())),
+        })
+    }
+}
+
+/// The flags of a C compiler driver that reach clang.
+#[derive(Clone, Debug, Default)]
+pub struct ClangOptions {
+    pub include_dirs: Vec<PathBuf>,
+    /// `NAME` or `NAME=VALUE`.
+    pub defines: Vec<String>,
+    pub language: Option<Language>,
+    /// `-std=` value.
+    pub std: Option<String>,
+    /// Print each tool invocation.
+    pub verbose: bool,
+}
+
+/// The clang used for C and C++: `$HPVM_MGPU_CLANG`, else `clang-19` on the PATH, else
+/// Debian's install location.
+pub fn clang() -> PathBuf {
+    if let Some(p) = std::env::var_os("HPVM_MGPU_CLANG") {
+        return PathBuf::from(p);
+    }
+    let debian = Path::new("/usr/lib/llvm-19/bin/clang");
+    let on_path = std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join("clang-19").is_file()));
+    if !on_path && debian.is_file() {
+        debian.to_path_buf()
+    } else {
+        PathBuf::from("clang-19")
+    }
+}
+
+/// Compiles a C/C++ file to bitcode in `out`. clang's own diagnostics go straight to stderr.
+pub fn compile_source(src: &Path, lang: Language, opts: &ClangOptions, out: &Path) -> Result<()> {
+    let scratch = ScratchDir::new("include").map_err(|e| Error::io("temporary directory", e))?;
+    std::fs::write(scratch.path().join("hpvm.h"), HPVM_H).map_err(|e| Error::io("temporary hpvm.h", e))?;
+    let clang = clang();
+    let mut cmd = Command::new(&clang);
+    cmd.arg("-x").arg(match lang {
+        Language::C => "c",
+        Language::Cxx => "c++",
+    });
+    if let Some(std) = &opts.std {
+        cmd.arg(format!("-std={std}"));
+    }
+    for d in &opts.include_dirs {
+        cmd.arg("-I").arg(d);
+    }
+    for d in &opts.defines {
+        cmd.arg(format!("-D{d}"));
+    }
+    // After the user's -I, so a user's own hpvm.h wins, as with any system header.
+    cmd.arg("-isystem").arg(scratch.path());
+    cmd.args(["-g", "-O0", "-Xclang", "-disable-O0-optnone", "-fno-discard-value-names", "-emit-llvm", "-c"]);
+    cmd.arg(src).arg("-o").arg(out);
+    if opts.verbose {
+        eprintln!("+ {cmd:?}");
+    }
+    tracing::debug!(?cmd, "compiling to LLVM IR");
+    let status = cmd.status().map_err(|e| Error::ToolMissing { tool: clang.display().to_string(), source: e })?;
+    if !status.success() {
+        return Err(Error::CompileFailed { file: src.display().to_string() });
+    }
+    Ok(())
+}
+
+/// Reads an IR file (text or bitcode) into `ctx`.
+pub fn read_ir<'ctx>(ctx: &'ctx Context, path: &Path) -> Result<Module<'ctx>> {
+    let buf = inkwell::memory_buffer::MemoryBuffer::create_from_file(path).map_err(|e| Error::BadIr { file: path.display().to_string(), message: e.to_string() })?;
+    let module = ctx.create_module_from_ir(buf).map_err(|e| Error::BadIr { file: path.display().to_string(), message: e.to_string() })?;
+    module.verify().map_err(|e| Error::BadIr { file: path.display().to_string(), message: e.to_string() })?;
+    Ok(module)
+}
+
+/// A target machine for the host, which the new pass manager wants even for IR-level passes.
+pub fn host_machine() -> Result<TargetMachine> {
+    Target::initialize_native(&InitializationConfig::default()).map_err(|e| Error::Llvm(e.to_string()))?;
+    let triple = TargetMachine::get_default_triple();
+    let target = Target::from_triple(&triple).map_err(|e| Error::Llvm(e.to_string()))?;
+    target
+        .create_target_machine(&triple, "generic", "", OptimizationLevel::None, RelocMode::PIC, CodeModel::Default)
+        .ok_or_else(|| Error::Llvm(format!("no target machine for {}", triple.as_str().to_string_lossy())))
+}
+
+/// Promotes stack slots to SSA values so that the builder sees handles and ports directly.
+pub fn prepare(module: &Module<'_>) -> Result<()> {
+    let tm = host_machine()?;
+    module.run_passes("function(sroa,early-cse)", &tm, PassBuilderOptions::create()).map_err(|e| Error::Llvm(e.to_string()))
+}
+
+/// Loads any supported input into `ctx`, compiled (if source) and prepared.
+pub fn load<'ctx>(ctx: &'ctx Context, path: &Path, opts: &ClangOptions) -> Result<Module<'ctx>> {
+    if !path.exists() {
+        return Err(Error::MissingInput(path.display().to_string()));
+    }
+    let module = match InputKind::detect(path, opts.language)? {
+        InputKind::Ir => read_ir(ctx, path)?,
+        InputKind::Source(lang) => {
+            let scratch = ScratchDir::new("ir").map_err(|e| Error::io("temporary directory", e))?;
+            let bc = scratch.path().join("input.bc");
+            compile_source(path, lang, opts, &bc)?;
+            read_ir(ctx, &bc)?
+        }
+    };
+    prepare(&module)?;
+    Ok(module)
+}

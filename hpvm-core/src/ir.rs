@@ -1,0 +1,254 @@
+//! Read-only access to LLVM IR through the C API, for the graph builder.
+//!
+//! [`Val`] wraps a raw `LLVMValueRef`. It is only valid while the module it came from is
+//! alive; the builder holds the module for its whole run and never lets a `Val` escape into
+//! the [`crate::graph::Graph`] (which keeps names and texts instead).
+
+use crate::loc::SrcLoc;
+use llvm_sys::core::*;
+use llvm_sys::debuginfo::*;
+use llvm_sys::prelude::*;
+use llvm_sys::{LLVMOpcode, LLVMTypeKind};
+use std::ffi::CStr;
+
+/// A value of the module being read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Val(pub LLVMValueRef);
+
+fn owned_message(ptr: *mut std::ffi::c_char) -> String {
+    if ptr.is_null() {
+        return String::new();
+    }
+    // SAFETY: LLVM returns a NUL-terminated string that we own and must dispose.
+    let s = unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned();
+    unsafe { LLVMDisposeMessage(ptr) };
+    s
+}
+
+
+
+/// The IR text of a type (`ptr`, `i64`, `%struct.RootIn`).
+pub fn type_text(ty: LLVMTypeRef) -> String {
+    // SAFETY: `ty` comes from a live module.
+    owned_message(unsafe { LLVMPrintTypeToString(ty) })
+}
+
+pub fn is_struct(ty: LLVMTypeRef) -> bool {
+    unsafe { LLVMGetTypeKind(ty) == LLVMTypeKind::LLVMStructTypeKind }
+}
+
+pub fn is_void(ty: LLVMTypeRef) -> bool {
+    unsafe { LLVMGetTypeKind(ty) == LLVMTypeKind::LLVMVoidTypeKind }
+}
+
+/// Field types of a struct type.
+pub fn struct_fields(ty: LLVMTypeRef) -> Vec<LLVMTypeRef> {
+    let n = unsafe { LLVMCountStructElementTypes(ty) };
+    (0..n).map(|i| unsafe { LLVMStructGetTypeAtIndex(ty, i) }).collect()
+}
+
+pub fn struct_name(ty: LLVMTypeRef) -> String {
+    let p = unsafe { LLVMGetStructName(ty) };
+    if p.is_null() {
+        type_text(ty)
+    } else {
+        format!("%{}", unsafe { CStr::from_ptr(p) }.to_string_lossy())
+    }
+}
+
+pub fn is_packed(ty: LLVMTypeRef) -> bool {
+    unsafe { LLVMIsPackedStruct(ty) != 0 }
+}
+
+impl Val {
+    pub fn name(self) -> String {
+        let mut len = 0usize;
+        // SAFETY: the pointer is valid for `len` bytes while the value lives.
+        let p = unsafe { LLVMGetValueName2(self.0, &mut len) };
+        if p.is_null() || len == 0 {
+            return String::new();
+        }
+        let bytes = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
+        String::from_utf8_lossy(bytes).into_owned()
+    }
+
+    pub fn ty(self) -> LLVMTypeRef {
+        unsafe { LLVMTypeOf(self.0) }
+    }
+
+    pub fn as_function(self) -> Option<Val> {
+        let f = unsafe { LLVMIsAFunction(self.0) };
+        (!f.is_null()).then_some(Val(f))
+    }
+
+    pub fn is_argument(self) -> bool {
+        unsafe { !LLVMIsAArgument(self.0).is_null() }
+    }
+
+    pub fn is_instruction(self) -> bool {
+        unsafe { !LLVMIsAInstruction(self.0).is_null() }
+    }
+
+    pub fn is_alloca(self) -> bool {
+        unsafe { !LLVMIsAAllocaInst(self.0).is_null() }
+    }
+
+    /// The value of an integer constant, zero-extended.
+    pub fn const_u64(self) -> Option<u64> {
+        unsafe {
+            if LLVMIsAConstantInt(self.0).is_null() {
+                None
+            } else {
+                Some(LLVMConstIntGetZExtValue(self.0))
+            }
+        }
+    }
+
+    /// The value of an integer constant, sign-extended.
+    pub fn const_i64(self) -> Option<i64> {
+        unsafe {
+            if LLVMIsAConstantInt(self.0).is_null() {
+                None
+            } else {
+                Some(LLVMConstIntGetSExtValue(self.0))
+            }
+        }
+    }
+
+    pub fn opcode(self) -> Option<LLVMOpcode> {
+        self.is_instruction().then(|| unsafe { LLVMGetInstructionOpcode(self.0) })
+    }
+
+    pub fn operand(self, i: u32) -> Val {
+        Val(unsafe { LLVMGetOperand(self.0, i) })
+    }
+
+    pub fn num_operands(self) -> u32 {
+        unsafe { LLVMGetNumOperands(self.0) as u32 }
+    }
+
+    /// Instructions that use this value.
+    pub fn users(self) -> Vec<Val> {
+        let mut out = Vec::new();
+        let mut u = unsafe { LLVMGetFirstUse(self.0) };
+        while !u.is_null() {
+            out.push(Val(unsafe { LLVMGetUser(u) }));
+            u = unsafe { LLVMGetNextUse(u) };
+        }
+        out
+    }
+
+    // ---- functions ----
+
+    pub fn is_declaration(self) -> bool {
+        unsafe { LLVMIsDeclaration(self.0) != 0 }
+    }
+
+    pub fn params(self) -> Vec<Val> {
+        let n = unsafe { LLVMCountParams(self.0) };
+        (0..n).map(|i| Val(unsafe { LLVMGetParam(self.0, i) })).collect()
+    }
+
+    pub fn return_type(self) -> LLVMTypeRef {
+        unsafe { LLVMGetReturnType(LLVMGlobalGetValueType(self.0)) }
+    }
+
+    /// All instructions of a function, block by block.
+    pub fn instructions(self) -> Vec<Val> {
+        let mut out = Vec::new();
+        let mut bb = unsafe { LLVMGetFirstBasicBlock(self.0) };
+        while !bb.is_null() {
+            let mut inst = unsafe { LLVMGetFirstInstruction(bb) };
+            while !inst.is_null() {
+                out.push(Val(inst));
+                inst = unsafe { LLVMGetNextInstruction(inst) };
+            }
+            bb = unsafe { LLVMGetNextBasicBlock(bb) };
+        }
+        out
+    }
+
+    /// Where a function is defined, from its `DISubprogram` (line only).
+    pub fn function_loc(self) -> Option<SrcLoc> {
+        let sp = unsafe { LLVMGetSubprogram(self.0) };
+        if sp.is_null() {
+            return None;
+        }
+        let line = unsafe { LLVMDISubprogramGetLine(sp) };
+        Some(SrcLoc { file: scope_file(sp)?, line, column: 0 })
+    }
+
+    // ---- instructions ----
+
+    pub fn parent_function(self) -> Val {
+        Val(unsafe { LLVMGetBasicBlockParent(LLVMGetInstructionParent(self.0)) })
+    }
+
+    /// The location of an instruction, from its `!dbg` attachment.
+    pub fn loc(self) -> Option<SrcLoc> {
+        let dl = unsafe { LLVMInstructionGetDebugLoc(self.0) };
+        if dl.is_null() {
+            return None;
+        }
+        let line = unsafe { LLVMDILocationGetLine(dl) };
+        let column = unsafe { LLVMDILocationGetColumn(dl) };
+        let scope = unsafe { LLVMDILocationGetScope(dl) };
+        Some(SrcLoc { file: scope_file(scope)?, line, column })
+    }
+
+    /// For a call: the function called directly, if any.
+    pub fn called_function(self) -> Option<Val> {
+        if unsafe { LLVMIsACallInst(self.0).is_null() } {
+            return None;
+        }
+        Val(unsafe { LLVMGetCalledValue(self.0) }).as_function()
+    }
+
+    pub fn is_call(self) -> bool {
+        unsafe { !LLVMIsACallInst(self.0).is_null() }
+    }
+
+    /// The argument operands of a call.
+    pub fn call_args(self) -> Vec<Val> {
+        let n = unsafe { LLVMGetNumArgOperands(self.0) };
+        (0..n).map(|i| self.operand(i)).collect()
+    }
+
+    pub fn allocated_type(self) -> LLVMTypeRef {
+        unsafe { LLVMGetAllocatedType(self.0) }
+    }
+
+    pub fn gep_source_type(self) -> Option<LLVMTypeRef> {
+        unsafe {
+            if LLVMIsAGetElementPtrInst(self.0).is_null() {
+                None
+            } else {
+                Some(LLVMGetGEPSourceElementType(self.0))
+            }
+        }
+    }
+
+    pub fn is_conditional_branch(self) -> bool {
+        self.opcode() == Some(LLVMOpcode::LLVMBr) && unsafe { LLVMIsConditional(self.0) != 0 }
+    }
+}
+
+fn scope_file(scope: LLVMMetadataRef) -> Option<String> {
+    let file = unsafe { LLVMDIScopeGetFile(scope) };
+    if file.is_null() {
+        return None;
+    }
+    let mut len = 0u32;
+    let p = unsafe { LLVMDIFileGetFilename(file, &mut len) };
+    if p.is_null() {
+        return None;
+    }
+    let bytes = unsafe { std::slice::from_raw_parts(p as *const u8, len as usize) };
+    Some(String::from_utf8_lossy(bytes).into_owned())
+}
+
+/// A short name for an opcode, for messages ("load", "store", "call").
+pub fn opcode_name(op: LLVMOpcode) -> String {
+    let s = format!("{op:?}");
+    s.strip_prefix("LLVM").unwrap_or(&s).to_lowercase()
+}

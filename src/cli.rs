@@ -1,0 +1,100 @@
+//! Subcommands and the flags a C compiler driver user expects.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use hpvm_core::frontend::{ClangOptions, Language};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(name = "hpvm-mgpu", version, about = "Compile HPVM-C programs to run on all GPUs of a machine")]
+pub struct Cli {
+    /// Show each step and tool invocation (-vv: more).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the dataflow graph of a program (nodes, edges, bindings, launch sites).
+    Inspect {
+        /// A C or C++ file using the HPVM-C API, or an LLVM IR file (.ll/.bc).
+        file: PathBuf,
+        /// Print Graphviz (dot) instead of text.
+        #[arg(long)]
+        dot: bool,
+        #[command(flatten)]
+        clang: ClangArgs,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Lang {
+    C,
+    #[value(name = "c++")]
+    Cxx,
+}
+
+/// Flags passed on to clang.
+#[derive(Debug, Args)]
+pub struct ClangArgs {
+    /// Add a directory to the include path.
+    #[arg(short = 'I', value_name = "DIR")]
+    pub include: Vec<PathBuf>,
+    /// Define a macro (NAME or NAME=VALUE).
+    #[arg(short = 'D', value_name = "MACRO")]
+    pub define: Vec<String>,
+    /// Treat the input as this language, whatever its extension.
+    #[arg(short = 'x', value_name = "LANG")]
+    pub lang: Option<Lang>,
+    /// Language standard (-std=c11, -std=c++17...).
+    #[arg(long = "std", value_name = "STD")]
+    pub std: Option<String>,
+}
+
+impl ClangArgs {
+    fn options(&self, verbose: bool) -> ClangOptions {
+        ClangOptions {
+            include_dirs: self.include.clone(),
+            defines: self.define.clone(),
+            language: self.lang.map(|l| match l {
+                Lang::C => Language::C,
+                Lang::Cxx => Language::Cxx,
+            }),
+            std: self.std.clone(),
+            verbose,
+        }
+    }
+}
+
+/// C compilers spell it `-std=c11`; clap wants long options with two dashes.
+pub fn normalize_args(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
+    args.map(|a| match a.to_str() {
+        Some(s) if s.starts_with("-std=") => OsString::from(format!("-{s}")),
+        _ => a,
+    })
+    .collect()
+}
+
+pub fn run(cli: Cli) -> Result<(), hpvm_core::Error> {
+    let verbose = cli.verbose > 0;
+    match cli.command {
+        Command::Inspect { file, dot, clang } => {
+            let graph = hpvm_core::load_graph(&file, &clang.options(verbose))?;
+            let out = if dot { hpvm_core::print::to_dot(&graph) } else { hpvm_core::print::to_text(&graph) };
+            print!("{out}");
+            Ok(())
+        }
+    }
+}
+
+/// Prints an error the way compilers do: one `file:line:col: error: ...` line per problem.
+pub fn report(e: &hpvm_core::Error) {
+    if let hpvm_core::Error::Invalid(diags) = e {
+        for d in diags {
+            eprintln!("{d}");
+        }
+    }
+    eprintln!("hpvm-mgpu: error: {e}");
+}

@@ -1,0 +1,31 @@
+//! `hpvm-mgpu`: the command. Parses the command line, runs the pipeline, renders errors.
+//!
+//! Every failure ends here as a message on stderr (with the user's file:line where there is
+//! one) and exit status 1; nothing panics on user input.
+
+mod cli;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse_from(cli::normalize_args(std::env::args_os()));
+    init_logging(args.verbose);
+    match cli::run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            cli::report(&e);
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).without_time().init();
+}
