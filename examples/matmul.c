@@ -68,7 +68,7 @@ void MatMulBlocks(float *A, size_t bytesA, float *B, size_t bytesB, float *C, si
   __hpvm__hint(DEVICE);
   __hpvm__attributes(2, A, B, 1, C);
 
-  void *thread = __hpvm__createNodeND(2, MatMulThread, BLOCK, BLOCK);
+  void *thread = __hpvm__createNodeND(2, MatMulThread, (size_t)BLOCK, (size_t)BLOCK);
 
   __hpvm__bindIn(thread, 0, 0, 0); /* A */
   __hpvm__bindIn(thread, 1, 1, 0); /* bytesA */

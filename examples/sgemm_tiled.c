@@ -104,7 +104,7 @@ void SgemmBlock(float *A, size_t bytesA, float *B, size_t bytesB, float *C, size
   __hpvm__attributes(3, A, B, C, 1, C);
 
   void *alloc = __hpvm__createNodeND(0, SgemmAlloc);
-  void *tile = __hpvm__createNodeND(2, SgemmTile, TILE, TILE);
+  void *tile = __hpvm__createNodeND(2, SgemmTile, (size_t)TILE, (size_t)TILE);
 
   __hpvm__bindIn(alloc, 11, 0, 0); /* bytesTileA */
   __hpvm__bindIn(alloc, 12, 1, 0); /* bytesTileB */

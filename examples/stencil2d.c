@@ -80,7 +80,7 @@ void StencilBlocks(float *in, size_t bytes_in, float *out, size_t bytes_out, lon
   __hpvm__hint(DEVICE);
   __hpvm__attributes(1, in, 1, out);
 
-  void *thread = __hpvm__createNodeND(2, StencilThread, BLOCK, BLOCK);
+  void *thread = __hpvm__createNodeND(2, StencilThread, (size_t)BLOCK, (size_t)BLOCK);
 
   __hpvm__bindIn(thread, 0, 0, 0); /* in */
   __hpvm__bindIn(thread, 1, 1, 0); /* bytes_in */

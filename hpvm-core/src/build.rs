@@ -18,8 +18,14 @@ use std::collections::{HashMap, HashSet};
 /// Builds the graph of every launch in `module`. Returns the graph and the problems found
 /// while reading it (the verifier finds the rest).
 pub fn build(module: &inkwell::module::Module<'_>, source: &str) -> (Graph, Vec<Diagnostic>) {
-    let functions: Vec<Val> = module.get_functions().map(|f| Val(inkwell::values::AsValueRef::as_value_ref(&f))).collect();
-    let mut b = Builder { graph: Graph { source: source.to_string(), ..Graph::default() }, diags: Vec::new(), node_of_fn: HashMap::new(), stack: Vec::new() };
+    let functions: Vec<Val> =
+        module.get_functions().map(|f| Val(inkwell::values::AsValueRef::as_value_ref(&f))).collect();
+    let mut b = Builder {
+        graph: Graph { source: source.to_string(), ..Graph::default() },
+        diags: Vec::new(),
+        node_of_fn: HashMap::new(),
+        stack: Vec::new(),
+    };
 
     // Host code: every launch, then the waits/pushes/pops on the handles they return.
     let mut launch_calls = Vec::new();
@@ -92,7 +98,14 @@ impl Builder {
         let loc = call.loc();
         let args = call.call_args();
         if args.len() != 3 {
-            self.diag(Rule::LaunchArgs, loc.clone(), format!("__hpvm__launch takes 3 arguments (streaming flag, root function, argument struct), not {}", args.len()));
+            self.diag(
+                Rule::LaunchArgs,
+                loc.clone(),
+                format!(
+                    "__hpvm__launch takes 3 arguments (streaming flag, root function, argument struct), not {}",
+                    args.len()
+                ),
+            );
             return None;
         }
         let streaming = match args[0].const_u64() {
@@ -103,18 +116,22 @@ impl Builder {
             }
         };
         let Some(root_fn) = args[1].as_function() else {
-            self.diag(Rule::NotAFunction, loc.clone(), format!("the root of __hpvm__launch must be a node function, not `{}`", describe(args[1])));
+            self.diag(
+                Rule::NotAFunction,
+                loc.clone(),
+                format!("the root of __hpvm__launch must be a node function, not `{}`", describe(args[1])),
+            );
             return None;
         };
         let root = match self.node_of_fn.get(&root_fn) {
             Some(&id) => id,
-            None => self.node(root_fn, None),
+            None => self.node(root_fn, None, loc.clone()),
         };
         Some(Launch { root, host_function: host.name(), streaming, args: arg_struct(args[2]), loc, uses: Vec::new() })
     }
 
     /// Builds the node of `f` and, for an internal node, its whole subgraph.
-    fn node(&mut self, f: Val, parent: Option<NodeId>) -> NodeId {
+    fn node(&mut self, f: Val, parent: Option<NodeId>, use_loc: Option<crate::loc::SrcLoc>) -> NodeId {
         let name = f.name();
         let def_loc = f.function_loc();
         let llvm_params = f.params();
@@ -123,7 +140,12 @@ impl Builder {
             .enumerate()
             .map(|(i, p)| {
                 let n = p.name();
-                Param { name: if n.is_empty() { format!("arg{i}") } else { n }, ty: Ty(ir::type_text(p.ty())), access: Access::default(), size_param: None }
+                Param {
+                    name: if n.is_empty() { format!("arg{i}") } else { n },
+                    ty: Ty(ir::type_text(p.ty())),
+                    access: Access::default(),
+                    size_param: None,
+                }
             })
             .collect();
         for i in 0..params.len() {
@@ -154,7 +176,11 @@ impl Builder {
         });
         self.node_of_fn.insert(f, id);
         if f.is_declaration() {
-            self.diag(Rule::MissingBody, def_loc, format!("node function `{name}` is declared but not defined in this program"));
+            self.diag(
+                Rule::MissingBody,
+                def_loc.or(use_loc),
+                format!("node function `{name}` is declared but not defined in this program"),
+            );
             return id;
         }
 
@@ -171,7 +197,9 @@ impl Builder {
         self.stack.pop();
 
         let outputs = match &kind {
-            NodeKind::Leaf(leaf) => leaf.returns.first().map(|r| r.types.iter().cloned().map(Some).collect()).unwrap_or_default(),
+            NodeKind::Leaf(leaf) => {
+                leaf.returns.first().map(|r| r.types.iter().cloned().map(Some).collect()).unwrap_or_default()
+            }
             NodeKind::Internal(internal) => {
                 let n = internal.bind_out.iter().map(|b| b.parent_port as usize + 1).max().unwrap_or(0);
                 let mut outs = vec![None; n];
@@ -197,7 +225,11 @@ impl Builder {
             match kind {
                 Intrinsic::Hint => match args.first().and_then(|a| a.const_u64()).and_then(Target::from_value) {
                     Some(t) => self.graph.nodes[id].hint = t,
-                    None => self.diag(Rule::BadHint, call.loc(), format!("__hpvm__hint in `{name}` needs a constant hpvm::Target")),
+                    None => self.diag(
+                        Rule::BadHint,
+                        call.loc(),
+                        format!("__hpvm__hint in `{name}` needs a constant hpvm::Target"),
+                    ),
                 },
                 Intrinsic::Attributes => {
                     // (n_in, in..., n_out, out...)
@@ -242,10 +274,13 @@ impl Builder {
         for &(call, kind) in calls {
             let loc = call.loc();
             let args = call.call_args();
+            if kind.is_graph_construction() {
+                // Arithmetic feeding counts (or, wrongly, ports) is not "computation".
+                count_values.extend(args.iter().copied());
+            }
             match kind {
                 Intrinsic::Hint | Intrinsic::Attributes => {}
                 Intrinsic::CreateNode => {
-                    count_values.extend(args.iter().skip(2).copied());
                     let handle = self.create_node(id, f, call, &args);
                     handles.insert(call, handle);
                     if let Handle::Node(child) = handle {
@@ -255,7 +290,10 @@ impl Builder {
                 Intrinsic::BindIn | Intrinsic::BindOut => {
                     let what = if kind == Intrinsic::BindIn { "__hpvm__bindIn" } else { "__hpvm__bindOut" };
                     let Some(child) = self.resolve(&handles, args.first().copied(), what, &loc) else { continue };
-                    let Some([a, b, s]) = self.constants(&args[1..], what, &loc) else { continue };
+                    let Some([a, b, s]) = self.constants(&args[1..], what, &loc) else {
+                        internal.unreadable.push(child);
+                        continue;
+                    };
                     // bindIn(child, parent_port, child_port); bindOut(child, child_port, parent_port)
                     let (parent_port, child_port) = if kind == Intrinsic::BindIn { (a, b) } else { (b, a) };
                     let binding = Binding { child, parent_port, child_port, streaming: s != 0, loc };
@@ -269,7 +307,10 @@ impl Builder {
                     let src = self.resolve(&handles, args.first().copied(), "__hpvm__edge", &loc);
                     let dst = self.resolve(&handles, args.get(1).copied(), "__hpvm__edge", &loc);
                     let (Some(src), Some(dst)) = (src, dst) else { continue };
-                    let Some([repl, sp, dp, s]) = self.constants(&args[2..], "__hpvm__edge", &loc) else { continue };
+                    let Some([repl, sp, dp, s]) = self.constants(&args[2..], "__hpvm__edge", &loc) else {
+                        internal.unreadable.push(dst);
+                        continue;
+                    };
                     let replication = if repl == 0 { Replication::AllToAll } else { Replication::OneToOne };
                     let edge = self.graph.edges.push(Edge { parent: id, src, dst, replication, src_port: sp, dst_port: dp, streaming: s != 0, loc });
                     internal.edges.push(edge);
@@ -316,15 +357,30 @@ impl Builder {
         let loc = call.loc();
         let name = f.name();
         if args.len() < 2 {
-            self.diag(Rule::InstanceCountArity, loc, "__hpvm__createNodeND needs the number of dimensions and a node function");
+            self.diag(
+                Rule::InstanceCountArity,
+                loc,
+                "__hpvm__createNodeND needs the number of dimensions and a node function",
+            );
             return Handle::Reported;
         }
         let Some(dims) = args[0].const_u64() else {
-            self.diag(Rule::NonConstant, loc, "the number of dimensions given to __hpvm__createNodeND must be a constant");
+            self.diag(
+                Rule::NonConstant,
+                loc,
+                "the number of dimensions given to __hpvm__createNodeND must be a constant",
+            );
             return Handle::Reported;
         };
         let Some(child_fn) = args[1].as_function() else {
-            self.diag(Rule::NotAFunction, loc, format!("__hpvm__createNodeND in `{name}` must name a node function; `{}` is not a function", describe(args[1])));
+            self.diag(
+                Rule::NotAFunction,
+                loc,
+                format!(
+                    "__hpvm__createNodeND in `{name}` must name a node function; `{}` is not a function",
+                    describe(args[1])
+                ),
+            );
             return Handle::Reported;
         };
         let child_name = child_fn.name();
@@ -334,21 +390,23 @@ impl Builder {
             return Handle::Reported;
         }
         let child = match self.node_of_fn.get(&child_fn).copied() {
-            Some(existing) => match self.graph.nodes[existing].parent {
-                Some(other) => {
-                    let other_name = &self.graph.nodes[other].name;
-                    let msg = if other == id {
-                        format!("node function `{child_name}` is created twice by `{name}`; each node needs its own function (first at {})", crate::loc::show(&self.graph.nodes[existing].create_loc))
-                    } else {
-                        format!("node function `{child_name}` is used by two parents: `{other_name}` (at {}) and `{name}`", crate::loc::show(&self.graph.nodes[existing].create_loc))
-                    };
-                    self.diag(Rule::NodeReused, loc, msg);
-                    return Handle::Reported;
+            Some(existing) => {
+                match self.graph.nodes[existing].parent {
+                    Some(other) => {
+                        let other_name = &self.graph.nodes[other].name;
+                        let msg = if other == id {
+                            format!("node function `{child_name}` is created twice by `{name}`; each node needs its own function (first at {})", crate::loc::show(&self.graph.nodes[existing].create_loc))
+                        } else {
+                            format!("node function `{child_name}` is used by two parents: `{other_name}` (at {}) and `{name}`", crate::loc::show(&self.graph.nodes[existing].create_loc))
+                        };
+                        self.diag(Rule::NodeReused, loc, msg);
+                        return Handle::Reported;
+                    }
+                    // A launched root becomes this node's child; the verifier reports the launch.
+                    None => existing,
                 }
-                // A launched root becomes this node's child; the verifier reports the launch.
-                None => existing,
-            },
-            None => self.node(child_fn, Some(id)),
+            }
+            None => self.node(child_fn, Some(id), loc.clone()),
         };
         let counts = args[2..].iter().map(|&v| expr_of(v, f)).collect();
         let node = &mut self.graph.nodes[child];
@@ -359,18 +417,33 @@ impl Builder {
         Handle::Node(child)
     }
 
-    fn resolve(&mut self, handles: &HashMap<Val, Handle>, v: Option<Val>, what: &str, loc: &Option<crate::loc::SrcLoc>) -> Option<NodeId> {
+    fn resolve(
+        &mut self,
+        handles: &HashMap<Val, Handle>,
+        v: Option<Val>,
+        what: &str,
+        loc: &Option<crate::loc::SrcLoc>,
+    ) -> Option<NodeId> {
         match v.and_then(|v| handles.get(&v)) {
             Some(Handle::Node(id)) => Some(*id),
             Some(Handle::Reported) => None,
             None => {
-                self.diag(Rule::UnknownHandle, loc.clone(), format!("{what}: the node handle does not come from a __hpvm__createNodeND of this function"));
+                self.diag(
+                    Rule::UnknownHandle,
+                    loc.clone(),
+                    format!("{what}: the node handle does not come from a __hpvm__createNodeND of this function"),
+                );
                 None
             }
         }
     }
 
-    fn constants<const N: usize>(&mut self, args: &[Val], what: &str, loc: &Option<crate::loc::SrcLoc>) -> Option<[u32; N]> {
+    fn constants<const N: usize>(
+        &mut self,
+        args: &[Val],
+        what: &str,
+        loc: &Option<crate::loc::SrcLoc>,
+    ) -> Option<[u32; N]> {
         let mut out = [0u32; N];
         if args.len() != N {
             self.diag(Rule::NonConstant, loc.clone(), format!("{what} takes {} arguments", N + args.len().min(1)));
@@ -380,7 +453,11 @@ impl Builder {
             match a.const_u64().and_then(|v| u32::try_from(v).ok()) {
                 Some(v) => *slot = v,
                 None => {
-                    self.diag(Rule::NonConstant, loc.clone(), format!("the ports and flags given to {what} must be constants"));
+                    self.diag(
+                        Rule::NonConstant,
+                        loc.clone(),
+                        format!("the ports and flags given to {what} must be constants"),
+                    );
                     return None;
                 }
             }
@@ -399,7 +476,12 @@ impl Builder {
         while let Some((func, body)) = bodies.pop() {
             for inst in body {
                 match inst.opcode() {
-                    Some(LLVMOpcode::LLVMStore | LLVMOpcode::LLVMLoad | LLVMOpcode::LLVMAtomicRMW | LLVMOpcode::LLVMAtomicCmpXchg) => only_allocates = false,
+                    Some(
+                        LLVMOpcode::LLVMStore
+                        | LLVMOpcode::LLVMLoad
+                        | LLVMOpcode::LLVMAtomicRMW
+                        | LLVMOpcode::LLVMAtomicCmpXchg,
+                    ) => only_allocates = false,
                     Some(LLVMOpcode::LLVMCall) => {}
                     _ => continue,
                 }
@@ -416,14 +498,40 @@ impl Builder {
                         let args = inst.call_args();
                         let types = args.iter().skip(1).map(|a| Ty(ir::type_text(a.ty()))).collect::<Vec<_>>();
                         if args.first().and_then(|a| a.const_u64()) != Some(types.len() as u64) {
-                            self.diag(Rule::ReturnArity, loc.clone(), format!("__hpvm__return in `{name}` announces {} values but passes {}", args.first().and_then(|a| a.const_u64()).map_or("a non-constant number of".to_string(), |n| n.to_string()), types.len()));
+                            self.diag(
+                                Rule::ReturnArity,
+                                loc.clone(),
+                                format!(
+                                    "__hpvm__return in `{name}` announces {} values but passes {}",
+                                    args.first()
+                                        .and_then(|a| a.const_u64())
+                                        .map_or("a non-constant number of".to_string(), |n| n.to_string()),
+                                    types.len()
+                                ),
+                            );
                         }
                         leaf.returns.push(ReturnSite { types, loc });
                     }
                     Some(Intrinsic::Hint | Intrinsic::Attributes) if func == f => {}
                     Some(k) => {
-                        let place = if func == f { format!("leaf node `{name}`") } else { format!("`{}`, called by leaf node `{name}`", func.name()) };
-                        self.diag(Rule::GraphIntrinsicInLeaf, loc, format!("{} is not allowed in {place}: {}", api_name(k), if k.is_host_only() { "it belongs in host code" } else { "only internal nodes build graphs" }));
+                        let place = if func == f {
+                            format!("leaf node `{name}`")
+                        } else {
+                            format!("`{}`, called by leaf node `{name}`", func.name())
+                        };
+                        self.diag(
+                            Rule::GraphIntrinsicInLeaf,
+                            loc,
+                            format!(
+                                "{} is not allowed in {place}: {}",
+                                api_name(k),
+                                if k.is_host_only() {
+                                    "it belongs in host code"
+                                } else {
+                                    "only internal nodes build graphs"
+                                }
+                            ),
+                        );
                     }
                     None if is_annotation(callee) => continue,
                     None if is_llvm_intrinsic(callee) => {}
@@ -442,7 +550,16 @@ impl Builder {
                         }
                     }
                 }
-                if !matches!(Intrinsic::from_name(&callee.name()), Some(Intrinsic::Query(Query::Malloc | Query::GetNode | Query::GetParentNode | Query::NumInstances(_) | Query::InstanceId(_))) | Some(Intrinsic::Return | Intrinsic::Hint | Intrinsic::Attributes)) {
+                if !matches!(
+                    Intrinsic::from_name(&callee.name()),
+                    Some(Intrinsic::Query(
+                        Query::Malloc
+                            | Query::GetNode
+                            | Query::GetParentNode
+                            | Query::NumInstances(_)
+                            | Query::InstanceId(_)
+                    )) | Some(Intrinsic::Return | Intrinsic::Hint | Intrinsic::Attributes)
+                ) {
                     only_allocates = false;
                 }
             }
@@ -481,7 +598,10 @@ fn expr_of(v: Val, f: Val) -> Expr {
         LLVMOr => bin(BinOp::Or),
         LLVMXor => bin(BinOp::Xor),
         LLVMZExt | LLVMSExt | LLVMTrunc => expr_of(v.operand(0), f),
-        LLVMCall => Expr::Opaque(format!("a call of `{}`", v.called_function().map_or("a function pointer".into(), |c| c.name()))),
+        LLVMCall => Expr::Opaque(format!(
+            "a call of `{}`",
+            v.called_function().map_or("a function pointer".into(), |c| c.name())
+        )),
         other => Expr::Opaque(format!("a `{}` instruction", ir::opcode_name(other))),
     }
 }
@@ -497,7 +617,11 @@ fn arg_struct(ptr: Val) -> Option<ArgStruct> {
     if !ir::is_struct(ty) {
         return None;
     }
-    Some(ArgStruct { name: ir::struct_name(ty), fields: ir::struct_fields(ty).into_iter().map(|t| Ty(ir::type_text(t))).collect(), packed: ir::is_packed(ty) })
+    Some(ArgStruct {
+        name: ir::struct_name(ty),
+        fields: ir::struct_fields(ty).into_iter().map(|t| Ty(ir::type_text(t))).collect(),
+        packed: ir::is_packed(ty),
+    })
 }
 
 fn describe(v: Val) -> String {

@@ -54,7 +54,10 @@ impl BinOp {
 pub enum Expr {
     Const(i64),
     /// The parent's parameter with this index (and name, for printing).
-    Param { index: usize, name: String },
+    Param {
+        index: usize,
+        name: String,
+    },
     Bin(BinOp, Box<Expr>, Box<Expr>),
     /// Something that is not an integer expression of the parameters (a load, a call...);
     /// the text says what. The verifier rejects it.

@@ -68,7 +68,8 @@ pub fn clang() -> PathBuf {
         return PathBuf::from(p);
     }
     let debian = Path::new("/usr/lib/llvm-19/bin/clang");
-    let on_path = std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join("clang-19").is_file()));
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join("clang-19").is_file()));
     if !on_path && debian.is_file() {
         debian.to_path_buf()
     } else {
@@ -112,8 +113,11 @@ pub fn compile_source(src: &Path, lang: Language, opts: &ClangOptions, out: &Pat
 
 /// Reads an IR file (text or bitcode) into `ctx`.
 pub fn read_ir<'ctx>(ctx: &'ctx Context, path: &Path) -> Result<Module<'ctx>> {
-    let buf = inkwell::memory_buffer::MemoryBuffer::create_from_file(path).map_err(|e| Error::BadIr { file: path.display().to_string(), message: e.to_string() })?;
-    let module = ctx.create_module_from_ir(buf).map_err(|e| Error::BadIr { file: path.display().to_string(), message: e.to_string() })?;
+    let buf = inkwell::memory_buffer::MemoryBuffer::create_from_file(path)
+        .map_err(|e| Error::BadIr { file: path.display().to_string(), message: e.to_string() })?;
+    let module = ctx
+        .create_module_from_ir(buf)
+        .map_err(|e| Error::BadIr { file: path.display().to_string(), message: e.to_string() })?;
     module.verify().map_err(|e| Error::BadIr { file: path.display().to_string(), message: e.to_string() })?;
     Ok(module)
 }
@@ -131,7 +135,9 @@ pub fn host_machine() -> Result<TargetMachine> {
 /// Promotes stack slots to SSA values so that the builder sees handles and ports directly.
 pub fn prepare(module: &Module<'_>) -> Result<()> {
     let tm = host_machine()?;
-    module.run_passes("function(sroa,early-cse)", &tm, PassBuilderOptions::create()).map_err(|e| Error::Llvm(e.to_string()))
+    module
+        .run_passes("function(sroa,early-cse)", &tm, PassBuilderOptions::create())
+        .map_err(|e| Error::Llvm(e.to_string()))
 }
 
 /// Loads any supported input into `ctx`, compiled (if source) and prepared.

@@ -256,6 +256,9 @@ pub struct Internal {
     pub edges: Vec<EdgeId>,
     pub bind_in: Vec<Binding>,
     pub bind_out: Vec<Binding>,
+    /// Children with a binding or incoming edge that could not be read (already reported);
+    /// whether their inputs are all fed cannot be judged.
+    pub unreadable: Vec<NodeId>,
 }
 
 /// `__hpvm__bindIn(child, parent_port, child_port, streaming)` or

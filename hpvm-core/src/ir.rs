@@ -25,8 +25,6 @@ fn owned_message(ptr: *mut std::ffi::c_char) -> String {
     s
 }
 
-
-
 /// The IR text of a type (`ptr`, `i64`, `%struct.RootIn`).
 pub fn type_text(ty: LLVMTypeRef) -> String {
     // SAFETY: `ty` comes from a live module.

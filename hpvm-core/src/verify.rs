@@ -44,9 +44,22 @@ impl Verifier<'_> {
     fn grid(&mut self, node: &Node) {
         let name = &node.name;
         if node.dims > 3 {
-            self.error(Rule::TooManyDims, node_loc(node), format!("node `{name}` has {} dimensions; HPVM grids have 0 to 3", node.dims));
+            self.error(
+                Rule::TooManyDims,
+                node_loc(node),
+                format!("node `{name}` has {} dimensions; HPVM grids have 0 to 3", node.dims),
+            );
         } else if node.counts.len() != node.dims as usize {
-            self.error(Rule::InstanceCountArity, node_loc(node), format!("node `{name}` is {}-dimensional but is given {} instance count{}", node.dims, node.counts.len(), if node.counts.len() == 1 { "" } else { "s" }));
+            self.error(
+                Rule::InstanceCountArity,
+                node_loc(node),
+                format!(
+                    "node `{name}` is {}-dimensional but is given {} instance count{}",
+                    node.dims,
+                    node.counts.len(),
+                    if node.counts.len() == 1 { "" } else { "s" }
+                ),
+            );
         }
         for count in &node.counts {
             if let Some(what) = count.opaque_part() {
@@ -67,14 +80,32 @@ impl Verifier<'_> {
         let Some(first) = leaf.returns.first() else {
             if let Some(fields) = &node.declared_return {
                 if !fields.is_empty() {
-                    self.error(Rule::ReturnArity, node.def_loc.clone(), format!("node `{}` returns a struct of {} fields but never calls __hpvm__return", node.name, fields.len()));
+                    self.error(
+                        Rule::ReturnArity,
+                        node.def_loc.clone(),
+                        format!(
+                            "node `{}` returns a struct of {} fields but never calls __hpvm__return",
+                            node.name,
+                            fields.len()
+                        ),
+                    );
                 }
             }
             return;
         };
         for r in &leaf.returns[1..] {
             if r.types != first.types {
-                self.error(Rule::ReturnArity, r.loc.clone(), format!("this __hpvm__return of node `{}` returns ({}) but the one at {} returns ({})", node.name, list(&r.types), loc::show(&first.loc), list(&first.types)));
+                self.error(
+                    Rule::ReturnArity,
+                    r.loc.clone(),
+                    format!(
+                        "this __hpvm__return of node `{}` returns ({}) but the one at {} returns ({})",
+                        node.name,
+                        list(&r.types),
+                        loc::show(&first.loc),
+                        list(&first.types)
+                    ),
+                );
             }
         }
         if let Some(fields) = &node.declared_return {
@@ -96,14 +127,41 @@ impl Verifier<'_> {
             let parent_param = node.params.get(b.parent_port as usize);
             let child_param = child.params.get(b.child_port as usize);
             if parent_param.is_none() {
-                self.error(Rule::PortOutOfRange, b.loc.clone(), format!("__hpvm__bindIn: `{}` has {} input{}, so there is no input {} to bind", node.name, node.params.len(), plural(node.params.len()), b.parent_port));
+                self.error(
+                    Rule::PortOutOfRange,
+                    b.loc.clone(),
+                    format!(
+                        "__hpvm__bindIn: `{}` has {} input{}, so there is no input {} to bind",
+                        node.name,
+                        node.params.len(),
+                        plural(node.params.len()),
+                        b.parent_port
+                    ),
+                );
             }
             if child_param.is_none() {
-                self.error(Rule::PortOutOfRange, b.loc.clone(), format!("__hpvm__bindIn: child `{}` has {} input{}, so there is no input {} to bind to", child.name, child.params.len(), plural(child.params.len()), b.child_port));
+                self.error(
+                    Rule::PortOutOfRange,
+                    b.loc.clone(),
+                    format!(
+                        "__hpvm__bindIn: child `{}` has {} input{}, so there is no input {} to bind to",
+                        child.name,
+                        child.params.len(),
+                        plural(child.params.len()),
+                        b.child_port
+                    ),
+                );
             }
             if let (Some(pp), Some(cp)) = (parent_param, child_param) {
                 if pp.ty != cp.ty {
-                    self.error(Rule::TypeMismatch, b.loc.clone(), format!("__hpvm__bindIn: input {} `{}` of `{}` is {} but input {} `{}` of `{}` is {}", b.parent_port, pp.name, node.name, pp.ty, b.child_port, cp.name, child.name, cp.ty));
+                    self.error(
+                        Rule::TypeMismatch,
+                        b.loc.clone(),
+                        format!(
+                            "__hpvm__bindIn: input {} `{}` of `{}` is {} but input {} `{}` of `{}` is {}",
+                            b.parent_port, pp.name, node.name, pp.ty, b.child_port, cp.name, child.name, cp.ty
+                        ),
+                    );
                 }
                 feeds.entry((b.child, b.child_port as usize)).or_default().push(b.loc.clone());
             }
@@ -115,14 +173,41 @@ impl Verifier<'_> {
             let out = src.outputs.get(edge.src_port as usize);
             let input = dst.params.get(edge.dst_port as usize);
             if out.is_none() {
-                self.error(Rule::PortOutOfRange, edge.loc.clone(), format!("__hpvm__edge: `{}` has {} output{}, so there is no output {}", src.name, src.outputs.len(), plural(src.outputs.len()), edge.src_port));
+                self.error(
+                    Rule::PortOutOfRange,
+                    edge.loc.clone(),
+                    format!(
+                        "__hpvm__edge: `{}` has {} output{}, so there is no output {}",
+                        src.name,
+                        src.outputs.len(),
+                        plural(src.outputs.len()),
+                        edge.src_port
+                    ),
+                );
             }
             if input.is_none() {
-                self.error(Rule::PortOutOfRange, edge.loc.clone(), format!("__hpvm__edge: `{}` has {} input{}, so there is no input {}", dst.name, dst.params.len(), plural(dst.params.len()), edge.dst_port));
+                self.error(
+                    Rule::PortOutOfRange,
+                    edge.loc.clone(),
+                    format!(
+                        "__hpvm__edge: `{}` has {} input{}, so there is no input {}",
+                        dst.name,
+                        dst.params.len(),
+                        plural(dst.params.len()),
+                        edge.dst_port
+                    ),
+                );
             }
             if let (Some(Some(out_ty)), Some(p)) = (out, input) {
                 if *out_ty != p.ty {
-                    self.error(Rule::TypeMismatch, edge.loc.clone(), format!("__hpvm__edge: output {} of `{}` is {} but input {} `{}` of `{}` is {}", edge.src_port, src.name, out_ty, edge.dst_port, p.name, dst.name, p.ty));
+                    self.error(
+                        Rule::TypeMismatch,
+                        edge.loc.clone(),
+                        format!(
+                            "__hpvm__edge: output {} of `{}` is {} but input {} `{}` of `{}` is {}",
+                            edge.src_port, src.name, out_ty, edge.dst_port, p.name, dst.name, p.ty
+                        ),
+                    );
                 }
             }
             if input.is_some() {
@@ -133,7 +218,7 @@ impl Verifier<'_> {
             }
         }
 
-        for &c in &internal.children {
+        for &c in internal.children.iter().filter(|c| !internal.unreadable.contains(c)) {
             let child = &g.nodes[c];
             for (port, p) in child.params.iter().enumerate() {
                 match feeds.get(&(c, port)).map(Vec::as_slice) {
@@ -153,7 +238,17 @@ impl Verifier<'_> {
         for b in &internal.bind_out {
             let child = &g.nodes[b.child];
             match child.outputs.get(b.child_port as usize) {
-                None => self.error(Rule::PortOutOfRange, b.loc.clone(), format!("__hpvm__bindOut: child `{}` has {} output{}, so there is no output {}", child.name, child.outputs.len(), plural(child.outputs.len()), b.child_port)),
+                None => self.error(
+                    Rule::PortOutOfRange,
+                    b.loc.clone(),
+                    format!(
+                        "__hpvm__bindOut: child `{}` has {} output{}, so there is no output {}",
+                        child.name,
+                        child.outputs.len(),
+                        plural(child.outputs.len()),
+                        b.child_port
+                    ),
+                ),
                 Some(ty) => {
                     if let (Some(ty), Some(fields)) = (ty, &node.declared_return) {
                         match fields.get(b.parent_port as usize) {
@@ -165,13 +260,26 @@ impl Verifier<'_> {
                 }
             }
             if let Some(first) = bound.insert(b.parent_port, b.loc.clone()) {
-                self.error(Rule::OutputBinding, b.loc.clone(), format!("output {} of `{}` is bound twice (first at {})", b.parent_port, node.name, loc::show(&first)));
+                self.error(
+                    Rule::OutputBinding,
+                    b.loc.clone(),
+                    format!(
+                        "output {} of `{}` is bound twice (first at {})",
+                        b.parent_port,
+                        node.name,
+                        loc::show(&first)
+                    ),
+                );
             }
         }
         let n_outputs = node.outputs.len().max(node.declared_return.as_ref().map_or(0, Vec::len));
         for port in 0..n_outputs as u32 {
             if !bound.contains_key(&port) {
-                self.error(Rule::OutputBinding, node.def_loc.clone(), format!("output {port} of internal node `{}` is never bound: give it a __hpvm__bindOut", node.name));
+                self.error(
+                    Rule::OutputBinding,
+                    node.def_loc.clone(),
+                    format!("output {port} of internal node `{}` is never bound: give it a __hpvm__bindOut", node.name),
+                );
             }
         }
     }
@@ -179,11 +287,22 @@ impl Verifier<'_> {
     fn launch(&mut self, launch: &Launch) {
         let root = &self.graph.nodes[launch.root];
         if let Some(parent) = root.parent {
-            self.error(Rule::LaunchOfNonRoot, launch.loc.clone(), format!("__hpvm__launch of `{}`, which is not a root: it is a child node of `{}` (created at {})", root.name, self.graph.nodes[parent].name, loc::show(&root.create_loc)));
+            self.error(
+                Rule::LaunchOfNonRoot,
+                launch.loc.clone(),
+                format!(
+                    "__hpvm__launch of `{}`, which is not a root: it is a child node of `{}` (created at {})",
+                    root.name,
+                    self.graph.nodes[parent].name,
+                    loc::show(&root.create_loc)
+                ),
+            );
         }
         let Some(args) = &launch.args else { return };
         let params: Vec<&Ty> = root.params.iter().map(|p| &p.ty).collect();
-        let fits = args.fields.len() >= params.len() && args.fields.len() <= params.len() + 1 && args.fields.iter().zip(&params).all(|(a, p)| a == *p);
+        let fits = args.fields.len() >= params.len()
+            && args.fields.len() <= params.len() + 1
+            && args.fields.iter().zip(&params).all(|(a, p)| a == *p);
         if !fits {
             self.error(
                 Rule::LaunchArgs,

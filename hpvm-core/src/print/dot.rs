@@ -27,7 +27,12 @@ fn write_dot(s: &mut String, g: &Graph) -> std::fmt::Result {
     writeln!(s, "  node [shape=box, fontname=\"monospace\"];")?;
     writeln!(s, "  label=\"{}\";", escape(&g.source))?;
     for (i, l) in g.launches.iter().enumerate() {
-        writeln!(s, "  host{i} [shape=ellipse, label=\"{}: launch{}\"];", escape(&l.host_function), if l.streaming { " (streaming)" } else { "" })?;
+        writeln!(
+            s,
+            "  host{i} [shape=ellipse, label=\"{}: launch{}\"];",
+            escape(&l.host_function),
+            if l.streaming { " (streaming)" } else { "" }
+        )?;
         let root = &g.nodes[l.root];
         let lhead = if root.is_leaf() { String::new() } else { format!(", lhead=cluster_{}", id(l.root)) };
         writeln!(s, "  host{i} -> {}[style=bold{lhead}];", id(l.root))?;
@@ -55,14 +60,40 @@ fn write_node(s: &mut String, g: &Graph, nid: NodeId, depth: usize) -> std::fmt:
                 write_node(s, g, c, depth + 1)?;
             }
             for b in &int.bind_in {
-                writeln!(s, "{pad}  {} -> {} [style=dashed, label=\"in {} -> {}\"{}];", id(nid), id(b.child), b.parent_port, b.child_port, head(g, b.child))?;
+                writeln!(
+                    s,
+                    "{pad}  {} -> {} [style=dashed, label=\"in {} -> {}\"{}];",
+                    id(nid),
+                    id(b.child),
+                    b.parent_port,
+                    b.child_port,
+                    head(g, b.child)
+                )?;
             }
             for &e in &int.edges {
                 let e = &g.edges[e];
-                writeln!(s, "{pad}  {} -> {} [label=\"{} -> {} ({})\"{}{}];", id(e.src), id(e.dst), e.src_port, e.dst_port, e.replication, tail(g, e.src), head(g, e.dst))?;
+                writeln!(
+                    s,
+                    "{pad}  {} -> {} [label=\"{} -> {} ({})\"{}{}];",
+                    id(e.src),
+                    id(e.dst),
+                    e.src_port,
+                    e.dst_port,
+                    e.replication,
+                    tail(g, e.src),
+                    head(g, e.dst)
+                )?;
             }
             for b in &int.bind_out {
-                writeln!(s, "{pad}  {} -> {} [style=dashed, label=\"out {} -> {}\"{}];", id(b.child), id(nid), b.child_port, b.parent_port, tail(g, b.child))?;
+                writeln!(
+                    s,
+                    "{pad}  {} -> {} [style=dashed, label=\"out {} -> {}\"{}];",
+                    id(b.child),
+                    id(nid),
+                    b.child_port,
+                    b.parent_port,
+                    tail(g, b.child)
+                )?;
             }
             writeln!(s, "{pad}}}")
         }

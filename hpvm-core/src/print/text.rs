@@ -16,9 +16,22 @@ fn write_graph(s: &mut String, g: &Graph) -> std::fmt::Result {
     writeln!(s, "graph of {}", g.source)?;
     for l in &g.launches {
         writeln!(s)?;
-        writeln!(s, "launch of {} at {} in {}{}", g.nodes[l.root].name, loc::show(&l.loc), l.host_function, if l.streaming { " (streaming)" } else { "" })?;
+        writeln!(
+            s,
+            "launch of {} at {} in {}{}",
+            g.nodes[l.root].name,
+            loc::show(&l.loc),
+            l.host_function,
+            if l.streaming { " (streaming)" } else { "" }
+        )?;
         match &l.args {
-            Some(a) => writeln!(s, "  argument struct {} {{ {} }}{}", a.name, types(&a.fields), if a.packed { " (packed)" } else { "" })?,
+            Some(a) => writeln!(
+                s,
+                "  argument struct {} {{ {} }}{}",
+                a.name,
+                types(&a.fields),
+                if a.packed { " (packed)" } else { "" }
+            )?,
             None => writeln!(s, "  argument struct: type not visible in the host code")?,
         }
         for u in &l.uses {
@@ -68,7 +81,11 @@ fn write_node(s: &mut String, g: &Graph, id: NodeId) -> std::fmt::Result {
     match &n.kind {
         NodeKind::Leaf(leaf) => {
             if !leaf.queries.is_empty() {
-                let uses: Vec<String> = leaf.queries.iter().map(|(q, k)| if *k == 1 { q.to_string() } else { format!("{q} x{k}") }).collect();
+                let uses: Vec<String> = leaf
+                    .queries
+                    .iter()
+                    .map(|(q, k)| if *k == 1 { q.to_string() } else { format!("{q} x{k}") })
+                    .collect();
                 writeln!(s, "  uses: {}", uses.join(", "))?;
             }
             if !leaf.aux_functions.is_empty() {
@@ -82,14 +99,37 @@ fn write_node(s: &mut String, g: &Graph, id: NodeId) -> std::fmt::Result {
             let names: Vec<&str> = int.children.iter().map(|&c| g.nodes[c].name.as_str()).collect();
             writeln!(s, "  children: {}", names.join(", "))?;
             for b in &int.bind_in {
-                writeln!(s, "  bind in:  {}.{} -> {}{}", n.name, port(n, b.parent_port), port_of(g, b.child, b.child_port), stream(b.streaming))?;
+                writeln!(
+                    s,
+                    "  bind in:  {}.{} -> {}{}",
+                    n.name,
+                    port(n, b.parent_port),
+                    port_of(g, b.child, b.child_port),
+                    stream(b.streaming)
+                )?;
             }
             for &e in &int.edges {
                 let e = &g.edges[e];
-                writeln!(s, "  edge:     {}.out{} -> {} ({}){}", g.nodes[e.src].name, e.src_port, port_of(g, e.dst, e.dst_port), e.replication, stream(e.streaming))?;
+                writeln!(
+                    s,
+                    "  edge:     {}.out{} -> {} ({}){}",
+                    g.nodes[e.src].name,
+                    e.src_port,
+                    port_of(g, e.dst, e.dst_port),
+                    e.replication,
+                    stream(e.streaming)
+                )?;
             }
             for b in &int.bind_out {
-                writeln!(s, "  bind out: {}.out{} -> {}.out{}{}", g.nodes[b.child].name, b.child_port, n.name, b.parent_port, stream(b.streaming))?;
+                writeln!(
+                    s,
+                    "  bind out: {}.out{} -> {}.out{}{}",
+                    g.nodes[b.child].name,
+                    b.child_port,
+                    n.name,
+                    b.parent_port,
+                    stream(b.streaming)
+                )?;
             }
         }
     }

@@ -1,0 +1,56 @@
+/* A one-to-one edge between grids of n and n / 2 instances.
+ * The line marked expect-error must be reported with that rule. */
+#include <hpvm.h>
+#include <stdlib.h>
+
+void First(float *a, size_t bytes_a, long n) {
+  __hpvm__hint(DEVICE);
+  __hpvm__attributes(1, a, 1, a);
+  long i = __hpvm__getNodeInstanceID_x(__hpvm__getNode());
+  if (i < n)
+    a[i] += 1.0f;
+  __hpvm__return(1, bytes_a);
+}
+
+void Leaf(float *a, size_t bytes_a, long n) {
+  __hpvm__hint(DEVICE);
+  __hpvm__attributes(1, a, 1, a);
+  long i = __hpvm__getNodeInstanceID_x(__hpvm__getNode());
+  if (i < n)
+    a[i] *= 2.0f;
+  __hpvm__return(0);
+}
+
+void Root(float *a, size_t bytes_a, long n) {
+  __hpvm__hint(CPU_TARGET);
+  __hpvm__attributes(1, a, 1, a);
+  void *first = __hpvm__createNodeND(1, First, n / 2);
+  void *leaf = __hpvm__createNodeND(1, Leaf, n);
+  __hpvm__bindIn(first, 0, 0, 0);
+  __hpvm__bindIn(first, 1, 1, 0);
+  __hpvm__bindIn(first, 2, 2, 0);
+  __hpvm__bindIn(leaf, 0, 0, 0);
+  __hpvm__edge(first, leaf, HPVM_EDGE_ONE_TO_ONE, 0, 1, 0); /* expect-error: one-to-one-grid-mismatch */
+  __hpvm__bindIn(leaf, 2, 2, 0);
+}
+
+typedef struct __attribute__((__packed__)) {
+  float *a;
+  size_t bytes_a;
+  long n;
+} RootIn;
+
+int main(void) {
+  long n = 64;
+  float *a = calloc(n, sizeof(float));
+  RootIn args = {a, n * sizeof(float), n};
+  __hpvm__init();
+  llvm_hpvm_track_mem(a, n * sizeof(float));
+  void *dfg = __hpvm__launch(0, Root, &args);
+  __hpvm__wait(dfg);
+  llvm_hpvm_request_mem(a, n * sizeof(float));
+  llvm_hpvm_untrack_mem(a);
+  __hpvm__cleanup();
+  free(a);
+  return 0;
+}

@@ -1,0 +1,45 @@
+/* Two internal nodes creating each other.
+ * The line marked expect-error must be reported with that rule. */
+#include <hpvm.h>
+#include <stdlib.h>
+
+void Ping(float *a, size_t bytes_a, long n);
+
+void Pong(float *a, size_t bytes_a, long n) {
+  __hpvm__hint(CPU_TARGET);
+  __hpvm__attributes(1, a, 1, a);
+  void *ping = __hpvm__createNodeND(0, Ping); /* expect-error: recursion */
+  __hpvm__bindIn(ping, 0, 0, 0);
+  __hpvm__bindIn(ping, 1, 1, 0);
+  __hpvm__bindIn(ping, 2, 2, 0);
+}
+
+void Ping(float *a, size_t bytes_a, long n) {
+  __hpvm__hint(CPU_TARGET);
+  __hpvm__attributes(1, a, 1, a);
+  void *pong = __hpvm__createNodeND(0, Pong);
+  __hpvm__bindIn(pong, 0, 0, 0);
+  __hpvm__bindIn(pong, 1, 1, 0);
+  __hpvm__bindIn(pong, 2, 2, 0);
+}
+
+typedef struct __attribute__((__packed__)) {
+  float *a;
+  size_t bytes_a;
+  long n;
+} RootIn;
+
+int main(void) {
+  long n = 64;
+  float *a = calloc(n, sizeof(float));
+  RootIn args = {a, n * sizeof(float), n};
+  __hpvm__init();
+  llvm_hpvm_track_mem(a, n * sizeof(float));
+  void *dfg = __hpvm__launch(0, Ping, &args);
+  __hpvm__wait(dfg);
+  llvm_hpvm_request_mem(a, n * sizeof(float));
+  llvm_hpvm_untrack_mem(a);
+  __hpvm__cleanup();
+  free(a);
+  return 0;
+}

@@ -1,0 +1,3 @@
+#ifndef SCALE
+#error SCALE must be defined (-DSCALE=...)
+#endif
