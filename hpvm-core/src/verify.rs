@@ -332,3 +332,124 @@ pub fn grid_text(node: &Node) -> String {
     }
     format!("{}-D [{}]", node.dims, node.counts.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::Expr;
+
+    fn param(name: &str, ty: &str) -> Param {
+        Param { name: name.into(), ty: Ty(ty.into()), access: Access::default(), size_param: None }
+    }
+
+    fn node(name: &str, parent: Option<NodeId>, params: Vec<Param>, kind: NodeKind) -> Node {
+        Node {
+            name: name.into(),
+            def_loc: None,
+            parent,
+            create_loc: None,
+            hint: Target::None,
+            dims: 0,
+            counts: vec![],
+            params,
+            outputs: vec![],
+            declared_return: None,
+            kind,
+        }
+    }
+
+    fn rules(g: &Graph) -> Vec<Rule> {
+        let mut r: Vec<Rule> = verify(g).into_iter().map(|d| d.rule).collect();
+        r.sort();
+        r
+    }
+
+    /// A root with two 1-D leaf children, `a` (one i64 output) and `b` (one i64 input).
+    fn two_leaves() -> (Graph, NodeId, NodeId, NodeId) {
+        let mut g = Graph::default();
+        let root = g.nodes.push(node("root", None, vec![param("n", "i64")], NodeKind::Internal(Internal::default())));
+        let mut a = node("a", Some(root), vec![], NodeKind::Leaf(Leaf::default()));
+        a.outputs = vec![Some(Ty("i64".into()))];
+        a.dims = 1;
+        a.counts = vec![Expr::Param { index: 0, name: "n".into() }];
+        let a = g.nodes.push(a);
+        let mut b = node("b", Some(root), vec![param("x", "i64")], NodeKind::Leaf(Leaf::default()));
+        b.dims = 1;
+        b.counts = vec![Expr::Param { index: 0, name: "n".into() }];
+        let b = g.nodes.push(b);
+        if let NodeKind::Internal(i) = &mut g.nodes[root].kind {
+            i.children = vec![a, b];
+        }
+        (g, root, a, b)
+    }
+
+    fn add_edge(g: &mut Graph, root: NodeId, src: NodeId, dst: NodeId, sp: u32, dp: u32, r: Replication) {
+        let e = g.edges.push(Edge {
+            parent: root,
+            src,
+            dst,
+            replication: r,
+            src_port: sp,
+            dst_port: dp,
+            streaming: false,
+            loc: None,
+        });
+        if let NodeKind::Internal(i) = &mut g.nodes[root].kind {
+            i.edges.push(e);
+        }
+    }
+
+    #[test]
+    fn a_well_formed_graph_passes() {
+        let (mut g, root, a, b) = two_leaves();
+        add_edge(&mut g, root, a, b, 0, 0, Replication::OneToOne);
+        assert_eq!(rules(&g), vec![]);
+    }
+
+    #[test]
+    fn out_of_range_ports_are_reported_not_followed() {
+        let (mut g, root, a, b) = two_leaves();
+        add_edge(&mut g, root, a, b, 5, 9, Replication::AllToAll);
+        // Both ends out of range, and b's only input is then fed by nothing.
+        assert_eq!(rules(&g), vec![Rule::PortOutOfRange, Rule::PortOutOfRange, Rule::InputNeverBound]);
+    }
+
+    #[test]
+    fn one_to_one_needs_equal_grids() {
+        let (mut g, root, a, b) = two_leaves();
+        g.nodes[b].counts = vec![Expr::Const(4)];
+        add_edge(&mut g, root, a, b, 0, 0, Replication::OneToOne);
+        assert_eq!(rules(&g), vec![Rule::OneToOneGridMismatch]);
+        // The same grids with an all-to-all edge are fine.
+        let (mut g, root, a, b) = two_leaves();
+        g.nodes[b].counts = vec![Expr::Const(4)];
+        add_edge(&mut g, root, a, b, 0, 0, Replication::AllToAll);
+        assert_eq!(rules(&g), vec![]);
+    }
+
+    #[test]
+    fn grid_shape_rules() {
+        let (mut g, root, a, b) = two_leaves();
+        add_edge(&mut g, root, a, b, 0, 0, Replication::AllToAll);
+        g.nodes[a].dims = 4;
+        g.nodes[b].dims = 2;
+        g.nodes[b].counts.push(Expr::Opaque("a `load` instruction".into()));
+        assert_eq!(rules(&g), vec![Rule::TooManyDims, Rule::InstanceCountExpr]);
+        g.nodes[b].counts.pop();
+        assert_eq!(rules(&g), vec![Rule::TooManyDims, Rule::InstanceCountArity]);
+    }
+
+    #[test]
+    fn outputs_of_internal_nodes_bound_once() {
+        let (mut g, root, a, b) = two_leaves();
+        add_edge(&mut g, root, a, b, 0, 0, Replication::AllToAll);
+        let bind =
+            |child, child_port, parent_port| Binding { child, parent_port, child_port, streaming: false, loc: None };
+        g.nodes[root].outputs = vec![Some(Ty("i64".into())), None];
+        if let NodeKind::Internal(i) = &mut g.nodes[root].kind {
+            i.bind_out = vec![bind(a, 0, 0), bind(a, 0, 0)];
+        }
+        // Port 0 twice, port 1 never.
+        assert_eq!(rules(&g), vec![Rule::OutputBinding, Rule::OutputBinding]);
+    }
+}
