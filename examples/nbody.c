@@ -49,7 +49,7 @@
 
 /* Time step and squared softening length. */
 #define DT 0.01f
-#define EPS2 0.01f
+#define EPS2 0.0025f
 
 /* ---- Dataflow graph ------------------------------------------------------------------ */
 

@@ -125,7 +125,7 @@ void LaplacianEstimate(float *I, size_t bytesI, float *B, size_t bytesB, float *
                        size_t bytesId, float *Ie, size_t bytesIe, float *L, size_t bytesL,
                        long w, long h) {
   __hpvm__hint(CPU_TARGET);
-  __hpvm__attributes(5, I, B, Id, Ie, L, 3, Id, Ie, L);
+  __hpvm__attributes(2, I, B, 3, Id, Ie, L);
 
   void *df = __hpvm__createNodeND(2, Dilation, w, h);
   void *ef = __hpvm__createNodeND(2, Erosion, w, h);
