@@ -2,6 +2,8 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hpvm_core::frontend::{ClangOptions, Language};
+use crate::build::{self, BuildOptions};
+use crate::error::{Error, Result};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -24,6 +26,32 @@ pub enum Command {
         /// Print Graphviz (dot) instead of text.
         #[arg(long)]
         dot: bool,
+        #[command(flatten)]
+        clang: ClangArgs,
+    },
+    /// Compile HPVM-C programs (and plain C/C++ files, objects) into an executable.
+    Build {
+        /// Source files (.c, .cpp...), LLVM IR (.ll/.bc), objects and archives (.o/.a).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Output file (default a.out; with -c or --emit-llvm, the input's name with .o/.ll).
+        #[arg(short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Optimization level, 0 to 3.
+        #[arg(short = 'O', value_name = "LEVEL", default_value = "0", value_parser = clap::value_parser!(u8).range(0..=3))]
+        opt: u8,
+        /// Link with a library.
+        #[arg(short = 'l', value_name = "LIB")]
+        libs: Vec<String>,
+        /// Add a directory to the library search path.
+        #[arg(short = 'L', value_name = "DIR")]
+        lib_dirs: Vec<PathBuf>,
+        /// Stop after compiling: write objects.
+        #[arg(short = 'c')]
+        compile_only: bool,
+        /// Stop after compiling: write the transformed, optimized LLVM IR (.ll).
+        #[arg(long = "emit-llvm")]
+        emit_llvm: bool,
         #[command(flatten)]
         clang: ClangArgs,
     },
@@ -64,6 +92,7 @@ impl ClangArgs {
             }),
             std: self.std.clone(),
             verbose,
+            opt_level: None,
         }
     }
 }
@@ -77,7 +106,7 @@ pub fn normalize_args(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
     .collect()
 }
 
-pub fn run(cli: Cli) -> Result<(), hpvm_core::Error> {
+pub fn run(cli: Cli) -> Result<()> {
     let verbose = cli.verbose > 0;
     match cli.command {
         Command::Inspect { file, dot, clang } => {
@@ -86,12 +115,22 @@ pub fn run(cli: Cli) -> Result<(), hpvm_core::Error> {
             print!("{out}");
             Ok(())
         }
+        Command::Build { files, output, opt, libs, lib_dirs, compile_only, emit_llvm, clang } => build::build(&BuildOptions {
+            inputs: files,
+            output,
+            opt_level: opt,
+            clang: clang.options(verbose),
+            libs,
+            lib_dirs,
+            compile_only,
+            emit_llvm,
+        }),
     }
 }
 
 /// Prints an error the way compilers do: one `file:line:col: error: ...` line per problem.
-pub fn report(e: &hpvm_core::Error) {
-    if let hpvm_core::Error::Invalid(diags) = e {
+pub fn report(e: &Error) {
+    if let Error::Core(hpvm_core::Error::Invalid(diags)) = e {
         for d in diags {
             eprintln!("{d}");
         }

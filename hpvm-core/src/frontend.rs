@@ -59,6 +59,10 @@ pub struct ClangOptions {
     pub std: Option<String>,
     /// Print each tool invocation.
     pub verbose: bool,
+    /// For code generation: the user's `-O` level. clang then emits IR as it would at that
+    /// level (with its type-based alias metadata) but runs no passes, so the graph is read
+    /// from unoptimized code either way. `None`: reading only (`inspect`).
+    pub opt_level: Option<u8>,
 }
 
 /// The clang used for C and C++: `$HPVM_MGPU_CLANG`, else `clang-19` on the PATH, else
@@ -98,7 +102,11 @@ pub fn compile_source(src: &Path, lang: Language, opts: &ClangOptions, out: &Pat
     }
     // After the user's -I, so a user's own hpvm.h wins, as with any system header.
     cmd.arg("-isystem").arg(scratch.path());
-    cmd.args(["-g", "-O0", "-Xclang", "-disable-O0-optnone", "-fno-discard-value-names", "-emit-llvm", "-c"]);
+    match opts.opt_level {
+        Some(level) if level > 0 => cmd.arg(format!("-O{level}")).args(["-Xclang", "-disable-llvm-passes"]),
+        _ => cmd.args(["-O0", "-Xclang", "-disable-O0-optnone"]),
+    };
+    cmd.args(["-g", "-fno-discard-value-names", "-emit-llvm", "-c"]);
     cmd.arg(src).arg("-o").arg(out);
     if opts.verbose {
         eprintln!("+ {cmd:?}");

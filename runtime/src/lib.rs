@@ -1,5 +1,34 @@
 //! `runtime`: the library linked into every executable `hpvm-mgpu build` produces.
 //!
-//! Its job (not built yet): devices (CUDA through the driver API, simulated CPU devices),
-//! virtual buffers with per-interval coherence, partitioned launches with cached access
-//! intervals and copy plans, and the memory tracker's C ABI. It never links LLVM.
+//! The compiler leaves three things in an executable: compiled leaf nodes (entry points over
+//! boxes of instances, [`ctx::EntryFn`]), a JSON description of each module's graphs
+//! ([`desc::Program`]), and host code calling the C ABI in [`abi`] (`__hpvm__init`,
+//! `hpvm_rt_launch`, `__hpvm__wait`, the memory tracker...). At a launch the runtime parses
+//! the description once ([`module`]), then interprets internal nodes and runs leaves on a
+//! thread pool ([`exec`]); streaming launches become pipelines ([`launch`]).
+//!
+//! Invariants:
+//! - A description is checked on load ([`desc::Program::parse`]): afterwards every node, port
+//!   and offset index in it is in range, so the engine indexes without further checks.
+//! - Instances of a node write disjoint output records; the engine hands each its own.
+//! - Nothing unwinds into C: errors in the user's program end the process with a message
+//!   naming the node ([`fatal`]), runtime bugs abort.
+//! - The library never links LLVM.
+
+pub mod abi;
+pub mod ctx;
+pub mod desc;
+pub mod exec;
+pub mod launch;
+pub mod memory;
+pub mod module;
+pub mod pool;
+pub mod scratch;
+pub mod stats;
+
+/// Ends the program with an error about the user's program (a bad instance count, a barrier
+/// over too many instances...). The runtime's C functions have no error return.
+pub fn fatal(msg: &str) -> ! {
+    eprintln!("hpvm-mgpu runtime: error: {msg}");
+    std::process::exit(1)
+}

@@ -1,6 +1,50 @@
-//! `transform`: lowering of the verified dataflow graph to code.
+//! `transform`: lowering of a verified dataflow graph to code.
 //!
-//! Its job (not built yet): turn leaf nodes into CPU functions over a box of instances and
-//! into NVPTX kernels with block-offset and super-grid arguments, and rewrite host code so
-//! `__hpvm__launch`/`wait` and the memory tracker call the runtime. It only ever sees graphs
-//! that `hpvm_core::verify` accepted.
+//! [`lower_cpu`] turns a module whose graph `hpvm_core::verify` accepted into one that links
+//! against the runtime library:
+//! - every leaf node gets an *entry point* running a box of its instances ([`entry`]); its
+//!   `__hpvm__return` calls become stores into the instance's output record;
+//! - the HPVM intrinsics leaf code calls get bodies: queries read the instance context, atomics
+//!   are `atomicrmw`/`cmpxchg`, math maps to LLVM intrinsics ([`intrinsics`]);
+//! - `__hpvm__launch` becomes `hpvm_rt_launch` with the module's graph description and entry
+//!   table; internal node functions, which only described the graph, are deleted ([`host`]).
+//!
+//! Invariants: it only runs on verified graphs (so every port, count and type it reads is
+//! consistent), it replaces every use of a value before erasing it, and the layouts it
+//! writes into the description ([`describe`]) are the ones its entry points read.
+
+pub mod describe;
+pub mod entry;
+pub mod host;
+pub mod intrinsics;
+pub mod layout;
+
+use hpvm_core::Graph;
+use inkwell::module::Module;
+use inkwell::targets::TargetData;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The module does not hold what the verified graph says (a compiler bug, not a user error).
+    #[error("internal error: {0}")]
+    Internal(String),
+    #[error("LLVM: {0}")]
+    Llvm(String),
+}
+
+impl From<inkwell::builder::BuilderError> for Error {
+    fn from(e: inkwell::builder::BuilderError) -> Self {
+        Error::Llvm(e.to_string())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Lowers every node of `graph` to CPU code and the host code to runtime calls.
+pub fn lower_cpu(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Result<()> {
+    let program = describe::describe(module, graph, data)?;
+    intrinsics::define(module)?;
+    let entries = entry::build_all(module, graph, &program)?;
+    host::rewrite(module, graph, &program, &entries)?;
+    module.verify().map_err(|e| Error::Internal(format!("lowered module does not verify: {}", e.to_string())))
+}

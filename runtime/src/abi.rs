@@ -1,0 +1,130 @@
+//! The C ABI: the functions `include/hpvm.h` declares for host code, and the ones compiled
+//! code calls (`hpvm_rt_*`). None may unwind into C: each body runs under [`guard`].
+
+use crate::ctx::EntryFn;
+use crate::launch::Launch;
+use crate::{memory, module, scratch, stats};
+use std::ffi::{c_char, c_void};
+
+extern "C" {
+    #[link_name = "malloc"]
+    pub fn libc_malloc(size: usize) -> *mut c_void;
+}
+
+/// Runs `f`; a panic (a bug in the runtime) ends the process with a message instead of
+/// unwinding into C.
+fn guard<R>(what: &str, f: impl FnOnce() -> R) -> R {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(_) => {
+            eprintln!("hpvm-mgpu runtime: internal error in {what}");
+            std::process::abort()
+        }
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn __hpvm__init() {
+    guard("__hpvm__init", || {
+        crate::pool::pool();
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn __hpvm__cleanup() {
+    guard("__hpvm__cleanup", || {
+        if stats::enabled() {
+            eprint!("{}", stats::report());
+        }
+        memory::forget_all();
+        scratch::release_global();
+    })
+}
+
+/// Starts a launch; replaces `__hpvm__launch` in compiled host code.
+///
+/// # Safety
+/// `desc` is the module's NUL-terminated description, `entries` its `n_entries` entry points,
+/// `args` the launch's argument struct (alive until the wait).
+#[no_mangle]
+pub unsafe extern "C" fn hpvm_rt_launch(
+    desc: *const c_char,
+    entries: *const EntryFn,
+    n_entries: u32,
+    launch: u32,
+    streaming: u32,
+    args: *mut c_void,
+) -> *mut c_void {
+    guard("__hpvm__launch", || {
+        let m = unsafe { module::get(desc, entries, n_entries) };
+        Box::into_raw(unsafe { Launch::start(m, launch, streaming != 0, args as *mut u8) }) as *mut c_void
+    })
+}
+
+/// # Safety
+/// `handle` comes from a launch and is waited for once.
+#[no_mangle]
+pub unsafe extern "C" fn __hpvm__wait(handle: *mut c_void) {
+    guard("__hpvm__wait", || {
+        if handle.is_null() {
+            crate::fatal("__hpvm__wait on a null graph handle");
+        }
+        unsafe { Box::from_raw(handle as *mut Launch) }.wait()
+    })
+}
+
+/// # Safety
+/// `handle` comes from a streaming launch not yet waited for; `args` is an argument struct.
+#[no_mangle]
+pub unsafe extern "C" fn __hpvm__push(handle: *mut c_void, args: *mut c_void) {
+    guard("__hpvm__push", || {
+        if handle.is_null() {
+            crate::fatal("__hpvm__push on a null graph handle");
+        }
+        unsafe { (*(handle as *const Launch)).push(args as *const u8) }
+    })
+}
+
+/// # Safety
+/// `handle` comes from a streaming launch not yet waited for.
+#[no_mangle]
+pub unsafe extern "C" fn __hpvm__pop(handle: *mut c_void) -> *mut c_void {
+    guard("__hpvm__pop", || {
+        if handle.is_null() {
+            crate::fatal("__hpvm__pop on a null graph handle");
+        }
+        unsafe { (*(handle as *const Launch)).pop() as *mut c_void }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn llvm_hpvm_track_mem(ptr: *mut c_void, bytes: usize) {
+    guard("llvm_hpvm_track_mem", || memory::track(ptr as usize, bytes))
+}
+
+#[no_mangle]
+pub extern "C" fn llvm_hpvm_untrack_mem(ptr: *mut c_void) {
+    guard("llvm_hpvm_untrack_mem", || memory::untrack(ptr as usize))
+}
+
+#[no_mangle]
+pub extern "C" fn llvm_hpvm_request_mem(ptr: *mut c_void, bytes: usize) {
+    guard("llvm_hpvm_request_mem", || memory::request(ptr as usize, bytes))
+}
+
+/// `__hpvm__barrier` in compiled leaf code.
+#[no_mangle]
+pub extern "C" fn hpvm_rt_barrier() {
+    guard("__hpvm__barrier", scratch::barrier)
+}
+
+/// `__hpvm__malloc` in compiled leaf code.
+#[no_mangle]
+pub extern "C" fn hpvm_rt_malloc(bytes: i64) -> *mut c_void {
+    guard("__hpvm__malloc", || {
+        if bytes < 0 {
+            crate::fatal(&format!("__hpvm__malloc({bytes}): negative size"));
+        }
+        scratch::malloc(bytes as usize) as *mut c_void
+    })
+}

@@ -1,0 +1,261 @@
+//! The program description: what the compiler tells the runtime about a module's graphs.
+//!
+//! `hpvm-mgpu build` serializes one [`Program`] per compiled module as JSON into the
+//! executable, next to a table of leaf-node entry points. The runtime parses it once per
+//! module (cached) and interprets internal nodes from it; leaves run compiled code.
+//!
+//! Byte layouts are fixed by the compiler and only read here: a node's *argument buffer*
+//! holds its parameters packed in order (`ValueDesc::offset`), its *output record* holds its
+//! outputs packed in order. A leaf entry point loads its parameters from an argument buffer
+//! and stores each instance's outputs into its record.
+
+use serde::{Deserialize, Serialize};
+
+/// Bumped whenever the JSON changes meaning; the runtime refuses other versions.
+pub const VERSION: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Program {
+    pub version: u32,
+    /// The source file, for messages.
+    pub source: String,
+    pub nodes: Vec<NodeDesc>,
+    pub launches: Vec<LaunchDesc>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeDesc {
+    pub name: String,
+    /// `file:line` of the definition, for messages.
+    pub loc: String,
+    pub dims: u32,
+    /// Instance count per dimension, over the parent's parameters.
+    pub counts: Vec<ExprDesc>,
+    pub params: Vec<ValueDesc>,
+    pub outputs: Vec<ValueDesc>,
+    pub kind: KindDesc,
+}
+
+impl NodeDesc {
+    /// Size in bytes of the argument buffer.
+    pub fn args_size(&self) -> usize {
+        self.params.iter().map(|p| p.offset as usize + p.size as usize).max().unwrap_or(0)
+    }
+    /// Size in bytes of one output record.
+    pub fn outputs_size(&self) -> usize {
+        self.outputs.iter().map(|p| p.offset as usize + p.size as usize).max().unwrap_or(0)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum KindDesc {
+    Leaf {
+        /// Index into the module's entry-point table.
+        entry: u32,
+        /// Uses `__hpvm__barrier`: the instances of one parent instance run concurrently.
+        barrier: bool,
+        /// Only allocates: run once per parent instance, with scratch memory scoped to it.
+        allocation: bool,
+    },
+    Internal {
+        /// Node indices, in creation order.
+        children: Vec<u32>,
+        edges: Vec<EdgeDesc>,
+        bind_in: Vec<BindDesc>,
+        bind_out: Vec<BindDesc>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScalarKind {
+    /// Two's complement integer, read sign-extended.
+    Int,
+    Float,
+    Pointer,
+    /// Anything else (vectors, structs): moved as bytes only.
+    Other,
+}
+
+/// One parameter or output: where it sits in its buffer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ValueDesc {
+    pub name: String,
+    pub offset: u32,
+    pub size: u32,
+    pub kind: ScalarKind,
+    /// Pointer read / written by the node (`__hpvm__attributes`).
+    #[serde(default)]
+    pub read: bool,
+    #[serde(default)]
+    pub write: bool,
+    /// Pointer: index of the parameter holding its size in bytes.
+    #[serde(default)]
+    pub size_param: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EdgeDesc {
+    pub src: u32,
+    pub dst: u32,
+    pub one_to_one: bool,
+    pub src_port: u32,
+    pub dst_port: u32,
+    pub streaming: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BindDesc {
+    pub child: u32,
+    pub parent_port: u32,
+    pub child_port: u32,
+    pub streaming: bool,
+}
+
+/// A `__hpvm__launch` site: which root, and how the user's argument struct is laid out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LaunchDesc {
+    pub root: u32,
+    pub loc: String,
+    /// Offset of each root parameter in the user's struct.
+    pub arg_offsets: Vec<u32>,
+    /// Offset of the trailing output struct in the user's struct.
+    pub out_base: u32,
+    /// Offset of each root output in the output struct.
+    pub out_offsets: Vec<u32>,
+    /// Size of the trailing output struct (what `__hpvm__pop` returns).
+    pub out_size: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExprDesc {
+    Const(i64),
+    Param(u32),
+    Bin(BinOpDesc, Box<ExprDesc>, Box<ExprDesc>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BinOpDesc {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Shl,
+    Shr,
+    And,
+    Or,
+    Xor,
+}
+
+impl ExprDesc {
+    /// Evaluates with `param(i)` giving parameter `i`'s integer value. `None` on overflow,
+    /// division by zero or a missing parameter.
+    pub fn eval(&self, param: &dyn Fn(u32) -> Option<i64>) -> Option<i64> {
+        match self {
+            ExprDesc::Const(c) => Some(*c),
+            ExprDesc::Param(i) => param(*i),
+            ExprDesc::Bin(op, a, b) => {
+                let (a, b) = (a.eval(param)?, b.eval(param)?);
+                match op {
+                    BinOpDesc::Add => a.checked_add(b),
+                    BinOpDesc::Sub => a.checked_sub(b),
+                    BinOpDesc::Mul => a.checked_mul(b),
+                    BinOpDesc::Div => a.checked_div(b),
+                    BinOpDesc::Rem => a.checked_rem(b),
+                    BinOpDesc::Shl => u32::try_from(b).ok().and_then(|b| a.checked_shl(b)),
+                    BinOpDesc::Shr => u32::try_from(b).ok().and_then(|b| a.checked_shr(b)),
+                    BinOpDesc::And => Some(a & b),
+                    BinOpDesc::Or => Some(a | b),
+                    BinOpDesc::Xor => Some(a ^ b),
+                }
+            }
+        }
+    }
+}
+
+impl Program {
+    /// Parses and checks a description; every index it holds is in range afterwards.
+    pub fn parse(json: &str) -> Result<Program, String> {
+        let p: Program = serde_json::from_str(json).map_err(|e| format!("malformed program description: {e}"))?;
+        if p.version != VERSION {
+            return Err(format!(
+                "program description version {} but this runtime reads version {VERSION}; rebuild the program",
+                p.version
+            ));
+        }
+        p.check()?;
+        Ok(p)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let n = self.nodes.len() as u32;
+        let node_ok = |i: u32| if i < n { Ok(()) } else { Err(format!("node index {i} out of range")) };
+        for node in &self.nodes {
+            if node.dims > 3 || node.counts.len() != node.dims as usize {
+                return Err(format!("node {}: bad grid", node.name));
+            }
+            if let KindDesc::Internal { children, edges, bind_in, bind_out } = &node.kind {
+                for &c in children {
+                    node_ok(c)?;
+                }
+                for e in edges {
+                    node_ok(e.src)?;
+                    node_ok(e.dst)?;
+                    let (s, d) = (&self.nodes[e.src as usize], &self.nodes[e.dst as usize]);
+                    if e.src_port as usize >= s.outputs.len() || e.dst_port as usize >= d.params.len() {
+                        return Err(format!("node {}: edge port out of range", node.name));
+                    }
+                }
+                for b in bind_in {
+                    node_ok(b.child)?;
+                    if b.parent_port as usize >= node.params.len()
+                        || b.child_port as usize >= self.nodes[b.child as usize].params.len()
+                    {
+                        return Err(format!("node {}: input binding out of range", node.name));
+                    }
+                }
+                for b in bind_out {
+                    node_ok(b.child)?;
+                    if b.parent_port as usize >= node.outputs.len()
+                        || b.child_port as usize >= self.nodes[b.child as usize].outputs.len()
+                    {
+                        return Err(format!("node {}: output binding out of range", node.name));
+                    }
+                }
+            }
+        }
+        for l in &self.launches {
+            node_ok(l.root)?;
+            let root = &self.nodes[l.root as usize];
+            if l.arg_offsets.len() != root.params.len() || l.out_offsets.len() != root.outputs.len() {
+                return Err(format!("launch at {}: argument layout does not match {}", l.loc, root.name));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expressions_evaluate_over_parameters() {
+        let e = ExprDesc::Bin(BinOpDesc::Div, Box::new(ExprDesc::Param(1)), Box::new(ExprDesc::Const(16)));
+        let params = [7i64, 64];
+        assert_eq!(e.eval(&|i| params.get(i as usize).copied()), Some(4));
+        let zero = ExprDesc::Bin(BinOpDesc::Rem, Box::new(ExprDesc::Const(1)), Box::new(ExprDesc::Const(0)));
+        assert_eq!(zero.eval(&|_| None), None);
+    }
+
+    #[test]
+    fn refuses_other_versions_and_bad_indices() {
+        let mut p = Program { version: VERSION, source: "x.c".into(), nodes: vec![], launches: vec![] };
+        assert!(Program::parse(&serde_json::to_string(&p).unwrap()).is_ok());
+        p.version = VERSION + 1;
+        assert!(Program::parse(&serde_json::to_string(&p).unwrap()).unwrap_err().contains("version"));
+        p.version = VERSION;
+        p.launches.push(LaunchDesc { root: 3, loc: "x.c:1".into(), arg_offsets: vec![], out_base: 0, out_offsets: vec![], out_size: 0 });
+        assert!(Program::parse(&serde_json::to_string(&p).unwrap()).unwrap_err().contains("out of range"));
+    }
+}

@@ -1,0 +1,310 @@
+//! Launches: a graph run on its own thread (`__hpvm__launch` returns at once, `__hpvm__wait`
+//! joins), or a streaming pipeline with one thread per child of the root.
+
+use crate::ctx::NodeCtx;
+use crate::desc::{KindDesc, LaunchDesc};
+use crate::exec::{Args, Engine, SendPtr};
+use crate::module::Module;
+use crate::{fatal, pool, scratch, stats};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{channel, sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Items in flight between two pipeline stages.
+const STREAM_DEPTH: usize = 4;
+
+/// What `__hpvm__launch` returns.
+pub struct Launch {
+    module: Arc<Module>,
+    launch: u32,
+    thread: Option<JoinHandle<()>>,
+    stream: Option<Stream>,
+}
+
+struct Stream {
+    input: Option<SyncSender<Arc<Vec<u8>>>>,
+    output: Receiver<Vec<u8>>,
+    stages: Vec<JoinHandle<()>>,
+}
+
+/// The instance context of a root: one instance, no parent.
+const ROOT_CTX: NodeCtx = NodeCtx { id: [0; 3], dim: [1; 3], parent: std::ptr::null() };
+
+fn engine(module: &Module) -> Engine<'_> {
+    Engine { module, pieces: pool::pool().current_num_threads() * 4 }
+}
+
+impl Launch {
+    fn desc(&self) -> &LaunchDesc {
+        &self.module.program.launches[self.launch as usize]
+    }
+
+    /// Copies the root's arguments out of the user's struct into a packed buffer.
+    ///
+    /// # Safety
+    /// `user` points to the launch's argument struct.
+    unsafe fn root_args(module: &Module, launch: u32, user: *const u8) -> Vec<u8> {
+        let l = &module.program.launches[launch as usize];
+        let root = &module.program.nodes[l.root as usize];
+        let mut buf = vec![0u8; root.args_size()];
+        for (p, &off) in root.params.iter().zip(&l.arg_offsets) {
+            let src = unsafe { std::slice::from_raw_parts(user.add(off as usize), p.size as usize) };
+            buf[p.offset as usize..(p.offset + p.size) as usize].copy_from_slice(src);
+        }
+        buf
+    }
+
+    /// Starts a launch.
+    ///
+    /// # Safety
+    /// `user` points to the launch's argument struct and stays valid until `wait` returns.
+    pub unsafe fn start(module: Arc<Module>, launch: u32, streaming: bool, user: *mut u8) -> Box<Launch> {
+        if launch as usize >= module.program.launches.len() {
+            fatal(&format!("launch {launch} is not in the program description"));
+        }
+        stats::LAUNCHES.fetch_add(1, Ordering::Relaxed);
+        if streaming {
+            let stream = Stream::start(module.clone(), launch);
+            return Box::new(Launch { module, launch, thread: None, stream: Some(stream) });
+        }
+        let args = unsafe { Self::root_args(&module, launch, user) };
+        let user = SendPtr(user);
+        let m = module.clone();
+        let thread = std::thread::Builder::new()
+            .name("hpvm-launch".into())
+            .spawn(move || {
+                let user = user;
+                let l = &m.program.launches[launch as usize];
+                let root = &m.program.nodes[l.root as usize];
+                let mut out = vec![0u8; root.outputs_size()];
+                let out_ptr = SendPtr(if out.is_empty() { std::ptr::null_mut() } else { out.as_mut_ptr() });
+                pool::pool().install(|| {
+                    let e = engine(&m);
+                    let grid = e.grid(l.root, None);
+                    e.run(l.root, &Args::uniform(args), &ROOT_CTX, grid, out_ptr)
+                });
+                // The root's outputs go to the trailing struct of the user's arguments.
+                for (o, &off) in root.outputs.iter().zip(&l.out_offsets) {
+                    // SAFETY: the user's struct outlives the launch (HPVM's contract).
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            out[o.offset as usize..].as_ptr(),
+                            user.0.add((l.out_base + off) as usize),
+                            o.size as usize,
+                        )
+                    };
+                }
+            })
+            .unwrap_or_else(|e| fatal(&format!("cannot start a launch thread: {e}")));
+        Box::new(Launch { module, launch, thread: Some(thread), stream: None })
+    }
+
+    /// `__hpvm__wait`: for a streaming launch, ends the stream and drains it.
+    pub fn wait(mut self: Box<Self>) {
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                fatal("a launch failed");
+            }
+        }
+        if let Some(mut s) = self.stream.take() {
+            s.input = None;
+            for t in s.stages.drain(..) {
+                if t.join().is_err() {
+                    fatal("a pipeline stage failed");
+                }
+            }
+        }
+    }
+
+    /// `__hpvm__push`: one set of root arguments into the stream.
+    ///
+    /// # Safety
+    /// `user` points to an argument struct of this launch's layout.
+    pub unsafe fn push(&self, user: *const u8) {
+        let Some(s) = &self.stream else { fatal(&format!("__hpvm__push on the non-streaming launch at {}", self.desc().loc)) };
+        let args = unsafe { Self::root_args(&self.module, self.launch, user) };
+        stats::STREAM_ITEMS.fetch_add(1, Ordering::Relaxed);
+        if let Some(tx) = &s.input {
+            if tx.send(Arc::new(args)).is_err() {
+                fatal("the pipeline stopped accepting input");
+            }
+        }
+    }
+
+    /// `__hpvm__pop`: the root's outputs for the next item, as the user's output struct in
+    /// memory from `malloc` (the caller may `free` it); null once the stream has ended.
+    pub fn pop(&self) -> *mut u8 {
+        let Some(s) = &self.stream else { fatal(&format!("__hpvm__pop on the non-streaming launch at {}", self.desc().loc)) };
+        let Ok(record) = s.output.recv() else { return std::ptr::null_mut() };
+        let l = self.desc();
+        let root = &self.module.program.nodes[l.root as usize];
+        // SAFETY: malloc of at least one byte; null checked.
+        let user = unsafe { crate::abi::libc_malloc((l.out_size as usize).max(1)) } as *mut u8;
+        if user.is_null() {
+            fatal("__hpvm__pop: out of memory");
+        }
+        for (o, &off) in root.outputs.iter().zip(&l.out_offsets) {
+            // SAFETY: `user` has `out_size` bytes and the compiler put every field inside.
+            unsafe { std::ptr::copy_nonoverlapping(record[o.offset as usize..].as_ptr(), user.add(off as usize), o.size as usize) };
+        }
+        user
+    }
+}
+
+impl Stream {
+    /// One stage per child of the root (or one for a leaf root), joined by channels along the
+    /// root's edges; every stage gets each item's root arguments for its bound inputs.
+    fn start(module: Arc<Module>, launch: u32) -> Stream {
+        let root = module.program.launches[launch as usize].root;
+        let (input_tx, input_rx) = sync_channel::<Arc<Vec<u8>>>(STREAM_DEPTH);
+        // Unbounded, so a program may push every item before popping any.
+        let (output_tx, output_rx) = channel::<Vec<u8>>();
+        let mut stages = Vec::new();
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new().name(name).spawn(f).unwrap_or_else(|e| fatal(&format!("cannot start a pipeline stage: {e}")))
+        };
+
+        let KindDesc::Internal { children, edges, bind_out, .. } = module.program.nodes[root as usize].kind.clone() else {
+            // A leaf root: one stage running it per item.
+            let m = module.clone();
+            stages.push(spawn(
+                "hpvm-stage".into(),
+                Box::new(move || {
+                    for args in input_rx {
+                        let out = run_root_item(&m, root, &args);
+                        if output_tx.send(out).is_err() {
+                            break;
+                        }
+                    }
+                }),
+            ));
+            return Stream { input: Some(input_tx), output: output_rx, stages };
+        };
+
+        // Channels: root arguments to each stage; each edge's source records to its destination;
+        // each child with bound outputs to the collector.
+        type Records = Arc<(Vec<u8>, i64)>;
+        let mut args_tx = Vec::new();
+        let mut args_rx = Vec::new();
+        for _ in &children {
+            let (tx, rx) = sync_channel::<Arc<Vec<u8>>>(STREAM_DEPTH);
+            args_tx.push(tx);
+            args_rx.push(Some(rx));
+        }
+        let mut edge_tx: Vec<Option<SyncSender<Records>>> = Vec::new();
+        let mut edge_rx: Vec<Option<Receiver<Records>>> = Vec::new();
+        for _ in &edges {
+            let (tx, rx) = sync_channel::<Records>(STREAM_DEPTH);
+            edge_tx.push(Some(tx));
+            edge_rx.push(Some(rx));
+        }
+        let bound: Vec<u32> = children.iter().copied().filter(|c| bind_out.iter().any(|b| b.child == *c)).collect();
+        let mut collect_tx = Vec::new();
+        let mut collect_rx = Vec::new();
+        for _ in &bound {
+            let (tx, rx) = sync_channel::<Records>(STREAM_DEPTH);
+            collect_tx.push(Some(tx));
+            collect_rx.push(rx);
+        }
+
+        // Distributor: each pushed item to every stage.
+        stages.push(spawn(
+            "hpvm-stream-in".into(),
+            Box::new(move || {
+                for item in input_rx {
+                    for tx in &args_tx {
+                        if tx.send(item.clone()).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }),
+        ));
+
+        for (k, &c) in children.iter().enumerate() {
+            let m = module.clone();
+            let rx_args = args_rx[k].take().expect("one receiver per stage");
+            let ins: Vec<(usize, Receiver<Records>)> =
+                edges.iter().enumerate().filter(|(_, e)| e.dst == c).map(|(i, _)| (i, edge_rx[i].take().expect("one receiver per edge"))).collect();
+            let outs: Vec<SyncSender<Records>> =
+                edges.iter().enumerate().filter(|(_, e)| e.src == c).map(|(i, _)| edge_tx[i].take().expect("one sender per edge")).collect();
+            let collect = bound.iter().position(|&b| b == c).map(|i| collect_tx[i].take().expect("one sender per bound child"));
+            let edges = edges.clone();
+            stages.push(spawn(
+                format!("hpvm-stage-{k}"),
+                Box::new(move || {
+                    let e = engine(&m);
+                    for args in rx_args {
+                        let mut received = Vec::new();
+                        for (i, rx) in &ins {
+                            let Ok(r) = rx.recv() else { return };
+                            received.push((*i, r));
+                        }
+                        let grid = e.grid(c, Some((root, &args)));
+                        let records = {
+                            let child_args = e.child_args(root, c, &args, &|edge| {
+                                let i = edges.iter().position(|x| x == edge).expect("edge of this root");
+                                let r = &received.iter().find(|(j, _)| *j == i).expect("input received").1;
+                                (&r.0[..], r.1)
+                            });
+                            let scope = scratch::Scope::default();
+                            pool::pool().install(|| e.run_child(c, &child_args, &ROOT_CTX, grid, &scope))
+                        };
+                        let records = Arc::new((records, grid.iter().product::<i64>()));
+                        for tx in &outs {
+                            if tx.send(records.clone()).is_err() {
+                                return;
+                            }
+                        }
+                        if let Some(tx) = &collect {
+                            if tx.send(records).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }),
+            ));
+        }
+
+        // Collector: assembles the root's output record per item.
+        let m = module.clone();
+        stages.push(spawn(
+            "hpvm-stream-out".into(),
+            Box::new(move || {
+                let e = engine(&m);
+                let size = m.program.nodes[root as usize].outputs_size();
+                loop {
+                    let mut got = Vec::new();
+                    for rx in &collect_rx {
+                        let Ok(r) = rx.recv() else { return };
+                        got.push(r);
+                    }
+                    if bound.is_empty() {
+                        // Nothing bound: the stream has no outputs to pop.
+                        return;
+                    }
+                    let mut out = vec![0u8; size];
+                    let ptr = SendPtr(if out.is_empty() { std::ptr::null_mut() } else { out.as_mut_ptr() });
+                    e.bind_outputs(root, ptr, &|c| bound.iter().position(|&b| b == c).map(|i| (&got[i].0[..], got[i].1)));
+                    if output_tx.send(out).is_err() {
+                        return;
+                    }
+                }
+            }),
+        ));
+        Stream { input: Some(input_tx), output: output_rx, stages }
+    }
+}
+
+/// Runs a root over one item's arguments and returns its output record.
+fn run_root_item(m: &Module, root: u32, args: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; m.program.nodes[root as usize].outputs_size()];
+    let ptr = SendPtr(if out.is_empty() { std::ptr::null_mut() } else { out.as_mut_ptr() });
+    pool::pool().install(|| {
+        let e = engine(m);
+        let grid = e.grid(root, None);
+        e.run(root, &Args::uniform(args.to_vec()), &ROOT_CTX, grid, ptr)
+    });
+    out
+}

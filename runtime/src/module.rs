@@ -1,0 +1,118 @@
+//! A compiled module as the runtime holds it: its parsed description, its leaf entry points,
+//! and what is derived once (child order, statistics slots).
+
+use crate::ctx::EntryFn;
+use crate::desc::{KindDesc, Program};
+use crate::fatal;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+pub struct Module {
+    pub program: Program,
+    pub entries: Vec<EntryFn>,
+    /// Per node: its children in an order where every edge goes forward (internal nodes only).
+    pub order: Vec<Vec<u32>>,
+    pub stats: Vec<NodeStats>,
+}
+
+#[derive(Default)]
+pub struct NodeStats {
+    /// Runs of the node's whole grid (once per parent instance).
+    pub runs: AtomicU64,
+    pub instances: AtomicU64,
+    /// Wall time summed over runs (concurrent runs add up).
+    pub nanos: AtomicU64,
+}
+
+impl NodeStats {
+    pub fn record(&self, instances: u64, nanos: u64) {
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        self.instances.fetch_add(instances, Ordering::Relaxed);
+        self.nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+}
+
+impl Module {
+    fn new(program: Program, entries: Vec<EntryFn>) -> Result<Module, String> {
+        let mut order = Vec::with_capacity(program.nodes.len());
+        for node in &program.nodes {
+            order.push(match &node.kind {
+                KindDesc::Internal { children, edges, .. } => {
+                    topological(children, edges.iter().map(|e| (e.src, e.dst))).ok_or_else(|| {
+                        format!("node {} ({}): its child nodes' edges form a cycle", node.name, node.loc)
+                    })?
+                }
+                KindDesc::Leaf { entry, .. } => {
+                    if *entry as usize >= entries.len() {
+                        return Err(format!("node {}: entry point {entry} missing", node.name));
+                    }
+                    Vec::new()
+                }
+            });
+        }
+        let stats = program.nodes.iter().map(|_| NodeStats::default()).collect();
+        Ok(Module { program, entries, order, stats })
+    }
+}
+
+/// Kahn's algorithm, keeping creation order among nodes that are ready together.
+fn topological(children: &[u32], edges: impl Iterator<Item = (u32, u32)>) -> Option<Vec<u32>> {
+    let edges: Vec<(u32, u32)> = edges.collect();
+    let mut indegree: HashMap<u32, usize> = children.iter().map(|&c| (c, 0)).collect();
+    for &(_, d) in &edges {
+        *indegree.entry(d).or_default() += 1;
+    }
+    let mut done = Vec::with_capacity(children.len());
+    while done.len() < children.len() {
+        let next = children.iter().copied().find(|c| indegree[c] == 0 && !done.contains(c))?;
+        done.push(next);
+        for &(s, d) in &edges {
+            if s == next {
+                *indegree.get_mut(&d).unwrap() -= 1;
+            }
+        }
+    }
+    Some(done)
+}
+
+/// Modules by the address of their description: parsed on first launch, kept for the run.
+fn registry() -> &'static Mutex<HashMap<usize, Arc<Module>>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<usize, Arc<Module>>>> = OnceLock::new();
+    REGISTRY.get_or_init(Default::default)
+}
+
+/// The module whose description is the NUL-terminated JSON at `desc`.
+///
+/// # Safety
+/// `desc` must point to a NUL-terminated string and `entries` to `n_entries` entry points,
+/// both living as long as the program (they are constants of the executable).
+pub unsafe fn get(desc: *const std::ffi::c_char, entries: *const EntryFn, n_entries: u32) -> Arc<Module> {
+    let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(m) = reg.get(&(desc as usize)) {
+        return m.clone();
+    }
+    let json = unsafe { std::ffi::CStr::from_ptr(desc) }.to_string_lossy();
+    let entries = unsafe { std::slice::from_raw_parts(entries, n_entries as usize) }.to_vec();
+    let module = Program::parse(&json).and_then(|p| Module::new(p, entries)).unwrap_or_else(|e| fatal(&e));
+    let module = Arc::new(module);
+    reg.insert(desc as usize, module.clone());
+    module
+}
+
+/// Every module loaded so far, for the statistics report.
+pub fn loaded() -> Vec<Arc<Module>> {
+    registry().lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::topological;
+
+    #[test]
+    fn orders_children_along_edges() {
+        assert_eq!(topological(&[1, 2, 3], [(3, 1), (2, 3)].into_iter()), Some(vec![2, 3, 1]));
+        assert_eq!(topological(&[1, 2], std::iter::empty()), Some(vec![1, 2]));
+        assert_eq!(topological(&[1, 2], [(1, 2), (2, 1)].into_iter()), None);
+    }
+}

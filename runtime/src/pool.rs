@@ -1,0 +1,23 @@
+//! The worker pool every launch runs on. `HPVM_MGPU_THREADS=N` sets its size (default: one
+//! per core).
+
+use std::sync::OnceLock;
+
+pub fn pool() -> &'static rayon::ThreadPool {
+    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let mut b = rayon::ThreadPoolBuilder::new().thread_name(|i| format!("hpvm-worker-{i}"));
+        if let Some(n) = threads_from_env() {
+            b = b.num_threads(n);
+        }
+        b.build().unwrap_or_else(|e| crate::fatal(&format!("cannot start the worker pool: {e}")))
+    })
+}
+
+fn threads_from_env() -> Option<usize> {
+    let v = std::env::var("HPVM_MGPU_THREADS").ok()?;
+    match v.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Some(n),
+        _ => crate::fatal(&format!("HPVM_MGPU_THREADS={v}: expected a positive number of threads")),
+    }
+}

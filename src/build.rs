@@ -1,0 +1,198 @@
+//! `hpvm-mgpu build`: sources to an executable (or objects, or IR).
+//!
+//! Per source file: clang-19 to IR, the graph read and verified, nodes lowered for the CPU
+//! and host code rewritten (files without a launch are compiled plainly), the module
+//! optimized at the user's `-O` level and emitted as an object. Then one link with the runtime
+//! library. Intermediate files live in a scratch directory removed at the end; the output is
+//! written under a temporary name and renamed, so an existing file is only ever replaced by a
+//! complete new one.
+
+use crate::error::{Error, Result};
+use hpvm_core::frontend::{self, ClangOptions, InputKind, Language};
+use hpvm_core::scratch::ScratchDir;
+use inkwell::context::Context;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{FileType, TargetMachine};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub struct BuildOptions {
+    pub inputs: Vec<PathBuf>,
+    pub output: Option<PathBuf>,
+    pub opt_level: u8,
+    pub clang: ClangOptions,
+    pub libs: Vec<String>,
+    pub lib_dirs: Vec<PathBuf>,
+    pub compile_only: bool,
+    pub emit_llvm: bool,
+}
+
+const RUNTIME_LIB: &str = "libhpvm_runtime.a";
+/// What the Rust standard library in the runtime needs from the system.
+const RUNTIME_NATIVE_LIBS: [&str; 7] = ["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"];
+
+pub fn build(opts: &BuildOptions) -> Result<()> {
+    if opts.inputs.is_empty() {
+        return Err(Error::Usage("no input files".into()));
+    }
+    let stops_early = opts.compile_only || opts.emit_llvm;
+    if stops_early && opts.output.is_some() && opts.inputs.len() > 1 {
+        return Err(Error::Usage("-o with -c or --emit-llvm takes a single input".into()));
+    }
+    for input in &opts.inputs {
+        if !input.exists() {
+            return Err(hpvm_core::Error::MissingInput(input.display().to_string()).into());
+        }
+    }
+    let scratch = ScratchDir::new("build").map_err(|e| Error::io("temporary directory", e))?;
+    let mut objects = Vec::new();
+    let mut any_cxx = false;
+    for (i, input) in opts.inputs.iter().enumerate() {
+        let ext = input.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if matches!(ext, "o" | "a" | "so") && opts.clang.language.is_none() {
+            objects.push(input.clone());
+            continue;
+        }
+        let lang = match InputKind::detect(input, opts.clang.language)? {
+            InputKind::Source(l) => Some(l),
+            InputKind::Ir => None,
+        };
+        any_cxx |= lang == Some(Language::Cxx);
+        let stem = input.file_stem().map_or_else(|| "out".into(), |s| s.to_string_lossy().into_owned());
+        let out = if stops_early {
+            let ext = if opts.emit_llvm { "ll" } else { "o" };
+            opts.output.clone().unwrap_or_else(|| PathBuf::from(format!("{stem}.{ext}")))
+        } else {
+            scratch.path().join(format!("{i}-{stem}.o"))
+        };
+        compile_one(input, opts, &out, stops_early)?;
+        objects.push(out);
+    }
+    if stops_early {
+        return Ok(());
+    }
+    let output = opts.output.clone().unwrap_or_else(|| PathBuf::from("a.out"));
+    link(&objects, &output, opts, any_cxx)
+}
+
+/// One source (or IR) file to an object (or `.ll` with `--emit-llvm`) at `out`.
+fn compile_one(input: &Path, opts: &BuildOptions, out: &Path, user_visible: bool) -> Result<()> {
+    let ctx = Context::create();
+    let mut clang = opts.clang.clone();
+    clang.opt_level = Some(opts.opt_level);
+    tracing::info!("compiling {}", input.display());
+    let module = frontend::load(&ctx, input, &clang)?;
+    let tm = codegen_machine(opts.opt_level)?;
+    let data = tm.get_target_data();
+    match hpvm_core::graph_of_module(&module, &input.display().to_string()) {
+        Ok(graph) => {
+            tracing::info!("{}: {} nodes, {} launches; lowering for the CPU", input.display(), graph.nodes.len(), graph.launches.len());
+            transform::lower_cpu(&module, &graph, &data)?;
+        }
+        Err(hpvm_core::Error::NotHpvm(_)) => tracing::info!("{}: no launch, compiled as plain code", input.display()),
+        Err(e) => return Err(e.into()),
+    }
+    module.set_triple(&tm.get_triple());
+    module.set_data_layout(&data.get_data_layout());
+    if opts.opt_level > 0 {
+        let passes = format!("default<O{}>", opts.opt_level);
+        if clang.verbose {
+            eprintln!("+ optimize {}: {passes}", input.display());
+        }
+        module.run_passes(&passes, &tm, PassBuilderOptions::create()).map_err(|e| Error::Llvm(e.to_string()))?;
+    }
+    // User-visible outputs (-c, --emit-llvm) are replaced only by complete files.
+    let tmp = if user_visible { temp_beside(out) } else { out.to_path_buf() };
+    let written = if opts.emit_llvm {
+        module.print_to_file(&tmp).map_err(|e| Error::Llvm(e.to_string()))
+    } else {
+        tm.write_to_file(&module, FileType::Object, &tmp).map_err(|e| Error::Llvm(e.to_string()))
+    };
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if user_visible {
+        std::fs::rename(&tmp, out).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            Error::io(out.display().to_string(), e)
+        })?;
+    }
+    Ok(())
+}
+
+fn codegen_machine(opt_level: u8) -> Result<TargetMachine> {
+    use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target};
+    use inkwell::OptimizationLevel;
+    Target::initialize_native(&InitializationConfig::default()).map_err(Error::Llvm)?;
+    let triple = TargetMachine::get_default_triple();
+    let target = Target::from_triple(&triple).map_err(|e| Error::Llvm(e.to_string()))?;
+    let level = match opt_level {
+        0 => OptimizationLevel::None,
+        1 => OptimizationLevel::Less,
+        2 => OptimizationLevel::Default,
+        _ => OptimizationLevel::Aggressive,
+    };
+    // Generic x86-64: executables built here run on other machines (the GPU hosts).
+    target
+        .create_target_machine(&triple, "generic", "", level, RelocMode::PIC, CodeModel::Default)
+        .ok_or_else(|| Error::Llvm("no target machine for the host".into()))
+}
+
+/// `<dir>/.<name>.tmp-<pid>`: same directory, so the final rename is atomic.
+fn temp_beside(out: &Path) -> PathBuf {
+    let name = out.file_name().map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+    out.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+}
+
+/// The runtime library: `$HPVM_MGPU_RUNTIME`, else beside this executable (installed
+/// layout), else in cargo's `deps/` beside it (the newest, for `cargo run` and tests).
+pub fn runtime_library() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("HPVM_MGPU_RUNTIME") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().map_err(|e| Error::io("locating hpvm-mgpu", e))?;
+    let dir = exe.parent().ok_or(Error::NoRuntime { name: RUNTIME_LIB })?;
+    let beside = dir.join(RUNTIME_LIB);
+    if beside.is_file() {
+        return Ok(beside);
+    }
+    let newest = std::fs::read_dir(dir.join("deps"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libhpvm_runtime-") && n.ends_with(".a")))
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok());
+    newest.ok_or(Error::NoRuntime { name: RUNTIME_LIB })
+}
+
+fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions, cxx: bool) -> Result<()> {
+    let runtime = runtime_library()?;
+    let tmp = temp_beside(output);
+    let clang = frontend::clang();
+    let mut cmd = Command::new(&clang);
+    if cxx {
+        cmd.arg("--driver-mode=g++");
+    }
+    cmd.args(objects).arg(&runtime);
+    for d in &opts.lib_dirs {
+        cmd.arg("-L").arg(d);
+    }
+    for l in &opts.libs {
+        cmd.arg(format!("-l{l}"));
+    }
+    cmd.args(RUNTIME_NATIVE_LIBS).arg("-o").arg(&tmp);
+    if opts.clang.verbose {
+        eprintln!("+ {cmd:?}");
+    }
+    let status = cmd.status().map_err(|e| hpvm_core::Error::ToolMissing { tool: clang.display().to_string(), source: e })?;
+    if !status.success() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::LinkFailed(output.display().to_string()));
+    }
+    std::fs::rename(&tmp, output).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(output.display().to_string(), e)
+    })
+}

@@ -1,0 +1,77 @@
+//! Host code: launches call the runtime with the module's description and entry table, and
+//! internal node functions (graph descriptions in code form) leave the module.
+
+use crate::describe::calls_of;
+use crate::{Error, Result};
+use hpvm_core::graph::{Graph, NodeKind};
+use inkwell::module::{Linkage, Module};
+use inkwell::values::{AsValueRef, BasicMetadataValueEnum, BasicValue, FunctionValue};
+use inkwell::AddressSpace;
+use hpvm_runtime::desc::Program;
+
+pub const LAUNCH_FN: &str = "hpvm_rt_launch";
+
+pub fn rewrite<'ctx>(module: &Module<'ctx>, graph: &Graph, program: &Program, entries: &[FunctionValue<'ctx>]) -> Result<()> {
+    let ctx = module.get_context();
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let i32t = ctx.i32_type();
+
+    let json = serde_json::to_string(program).map_err(|e| Error::Internal(e.to_string()))?;
+    let text = ctx.const_string(json.as_bytes(), true);
+    let desc = module.add_global(text.get_type(), None, "hpvm.program");
+    desc.set_initializer(&text);
+    desc.set_constant(true);
+    desc.set_linkage(Linkage::Private);
+
+    let table_ty = ptr.array_type(entries.len() as u32);
+    let table = module.add_global(table_ty, None, "hpvm.entries");
+    let fn_ptrs: Vec<_> = entries.iter().map(|f| f.as_global_value().as_pointer_value()).collect();
+    table.set_initializer(&ptr.const_array(&fn_ptrs));
+    table.set_constant(true);
+    table.set_linkage(Linkage::Private);
+
+    let launch_ty = ptr.fn_type(&[ptr.into(), ptr.into(), i32t.into(), i32t.into(), i32t.into(), ptr.into()], false);
+    let rt_launch = module.get_function(LAUNCH_FN).unwrap_or_else(|| module.add_function(LAUNCH_FN, launch_ty, None));
+
+    // Launch calls in the order the graph builder met them (module order).
+    let calls: Vec<_> = module.get_functions().flat_map(|f| calls_of(f, "__hpvm__launch")).collect();
+    if calls.len() != graph.launches.len() {
+        return Err(Error::Internal(format!("{} launch calls but {} launches in the graph", calls.len(), graph.launches.len())));
+    }
+    let b = ctx.create_builder();
+    for (index, call) in calls.into_iter().enumerate() {
+        b.position_before(&call);
+        let streaming = call.get_operand(0).and_then(|o| o.value()).ok_or_else(|| Error::Internal("launch without flag".into()))?;
+        let args = call.get_operand(2).and_then(|o| o.value()).ok_or_else(|| Error::Internal("launch without arguments".into()))?;
+        let streaming = b.build_int_z_extend_or_bit_cast(streaming.into_int_value(), i32t, "streaming")?;
+        let new_args: [BasicMetadataValueEnum; 6] = [
+            desc.as_pointer_value().into(),
+            table.as_pointer_value().into(),
+            i32t.const_int(entries.len() as u64, false).into(),
+            i32t.const_int(index as u64, false).into(),
+            streaming.into(),
+            args.into(),
+        ];
+        let new = b.build_call(rt_launch, &new_args, "graph")?;
+        let new_inst = new.try_as_basic_value().basic().and_then(|v| v.as_instruction_value()).ok_or_else(|| Error::Internal("runtime launch returns nothing".into()))?;
+        call.replace_all_uses_with(&new_inst);
+        call.erase_from_basic_block();
+    }
+
+    // Internal node functions only described the graph, which now lives in the description.
+    let internal: Vec<FunctionValue> = graph
+        .nodes
+        .iter()
+        .filter(|(_, n)| matches!(n.kind, NodeKind::Internal(_)))
+        .filter_map(|(_, n)| module.get_function(&n.name))
+        .collect();
+    for f in &internal {
+        // SAFETY: both values belong to this module's context; uses are replaced before any
+        // deletion, so no deleted function is referenced afterwards.
+        unsafe { llvm_sys::core::LLVMReplaceAllUsesWith(f.as_value_ref(), ptr.const_null().as_value_ref()) };
+    }
+    for f in internal {
+        unsafe { f.delete() };
+    }
+    Ok(())
+}
