@@ -267,6 +267,17 @@ static long compare(const float *got, const float *ref, long n, double *max_abs,
   return bad;
 }
 
+/* FNV-1a over the result's bytes: printed so runs can be compared bit for bit. */
+static unsigned long long fnv1a(unsigned long long h, const void *data, size_t n) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; ++i) {
+    h = (h ^ p[i]) * 1099511628211ULL;
+  }
+  return h;
+}
+
+#define FNV_SEED 14695981039346656037ULL
+
 int main(int argc, char **argv) {
   long n = arg_long(argc, argv, 1, 512);
   long steps = arg_long(argc, argv, 2, 4);
@@ -334,9 +345,12 @@ int main(int argc, char **argv) {
     __hpvm__wait(dfg);
   }
 
+  unsigned long long sum = FNV_SEED;
   for (int a = 0; a < 7; ++a) {
     llvm_hpvm_request_mem(arr[a], bytes);
+    sum = fnv1a(sum, arr[a], bytes);
   }
+  printf("checksum %016llx\n", sum);
 
   for (long step = 0; step < steps; ++step) {
     reference_step(arr[7], arr[8], arr[9], arr[10], arr[11], arr[12], arr[13], DT, EPS2, n);

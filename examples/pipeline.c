@@ -15,7 +15,7 @@
  *     Dilation (DF)        leaf, 2-D grid w x h, DEVICE: writes Id, outputs (bytesId)
  *     Erosion (EF)         leaf, 2-D grid w x h, DEVICE: writes Ie, outputs (bytesIe)
  *     LinearCombination    leaf, 2-D grid w x h, DEVICE: reads I, Id, Ie at its own pixel,
- *     (LC)                 writes L
+ *     (LC)                 writes L, outputs (bytesL), bound to the root's output 0
  *
  *   Edges (HPVM_EDGE_ONE_TO_ONE: the three grids are identical, and LC's pixel (x, y) needs
  *   only pixel (x, y) of Id and Ie):
@@ -27,7 +27,10 @@
  *                     size_t bytesId, float *Ie, size_t bytesIe, float *L, size_t bytesL,
  *                     long w, long h)
  *
- * Usage: pipeline [W [H]]   (defaults 64 64; any positive size)
+ * Usage: pipeline [--stream FRAMES] [W [H]]   (defaults 64 64; any positive size)
+ *   --stream FRAMES: launch the graph as a stream and push FRAMES different images through
+ *   it (each with its own buffers); the three nodes then work on different frames at once.
+ *   Every frame's result is popped (the root's output: bytesL) and checked.
  * Exit status: 0 PASS, 1 FAIL, 2 bad arguments or out of memory.
  */
 #include <float.h>
@@ -35,6 +38,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Node parameters are wired by port number (bindIn / edge), not read by name, so internal
  * nodes leave most of them unused; that is the HPVM convention, not a mistake. */
@@ -118,7 +122,7 @@ void LinearCombination(float *I, size_t bytesI, float *Id, size_t bytesId, float
     long id = y * w + x;
     L[id] = Id[id] + Ie[id] - 2.0f * I[id];
   }
-  __hpvm__return(0);
+  __hpvm__return(1, bytesL);
 }
 
 void LaplacianEstimate(float *I, size_t bytesI, float *B, size_t bytesB, float *Id,
@@ -130,10 +134,6 @@ void LaplacianEstimate(float *I, size_t bytesI, float *B, size_t bytesB, float *
   void *df = __hpvm__createNodeND(2, Dilation, w, h);
   void *ef = __hpvm__createNodeND(2, Erosion, w, h);
   void *lc = __hpvm__createNodeND(2, LinearCombination, w, h);
-
-  /* STREAMING: a later change adds a streaming mode (several frames pushed through the graph);
-   * the last argument of these bindIn/edge calls (0 = HPVM_NONSTREAMING) is where the
-   * per-frame inputs I/bytesI and the outputs would become HPVM_STREAMING. Not now. */
 
   /* DF(I, bytesI, B, bytesB, Id, bytesId, w, h) */
   __hpvm__bindIn(df, 0, 0, 0);  /* I */
@@ -168,7 +168,15 @@ void LaplacianEstimate(float *I, size_t bytesI, float *B, size_t bytesB, float *
 
   __hpvm__edge(df, lc, HPVM_EDGE_ONE_TO_ONE, 0, 3, 0); /* bytesId */
   __hpvm__edge(ef, lc, HPVM_EDGE_ONE_TO_ONE, 0, 5, 0); /* bytesIe */
+
+  /* The root's one output: LC's bytesL (what a streaming run pops per frame). */
+  __hpvm__bindOut(lc, 0, 0, 0);
 }
+
+/* The root's outputs, in output-port order. */
+struct RootOut {
+  size_t bytesL;
+};
 
 /* The root's arguments, packed, in parameter order. */
 typedef struct __attribute__((__packed__)) {
@@ -184,6 +192,7 @@ typedef struct __attribute__((__packed__)) {
   size_t bytesL;
   long w;
   long h;
+  struct RootOut out; /* receives the root's outputs */
 } RootIn;
 
 /* ---- Host ---------------------------------------------------------------------------- */
@@ -233,26 +242,61 @@ static void reference_laplacian(const float *I, const float *B, float *Id, float
   }
 }
 
+/* One frame: its buffers and its launch arguments. */
+typedef struct {
+  float *I, *Id, *Ie, *L;
+  RootIn args;
+} Frame;
+
+/* A smooth gradient plus noise, integer grey levels 0..255; different per seed. */
+static void fill_image(float *I, long w, long h, uint32_t seed) {
+  for (long y = 0; y < h; ++y) {
+    for (long x = 0; x < w; ++x) {
+      uint32_t g = (uint32_t)((x * 3 + y * 5 + seed) % 192) + lcg_next(&seed) % 64u;
+      I[y * w + x] = (float)g;
+    }
+  }
+}
+
+/* FNV-1a over the result's bytes: printed so runs can be compared bit for bit. */
+static unsigned long long fnv1a(unsigned long long h, const void *data, size_t n) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; ++i) {
+    h = (h ^ p[i]) * 1099511628211ULL;
+  }
+  return h;
+}
+
+#define FNV_SEED 14695981039346656037ULL
+
 int main(int argc, char **argv) {
-  long w = arg_long(argc, argv, 1, 64);
-  long h = arg_long(argc, argv, 2, 64);
-  if (w <= 0 || h <= 0 || argc > 3) {
-    fprintf(stderr, "usage: %s [W > 0 [H > 0]]\n", argv[0]);
+  long frames = 0; /* 0: one non-streaming launch */
+  int first = 1;
+  if (argc > 2 && argv[1][0] == '-' && argv[1][1] == '-') {
+    frames = arg_long(argc, argv, 2, 0);
+    if (frames <= 0 || strcmp(argv[1], "--stream") != 0) {
+      fprintf(stderr, "usage: %s [--stream FRAMES > 0] [W > 0 [H > 0]]\n", argv[0]);
+      return 2;
+    }
+    first = 3;
+  }
+  long w = arg_long(argc, argv, first, 64);
+  long h = arg_long(argc, argv, first + 1, 64);
+  if (w <= 0 || h <= 0 || argc > first + 2) {
+    fprintf(stderr, "usage: %s [--stream FRAMES > 0] [W > 0 [H > 0]]\n", argv[0]);
     return 2;
   }
 
   long count = w * h;
+  long nframes = frames > 0 ? frames : 1;
   size_t bytes = (size_t)count * sizeof(float);
   size_t bytesB = 9 * sizeof(float);
-  float *I = malloc(bytes);
   float *B = malloc(bytesB);
-  float *Id = malloc(bytes);
-  float *Ie = malloc(bytes);
-  float *L = malloc(bytes);
   float *refId = malloc(bytes);
   float *refIe = malloc(bytes);
   float *refL = malloc(bytes);
-  if (!I || !B || !Id || !Ie || !L || !refId || !refIe || !refL) {
+  Frame *fr = calloc((size_t)nframes, sizeof(Frame));
+  if (!B || !refId || !refIe || !refL || !fr) {
     fprintf(stderr, "pipeline: out of memory\n");
     return 2;
   }
@@ -262,84 +306,115 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 9; ++i) {
     B[i] = cross[i];
   }
-  /* A smooth gradient plus noise, integer grey levels 0..255. */
-  uint32_t seed = 99u;
-  for (long y = 0; y < h; ++y) {
-    for (long x = 0; x < w; ++x) {
-      uint32_t g = (uint32_t)((x * 3 + y * 5) % 192) + lcg_next(&seed) % 64u;
-      I[y * w + x] = (float)g;
-      Id[y * w + x] = -1.0f;
-      Ie[y * w + x] = -1.0f;
-      L[y * w + x] = -1.0f;
-    }
-  }
 
   __hpvm__init();
-  llvm_hpvm_track_mem(I, bytes);
   llvm_hpvm_track_mem(B, bytesB);
-  llvm_hpvm_track_mem(Id, bytes);
-  llvm_hpvm_track_mem(Ie, bytes);
-  llvm_hpvm_track_mem(L, bytes);
+  for (long f = 0; f < nframes; ++f) {
+    Frame *F = &fr[f];
+    F->I = malloc(bytes);
+    F->Id = malloc(bytes);
+    F->Ie = malloc(bytes);
+    F->L = malloc(bytes);
+    if (!F->I || !F->Id || !F->Ie || !F->L) {
+      fprintf(stderr, "pipeline: out of memory\n");
+      return 2;
+    }
+    fill_image(F->I, w, h, 99u + 7u * (uint32_t)f);
+    for (long i = 0; i < count; ++i) {
+      F->Id[i] = F->Ie[i] = F->L[i] = -1.0f;
+    }
+    llvm_hpvm_track_mem(F->I, bytes);
+    llvm_hpvm_track_mem(F->Id, bytes);
+    llvm_hpvm_track_mem(F->Ie, bytes);
+    llvm_hpvm_track_mem(F->L, bytes);
+    RootIn *a = &F->args;
+    a->I = F->I;
+    a->bytesI = bytes;
+    a->B = B;
+    a->bytesB = bytesB;
+    a->Id = F->Id;
+    a->bytesId = bytes;
+    a->Ie = F->Ie;
+    a->bytesIe = bytes;
+    a->L = F->L;
+    a->bytesL = bytes;
+    a->w = w;
+    a->h = h;
+    a->out.bytesL = 0;
+  }
 
-  RootIn args;
-  args.I = I;
-  args.bytesI = bytes;
-  args.B = B;
-  args.bytesB = bytesB;
-  args.Id = Id;
-  args.bytesId = bytes;
-  args.Ie = Ie;
-  args.bytesIe = bytes;
-  args.L = L;
-  args.bytesL = bytes;
-  args.w = w;
-  args.h = h;
+  long wrong_outputs = 0;
+  if (frames == 0) {
+    void *dfg = __hpvm__launch(0, LaplacianEstimate, (void *)&fr[0].args);
+    __hpvm__wait(dfg);
+    wrong_outputs += fr[0].args.out.bytesL != bytes;
+  } else {
+    /* A stream: every frame pushed, then every result popped, then the end of the stream. */
+    void *dfg = __hpvm__launch(1, LaplacianEstimate, (void *)&fr[0].args);
+    for (long f = 0; f < frames; ++f) {
+      __hpvm__push(dfg, (void *)&fr[f].args);
+    }
+    for (long f = 0; f < frames; ++f) {
+      struct RootOut *out = __hpvm__pop(dfg);
+      wrong_outputs += out == NULL || out->bytesL != bytes;
+      free(out);
+    }
+    __hpvm__wait(dfg);
+  }
 
-  /* STREAMING: a later change adds a streaming mode here: launch with HPVM_STREAMING, then
-   * __hpvm__push one RootIn per frame (each with its own I and L buffers), __hpvm__pop each
-   * frame's result, and __hpvm__wait at the end of the stream. For now: one frame, one
-   * non-streaming launch. */
-  void *dfg = __hpvm__launch(0, LaplacianEstimate, (void *)&args);
-  __hpvm__wait(dfg);
+  unsigned long long sum = FNV_SEED;
+  for (long f = 0; f < nframes; ++f) {
+    llvm_hpvm_request_mem(fr[f].L, bytes);
+    sum = fnv1a(sum, fr[f].L, bytes);
+  }
+  printf("checksum %016llx\n", sum);
 
-  llvm_hpvm_request_mem(Id, bytes);
-  llvm_hpvm_request_mem(Ie, bytes);
-  llvm_hpvm_request_mem(L, bytes);
-
-  reference_laplacian(I, B, refId, refIe, refL, w, h);
   long bad = 0;
-  long first_bad = -1;
-  for (long i = 0; i < count; ++i) {
-    if (Id[i] != refId[i] || Ie[i] != refIe[i] || L[i] != refL[i]) {
-      if (first_bad < 0) {
-        first_bad = i;
+  long first_bad = -1, bad_frame = -1;
+  for (long f = 0; f < nframes; ++f) {
+    Frame *F = &fr[f];
+    llvm_hpvm_request_mem(F->Id, bytes);
+    llvm_hpvm_request_mem(F->Ie, bytes);
+    llvm_hpvm_request_mem(F->L, bytes);
+    reference_laplacian(F->I, B, refId, refIe, refL, w, h);
+    for (long i = 0; i < count; ++i) {
+      if (F->Id[i] != refId[i] || F->Ie[i] != refIe[i] || F->L[i] != refL[i]) {
+        if (first_bad < 0) {
+          first_bad = i;
+          bad_frame = f;
+        }
+        ++bad;
       }
-      ++bad;
     }
   }
 
-  llvm_hpvm_untrack_mem(I);
-  llvm_hpvm_untrack_mem(B);
-  llvm_hpvm_untrack_mem(Id);
-  llvm_hpvm_untrack_mem(Ie);
-  llvm_hpvm_untrack_mem(L);
-  __hpvm__cleanup();
-
-  int ok = bad == 0;
+  int ok = bad == 0 && wrong_outputs == 0;
   if (ok) {
-    printf("pipeline %ldx%ld: PASS (exact)\n", w, h);
-  } else {
-    printf("pipeline %ldx%ld: FAIL (%ld pixels differ; first at (%ld, %ld): L got %g, "
+    printf("pipeline %ldx%ld, %ld frame%s%s: PASS (exact)\n", w, h, nframes, nframes == 1 ? "" : "s",
+           frames > 0 ? " streamed" : "");
+  } else if (bad > 0) {
+    printf("pipeline %ldx%ld: FAIL (%ld pixels differ; first in frame %ld at (%ld, %ld): L got %g, "
            "expected %g)\n",
-           w, h, bad, first_bad % w, first_bad / w, (double)L[first_bad],
+           w, h, bad, bad_frame, first_bad % w, first_bad / w, (double)fr[bad_frame].L[first_bad],
            (double)refL[first_bad]);
+  } else {
+    printf("pipeline %ldx%ld: FAIL (%ld frames returned a wrong output)\n", w, h, wrong_outputs);
   }
 
-  free(I);
+  for (long f = 0; f < nframes; ++f) {
+    llvm_hpvm_untrack_mem(fr[f].I);
+    llvm_hpvm_untrack_mem(fr[f].Id);
+    llvm_hpvm_untrack_mem(fr[f].Ie);
+    llvm_hpvm_untrack_mem(fr[f].L);
+    free(fr[f].I);
+    free(fr[f].Id);
+    free(fr[f].Ie);
+    free(fr[f].L);
+  }
+  llvm_hpvm_untrack_mem(B);
+  __hpvm__cleanup();
+  free(fr);
   free(B);
-  free(Id);
-  free(Ie);
-  free(L);
   free(refId);
   free(refIe);
   free(refL);

@@ -86,7 +86,12 @@ fn compile_one(input: &Path, opts: &BuildOptions, out: &Path, user_visible: bool
     let data = tm.get_target_data();
     match hpvm_core::graph_of_module(&module, &input.display().to_string()) {
         Ok(graph) => {
-            tracing::info!("{}: {} nodes, {} launches; lowering for the CPU", input.display(), graph.nodes.len(), graph.launches.len());
+            tracing::info!(
+                "{}: {} nodes, {} launches; lowering for the CPU",
+                input.display(),
+                graph.nodes.len(),
+                graph.launches.len()
+            );
             transform::lower_cpu(&module, &graph, &data)?;
         }
         Err(hpvm_core::Error::NotHpvm(_)) => tracing::info!("{}: no launch, compiled as plain code", input.display()),
@@ -145,26 +150,28 @@ fn temp_beside(out: &Path) -> PathBuf {
     out.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }
 
-/// The runtime library: `$HPVM_MGPU_RUNTIME`, else beside this executable (installed
-/// layout), else in cargo's `deps/` beside it (the newest, for `cargo run` and tests).
+/// The runtime library: `$HPVM_MGPU_RUNTIME`, else the newest `libhpvm_runtime.a` beside this
+/// executable (installed layout) or in cargo's `deps/` beside it (`cargo run`, tests: cargo
+/// leaves older copies around, so the newest wins).
 pub fn runtime_library() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("HPVM_MGPU_RUNTIME") {
         return Ok(PathBuf::from(p));
     }
     let exe = std::env::current_exe().map_err(|e| Error::io("locating hpvm-mgpu", e))?;
     let dir = exe.parent().ok_or(Error::NoRuntime { name: RUNTIME_LIB })?;
-    let beside = dir.join(RUNTIME_LIB);
-    if beside.is_file() {
-        return Ok(beside);
-    }
-    let newest = std::fs::read_dir(dir.join("deps"))
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libhpvm_runtime-") && n.ends_with(".a")))
-        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok());
-    newest.ok_or(Error::NoRuntime { name: RUNTIME_LIB })
+    let in_deps =
+        std::fs::read_dir(dir.join("deps")).into_iter().flatten().filter_map(|e| e.ok()).map(|e| e.path()).filter(
+            |p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("libhpvm_runtime-") && n.ends_with(".a"))
+            },
+        );
+    std::iter::once(dir.join(RUNTIME_LIB))
+        .filter(|p| p.is_file())
+        .chain(in_deps)
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+        .ok_or(Error::NoRuntime { name: RUNTIME_LIB })
 }
 
 fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions, cxx: bool) -> Result<()> {
@@ -186,7 +193,8 @@ fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions, cxx: bool) -> R
     if opts.clang.verbose {
         eprintln!("+ {cmd:?}");
     }
-    let status = cmd.status().map_err(|e| hpvm_core::Error::ToolMissing { tool: clang.display().to_string(), source: e })?;
+    let status =
+        cmd.status().map_err(|e| hpvm_core::Error::ToolMissing { tool: clang.display().to_string(), source: e })?;
     if !status.success() {
         let _ = std::fs::remove_file(&tmp);
         return Err(Error::LinkFailed(output.display().to_string()));

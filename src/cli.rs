@@ -1,9 +1,9 @@
 //! Subcommands and the flags a C compiler driver user expects.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use hpvm_core::frontend::{ClangOptions, Language};
 use crate::build::{self, BuildOptions};
 use crate::error::{Error, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use hpvm_core::frontend::{ClangOptions, Language};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -115,16 +115,18 @@ pub fn run(cli: Cli) -> Result<()> {
             print!("{out}");
             Ok(())
         }
-        Command::Build { files, output, opt, libs, lib_dirs, compile_only, emit_llvm, clang } => build::build(&BuildOptions {
-            inputs: files,
-            output,
-            opt_level: opt,
-            clang: clang.options(verbose),
-            libs,
-            lib_dirs,
-            compile_only,
-            emit_llvm,
-        }),
+        Command::Build { files, output, opt, libs, lib_dirs, compile_only, emit_llvm, clang } => {
+            build::build(&BuildOptions {
+                inputs: files,
+                output,
+                opt_level: opt,
+                clang: clang.options(verbose),
+                libs,
+                lib_dirs,
+                compile_only,
+                emit_llvm,
+            })
+        }
     }
 }
 

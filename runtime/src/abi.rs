@@ -69,7 +69,7 @@ pub unsafe extern "C" fn __hpvm__wait(handle: *mut c_void) {
         if handle.is_null() {
             crate::fatal("__hpvm__wait on a null graph handle");
         }
-        unsafe { Box::from_raw(handle as *mut Launch) }.wait()
+        unsafe { *Box::from_raw(handle as *mut Launch) }.wait()
     })
 }
 

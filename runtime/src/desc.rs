@@ -255,7 +255,14 @@ mod tests {
         p.version = VERSION + 1;
         assert!(Program::parse(&serde_json::to_string(&p).unwrap()).unwrap_err().contains("version"));
         p.version = VERSION;
-        p.launches.push(LaunchDesc { root: 3, loc: "x.c:1".into(), arg_offsets: vec![], out_base: 0, out_offsets: vec![], out_size: 0 });
+        p.launches.push(LaunchDesc {
+            root: 3,
+            loc: "x.c:1".into(),
+            arg_offsets: vec![],
+            out_base: 0,
+            out_offsets: vec![],
+            out_size: 0,
+        });
         assert!(Program::parse(&serde_json::to_string(&p).unwrap()).unwrap_err().contains("out of range"));
     }
 }

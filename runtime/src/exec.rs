@@ -87,6 +87,21 @@ pub fn int_param(node: &NodeDesc, args: &[u8], i: u32) -> Option<i64> {
     })
 }
 
+/// Barriers without fibers: one thread per instance, joined by a `std::sync::Barrier`.
+fn run_on_threads(n: usize, task: &(dyn Fn(usize) + Sync), name: &str) {
+    let barrier = Arc::new(Barrier::new(n));
+    std::thread::scope(|s| {
+        for lin in 1..n {
+            let barrier = barrier.clone();
+            std::thread::Builder::new()
+                .stack_size(1 << 20)
+                .spawn_scoped(s, move || scratch::with_barrier(barrier, || task(lin)))
+                .unwrap_or_else(|e| fatal(&format!("node {name}: cannot start an instance thread: {e}")));
+        }
+        scratch::with_barrier(barrier.clone(), || task(0));
+    });
+}
+
 pub struct Engine<'m> {
     pub module: &'m Module,
     /// Boxes per leaf run: enough to balance the pool.
@@ -109,8 +124,14 @@ impl Engine<'_> {
             };
             match v {
                 Some(v) if v >= 0 => dim[d] = v,
-                Some(v) => fatal(&format!("node {} ({}): instance count {v} in dimension {d} is negative", node.name, node.loc)),
-                None => fatal(&format!("node {} ({}): cannot evaluate its instance count in dimension {d} (overflow or division by zero)", node.name, node.loc)),
+                Some(v) => fatal(&format!(
+                    "node {} ({}): instance count {v} in dimension {d} is negative",
+                    node.name, node.loc
+                )),
+                None => fatal(&format!(
+                    "node {} ({}): cannot evaluate its instance count in dimension {d} (overflow or division by zero)",
+                    node.name, node.loc
+                )),
             }
         }
         dim
@@ -143,19 +164,13 @@ impl Engine<'_> {
                             node.name, node.loc
                         ));
                     }
-                    let barrier = Arc::new(Barrier::new(total as usize));
-                    std::thread::scope(|s| {
-                        for lin in 1..total {
-                            let (barrier, args, call) = (barrier.clone(), &args, &call);
-                            std::thread::Builder::new()
-                                .stack_size(1 << 20)
-                                .spawn_scoped(s, move || {
-                                    scratch::with_barrier(barrier, || call(&args.for_instance(lin), &GridBox::single(grid, lin)))
-                                })
-                                .unwrap_or_else(|e| fatal(&format!("node {}: cannot start an instance thread: {e}", node.name)));
-                        }
-                        scratch::with_barrier(barrier.clone(), || call(&args.for_instance(0), &GridBox::single(grid, 0)));
-                    });
+                    let instance =
+                        |lin: usize| call(&args.for_instance(lin as i64), &GridBox::single(grid, lin as i64));
+                    if crate::fiber::supported() {
+                        crate::fiber::run(total as usize, &instance);
+                    } else {
+                        run_on_threads(total as usize, &instance, &node.name);
+                    }
                 } else if args.patches.is_empty() {
                     let boxes = GridBox::split(grid, self.pieces);
                     if boxes.len() == 1 {
@@ -164,14 +179,19 @@ impl Engine<'_> {
                         boxes.par_iter().for_each(|b| call(&args.base, b));
                     }
                 } else {
-                    (0..total).into_par_iter().for_each(|lin| call(&args.for_instance(lin), &GridBox::single(grid, lin)));
+                    (0..total)
+                        .into_par_iter()
+                        .for_each(|lin| call(&args.for_instance(lin), &GridBox::single(grid, lin)));
                 }
             }
             KindDesc::Internal { .. } => {
                 let instance = |lin: i64| {
                     let ctx = NodeCtx { id: unlinearize(lin, grid), dim: grid, parent: parent.get() };
-                    let slot =
-                        SendPtr(if out_size == 0 { std::ptr::null_mut() } else { unsafe { outs.get().add(lin as usize * out_size) } });
+                    let slot = SendPtr(if out_size == 0 {
+                        std::ptr::null_mut()
+                    } else {
+                        unsafe { outs.get().add(lin as usize * out_size) }
+                    });
                     self.run_children(n, &args.for_instance(lin), &ctx, slot);
                 };
                 if total == 1 {
@@ -219,10 +239,18 @@ impl Engine<'_> {
 
     /// The arguments of child `c` of internal node `n`: bound inputs from the parent's
     /// arguments `args`, the others from the output records of edge sources (`source`).
-    pub fn child_args<'r>(&self, n: u32, c: u32, args: &[u8], source: &dyn Fn(&EdgeDesc) -> (&'r [u8], i64)) -> Args<'r> {
+    pub fn child_args<'r>(
+        &self,
+        n: u32,
+        c: u32,
+        args: &[u8],
+        source: &dyn Fn(&EdgeDesc) -> (&'r [u8], i64),
+    ) -> Args<'r> {
         let node = self.node(n);
         let child = self.node(c);
-        let KindDesc::Internal { edges, bind_in, .. } = &node.kind else { unreachable!("only internal nodes have children") };
+        let KindDesc::Internal { edges, bind_in, .. } = &node.kind else {
+            unreachable!("only internal nodes have children")
+        };
         let mut base = vec![0u8; child.args_size()];
         for b in bind_in.iter().filter(|b| b.child == c) {
             let (from, to) = (&node.params[b.parent_port as usize], &child.params[b.child_port as usize]);
@@ -244,7 +272,8 @@ impl Engine<'_> {
                 });
             } else if total > 0 {
                 let at = (total as usize - 1) * src.outputs_size() + from.offset as usize;
-                base[to.offset as usize..(to.offset + to.size) as usize].copy_from_slice(&outs[at..at + to.size as usize]);
+                base[to.offset as usize..(to.offset + to.size) as usize]
+                    .copy_from_slice(&outs[at..at + to.size as usize]);
             }
         }
         Args { base, patches }
@@ -267,7 +296,9 @@ impl Engine<'_> {
             let (from, to) = (&child.outputs[b.child_port as usize], &node.outputs[b.parent_port as usize]);
             let at = (total as usize - 1) * child.outputs_size() + from.offset as usize;
             // SAFETY: `out` is one output record of `node`, `outputs_size()` bytes long.
-            unsafe { std::ptr::copy_nonoverlapping(outs[at..].as_ptr(), out.0.add(to.offset as usize), to.size as usize) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(outs[at..].as_ptr(), out.0.add(to.offset as usize), to.size as usize)
+            };
         }
     }
 }

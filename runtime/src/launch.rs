@@ -101,7 +101,7 @@ impl Launch {
     }
 
     /// `__hpvm__wait`: for a streaming launch, ends the stream and drains it.
-    pub fn wait(mut self: Box<Self>) {
+    pub fn wait(mut self) {
         if let Some(t) = self.thread.take() {
             if t.join().is_err() {
                 fatal("a launch failed");
@@ -122,7 +122,9 @@ impl Launch {
     /// # Safety
     /// `user` points to an argument struct of this launch's layout.
     pub unsafe fn push(&self, user: *const u8) {
-        let Some(s) = &self.stream else { fatal(&format!("__hpvm__push on the non-streaming launch at {}", self.desc().loc)) };
+        let Some(s) = &self.stream else {
+            fatal(&format!("__hpvm__push on the non-streaming launch at {}", self.desc().loc))
+        };
         let args = unsafe { Self::root_args(&self.module, self.launch, user) };
         stats::STREAM_ITEMS.fetch_add(1, Ordering::Relaxed);
         if let Some(tx) = &s.input {
@@ -135,7 +137,9 @@ impl Launch {
     /// `__hpvm__pop`: the root's outputs for the next item, as the user's output struct in
     /// memory from `malloc` (the caller may `free` it); null once the stream has ended.
     pub fn pop(&self) -> *mut u8 {
-        let Some(s) = &self.stream else { fatal(&format!("__hpvm__pop on the non-streaming launch at {}", self.desc().loc)) };
+        let Some(s) = &self.stream else {
+            fatal(&format!("__hpvm__pop on the non-streaming launch at {}", self.desc().loc))
+        };
         let Ok(record) = s.output.recv() else { return std::ptr::null_mut() };
         let l = self.desc();
         let root = &self.module.program.nodes[l.root as usize];
@@ -146,7 +150,13 @@ impl Launch {
         }
         for (o, &off) in root.outputs.iter().zip(&l.out_offsets) {
             // SAFETY: `user` has `out_size` bytes and the compiler put every field inside.
-            unsafe { std::ptr::copy_nonoverlapping(record[o.offset as usize..].as_ptr(), user.add(off as usize), o.size as usize) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    record[o.offset as usize..].as_ptr(),
+                    user.add(off as usize),
+                    o.size as usize,
+                )
+            };
         }
         user
     }
@@ -162,10 +172,14 @@ impl Stream {
         let (output_tx, output_rx) = channel::<Vec<u8>>();
         let mut stages = Vec::new();
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new().name(name).spawn(f).unwrap_or_else(|e| fatal(&format!("cannot start a pipeline stage: {e}")))
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(f)
+                .unwrap_or_else(|e| fatal(&format!("cannot start a pipeline stage: {e}")))
         };
 
-        let KindDesc::Internal { children, edges, bind_out, .. } = module.program.nodes[root as usize].kind.clone() else {
+        let KindDesc::Internal { children, edges, bind_out, .. } = module.program.nodes[root as usize].kind.clone()
+        else {
             // A leaf root: one stage running it per item.
             let m = module.clone();
             stages.push(spawn(
@@ -225,11 +239,20 @@ impl Stream {
         for (k, &c) in children.iter().enumerate() {
             let m = module.clone();
             let rx_args = args_rx[k].take().expect("one receiver per stage");
-            let ins: Vec<(usize, Receiver<Records>)> =
-                edges.iter().enumerate().filter(|(_, e)| e.dst == c).map(|(i, _)| (i, edge_rx[i].take().expect("one receiver per edge"))).collect();
-            let outs: Vec<SyncSender<Records>> =
-                edges.iter().enumerate().filter(|(_, e)| e.src == c).map(|(i, _)| edge_tx[i].take().expect("one sender per edge")).collect();
-            let collect = bound.iter().position(|&b| b == c).map(|i| collect_tx[i].take().expect("one sender per bound child"));
+            let ins: Vec<(usize, Receiver<Records>)> = edges
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.dst == c)
+                .map(|(i, _)| (i, edge_rx[i].take().expect("one receiver per edge")))
+                .collect();
+            let outs: Vec<SyncSender<Records>> = edges
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.src == c)
+                .map(|(i, _)| edge_tx[i].take().expect("one sender per edge"))
+                .collect();
+            let collect =
+                bound.iter().position(|&b| b == c).map(|i| collect_tx[i].take().expect("one sender per bound child"));
             let edges = edges.clone();
             stages.push(spawn(
                 format!("hpvm-stage-{k}"),
@@ -286,7 +309,9 @@ impl Stream {
                     }
                     let mut out = vec![0u8; size];
                     let ptr = SendPtr(if out.is_empty() { std::ptr::null_mut() } else { out.as_mut_ptr() });
-                    e.bind_outputs(root, ptr, &|c| bound.iter().position(|&b| b == c).map(|i| (&got[i].0[..], got[i].1)));
+                    e.bind_outputs(root, ptr, &|c| {
+                        bound.iter().position(|&b| b == c).map(|i| (&got[i].0[..], got[i].1))
+                    });
                     if output_tx.send(out).is_err() {
                         return;
                     }

@@ -19,6 +19,7 @@ pub mod abi;
 pub mod ctx;
 pub mod desc;
 pub mod exec;
+pub mod fiber;
 pub mod launch;
 pub mod memory;
 pub mod module;

@@ -21,6 +21,9 @@ pub fn with_barrier<R>(barrier: Arc<Barrier>, f: impl FnOnce() -> R) -> R {
 /// `__hpvm__barrier`: waits for the other instances of this parent instance. Outside a
 /// barrier run (a single instance) there is nobody to wait for.
 pub fn barrier() {
+    if crate::fiber::barrier() {
+        return;
+    }
     if let Some(b) = BARRIER.with(|b| b.borrow().clone()) {
         b.wait();
     }
@@ -44,7 +47,8 @@ impl Scope {
     }
 
     fn alloc(&self, bytes: usize) -> *mut u8 {
-        let layout = Layout::from_size_align(bytes.max(1), ALIGN).unwrap_or_else(|_| crate::fatal("__hpvm__malloc: size too large"));
+        let layout = Layout::from_size_align(bytes.max(1), ALIGN)
+            .unwrap_or_else(|_| crate::fatal("__hpvm__malloc: size too large"));
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { std::alloc::alloc_zeroed(layout) };
         if p.is_null() {

@@ -6,11 +6,11 @@ use crate::{Error, Result};
 use hpvm_core::expr::{BinOp, Expr};
 use hpvm_core::graph::{Graph, NodeKind, Query, Replication};
 use hpvm_core::loc;
+use hpvm_runtime::desc::*;
 use inkwell::module::Module;
 use inkwell::targets::TargetData;
 use inkwell::types::{AnyType, BasicTypeEnum, StructType};
 use inkwell::values::{FunctionValue, InstructionOpcode, InstructionValue};
-use hpvm_runtime::desc::*;
 
 /// Calls of `name` in `f`, in order.
 pub fn calls_of<'ctx>(f: FunctionValue<'ctx>, name: &str) -> Vec<InstructionValue<'ctx>> {
@@ -113,10 +113,20 @@ pub fn describe(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Result
                 (kind, outputs)
             }
             // Filled below, once the children's outputs are known.
-            NodeKind::Internal(_) => (KindDesc::Internal { children: vec![], edges: vec![], bind_in: vec![], bind_out: vec![] }, vec![]),
+            NodeKind::Internal(_) => {
+                (KindDesc::Internal { children: vec![], edges: vec![], bind_in: vec![], bind_out: vec![] }, vec![])
+            }
         };
         let counts = node.counts.iter().map(expr).collect::<Result<_>>()?;
-        nodes.push(NodeDesc { name: node.name.clone(), loc: loc::show(&node.def_loc), dims: node.dims, counts, params, outputs, kind });
+        nodes.push(NodeDesc {
+            name: node.name.clone(),
+            loc: loc::show(&node.def_loc),
+            dims: node.dims,
+            counts,
+            params,
+            outputs,
+            kind,
+        });
     }
     // Internal nodes, children before parents, so a bound child's outputs are known.
     let mut post: Vec<_> = graph.roots().flat_map(|r| graph.preorder(r)).collect();
@@ -170,15 +180,24 @@ pub fn describe(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Result
 
 /// Where the root's arguments and outputs sit in the user's struct: from its type when the
 /// host code shows it, else packed, as HPVM defines the struct.
-fn launch(module: &Module<'_>, graph: &Graph, data: &TargetData, l: &hpvm_core::graph::Launch, nodes: &[NodeDesc]) -> Result<LaunchDesc> {
+fn launch(
+    module: &Module<'_>,
+    graph: &Graph,
+    data: &TargetData,
+    l: &hpvm_core::graph::Launch,
+    nodes: &[NodeDesc],
+) -> Result<LaunchDesc> {
     let root = &nodes[l.root.index()];
     let n = root.params.len();
-    let named: Option<StructType> = l.args.as_ref().and_then(|a| module.get_struct_type(a.name.trim_start_matches('%')));
+    let named: Option<StructType> =
+        l.args.as_ref().and_then(|a| module.get_struct_type(a.name.trim_start_matches('%')));
     let (arg_offsets, out_base, out_offsets, out_size) = match named {
         Some(st) => {
             let off = |s: &StructType, i: u32| data.offset_of_element(s, i).map(|o| o as u32);
             let args = (0..n as u32).map(|i| off(&st, i)).collect::<Option<Vec<_>>>();
-            let args = args.ok_or_else(|| Error::Internal(format!("argument struct of launch at {} too short", loc::show(&l.loc))))?;
+            let args = args.ok_or_else(|| {
+                Error::Internal(format!("argument struct of launch at {} too short", loc::show(&l.loc)))
+            })?;
             let (base, outs, size) = match st.get_field_type_at_index(n as u32) {
                 Some(BasicTypeEnum::StructType(out)) if !root.outputs.is_empty() => {
                     let outs = (0..root.outputs.len() as u32).map(|i| off(&out, i)).collect::<Option<Vec<_>>>();

@@ -19,12 +19,12 @@ use crate::describe::{calls_of, function, return_values};
 use crate::intrinsics::{make_inline, tls_pointer, CTX_DIM, CTX_ID, CTX_PARENT, CURRENT_NODE, CURRENT_OUT};
 use crate::{Error, Result};
 use hpvm_core::graph::Graph;
+use hpvm_runtime::desc::{KindDesc, Program};
 use inkwell::builder::Builder;
 use inkwell::context::ContextRef;
 use inkwell::module::{Linkage, Module};
 use inkwell::values::{BasicMetadataValueEnum, BasicValue, FunctionValue, InstructionValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate};
-use hpvm_runtime::desc::{KindDesc, Program};
 
 /// Byte offsets in `GridBox { lo: [i64; 3], hi: [i64; 3], dim: [i64; 3] }`.
 const BOX_LO: u64 = 0;
@@ -45,7 +45,13 @@ pub fn build_all<'ctx>(module: &Module<'ctx>, graph: &Graph, program: &Program) 
     Ok(entries)
 }
 
-fn gep<'ctx>(b: &Builder<'ctx>, ctx: &ContextRef<'ctx>, base: PointerValue<'ctx>, offset: u64, name: &str) -> Result<PointerValue<'ctx>> {
+fn gep<'ctx>(
+    b: &Builder<'ctx>,
+    ctx: &ContextRef<'ctx>,
+    base: PointerValue<'ctx>,
+    offset: u64,
+    name: &str,
+) -> Result<PointerValue<'ctx>> {
     // SAFETY (LLVM): byte offsets inside records the runtime allocated with this layout.
     Ok(unsafe { b.build_in_bounds_gep(ctx.i8_type(), base, &[ctx.i64_type().const_int(offset, false)], name)? })
 }
@@ -112,7 +118,11 @@ fn counted_loop<'ctx>(
     Ok(())
 }
 
-fn build_entry<'ctx>(module: &Module<'ctx>, f: FunctionValue<'ctx>, desc: &hpvm_runtime::desc::NodeDesc) -> Result<FunctionValue<'ctx>> {
+fn build_entry<'ctx>(
+    module: &Module<'ctx>,
+    f: FunctionValue<'ctx>,
+    desc: &hpvm_runtime::desc::NodeDesc,
+) -> Result<FunctionValue<'ctx>> {
     let ctx = module.get_context();
     let b = ctx.create_builder();
     let i64t = ctx.i64_type();

@@ -4,14 +4,19 @@
 use crate::describe::calls_of;
 use crate::{Error, Result};
 use hpvm_core::graph::{Graph, NodeKind};
+use hpvm_runtime::desc::Program;
 use inkwell::module::{Linkage, Module};
 use inkwell::values::{AsValueRef, BasicMetadataValueEnum, BasicValue, FunctionValue};
 use inkwell::AddressSpace;
-use hpvm_runtime::desc::Program;
 
 pub const LAUNCH_FN: &str = "hpvm_rt_launch";
 
-pub fn rewrite<'ctx>(module: &Module<'ctx>, graph: &Graph, program: &Program, entries: &[FunctionValue<'ctx>]) -> Result<()> {
+pub fn rewrite<'ctx>(
+    module: &Module<'ctx>,
+    graph: &Graph,
+    program: &Program,
+    entries: &[FunctionValue<'ctx>],
+) -> Result<()> {
     let ctx = module.get_context();
     let ptr = ctx.ptr_type(AddressSpace::default());
     let i32t = ctx.i32_type();
@@ -36,13 +41,21 @@ pub fn rewrite<'ctx>(module: &Module<'ctx>, graph: &Graph, program: &Program, en
     // Launch calls in the order the graph builder met them (module order).
     let calls: Vec<_> = module.get_functions().flat_map(|f| calls_of(f, "__hpvm__launch")).collect();
     if calls.len() != graph.launches.len() {
-        return Err(Error::Internal(format!("{} launch calls but {} launches in the graph", calls.len(), graph.launches.len())));
+        return Err(Error::Internal(format!(
+            "{} launch calls but {} launches in the graph",
+            calls.len(),
+            graph.launches.len()
+        )));
     }
     let b = ctx.create_builder();
     for (index, call) in calls.into_iter().enumerate() {
         b.position_before(&call);
-        let streaming = call.get_operand(0).and_then(|o| o.value()).ok_or_else(|| Error::Internal("launch without flag".into()))?;
-        let args = call.get_operand(2).and_then(|o| o.value()).ok_or_else(|| Error::Internal("launch without arguments".into()))?;
+        let streaming =
+            call.get_operand(0).and_then(|o| o.value()).ok_or_else(|| Error::Internal("launch without flag".into()))?;
+        let args = call
+            .get_operand(2)
+            .and_then(|o| o.value())
+            .ok_or_else(|| Error::Internal("launch without arguments".into()))?;
         let streaming = b.build_int_z_extend_or_bit_cast(streaming.into_int_value(), i32t, "streaming")?;
         let new_args: [BasicMetadataValueEnum; 6] = [
             desc.as_pointer_value().into(),
@@ -53,7 +66,11 @@ pub fn rewrite<'ctx>(module: &Module<'ctx>, graph: &Graph, program: &Program, en
             args.into(),
         ];
         let new = b.build_call(rt_launch, &new_args, "graph")?;
-        let new_inst = new.try_as_basic_value().basic().and_then(|v| v.as_instruction_value()).ok_or_else(|| Error::Internal("runtime launch returns nothing".into()))?;
+        let new_inst = new
+            .try_as_basic_value()
+            .basic()
+            .and_then(|v| v.as_instruction_value())
+            .ok_or_else(|| Error::Internal("runtime launch returns nothing".into()))?;
         call.replace_all_uses_with(&new_inst);
         call.erase_from_basic_block();
     }

@@ -60,7 +60,9 @@ pub fn define(module: &Module<'_>) -> Result<()> {
         }
         // The declaration may carry a declaration-only DISubprogram, which a definition may not.
         // SAFETY: `f` is a function of this module; a null subprogram detaches it.
-        unsafe { llvm_sys::debuginfo::LLVMSetSubprogram(inkwell::values::AsValueRef::as_value_ref(&f), std::ptr::null_mut()) };
+        unsafe {
+            llvm_sys::debuginfo::LLVMSetSubprogram(inkwell::values::AsValueRef::as_value_ref(&f), std::ptr::null_mut())
+        };
         let bb = ctx.append_basic_block(f, "entry");
         b.position_at_end(bb);
         make_inline(&ctx, f);
@@ -92,7 +94,9 @@ pub fn define(module: &Module<'_>) -> Result<()> {
             // The C prototype says `long`; narrower declarations (old code) get a truncation.
             let ret = f.get_type().get_return_type();
             let v = match ret {
-                Some(inkwell::types::BasicTypeEnum::IntType(t)) if t.get_bit_width() < 64 => b.build_int_truncate(v.into_int_value(), t, "narrow")?.into(),
+                Some(inkwell::types::BasicTypeEnum::IntType(t)) if t.get_bit_width() < 64 => {
+                    b.build_int_truncate(v.into_int_value(), t, "narrow")?.into()
+                }
                 _ => v,
             };
             b.build_return(Some(&v))?;
@@ -127,33 +131,69 @@ pub fn define(module: &Module<'_>) -> Result<()> {
     if let Some(f) = begin("__hpvm__atomic_cmpxchg") {
         let p = arg(f, 0)?.into_pointer_value();
         let (cmp, new) = (arg(f, 1)?.into_int_value(), arg(f, 2)?.into_int_value());
-        let pair = b.build_cmpxchg(p, cmp, new, AtomicOrdering::SequentiallyConsistent, AtomicOrdering::SequentiallyConsistent)?;
+        let pair = b.build_cmpxchg(
+            p,
+            cmp,
+            new,
+            AtomicOrdering::SequentiallyConsistent,
+            AtomicOrdering::SequentiallyConsistent,
+        )?;
         let old = b.build_extract_value(pair, 0, "old")?;
         b.build_return(Some(&old))?;
     }
 
     let f32t = ctx.f32_type();
-    for (name, llvm) in [("floor", "llvm.floor"), ("sqrt", "llvm.sqrt"), ("sin", "llvm.sin"), ("cos", "llvm.cos"), ("rsqrt", "llvm.sqrt")] {
+    for (name, llvm) in [
+        ("floor", "llvm.floor"),
+        ("sqrt", "llvm.sqrt"),
+        ("sin", "llvm.sin"),
+        ("cos", "llvm.cos"),
+        ("rsqrt", "llvm.sqrt"),
+    ] {
         let Some(f) = begin(&format!("__hpvm__{name}")) else { continue };
         let x = arg(f, 0)?;
         let decl = Intrinsic::find(llvm)
             .and_then(|i| i.get_declaration(module, &[f32t.into()]))
             .ok_or_else(|| Error::Internal(format!("no {llvm} intrinsic")))?;
-        let r = b.build_call(decl, &[x], name)?.try_as_basic_value().basic().ok_or_else(|| Error::Internal(format!("{llvm} returns nothing")))?;
-        let r = if name == "rsqrt" { b.build_float_div(f32t.const_float(1.0), r.into_float_value(), "rsqrt")?.into() } else { r };
+        let r = b
+            .build_call(decl, &[x], name)?
+            .try_as_basic_value()
+            .basic()
+            .ok_or_else(|| Error::Internal(format!("{llvm} returns nothing")))?;
+        let r = if name == "rsqrt" {
+            b.build_float_div(f32t.const_float(1.0), r.into_float_value(), "rsqrt")?.into()
+        } else {
+            r
+        };
         b.build_return(Some(&r))?;
     }
 
     if begin("__hpvm__barrier").is_some() {
-        let rt = module.get_function("hpvm_rt_barrier").unwrap_or_else(|| module.add_function("hpvm_rt_barrier", ctx.void_type().fn_type(&[], false), None));
+        let rt = module
+            .get_function("hpvm_rt_barrier")
+            .unwrap_or_else(|| module.add_function("hpvm_rt_barrier", ctx.void_type().fn_type(&[], false), None));
+        // Other instances may run on this thread (as fibers) until the barrier returns; they
+        // set the thread-local context to theirs, so ours is put back afterwards.
+        let node = tls_pointer(module, CURRENT_NODE).as_pointer_value();
+        let out = tls_pointer(module, CURRENT_OUT).as_pointer_value();
+        let saved_node = b.build_load(ptr, node, "saved.node")?;
+        let saved_out = b.build_load(ptr, out, "saved.out")?;
         b.build_call(rt, &[], "")?;
+        b.build_store(node, saved_node)?;
+        b.build_store(out, saved_out)?;
         b.build_return(None)?;
     }
     if let Some(f) = begin("__hpvm__malloc") {
-        let rt = module.get_function("hpvm_rt_malloc").unwrap_or_else(|| module.add_function("hpvm_rt_malloc", ptr.fn_type(&[i64t.into()], false), None));
+        let rt = module
+            .get_function("hpvm_rt_malloc")
+            .unwrap_or_else(|| module.add_function("hpvm_rt_malloc", ptr.fn_type(&[i64t.into()], false), None));
         let n = arg(f, 0)?.into_int_value();
         let n = if n.get_type().get_bit_width() < 64 { b.build_int_s_extend(n, i64t, "bytes")? } else { n };
-        let p = b.build_call(rt, &[n.into()], "mem")?.try_as_basic_value().basic().ok_or_else(|| Error::Internal("hpvm_rt_malloc returns nothing".into()))?;
+        let p = b
+            .build_call(rt, &[n.into()], "mem")?
+            .try_as_basic_value()
+            .basic()
+            .ok_or_else(|| Error::Internal("hpvm_rt_malloc returns nothing".into()))?;
         b.build_return(Some(&p))?;
     }
     // Compile-time annotations: nothing to do at run time.

@@ -1,9 +1,9 @@
 //! Byte layouts of argument buffers and output records: values packed in order, each taking
 //! its type's store size. The description records them; entry points read them.
 
+use hpvm_runtime::desc::ScalarKind;
 use inkwell::targets::TargetData;
 use inkwell::types::{AnyType, BasicTypeEnum};
-use hpvm_runtime::desc::ScalarKind;
 
 /// The size in bytes `ty` occupies in a packed buffer.
 pub fn size_of(data: &TargetData, ty: &dyn AnyType) -> u32 {
