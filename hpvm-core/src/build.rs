@@ -611,6 +611,9 @@ fn expr_of(v: Val, f: Val) -> Expr {
 fn arg_struct(ptr: Val) -> Option<ArgStruct> {
     let ty = if ptr.is_alloca() {
         Some(ptr.allocated_type())
+    } else if let Some(t) = ptr.gep_result_type().filter(|&t| ir::is_struct(t)) {
+        // `&frames[i].args`
+        Some(t)
     } else {
         ptr.users().into_iter().filter_map(|u| u.gep_source_type()).find(|&t| ir::is_struct(t))
     }?;

@@ -25,8 +25,11 @@ fn owned_message(ptr: *mut std::ffi::c_char) -> String {
     s
 }
 
-/// The IR text of a type (`ptr`, `i64`, `%struct.RootIn`).
+/// The IR text of a type (`ptr`, `i64`, `%struct.RootIn`): named structs by name only.
 pub fn type_text(ty: LLVMTypeRef) -> String {
+    if is_struct(ty) && !unsafe { LLVMGetStructName(ty) }.is_null() {
+        return struct_name(ty);
+    }
     // SAFETY: `ty` comes from a live module.
     owned_message(unsafe { LLVMPrintTypeToString(ty) })
 }
@@ -214,6 +217,22 @@ impl Val {
 
     pub fn allocated_type(self) -> LLVMTypeRef {
         unsafe { LLVMGetAllocatedType(self.0) }
+    }
+
+    /// The type a GEP with constant indices points to (`&s.field` -> the field's type).
+    pub fn gep_result_type(self) -> Option<LLVMTypeRef> {
+        let mut ty = self.gep_source_type()?;
+        // Operand 0 is the base, operand 1 steps over whole objects; the rest go inside.
+        for i in 2..self.num_operands() {
+            ty = unsafe {
+                match LLVMGetTypeKind(ty) {
+                    LLVMTypeKind::LLVMStructTypeKind => LLVMStructGetTypeAtIndex(ty, self.operand(i).const_u64()? as u32),
+                    LLVMTypeKind::LLVMArrayTypeKind => LLVMGetElementType(ty),
+                    _ => return None,
+                }
+            };
+        }
+        Some(ty)
     }
 
     pub fn gep_source_type(self) -> Option<LLVMTypeRef> {

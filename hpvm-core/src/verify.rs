@@ -300,6 +300,20 @@ impl Verifier<'_> {
         }
         let Some(args) = &launch.args else { return };
         let params: Vec<&Ty> = root.params.iter().map(|p| &p.ty).collect();
+        if !root.outputs.is_empty() && args.fields.len() != params.len() + 1 {
+            self.error(
+                Rule::LaunchArgs,
+                launch.loc.clone(),
+                format!(
+                    "`{}` has {} output{}, so its argument struct {} needs a last field: a struct receiving them",
+                    root.name,
+                    root.outputs.len(),
+                    plural(root.outputs.len()),
+                    args.name
+                ),
+            );
+            return;
+        }
         let fits = args.fields.len() >= params.len()
             && args.fields.len() <= params.len() + 1
             && args.fields.iter().zip(&params).all(|(a, p)| a == *p);
