@@ -226,7 +226,9 @@ impl Val {
         for i in 2..self.num_operands() {
             ty = unsafe {
                 match LLVMGetTypeKind(ty) {
-                    LLVMTypeKind::LLVMStructTypeKind => LLVMStructGetTypeAtIndex(ty, self.operand(i).const_u64()? as u32),
+                    LLVMTypeKind::LLVMStructTypeKind => {
+                        LLVMStructGetTypeAtIndex(ty, self.operand(i).const_u64()? as u32)
+                    }
                     LLVMTypeKind::LLVMArrayTypeKind => LLVMGetElementType(ty),
                     _ => return None,
                 }

@@ -72,3 +72,50 @@ pub fn examples() -> Vec<String> {
 pub fn exists(p: &str) -> bool {
     Path::new(&root().join(p)).exists()
 }
+
+/// A fresh directory under the system's temporary directory, removed when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "hpvm-mgpu-test-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    pub fn path_str(&self, name: &str) -> String {
+        self.join(name).to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs a built program with extra environment variables.
+pub fn run_program(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(exe);
+    cmd.args(args).env_remove("HPVM_MGPU_THREADS").env_remove("HPVM_MGPU_STATS");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()))
+}
+
+/// The `checksum XXXX` line an example prints.
+pub fn checksum(out: &str) -> Option<String> {
+    out.lines().find_map(|l| l.strip_prefix("checksum ").map(str::to_string))
+}

@@ -1,0 +1,183 @@
+//! `hpvm-mgpu build`: every example built and run on the CPU, the driver's flags, and what
+//! happens on errors (location, exit status, no leftovers, outputs never half written).
+
+mod common;
+use common::*;
+
+#[test]
+fn every_example_passes_at_o0_and_o2_with_1_and_4_threads() {
+    let dir = TempDir::new("examples");
+    for e in examples() {
+        let stem = e.trim_end_matches(".c");
+        let mut sums = Vec::new();
+        for opt in ["-O0", "-O2"] {
+            let exe = dir.join(&format!("{stem}{opt}"));
+            let out = hpvm_mgpu(&["build", opt, &format!("examples/{e}"), "-o", exe.to_str().unwrap()]);
+            assert!(out.status.success(), "build {opt} examples/{e}:\n{}", stderr(&out));
+            for threads in ["1", "4"] {
+                let run = run_program(&exe, &[], &[("HPVM_MGPU_THREADS", threads)]);
+                let text = stdout(&run);
+                assert!(
+                    run.status.success() && text.contains("PASS"),
+                    "{e} {opt} with {threads} threads:\n{text}{}",
+                    stderr(&run)
+                );
+                sums.push((opt, threads, checksum(&text).unwrap_or_else(|| panic!("{e} prints no checksum"))));
+            }
+        }
+        // Deterministic references: bit-identical results whatever the threads and -O level.
+        assert!(sums.iter().all(|s| s.2 == sums[0].2), "{e}: results differ: {sums:?}");
+    }
+}
+
+#[test]
+fn pipeline_streams_frames() {
+    let dir = TempDir::new("stream");
+    let exe = dir.join("pipeline");
+    let out = hpvm_mgpu(&["build", "-O2", "examples/pipeline.c", "-o", exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for threads in ["1", "3"] {
+        let run = run_program(&exe, &["--stream", "6", "40", "24"], &[("HPVM_MGPU_THREADS", threads)]);
+        assert!(run.status.success(), "{}{}", stdout(&run), stderr(&run));
+        assert!(stdout(&run).contains("6 frames streamed: PASS"), "{}", stdout(&run));
+    }
+}
+
+#[test]
+fn stats_report_names_every_node() {
+    let dir = TempDir::new("stats");
+    let exe = dir.join("matmul");
+    assert!(hpvm_mgpu(&["build", "examples/matmul.c", "-o", exe.to_str().unwrap()]).status.success());
+    let run = run_program(&exe, &["32"], &[("HPVM_MGPU_STATS", "1")]);
+    let err = stderr(&run);
+    assert!(run.status.success());
+    assert!(err.contains("hpvm-mgpu stats: 1 launches"), "{err}");
+    // 32 / 16 = 2 x 2 blocks of 16 x 16 threads.
+    assert!(
+        err.lines().any(|l| l.trim_start().starts_with("MatMulThread") && l.contains(" 4 ") && l.contains("1024")),
+        "{err}"
+    );
+    assert!(err.contains("bytes moved"), "{err}");
+}
+
+#[test]
+fn objects_then_link_and_several_sources() {
+    let dir = TempDir::new("objects");
+    let obj = dir.path_str("vecadd.o");
+    let out = hpvm_mgpu(&["build", "-c", "-O1", "examples/vecadd.c", "-o", &obj]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let exe = dir.path_str("vecadd");
+    let out = hpvm_mgpu(&["build", &obj, "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&run_program(std::path::Path::new(&exe), &["1000"], &[])).contains("PASS"));
+
+    // An HPVM file and a plain C file, with -I, -D, -L and -l reaching the tools.
+    let exe = dir.path_str("multi");
+    let out = hpvm_mgpu(&[
+        "build",
+        "-O2",
+        "-I",
+        "tests/inputs/multi",
+        "-DFACTOR=3",
+        "tests/inputs/multi/main.c",
+        "tests/inputs/multi/helper.c",
+        "-L",
+        "/usr/lib",
+        "-lm",
+        "-o",
+        &exe,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = run_program(std::path::Path::new(&exe), &[], &[]);
+    assert!(stdout(&run).contains("multi: PASS"), "{}{}", stdout(&run), stderr(&run));
+}
+
+#[test]
+fn emit_llvm_shows_the_lowered_program() {
+    let dir = TempDir::new("emit");
+    let ll = dir.path_str("vecadd.ll");
+    let out = hpvm_mgpu(&["build", "--emit-llvm", "examples/vecadd.c", "-o", &ll]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ir = std::fs::read_to_string(&ll).unwrap();
+    assert!(ir.contains("@hpvm_rt_launch("), "launch not lowered");
+    assert!(ir.contains("hpvm.entry.VecAdd"), "no entry point for the leaf");
+    assert!(!ir.contains("@VecAddRoot("), "internal node function left in the module");
+    assert!(!ir.contains("call ptr (i32, ...) @__hpvm__launch"), "HPVM launch left in the module");
+}
+
+#[test]
+fn verbose_shows_each_tool_invocation() {
+    let dir = TempDir::new("verbose");
+    let out = hpvm_mgpu(&["build", "-v", "-O2", "examples/vecadd.c", "-o", &dir.path_str("v")]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("clang") && err.contains("-emit-llvm"), "{err}");
+    assert!(err.contains("default<O2>"), "{err}");
+    assert!(err.contains("libhpvm_runtime"), "{err}");
+}
+
+/// Runs a failing build with its own TMPDIR and an existing output file; checks the exit
+/// status, the message, that the output is untouched and nothing is left behind.
+fn failing_build(input: &str, expect: &[&str]) {
+    let dir = TempDir::new("fail");
+    let tmp = TempDir::new("fail-tmp");
+    let out_path = dir.join("app");
+    std::fs::write(&out_path, "precious").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hpvm-mgpu"))
+        .args(["build", input, "-o", out_path.to_str().unwrap()])
+        .current_dir(root())
+        .env("TMPDIR", &tmp.0)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{input}: {err}");
+    for e in expect {
+        assert!(err.contains(e), "{input}: expected {e:?} in:\n{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "precious", "{input}: output overwritten");
+    let left: Vec<_> = std::fs::read_dir(&tmp.0).unwrap().collect();
+    assert!(left.is_empty(), "{input}: temporary files left: {left:?}");
+    let beside: Vec<_> = std::fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(beside.len(), 1, "{input}: files left beside the output: {beside:?}");
+}
+
+#[test]
+fn compile_error_gives_location_and_keeps_output() {
+    failing_build("tests/inputs/syntax-error.c", &["tests/inputs/syntax-error.c:4:23: error:", "compilation failed"]);
+}
+
+#[test]
+fn link_error_gives_location_and_keeps_output() {
+    failing_build(
+        "tests/inputs/link-error.c",
+        &["link-error.c:8: undefined reference to `missing_function'", "linking"],
+    );
+}
+
+#[test]
+fn verifier_error_gives_location_and_keeps_output() {
+    failing_build("tests/bad/recursion.c", &["tests/bad/recursion.c:11:16: error: recursion"]);
+}
+
+#[test]
+fn build_without_inputs_or_with_missing_file() {
+    let out = hpvm_mgpu(&["build", "tests/inputs/none.c", "-o", "/dev/null"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("tests/inputs/none.c: no such file"), "{}", stderr(&out));
+    let out = hpvm_mgpu(&["build"]);
+    assert_ne!(out.status.code(), Some(0));
+}
+
+#[test]
+fn runtime_errors_name_the_node() {
+    // The count `n - 10` is only known at run time, where it is negative: the runtime stops
+    // with the node's name and location instead of running a nonsense grid.
+    let dir = TempDir::new("rt-error");
+    let exe = dir.path_str("neg");
+    let out = hpvm_mgpu(&["build", "tests/inputs/negative-count.c", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = run_program(std::path::Path::new(&exe), &[], &[]);
+    assert_eq!(run.status.code(), Some(1));
+    assert!(stderr(&run).contains("node Leaf (tests/inputs/negative-count.c:"), "{}", stderr(&run));
+    assert!(stderr(&run).contains("instance count -4"), "{}", stderr(&run));
+}
