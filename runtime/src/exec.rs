@@ -12,16 +12,13 @@
 //! - an allocation node runs once per parent instance, on the parent instance's thread, and
 //!   its memory lives until that parent instance's child graph has finished.
 
-use crate::ctx::{unlinearize, GridBox, NodeCtx};
+use crate::ctx::{unlinearize, NodeCtx};
 use crate::desc::{EdgeDesc, KindDesc, NodeDesc, ScalarKind};
+use crate::device::{Device, LeafJob};
 use crate::module::Module;
 use crate::{fatal, scratch};
 use rayon::prelude::*;
-use std::sync::{Arc, Barrier};
 use std::time::Instant;
-
-/// Most instances a barrier can synchronize (a GPU's block limit).
-pub const MAX_BARRIER_INSTANCES: i64 = 1024;
 
 /// A raw pointer that may cross threads: the engine hands disjoint parts of one buffer to
 /// different instances.
@@ -58,7 +55,7 @@ impl Args<'_> {
         Args { base, patches: Vec::new() }
     }
 
-    fn for_instance(&self, lin: i64) -> std::borrow::Cow<'_, [u8]> {
+    pub fn for_instance(&self, lin: i64) -> std::borrow::Cow<'_, [u8]> {
         if self.patches.is_empty() {
             return std::borrow::Cow::Borrowed(&self.base);
         }
@@ -87,25 +84,10 @@ pub fn int_param(node: &NodeDesc, args: &[u8], i: u32) -> Option<i64> {
     })
 }
 
-/// Barriers without fibers: one thread per instance, joined by a `std::sync::Barrier`.
-fn run_on_threads(n: usize, task: &(dyn Fn(usize) + Sync), name: &str) {
-    let barrier = Arc::new(Barrier::new(n));
-    std::thread::scope(|s| {
-        for lin in 1..n {
-            let barrier = barrier.clone();
-            std::thread::Builder::new()
-                .stack_size(1 << 20)
-                .spawn_scoped(s, move || scratch::with_barrier(barrier, || task(lin)))
-                .unwrap_or_else(|e| fatal(&format!("node {name}: cannot start an instance thread: {e}")));
-        }
-        scratch::with_barrier(barrier.clone(), || task(0));
-    });
-}
-
 pub struct Engine<'m> {
     pub module: &'m Module,
-    /// Boxes per leaf run: enough to balance the pool.
-    pub pieces: usize,
+    /// Where leaves run.
+    pub device: &'m dyn Device,
 }
 
 impl Engine<'_> {
@@ -146,44 +128,16 @@ impl Engine<'_> {
         let out_size = node.outputs_size();
         let parent = SendPtr(parent as *mut NodeCtx);
         match &node.kind {
-            KindDesc::Leaf { entry, barrier, allocation } => {
-                let f = self.module.entries[*entry as usize];
-                let call = |args: &[u8], bx: &GridBox| {
-                    // SAFETY: the entry point reads `args` (laid out for this node), the parent
-                    // chain (alive for the call) and writes only its instances' output records.
-                    unsafe { f(args.as_ptr(), parent.get(), bx, outs.get()) }
-                };
-                if *allocation {
-                    for lin in 0..total {
-                        call(&args.for_instance(lin), &GridBox::single(grid, lin));
-                    }
-                } else if *barrier && total > 1 {
-                    if total > MAX_BARRIER_INSTANCES {
-                        fatal(&format!(
-                            "node {} ({}) uses __hpvm__barrier with {total} instances per parent instance; at most {MAX_BARRIER_INSTANCES} are supported",
-                            node.name, node.loc
-                        ));
-                    }
-                    let instance =
-                        |lin: usize| call(&args.for_instance(lin as i64), &GridBox::single(grid, lin as i64));
-                    if crate::fiber::supported() {
-                        crate::fiber::run(total as usize, &instance);
-                    } else {
-                        run_on_threads(total as usize, &instance, &node.name);
-                    }
-                } else if args.patches.is_empty() {
-                    let boxes = GridBox::split(grid, self.pieces);
-                    if boxes.len() == 1 {
-                        call(&args.base, &boxes[0]);
-                    } else {
-                        boxes.par_iter().for_each(|b| call(&args.base, b));
-                    }
-                } else {
-                    (0..total)
-                        .into_par_iter()
-                        .for_each(|lin| call(&args.for_instance(lin), &GridBox::single(grid, lin)));
-                }
-            }
+            KindDesc::Leaf { entry, barrier, allocation } => self.device.run_leaf(&LeafJob {
+                node,
+                entry: self.module.entries[*entry as usize],
+                args,
+                parent,
+                grid,
+                outs,
+                barrier: *barrier,
+                allocation: *allocation,
+            }),
             KindDesc::Internal { .. } => {
                 let instance = |lin: i64| {
                     let ctx = NodeCtx { id: unlinearize(lin, grid), dim: grid, parent: parent.get() };

@@ -32,7 +32,7 @@ struct Stream {
 const ROOT_CTX: NodeCtx = NodeCtx { id: [0; 3], dim: [1; 3], parent: std::ptr::null() };
 
 fn engine(module: &Module) -> Engine<'_> {
-    Engine { module, pieces: pool::pool().current_num_threads() * 4 }
+    Engine { module, device: crate::device::devices()[0].as_ref() }
 }
 
 impl Launch {

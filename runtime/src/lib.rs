@@ -18,6 +18,7 @@
 pub mod abi;
 pub mod ctx;
 pub mod desc;
+pub mod device;
 pub mod exec;
 pub mod fiber;
 pub mod launch;

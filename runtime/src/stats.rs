@@ -16,9 +16,10 @@ pub fn report() -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "hpvm-mgpu stats: {} launches, {} stream items, device cpu ({} threads)",
+        "hpvm-mgpu stats: {} launches, {} stream items, devices {} ({} worker threads)",
         LAUNCHES.load(Ordering::Relaxed),
         STREAM_ITEMS.load(Ordering::Relaxed),
+        crate::device::devices().iter().map(|d| d.name()).collect::<Vec<_>>().join(" "),
         crate::pool::pool().current_num_threads()
     );
     let _ = writeln!(s, "  {:<28} {:>10} {:>14} {:>12}", "node", "runs", "instances", "time ms");
