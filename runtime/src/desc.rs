@@ -34,6 +34,30 @@ pub struct NodeDesc {
     pub params: Vec<ValueDesc>,
     pub outputs: Vec<ValueDesc>,
     pub kind: KindDesc,
+    /// The node's GPU kernel, when it has one.
+    #[serde(default)]
+    pub kernel: Option<KernelDesc>,
+}
+
+/// A GPU kernel compiled for a node (its code is in the module's PTX).
+///
+/// Parameters, in order: the leaf's parameters (as in its argument buffer), then 12 `i64`:
+/// instance offset (x, y, z), full grid (x, y, z), parent-of-grid instance id (x, y, z) and
+/// its grid (x, y, z); then a pointer to the output records (may be null).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelDesc {
+    pub name: String,
+    pub kind: KernelKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum KernelKind {
+    /// An internal node run as one launch: its instances are thread blocks and the instances
+    /// of its leaf child `leaf` are the threads of each block. An allocation child `alloc`
+    /// gets shared memory: the leaf's parameters in `shared_params` receive offsets into it.
+    Blocks { leaf: u32, alloc: Option<u32>, shared_params: Vec<u32> },
+    /// A leaf whose grid is cut into blocks of the runtime's choosing (padding masked).
+    Grid,
 }
 
 impl NodeDesc {

@@ -126,6 +126,7 @@ pub fn describe(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Result
             params,
             outputs,
             kind,
+            kernel: None,
         });
     }
     // Internal nodes, children before parents, so a bound child's outputs are known.
