@@ -25,6 +25,10 @@ pub struct BuildOptions {
     pub lib_dirs: Vec<PathBuf>,
     pub compile_only: bool,
     pub emit_llvm: bool,
+    /// GPU architecture for kernels (`sm_80`...); `None`: no GPU code.
+    pub gpu_arch: Option<String>,
+    /// Also write the PTX beside the output (`--emit-ptx`).
+    pub emit_ptx: bool,
 }
 
 const RUNTIME_LIB: &str = "libhpvm_runtime.a";
@@ -86,13 +90,25 @@ fn compile_one(input: &Path, opts: &BuildOptions, out: &Path, user_visible: bool
     let data = tm.get_target_data();
     match hpvm_core::graph_of_module(&module, &input.display().to_string()) {
         Ok(graph) => {
-            tracing::info!(
-                "{}: {} nodes, {} launches; lowering for the CPU",
-                input.display(),
-                graph.nodes.len(),
-                graph.launches.len()
-            );
-            transform::lower_cpu(&module, &graph, &data)?;
+            tracing::info!("{}: {} nodes, {} launches", input.display(), graph.nodes.len(), graph.launches.len());
+            let lowered = transform::lower(&module, &graph, &data, opts.gpu_arch.as_deref())?;
+            for f in &lowered.fallbacks {
+                let node = &graph.nodes[f.node];
+                eprintln!(
+                    "{}: note: node `{}` runs on the CPU: {}",
+                    hpvm_core::loc::show(&node.def_loc),
+                    node.name,
+                    f.reason
+                );
+            }
+            if let (Some(ptx), true) = (&lowered.ptx, opts.emit_ptx) {
+                // Beside the final output, named after the source.
+                let dir = opts.output.as_deref().and_then(Path::parent).unwrap_or(Path::new(""));
+                let stem = input.file_stem().map_or_else(|| "out".into(), |s| s.to_string_lossy().into_owned());
+                let path = dir.join(format!("{stem}.ptx"));
+                std::fs::write(&path, ptx).map_err(|e| Error::io(path.display().to_string(), e))?;
+            }
+            tracing::info!("{}: {} GPU kernels", input.display(), lowered.kernels);
         }
         Err(hpvm_core::Error::NotHpvm(_)) => tracing::info!("{}: no launch, compiled as plain code", input.display()),
         Err(e) => return Err(e.into()),

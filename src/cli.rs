@@ -52,6 +52,15 @@ pub enum Command {
         /// Stop after compiling: write the transformed, optimized LLVM IR (.ll).
         #[arg(long = "emit-llvm")]
         emit_llvm: bool,
+        /// GPU architecture of the kernels (sm_50 .. sm_90a).
+        #[arg(long = "gpu-arch", value_name = "ARCH", default_value = "sm_80")]
+        gpu_arch: String,
+        /// Compile for the CPU only: no GPU kernels.
+        #[arg(long = "no-gpu")]
+        no_gpu: bool,
+        /// Also write each module's PTX beside the output (OUT.ptx).
+        #[arg(long = "emit-ptx")]
+        emit_ptx: bool,
         #[command(flatten)]
         clang: ClangArgs,
     },
@@ -115,18 +124,30 @@ pub fn run(cli: Cli) -> Result<()> {
             print!("{out}");
             Ok(())
         }
-        Command::Build { files, output, opt, libs, lib_dirs, compile_only, emit_llvm, clang } => {
-            build::build(&BuildOptions {
-                inputs: files,
-                output,
-                opt_level: opt,
-                clang: clang.options(verbose),
-                libs,
-                lib_dirs,
-                compile_only,
-                emit_llvm,
-            })
-        }
+        Command::Build {
+            files,
+            output,
+            opt,
+            libs,
+            lib_dirs,
+            compile_only,
+            emit_llvm,
+            gpu_arch,
+            no_gpu,
+            emit_ptx,
+            clang,
+        } => build::build(&BuildOptions {
+            inputs: files,
+            output,
+            opt_level: opt,
+            clang: clang.options(verbose),
+            libs,
+            lib_dirs,
+            compile_only,
+            emit_llvm,
+            gpu_arch: (!no_gpu).then_some(gpu_arch),
+            emit_ptx,
+        }),
     }
 }
 

@@ -45,7 +45,8 @@ pub extern "C" fn __hpvm__cleanup() {
 ///
 /// # Safety
 /// `desc` is the module's NUL-terminated description, `entries` its `n_entries` entry points,
-/// `args` the launch's argument struct (alive until the wait).
+/// `args` the launch's argument struct (alive until the wait), `ptx` the module's kernels
+/// (NUL-terminated PTX) or null.
 #[no_mangle]
 pub unsafe extern "C" fn hpvm_rt_launch(
     desc: *const c_char,
@@ -54,9 +55,10 @@ pub unsafe extern "C" fn hpvm_rt_launch(
     launch: u32,
     streaming: u32,
     args: *mut c_void,
+    ptx: *const c_char,
 ) -> *mut c_void {
     guard("__hpvm__launch", || {
-        let m = unsafe { module::get(desc, entries, n_entries) };
+        let m = unsafe { module::get(desc, entries, n_entries, ptx) };
         Box::into_raw(unsafe { Launch::start(m, launch, streaming != 0, args as *mut u8) }) as *mut c_void
     })
 }

@@ -61,6 +61,10 @@ pub enum KernelKind {
 }
 
 impl NodeDesc {
+    pub fn is_leaf(&self) -> bool {
+        matches!(self.kind, KindDesc::Leaf { .. })
+    }
+
     /// Size in bytes of the argument buffer.
     pub fn args_size(&self) -> usize {
         self.params.iter().map(|p| p.offset as usize + p.size as usize).max().unwrap_or(0)

@@ -1,11 +1,12 @@
 //! Devices: where leaf nodes run. The engine interprets the graph on the host and hands each
 //! leaf grid to a device.
 //!
-//! The CPU device runs compiled entry points on the worker pool. `HPVM_MGPU_DEVICES` chooses
-//! the devices (`cpu`, the default); later devices (CUDA GPUs, several simulated CPU devices
-//! for partitioned runs) implement the same trait.
+//! The CPU device runs compiled entry points on the worker pool; the GPU ([`Cuda`]) runs the
+//! nodes the compiler made kernels of. `HPVM_MGPU_DEVICES` chooses: unset, a GPU if there is
+//! one; `cpu`, the CPU only; `cuda`, a GPU or an error.
 
 use crate::ctx::{EntryFn, GridBox, NodeCtx};
+use crate::cuda::Cuda;
 use crate::desc::NodeDesc;
 use crate::exec::{Args, SendPtr};
 use crate::{fatal, fiber, pool, scratch};
@@ -107,30 +108,77 @@ fn run_on_threads(n: usize, task: &(dyn Fn(usize) + Sync), name: &str) {
     });
 }
 
-/// The devices of this run, from `HPVM_MGPU_DEVICES`.
-pub fn devices() -> &'static [Box<dyn Device>] {
-    static DEVICES: OnceLock<Vec<Box<dyn Device>>> = OnceLock::new();
+/// The devices of this run: the CPU always (CPU nodes, and GPU nodes without a GPU), a GPU
+/// when there is one and `HPVM_MGPU_DEVICES` allows it.
+pub struct Devices {
+    pub cpu: CpuDevice,
+    pub gpu: Option<Cuda>,
+    /// GPU nodes run on the CPU because no GPU was found (not because the user chose so).
+    pub no_gpu_found: bool,
+}
+
+pub fn devices() -> &'static Devices {
+    static DEVICES: OnceLock<Devices> = OnceLock::new();
     DEVICES.get_or_init(|| {
-        let choice = std::env::var("HPVM_MGPU_DEVICES").unwrap_or_else(|_| "cpu".into());
-        match parse_devices(&choice) {
-            Ok(d) => d,
-            Err(e) => fatal(&format!("HPVM_MGPU_DEVICES={choice}: {e}")),
+        let choice = std::env::var("HPVM_MGPU_DEVICES").unwrap_or_default();
+        let choice = parse_choice(&choice).unwrap_or_else(|e| fatal(&format!("HPVM_MGPU_DEVICES={choice}: {e}")));
+        let gpu = match choice {
+            Choice::Cpu => None,
+            Choice::Auto | Choice::Cuda => match Cuda::open() {
+                Ok(g) => g,
+                Err(e) if choice == Choice::Cuda => fatal(&format!("HPVM_MGPU_DEVICES=cuda: {e}")),
+                Err(e) => {
+                    eprintln!("hpvm-mgpu: the GPU is unusable ({e}); GPU nodes run on the CPU");
+                    None
+                }
+            },
+        };
+        if choice == Choice::Cuda && gpu.is_none() {
+            fatal("HPVM_MGPU_DEVICES=cuda but no CUDA GPU was found");
         }
+        Devices { cpu: CpuDevice::new(0), no_gpu_found: gpu.is_none() && choice == Choice::Auto, gpu }
     })
 }
 
-fn parse_devices(choice: &str) -> Result<Vec<Box<dyn Device>>, String> {
+/// The GPU, if this run uses one.
+pub fn gpu() -> Option<&'static Cuda> {
+    devices().gpu.as_ref()
+}
+
+/// Says once, when a program with GPU nodes first runs without a GPU, where they run.
+pub fn notice_gpu_nodes_on_cpu() {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    if devices().no_gpu_found {
+        SAID.call_once(|| eprintln!("hpvm-mgpu: no GPU found; GPU nodes run on the CPU"));
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Choice {
+    /// A GPU if there is one, else the CPU.
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+fn parse_choice(choice: &str) -> Result<Choice, String> {
     match choice.trim() {
-        "" | "cpu" | "cpu:1" => Ok(vec![Box::new(CpuDevice::new(0))]),
-        other => Err(format!("unsupported device choice `{other}`: this runtime has the CPU device only (`cpu`)")),
+        "" => Ok(Choice::Auto),
+        "cpu" | "cpu:1" => Ok(Choice::Cpu),
+        "cuda" => Ok(Choice::Cuda),
+        other => Err(format!("unsupported device choice `{other}` (expected `cpu` or `cuda`)")),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::{parse_choice, Choice};
+
     #[test]
     fn device_choices() {
-        assert_eq!(super::parse_devices("cpu").unwrap()[0].name(), "cpu0");
-        assert!(super::parse_devices("tpu").is_err_and(|e| e.contains("unsupported")));
+        assert_eq!(parse_choice(""), Ok(Choice::Auto));
+        assert_eq!(parse_choice("cpu"), Ok(Choice::Cpu));
+        assert_eq!(parse_choice("cuda"), Ok(Choice::Cuda));
+        assert!(parse_choice("tpu").is_err_and(|e| e.contains("unsupported")));
     }
 }

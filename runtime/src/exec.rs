@@ -68,6 +68,11 @@ impl Args<'_> {
     }
 }
 
+/// The pointer-sized value at `offset` of an argument buffer.
+pub fn read_u64(buf: &[u8], offset: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(buf.get(offset..offset + 8)?.try_into().ok()?))
+}
+
 /// Reads integer parameter `i` of `node` from its argument buffer (sign-extended).
 pub fn int_param(node: &NodeDesc, args: &[u8], i: u32) -> Option<i64> {
     let p = node.params.get(i as usize)?;
@@ -88,6 +93,8 @@ pub struct Engine<'m> {
     pub module: &'m Module,
     /// Where leaves run.
     pub device: &'m dyn Device,
+    /// Where nodes with a kernel run, if there is a GPU.
+    pub gpu: Option<&'m crate::cuda::Cuda>,
 }
 
 impl Engine<'_> {
@@ -127,6 +134,20 @@ impl Engine<'_> {
         let total: i64 = grid.iter().product();
         let out_size = node.outputs_size();
         let parent = SendPtr(parent as *mut NodeCtx);
+        if let (Some(kernel), Some(gpu), Some(ptx)) = (&node.kernel, self.gpu, self.module.ptx) {
+            if self.run_kernel(n, kernel, gpu, ptx, args, parent, grid, outs) {
+                self.module.stats[n as usize].record(total as u64, start.elapsed().as_nanos() as u64);
+                return;
+            }
+        }
+        if self.gpu.is_some() && node.is_leaf() {
+            // The GPU may hold the current copy of what this CPU leaf touches.
+            for p in node.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
+                let Some(ptr) = read_u64(&args.base, p.offset as usize) else { continue };
+                let bytes = p.size_param.and_then(|i| int_param(node, &args.base, i)).unwrap_or(0).max(0) as usize;
+                crate::memory::host_access(ptr as usize, bytes, p.write || !p.read);
+            }
+        }
         match &node.kind {
             KindDesc::Leaf { entry, barrier, allocation } => self.device.run_leaf(&LeafJob {
                 node,

@@ -17,10 +17,12 @@
 
 pub mod abi;
 pub mod ctx;
+pub mod cuda;
 pub mod desc;
 pub mod device;
 pub mod exec;
 pub mod fiber;
+mod kernel;
 pub mod launch;
 pub mod memory;
 pub mod module;

@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub struct Module {
     pub program: Program,
     pub entries: Vec<EntryFn>,
+    /// The module's GPU kernels as NUL-terminated PTX (a constant of the executable), if any.
+    pub ptx: Option<&'static std::ffi::CStr>,
     /// Per node: its children in an order where every edge goes forward (internal nodes only).
     pub order: Vec<Vec<u32>>,
     pub stats: Vec<NodeStats>,
@@ -23,6 +25,8 @@ pub struct NodeStats {
     pub instances: AtomicU64,
     /// Wall time summed over runs (concurrent runs add up).
     pub nanos: AtomicU64,
+    /// Time of each GPU kernel run of the node, in milliseconds (CUDA events).
+    pub kernel_ms: Mutex<Vec<f32>>,
 }
 
 impl NodeStats {
@@ -34,7 +38,7 @@ impl NodeStats {
 }
 
 impl Module {
-    fn new(program: Program, entries: Vec<EntryFn>) -> Result<Module, String> {
+    fn new(program: Program, entries: Vec<EntryFn>, ptx: Option<&'static std::ffi::CStr>) -> Result<Module, String> {
         let mut order = Vec::with_capacity(program.nodes.len());
         for node in &program.nodes {
             order.push(match &node.kind {
@@ -52,7 +56,7 @@ impl Module {
             });
         }
         let stats = program.nodes.iter().map(|_| NodeStats::default()).collect();
-        Ok(Module { program, entries, order, stats })
+        Ok(Module { program, entries, ptx, order, stats })
     }
 }
 
@@ -85,16 +89,22 @@ fn registry() -> &'static Mutex<HashMap<usize, Arc<Module>>> {
 /// The module whose description is the NUL-terminated JSON at `desc`.
 ///
 /// # Safety
-/// `desc` must point to a NUL-terminated string and `entries` to `n_entries` entry points,
-/// both living as long as the program (they are constants of the executable).
-pub unsafe fn get(desc: *const std::ffi::c_char, entries: *const EntryFn, n_entries: u32) -> Arc<Module> {
+/// `desc` (and `ptx` unless null) must point to NUL-terminated strings and `entries` to
+/// `n_entries` entry points, all living as long as the program (constants of the executable).
+pub unsafe fn get(
+    desc: *const std::ffi::c_char,
+    entries: *const EntryFn,
+    n_entries: u32,
+    ptx: *const std::ffi::c_char,
+) -> Arc<Module> {
     let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(m) = reg.get(&(desc as usize)) {
         return m.clone();
     }
     let json = unsafe { std::ffi::CStr::from_ptr(desc) }.to_string_lossy();
     let entries = unsafe { std::slice::from_raw_parts(entries, n_entries as usize) }.to_vec();
-    let module = Program::parse(&json).and_then(|p| Module::new(p, entries)).unwrap_or_else(|e| fatal(&e));
+    let ptx = (!ptx.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(ptx) });
+    let module = Program::parse(&json).and_then(|p| Module::new(p, entries, ptx)).unwrap_or_else(|e| fatal(&e));
     let module = Arc::new(module);
     reg.insert(desc as usize, module.clone());
     module

@@ -8,6 +8,17 @@ use std::sync::{Arc, Barrier, Mutex};
 thread_local! {
     static BARRIER: RefCell<Option<Arc<Barrier>>> = const { RefCell::new(None) };
     static SCOPE: RefCell<Option<*const Scope>> = const { RefCell::new(None) };
+    /// While measuring an allocation node for a GPU kernel: bytes of shared memory so far.
+    static MEASURE: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` (an allocation node's CPU entry) with `__hpvm__malloc` handing out offsets into
+/// a GPU block's shared memory instead of memory; returns `f`'s result and the bytes needed.
+pub fn measure<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let old = MEASURE.with(|m| m.replace(Some(0)));
+    let r = f();
+    let used = MEASURE.with(|m| m.replace(old)).unwrap_or(0);
+    (r, used)
 }
 
 /// Runs `f` with `barrier` as this thread's `__hpvm__barrier`.
@@ -76,6 +87,12 @@ fn global_scope() -> &'static Mutex<Option<Scope>> {
 
 /// `__hpvm__malloc`: zeroed, 64-byte aligned memory owned by the current scope.
 pub fn malloc(bytes: usize) -> *mut u8 {
+    if let Some(at) = MEASURE.with(|m| m.get()) {
+        // Offsets 16-byte aligned, as the kernel's shared memory base is.
+        let start = at.div_ceil(16) * 16;
+        MEASURE.with(|m| m.set(Some(start + bytes)));
+        return start as *mut u8;
+    }
     if let Some(scope) = SCOPE.with(|s| *s.borrow()) {
         // SAFETY: the scope outlives `enter`, which is the only place that sets it.
         return unsafe { &*scope }.alloc(bytes);

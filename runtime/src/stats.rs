@@ -19,7 +19,13 @@ pub fn report() -> String {
         "hpvm-mgpu stats: {} launches, {} stream items, devices {} ({} worker threads)",
         LAUNCHES.load(Ordering::Relaxed),
         STREAM_ITEMS.load(Ordering::Relaxed),
-        crate::device::devices().iter().map(|d| d.name()).collect::<Vec<_>>().join(" "),
+        {
+            let d = crate::device::devices();
+            match &d.gpu {
+                Some(g) => format!("cpu0 + GPU ({})", g.name),
+                None => "cpu0".to_string(),
+            }
+        },
         crate::pool::pool().current_num_threads()
     );
     let _ = writeln!(s, "  {:<28} {:>10} {:>14} {:>12}", "node", "runs", "instances", "time ms");
@@ -31,7 +37,7 @@ pub fn report() -> String {
             if runs == 0 {
                 continue;
             }
-            let _ = writeln!(
+            let _ = write!(
                 s,
                 "  {:<28} {:>10} {:>14} {:>12.3}",
                 node.name,
@@ -39,6 +45,14 @@ pub fn report() -> String {
                 st.instances.load(Ordering::Relaxed),
                 st.nanos.load(Ordering::Relaxed) as f64 / 1e6
             );
+            let mut ms = st.kernel_ms.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if !ms.is_empty() {
+                ms.sort_by(f32::total_cmp);
+                let total: f32 = ms.iter().sum();
+                let _ =
+                    write!(s, "   GPU: {} kernels, median {:.4} ms, total {:.4} ms", ms.len(), ms[ms.len() / 2], total);
+            }
+            let _ = writeln!(s);
         }
     }
     let _ = writeln!(

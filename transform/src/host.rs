@@ -16,6 +16,7 @@ pub fn rewrite<'ctx>(
     graph: &Graph,
     program: &Program,
     entries: &[FunctionValue<'ctx>],
+    ptx: Option<&str>,
 ) -> Result<()> {
     let ctx = module.get_context();
     let ptr = ctx.ptr_type(AddressSpace::default());
@@ -35,7 +36,20 @@ pub fn rewrite<'ctx>(
     table.set_constant(true);
     table.set_linkage(Linkage::Private);
 
-    let launch_ty = ptr.fn_type(&[ptr.into(), ptr.into(), i32t.into(), i32t.into(), i32t.into(), ptr.into()], false);
+    let ptx = match ptx {
+        Some(text) => {
+            let text = ctx.const_string(text.as_bytes(), true);
+            let g = module.add_global(text.get_type(), None, "hpvm.ptx");
+            g.set_initializer(&text);
+            g.set_constant(true);
+            g.set_linkage(Linkage::Private);
+            g.as_pointer_value()
+        }
+        None => ptr.const_null(),
+    };
+
+    let launch_ty =
+        ptr.fn_type(&[ptr.into(), ptr.into(), i32t.into(), i32t.into(), i32t.into(), ptr.into(), ptr.into()], false);
     let rt_launch = module.get_function(LAUNCH_FN).unwrap_or_else(|| module.add_function(LAUNCH_FN, launch_ty, None));
 
     // Launch calls in the order the graph builder met them (module order).
@@ -57,13 +71,14 @@ pub fn rewrite<'ctx>(
             .and_then(|o| o.value())
             .ok_or_else(|| Error::Internal("launch without arguments".into()))?;
         let streaming = b.build_int_z_extend_or_bit_cast(streaming.into_int_value(), i32t, "streaming")?;
-        let new_args: [BasicMetadataValueEnum; 6] = [
+        let new_args: [BasicMetadataValueEnum; 7] = [
             desc.as_pointer_value().into(),
             table.as_pointer_value().into(),
             i32t.const_int(entries.len() as u64, false).into(),
             i32t.const_int(index as u64, false).into(),
             streaming.into(),
             args.into(),
+            ptx.into(),
         ];
         let new = b.build_call(rt_launch, &new_args, "graph")?;
         let new_inst = new

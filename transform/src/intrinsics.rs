@@ -43,36 +43,47 @@ pub fn make_inline(ctx: &ContextRef<'_>, f: FunctionValue<'_>) {
     f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(kind, 0));
 }
 
-/// Gives a body to every HPVM-C function the module declares and leaf code may call.
+/// Gives a body to every HPVM-C function the module declares and leaf code may call, for
+/// leaves running as CPU entry points.
 pub fn define(module: &Module<'_>) -> Result<()> {
+    define_context(module)?;
+    define_common(module)
+}
+
+/// Starts the body of the declared function `name`, private and always inlined; `None` when
+/// the module does not use it (or already defines it).
+fn begin<'ctx>(module: &Module<'ctx>, b: &inkwell::builder::Builder<'ctx>, name: &str) -> Option<FunctionValue<'ctx>> {
+    let ctx = module.get_context();
+    let f = module.get_function(name)?;
+    if f.count_basic_blocks() > 0 {
+        return None;
+    }
+    // The declaration may carry a declaration-only DISubprogram, which a definition may not.
+    // SAFETY: `f` is a function of this module; a null subprogram detaches it.
+    unsafe {
+        llvm_sys::debuginfo::LLVMSetSubprogram(inkwell::values::AsValueRef::as_value_ref(&f), std::ptr::null_mut())
+    };
+    let bb = ctx.append_basic_block(f, "entry");
+    b.position_at_end(bb);
+    make_inline(&ctx, f);
+    Some(f)
+}
+
+fn arg(f: FunctionValue<'_>, i: u32) -> Result<BasicMetadataValueEnum<'_>> {
+    f.get_nth_param(i)
+        .map(Into::into)
+        .ok_or_else(|| Error::Internal(format!("{} has no parameter {i}", f.get_name().to_string_lossy())))
+}
+
+/// Queries, barrier and malloc for CPU entry points: the instance context is reached through
+/// thread-local pointers set by the entry point.
+fn define_context(module: &Module<'_>) -> Result<()> {
     let ctx = module.get_context();
     let b = ctx.create_builder();
     let i64t = ctx.i64_type();
-    let i32t = ctx.i32_type();
     let i8t = ctx.i8_type();
     let ptr = ctx.ptr_type(AddressSpace::default());
-
-    // Starts the body of declared function `name`; None when the module does not use it.
-    let begin = |name: &str| -> Option<FunctionValue> {
-        let f = module.get_function(name)?;
-        if f.count_basic_blocks() > 0 {
-            return None;
-        }
-        // The declaration may carry a declaration-only DISubprogram, which a definition may not.
-        // SAFETY: `f` is a function of this module; a null subprogram detaches it.
-        unsafe {
-            llvm_sys::debuginfo::LLVMSetSubprogram(inkwell::values::AsValueRef::as_value_ref(&f), std::ptr::null_mut())
-        };
-        let bb = ctx.append_basic_block(f, "entry");
-        b.position_at_end(bb);
-        make_inline(&ctx, f);
-        Some(f)
-    };
-    fn arg(f: FunctionValue<'_>, i: u32) -> Result<BasicMetadataValueEnum<'_>> {
-        f.get_nth_param(i)
-            .map(Into::into)
-            .ok_or_else(|| Error::Internal(format!("{} has no parameter {i}", f.get_name().to_string_lossy())))
-    }
+    let begin = |name: &str| begin(module, &b, name);
 
     if begin("__hpvm__getNode").is_some() {
         let g = tls_pointer(module, CURRENT_NODE);
@@ -102,6 +113,44 @@ pub fn define(module: &Module<'_>) -> Result<()> {
             b.build_return(Some(&v))?;
         }
     }
+
+    if begin("__hpvm__barrier").is_some() {
+        let rt = module
+            .get_function("hpvm_rt_barrier")
+            .unwrap_or_else(|| module.add_function("hpvm_rt_barrier", ctx.void_type().fn_type(&[], false), None));
+        // Other instances may run on this thread (as fibers) until the barrier returns; they
+        // set the thread-local context to theirs, so ours is put back afterwards.
+        let node = tls_pointer(module, CURRENT_NODE).as_pointer_value();
+        let out = tls_pointer(module, CURRENT_OUT).as_pointer_value();
+        let saved_node = b.build_load(ptr, node, "saved.node")?;
+        let saved_out = b.build_load(ptr, out, "saved.out")?;
+        b.build_call(rt, &[], "")?;
+        b.build_store(node, saved_node)?;
+        b.build_store(out, saved_out)?;
+        b.build_return(None)?;
+    }
+    if let Some(f) = begin("__hpvm__malloc") {
+        let rt = module
+            .get_function("hpvm_rt_malloc")
+            .unwrap_or_else(|| module.add_function("hpvm_rt_malloc", ptr.fn_type(&[i64t.into()], false), None));
+        let n = arg(f, 0)?.into_int_value();
+        let n = if n.get_type().get_bit_width() < 64 { b.build_int_s_extend(n, i64t, "bytes")? } else { n };
+        let p = b
+            .build_call(rt, &[n.into()], "mem")?
+            .try_as_basic_value()
+            .basic()
+            .ok_or_else(|| Error::Internal("hpvm_rt_malloc returns nothing".into()))?;
+        b.build_return(Some(&p))?;
+    }
+    Ok(())
+}
+
+/// Atomics, math and annotations: the same on every target.
+pub fn define_common(module: &Module<'_>) -> Result<()> {
+    let ctx = module.get_context();
+    let b = ctx.create_builder();
+    let i32t = ctx.i32_type();
+    let begin = |name: &str| begin(module, &b, name);
 
     let rmw = [
         ("add", AtomicRMWBinOp::Add),
@@ -168,34 +217,6 @@ pub fn define(module: &Module<'_>) -> Result<()> {
         b.build_return(Some(&r))?;
     }
 
-    if begin("__hpvm__barrier").is_some() {
-        let rt = module
-            .get_function("hpvm_rt_barrier")
-            .unwrap_or_else(|| module.add_function("hpvm_rt_barrier", ctx.void_type().fn_type(&[], false), None));
-        // Other instances may run on this thread (as fibers) until the barrier returns; they
-        // set the thread-local context to theirs, so ours is put back afterwards.
-        let node = tls_pointer(module, CURRENT_NODE).as_pointer_value();
-        let out = tls_pointer(module, CURRENT_OUT).as_pointer_value();
-        let saved_node = b.build_load(ptr, node, "saved.node")?;
-        let saved_out = b.build_load(ptr, out, "saved.out")?;
-        b.build_call(rt, &[], "")?;
-        b.build_store(node, saved_node)?;
-        b.build_store(out, saved_out)?;
-        b.build_return(None)?;
-    }
-    if let Some(f) = begin("__hpvm__malloc") {
-        let rt = module
-            .get_function("hpvm_rt_malloc")
-            .unwrap_or_else(|| module.add_function("hpvm_rt_malloc", ptr.fn_type(&[i64t.into()], false), None));
-        let n = arg(f, 0)?.into_int_value();
-        let n = if n.get_type().get_bit_width() < 64 { b.build_int_s_extend(n, i64t, "bytes")? } else { n };
-        let p = b
-            .build_call(rt, &[n.into()], "mem")?
-            .try_as_basic_value()
-            .basic()
-            .ok_or_else(|| Error::Internal("hpvm_rt_malloc returns nothing".into()))?;
-        b.build_return(Some(&p))?;
-    }
     // Compile-time annotations: nothing to do at run time.
     for name in ["__hpvm__hint", "__hpvm__attributes"] {
         if begin(name).is_some() {

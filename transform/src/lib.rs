@@ -15,9 +15,11 @@
 
 pub mod describe;
 pub mod entry;
+pub mod gpu;
 pub mod host;
 pub mod intrinsics;
 pub mod layout;
+pub mod plan;
 
 use hpvm_core::Graph;
 use inkwell::module::Module;
@@ -40,11 +42,37 @@ impl From<inkwell::builder::BuilderError> for Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Lowers every node of `graph` to CPU code and the host code to runtime calls.
-pub fn lower_cpu(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Result<()> {
-    let program = describe::describe(module, graph, data)?;
+/// What lowering produced beside the module.
+#[derive(Debug, Default)]
+pub struct Lowered {
+    /// Nodes that wanted the GPU but run on the CPU, with the reason.
+    pub fallbacks: Vec<plan::Fallback>,
+    /// Number of GPU kernels compiled.
+    pub kernels: usize,
+    /// The PTX embedded in the module, if any.
+    pub ptx: Option<String>,
+}
+
+/// Lowers every node of `graph` to CPU code, GPU-hinted nodes also to PTX kernels for
+/// `gpu_arch` (`None`: CPU only), and the host code to runtime calls.
+pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, gpu_arch: Option<&str>) -> Result<Lowered> {
+    let mut program = describe::describe(module, graph, data)?;
+    let mut lowered = Lowered::default();
+    if let Some(arch) = gpu_arch {
+        // Before the CPU lowering changes the module: kernels start from the original code.
+        let (code, fallbacks) = gpu::compile(module, graph, &program, arch)?;
+        lowered.fallbacks = fallbacks;
+        if let Some(code) = code {
+            lowered.kernels = code.kernels.len();
+            for (node, kernel) in code.kernels {
+                program.nodes[node.index()].kernel = Some(kernel);
+            }
+            lowered.ptx = Some(code.ptx);
+        }
+    }
     intrinsics::define(module)?;
     let entries = entry::build_all(module, graph, &program)?;
-    host::rewrite(module, graph, &program, &entries)?;
-    module.verify().map_err(|e| Error::Internal(format!("lowered module does not verify: {}", e.to_string())))
+    host::rewrite(module, graph, &program, &entries, lowered.ptx.as_deref())?;
+    module.verify().map_err(|e| Error::Internal(format!("lowered module does not verify: {}", e.to_string())))?;
+    Ok(lowered)
 }

@@ -1,0 +1,505 @@
+//! GPU kernels through LLVM's NVPTX backend, as gpucc does: a copy of the module keeps the
+//! kernels and what they reach, is optimized for the GPU and printed as PTX, which the host
+//! executable embeds as a string and the CUDA driver compiles at load time.
+//!
+//! A kernel is built around the leaf's function: it computes, from the special registers and
+//! its extra parameters, the instance ids and counts of up to three levels (the leaf, its
+//! parent, the parent's parent), calls the leaf, and everything is inlined. Node handles
+//! (`__hpvm__getNode`, `__hpvm__getParentNode`) are then resolved statically to levels and
+//! every query to a value; a handle whose level cannot be told (it went through memory or a
+//! phi), a call of a function that has no GPU version, or a writable global makes that node
+//! stay on the CPU, with the reason. Nothing is guessed.
+
+use crate::describe::{calls_of, function, return_values};
+use crate::intrinsics::{define_common, make_inline};
+use crate::plan::{plan, Fallback, Kernel, Shape};
+use crate::{Error, Result};
+use hpvm_core::graph::{Graph, NodeId};
+use hpvm_runtime::desc::{KernelDesc, KernelKind, Program};
+use inkwell::builder::Builder;
+use inkwell::context::ContextRef;
+use inkwell::module::{Linkage, Module};
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
+use inkwell::values::{
+    AsValueRef, BasicMetadataValueEnum, BasicValue, FunctionValue, InstructionOpcode, InstructionValue, IntValue,
+};
+use inkwell::{AddressSpace, IntPredicate, OptimizationLevel};
+use std::collections::HashMap;
+
+/// LLVM's calling convention for PTX kernels (`ptx_kernel`).
+const PTX_KERNEL_CC: u32 = 71;
+/// Stands for the current instance's output record in leaf code until kernels are inlined.
+const OUT_SLOT: &str = "hpvm.gpu.out_slot";
+/// Dynamic shared memory, where allocation nodes' memory lives.
+const SHARED: &str = "hpvm_shared";
+
+pub struct GpuCode {
+    pub ptx: String,
+    /// Kernels compiled, by node.
+    pub kernels: Vec<(NodeId, KernelDesc)>,
+}
+
+/// The values a kernel gives to each of the three levels it knows.
+struct Levels<'ctx> {
+    id: [[IntValue<'ctx>; 3]; 3],
+    dim: [[IntValue<'ctx>; 3]; 3],
+    out_slot: inkwell::values::PointerValue<'ctx>,
+}
+
+/// Compiles the kernels of `graph` for `arch` (`sm_80`...); nodes that cannot run on the GPU
+/// are returned as fallbacks with their reason. `None` when no node wants the GPU.
+pub fn compile(
+    module: &Module<'_>,
+    graph: &Graph,
+    program: &Program,
+    arch: &str,
+) -> Result<(Option<GpuCode>, Vec<Fallback>)> {
+    let (kernels, mut fallbacks) = plan(graph);
+    if kernels.is_empty() {
+        return Ok((None, fallbacks));
+    }
+    let gpu = module.clone();
+    // Host debug info means nothing on the GPU and would make the PTX a debug build.
+    // SAFETY: strips metadata of a module we own.
+    unsafe { llvm_sys::debuginfo::LLVMStripModuleDebugInfo(inkwell::module::Module::as_mut_ptr(&gpu)) };
+    let ctx = gpu.get_context();
+    let b = ctx.create_builder();
+
+    // Leaf returns become stores into a slot the kernel provides.
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let slot_fn = gpu.add_function(OUT_SLOT, ptr.fn_type(&[], false), None);
+    let mut leaves_done = Vec::new();
+    for k in &kernels {
+        let leaf = match k.shape {
+            Shape::Blocks { leaf, .. } => leaf,
+            Shape::Grid => k.node,
+        };
+        if leaves_done.contains(&leaf) {
+            continue;
+        }
+        leaves_done.push(leaf);
+        let f = function(&gpu, &graph.nodes[leaf].name)?;
+        let outs = &program.nodes[leaf.index()].outputs;
+        for call in calls_of(f, "__hpvm__return") {
+            b.position_before(&call);
+            let vals = return_values(call);
+            if !vals.is_empty() {
+                let slot = b
+                    .build_call(slot_fn, &[], "out")?
+                    .try_as_basic_value()
+                    .basic()
+                    .expect("returns ptr")
+                    .into_pointer_value();
+                for (v, o) in vals.iter().zip(outs) {
+                    let at = unsafe {
+                        b.build_in_bounds_gep(
+                            ctx.i8_type(),
+                            slot,
+                            &[ctx.i64_type().const_int(o.offset as u64, false)],
+                            "out.field",
+                        )?
+                    };
+                    b.build_store(at, *v)?.set_alignment(1).map_err(|e| Error::Llvm(e.to_string()))?;
+                }
+            }
+            call.erase_from_basic_block();
+        }
+    }
+
+    // Kernels, then everything else private so that only what kernels reach survives.
+    let mut built: Vec<(Kernel, FunctionValue, Levels, String)> = Vec::new();
+    for k in kernels {
+        let name = kernel_name(&graph.nodes[k.node].name);
+        let (f, levels) = build_kernel(&gpu, &b, graph, program, &k, &name)?;
+        built.push((k, f, levels, name));
+    }
+    let kernel_fns: Vec<FunctionValue> = built.iter().map(|b| b.1).collect();
+    for f in gpu.get_functions() {
+        if f.count_basic_blocks() > 0 && !kernel_fns.contains(&f) {
+            f.set_linkage(Linkage::Internal);
+            make_inline(&ctx, f);
+        }
+    }
+    let mut g = gpu.get_first_global();
+    while let Some(global) = g {
+        if global.get_initializer().is_some() {
+            global.set_linkage(Linkage::Internal);
+        }
+        g = global.get_next_global();
+    }
+    define_common(&gpu)?;
+    if let Some(f) = gpu.get_function("__hpvm__barrier") {
+        if f.count_basic_blocks() == 0 {
+            let bb = ctx.append_basic_block(f, "entry");
+            b.position_at_end(bb);
+            let bar = intrinsic(&gpu, "llvm.nvvm.barrier0", ctx.void_type().fn_type(&[], false));
+            b.build_call(bar, &[], "")?;
+            b.build_return(None)?;
+            make_inline(&ctx, f);
+        }
+    }
+
+    let tm = nvptx_machine(arch)?;
+    gpu.set_triple(&tm.get_triple());
+    gpu.set_data_layout(&tm.get_target_data().get_data_layout());
+    gpu.run_passes("always-inline,globaldce", &tm, PassBuilderOptions::create())
+        .map_err(|e| Error::Llvm(e.to_string()))?;
+
+    let mut compiled = Vec::new();
+    for (k, f, levels, name) in built {
+        match resolve(&gpu, &b, f, &levels) {
+            Ok(()) => {
+                let kind = match k.shape {
+                    Shape::Blocks { leaf, alloc } => KernelKind::Blocks {
+                        leaf: leaf.index() as u32,
+                        alloc: alloc.map(|a| a.index() as u32),
+                        shared_params: shared_params(graph, k.node, leaf, alloc),
+                    },
+                    Shape::Grid => KernelKind::Grid,
+                };
+                compiled.push((k.node, KernelDesc { name, kind }));
+            }
+            Err(reason) => {
+                // SAFETY: nothing calls a kernel; its body is self-contained after inlining.
+                unsafe { f.delete() };
+                fallbacks.push(Fallback { node: k.node, reason });
+            }
+        }
+    }
+    if compiled.is_empty() {
+        return Ok((None, fallbacks));
+    }
+    gpu.run_passes("globaldce,default<O3>", &tm, PassBuilderOptions::create())
+        .map_err(|e| Error::Llvm(e.to_string()))?;
+    gpu.verify().map_err(|e| Error::Internal(format!("GPU module does not verify: {}", e.to_string())))?;
+    let buf = tm.write_to_memory_buffer(&gpu, FileType::Assembly).map_err(|e| Error::Llvm(e.to_string()))?;
+    let ptx = String::from_utf8_lossy(buf.as_slice()).trim_end_matches('\0').to_string();
+    Ok((Some(GpuCode { ptx, kernels: compiled }), fallbacks))
+}
+
+pub fn nvptx_machine(arch: &str) -> Result<TargetMachine> {
+    Target::initialize_nvptx(&InitializationConfig::default());
+    let triple = TargetTriple::create("nvptx64-nvidia-cuda");
+    let target = Target::from_triple(&triple).map_err(|e| Error::Llvm(e.to_string()))?;
+    target
+        .create_target_machine(&triple, arch, "", OptimizationLevel::Aggressive, RelocMode::Default, CodeModel::Default)
+        .ok_or_else(|| Error::Llvm(format!("LLVM's NVPTX backend cannot target `{arch}`")))
+}
+
+fn kernel_name(node: &str) -> String {
+    let clean: String = node.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+    format!("hpvm_kernel_{clean}")
+}
+
+fn intrinsic<'ctx>(m: &Module<'ctx>, name: &str, ty: inkwell::types::FunctionType<'ctx>) -> FunctionValue<'ctx> {
+    m.get_function(name).unwrap_or_else(|| m.add_function(name, ty, None))
+}
+
+/// Leaf parameters fed by pointer outputs of the allocation node: offsets into shared memory.
+fn shared_params(graph: &Graph, p: NodeId, leaf: NodeId, alloc: Option<NodeId>) -> Vec<u32> {
+    let Some(a) = alloc else { return vec![] };
+    let int = graph.nodes[p].internal().expect("internal");
+    int.edges
+        .iter()
+        .map(|&e| &graph.edges[e])
+        .filter(|e| e.src == a && e.dst == leaf)
+        .filter(|e| graph.output_ty(a, e.src_port).is_some_and(|t| t.is_pointer()))
+        .map(|e| e.dst_port)
+        .collect()
+}
+
+fn build_kernel<'ctx>(
+    m: &Module<'ctx>,
+    b: &Builder<'ctx>,
+    graph: &Graph,
+    program: &Program,
+    k: &Kernel,
+    name: &str,
+) -> Result<(FunctionValue<'ctx>, Levels<'ctx>)> {
+    let ctx = m.get_context();
+    let i64t = ctx.i64_type();
+    let i32t = ctx.i32_type();
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let leaf = match k.shape {
+        Shape::Blocks { leaf, .. } => leaf,
+        Shape::Grid => k.node,
+    };
+    let lf = function(m, &graph.nodes[leaf].name)?;
+    let mut params: Vec<inkwell::types::BasicMetadataTypeEnum> =
+        lf.get_params().iter().map(|p| p.get_type().into()).collect();
+    params.extend(std::iter::repeat_n(inkwell::types::BasicMetadataTypeEnum::from(i64t), 12));
+    params.push(ptr.into());
+    let kf = m.add_function(name, ctx.void_type().fn_type(&params, false), Some(Linkage::External));
+    kf.set_call_conventions(PTX_KERNEL_CC);
+    let entry = ctx.append_basic_block(kf, "entry");
+    b.position_at_end(entry);
+    let n_leaf = lf.count_params();
+    let extra = |i: u32| kf.get_nth_param(n_leaf + i).expect("kernel parameter").into_int_value();
+    let off = [extra(0), extra(1), extra(2)];
+    let grid = [extra(3), extra(4), extra(5)];
+    let pid = [extra(6), extra(7), extra(8)];
+    let pdim = [extra(9), extra(10), extra(11)];
+    let outs = kf.get_nth_param(n_leaf + 12).expect("outs").into_pointer_value();
+
+    let sreg = |reg: &str, d: &str| -> Result<IntValue<'ctx>> {
+        let f = intrinsic(m, &format!("llvm.nvvm.read.ptx.sreg.{reg}.{d}"), i32t.fn_type(&[], false));
+        let v = b.build_call(f, &[], reg)?.try_as_basic_value().basic().expect("i32").into_int_value();
+        Ok(b.build_int_z_extend(v, i64t, reg)?)
+    };
+    let mut tid = Vec::new();
+    let mut ntid = Vec::new();
+    let mut ctaid = Vec::new();
+    for d in ["x", "y", "z"] {
+        tid.push(sreg("tid", d)?);
+        ntid.push(sreg("ntid", d)?);
+        ctaid.push(sreg("ctaid", d)?);
+    }
+    let one = i64t.const_int(1, false);
+    let zero = i64t.const_zero();
+    let record = program.nodes[leaf.index()].outputs_size() as u64;
+    let (levels, lin_over) = match k.shape {
+        Shape::Blocks { .. } => {
+            let mut bid = [zero; 3];
+            for d in 0..3 {
+                bid[d] = b.build_int_add(ctaid[d], off[d], "block")?;
+            }
+            let levels = [[tid[0], tid[1], tid[2]], bid, pid];
+            let dims = [[ntid[0], ntid[1], ntid[2]], grid, pdim];
+            ((levels, dims), [ntid[0], ntid[1], ntid[2]])
+        }
+        Shape::Grid => {
+            let mut gid = [zero; 3];
+            let mut outside = ctx.bool_type().const_zero();
+            for d in 0..3 {
+                let base = b.build_int_mul(ctaid[d], ntid[d], "base")?;
+                let g = b.build_int_add(b.build_int_add(base, tid[d], "g")?, off[d], "gid")?;
+                gid[d] = g;
+                let past = b.build_int_compare(IntPredicate::SGE, g, grid[d], "past")?;
+                outside = b.build_or(outside, past, "outside")?;
+            }
+            // Padding threads of the last blocks do nothing.
+            let body = ctx.append_basic_block(kf, "body");
+            let exit = ctx.append_basic_block(kf, "exit");
+            b.build_conditional_branch(outside, exit, body)?;
+            b.position_at_end(exit);
+            b.build_return(None)?;
+            b.position_at_end(body);
+            ((([gid[0], gid[1], gid[2]], pid, [zero, zero, zero])), grid)
+                .pipe(|(ids, g)| ((ids_to_levels(ids), [g, pdim, [one, one, one]]), g))
+        }
+    };
+    let (ids, dims) = levels;
+    // This instance's output record (only written when the leaf has outputs).
+    let lin_ids = ids[0];
+    let zy = b.build_int_add(b.build_int_mul(lin_ids[2], lin_over[1], "z.dy")?, lin_ids[1], "zy")?;
+    let lin = b.build_int_add(b.build_int_mul(zy, lin_over[0], "zy.dx")?, lin_ids[0], "lin")?;
+    let at = b.build_int_mul(lin, i64t.const_int(record, false), "out.off")?;
+    let out_slot = unsafe { b.build_in_bounds_gep(ctx.i8_type(), outs, &[at], "out.slot")? };
+
+    // The leaf's arguments; those fed by the allocation node point into shared memory.
+    let shared = match k.shape {
+        Shape::Blocks { leaf, alloc } => shared_params(graph, k.node, leaf, alloc),
+        Shape::Grid => vec![],
+    };
+    let mut args: Vec<BasicMetadataValueEnum> = Vec::new();
+    for i in 0..n_leaf {
+        let p = kf.get_nth_param(i).expect("leaf parameter");
+        if shared.contains(&i) {
+            let base = shared_base(m, b, &ctx)?;
+            let offset = b.build_ptr_to_int(p.into_pointer_value(), i64t, "shared.off")?;
+            let at = unsafe { b.build_in_bounds_gep(ctx.i8_type(), base, &[offset], "shared")? };
+            args.push(at.into());
+        } else {
+            args.push(p.into());
+        }
+    }
+    b.build_call(lf, &args, "")?;
+    b.build_return(None)?;
+    Ok((kf, Levels { id: ids, dim: dims, out_slot }))
+}
+
+fn ids_to_levels<'ctx>(
+    ids: ([IntValue<'ctx>; 3], [IntValue<'ctx>; 3], [IntValue<'ctx>; 3]),
+) -> [[IntValue<'ctx>; 3]; 3] {
+    [ids.0, ids.1, ids.2]
+}
+
+/// Lets a value flow through a closure (keeps the tuple juggling above in one expression).
+trait Pipe: Sized {
+    fn pipe<R>(self, f: impl FnOnce(Self) -> R) -> R {
+        f(self)
+    }
+}
+impl<T> Pipe for T {}
+
+fn shared_base<'ctx>(
+    m: &Module<'ctx>,
+    b: &Builder<'ctx>,
+    ctx: &ContextRef<'ctx>,
+) -> Result<inkwell::values::PointerValue<'ctx>> {
+    let g = m.get_global(SHARED).unwrap_or_else(|| {
+        let g = m.add_global(ctx.i8_type().array_type(0), Some(AddressSpace::from(3u16)), SHARED);
+        g.set_linkage(Linkage::External);
+        g.set_alignment(16);
+        g
+    });
+    Ok(b.build_address_space_cast(g.as_pointer_value(), ctx.ptr_type(AddressSpace::default()), "shared.base")?)
+}
+
+/// Replaces node handles and queries in an inlined kernel by the kernel's values.
+fn resolve<'ctx>(
+    m: &Module<'ctx>,
+    b: &Builder<'ctx>,
+    kf: FunctionValue<'ctx>,
+    levels: &Levels<'ctx>,
+) -> Result<(), String> {
+    let ctx = m.get_context();
+    let i64t = ctx.i64_type();
+    let mut level: HashMap<usize, usize> = HashMap::new();
+    let mut handles: Vec<InstructionValue> = Vec::new();
+    let mut replace: Vec<(InstructionValue, inkwell::values::BasicValueEnum)> = Vec::new();
+    let insts: Vec<InstructionValue> = kf.get_basic_block_iter().flat_map(|bb| bb.get_instructions()).collect();
+    for inst in insts {
+        if inst.get_opcode() != InstructionOpcode::Call {
+            continue;
+        }
+        let Some(callee) = inkwell::values::CallSiteValue::try_from(inst).ok().and_then(|c| c.get_called_fn_value())
+        else {
+            return Err("it calls a function through a pointer".into());
+        };
+        let name = callee.get_name().to_string_lossy().into_owned();
+        let handle_level = |level: &HashMap<usize, usize>| -> Result<usize, String> {
+            let h = inst.get_operand(0).and_then(|o| o.value()).ok_or("a query without a node handle")?;
+            level.get(&(h.as_value_ref() as usize)).copied().ok_or_else(|| {
+                "a node handle reaches a query through memory or control flow, so its level is unknown".to_string()
+            })
+        };
+        match name.as_str() {
+            "__hpvm__getNode" => {
+                level.insert(inst.as_value_ref() as usize, 0);
+                handles.push(inst);
+            }
+            "__hpvm__getParentNode" => {
+                let l = handle_level(&level)?;
+                level.insert(inst.as_value_ref() as usize, l + 1);
+                handles.push(inst);
+            }
+            q if q.starts_with("__hpvm__getNodeInstanceID_") || q.starts_with("__hpvm__getNumNodeInstances_") => {
+                let l = handle_level(&level)?;
+                let d = match q.as_bytes()[q.len() - 1] {
+                    b'x' => 0,
+                    b'y' => 1,
+                    _ => 2,
+                };
+                let is_id = q.contains("InstanceID");
+                let v = match (l, is_id) {
+                    (0..=2, true) => levels.id[l][d],
+                    (0..=2, false) => levels.dim[l][d],
+                    (_, true) => i64t.const_zero(),
+                    (_, false) => i64t.const_int(1, false),
+                };
+                let ret = callee.get_type().get_return_type();
+                b.position_before(&inst);
+                let v = match ret {
+                    Some(inkwell::types::BasicTypeEnum::IntType(t)) if t.get_bit_width() < 64 => {
+                        b.build_int_truncate(v, t, "narrow").map_err(|e| e.to_string())?
+                    }
+                    _ => v,
+                };
+                replace.push((inst, v.as_basic_value_enum()));
+            }
+            OUT_SLOT => replace.push((inst, levels.out_slot.as_basic_value_enum())),
+            n if n.starts_with("llvm.") => {}
+            n if callee.count_basic_blocks() == 0 => match libm_intrinsic(n) {
+                Some(intr) => {
+                    let decl = inkwell::intrinsics::Intrinsic::find(intr.0)
+                        .and_then(|i| i.get_declaration(m, &[intr.1(&ctx)]))
+                        .ok_or("no LLVM intrinsic for a math function")?;
+                    b.position_before(&inst);
+                    let args: Vec<BasicMetadataValueEnum> = (0..inst.get_num_operands() - 1)
+                        .filter_map(|i| inst.get_operand(i).and_then(|o| o.value()))
+                        .map(Into::into)
+                        .collect();
+                    let call = b.build_call(decl, &args, "math").map_err(|e| e.to_string())?;
+                    let v = call.try_as_basic_value().basic().ok_or("math intrinsic returns nothing")?;
+                    replace.push((inst, v));
+                }
+                None => return Err(format!("it calls `{n}`, which has no GPU version")),
+            },
+            n => return Err(format!("it calls `{n}`, which could not be inlined (recursion?)")),
+        }
+    }
+    for (inst, v) in replace {
+        inst.replace_all_uses_with(&v.as_instruction_value().unwrap_or(inst));
+        if v.as_instruction_value().is_none() {
+            // A constant or argument: replace through the C API (inkwell wants an instruction).
+            unsafe { llvm_sys::core::LLVMReplaceAllUsesWith(inst.as_value_ref(), v.as_value_ref()) };
+        }
+        inst.erase_from_basic_block();
+    }
+    for h in handles.into_iter().rev() {
+        if h.get_first_use().is_some() {
+            return Err("a node handle is used other than by queries (stored or passed on)".into());
+        }
+        h.erase_from_basic_block();
+    }
+    // Writable globals would be per-GPU copies, not the host's variables.
+    let mut g = m.get_first_global();
+    while let Some(global) = g {
+        if !global.is_constant()
+            && global.get_name().to_bytes() != SHARED.as_bytes()
+            && global.get_first_use().is_some()
+            && uses_in(global.as_value_ref(), kf)
+        {
+            return Err(format!("it uses the global variable `{}`", global.get_name().to_string_lossy()));
+        }
+        g = global.get_next_global();
+    }
+    Ok(())
+}
+
+/// Whether `v` is used inside `f`.
+fn uses_in(v: llvm_sys::prelude::LLVMValueRef, f: FunctionValue<'_>) -> bool {
+    unsafe {
+        let mut u = llvm_sys::core::LLVMGetFirstUse(v);
+        while !u.is_null() {
+            let user = llvm_sys::core::LLVMGetUser(u);
+            if !llvm_sys::core::LLVMIsAInstruction(user).is_null() {
+                let bb = llvm_sys::core::LLVMGetInstructionParent(user);
+                if llvm_sys::core::LLVMGetBasicBlockParent(bb) == f.as_value_ref() {
+                    return true;
+                }
+            } else if !llvm_sys::core::LLVMIsAConstantExpr(user).is_null() && uses_in(user, f) {
+                return true;
+            }
+            u = llvm_sys::core::LLVMGetNextUse(u);
+        }
+    }
+    false
+}
+
+type TypeFn = for<'c> fn(&ContextRef<'c>) -> inkwell::types::BasicTypeEnum<'c>;
+
+/// libm functions with an LLVM intrinsic NVPTX lowers exactly.
+fn libm_intrinsic(name: &str) -> Option<(&'static str, TypeFn)> {
+    let f32t: TypeFn = |c| c.f32_type().into();
+    let f64t: TypeFn = |c| c.f64_type().into();
+    Some(match name {
+        "sqrtf" => ("llvm.sqrt", f32t),
+        "sqrt" => ("llvm.sqrt", f64t),
+        "fabsf" => ("llvm.fabs", f32t),
+        "fabs" => ("llvm.fabs", f64t),
+        "floorf" => ("llvm.floor", f32t),
+        "floor" => ("llvm.floor", f64t),
+        "ceilf" => ("llvm.ceil", f32t),
+        "ceil" => ("llvm.ceil", f64t),
+        "fminf" => ("llvm.minnum", f32t),
+        "fmaxf" => ("llvm.maxnum", f32t),
+        "fmin" => ("llvm.minnum", f64t),
+        "fmax" => ("llvm.maxnum", f64t),
+        "fmaf" => ("llvm.fma", f32t),
+        "fma" => ("llvm.fma", f64t),
+        _ => return None,
+    })
+}
