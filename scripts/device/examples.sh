@@ -22,7 +22,7 @@ for exe in "$bin"/*; do
       start=$(date +%s.%N)
       HPVM_MGPU_DEVICES=$dev HPVM_MGPU_STATS=1 timeout 300 "$exe" $args >"$log" 2>&1
       rc=$?
-      secs=$(echo "$(date +%s.%N) - $start" | bc)
+      secs=$(python3 -c "print(round($(date +%s.%N) - $start, 3))")
       verdict=$(grep -o 'PASS\|FAIL' "$log" | head -1)
       sum=$(grep -o 'checksum [0-9a-f]*' "$log" | cut -d' ' -f2)
       printf '%-12s %-7s %-4s rc=%-3s %-4s %6.2fs %s\n' "$name" "$size" "$dev" "$rc" "${verdict:-none}" "$secs" "$sum"
