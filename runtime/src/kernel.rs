@@ -166,7 +166,9 @@ impl Engine<'_> {
             None => None,
         };
         params.push(device_outs.unwrap_or(0).to_le_bytes().to_vec());
-        let mut run = || gpu.launch(ptx, &kernel.name, blocks.map(|b| b as u32), block.map(|b| b as u32), shared as u32, &mut params);
+        let mut run = || {
+            gpu.launch(ptx, &kernel.name, blocks.map(|b| b as u32), block.map(|b| b as u32), shared as u32, &mut params)
+        };
         // Benchmarks only: time the kernel as nvcc-side harnesses do, warm (3 unrecorded runs,
         // then `repeat` recorded ones). Kernels that update memory in place then compute
         // something else than the program asked: never set this outside a benchmark.

@@ -172,7 +172,13 @@ pub fn compile(
     }
     gpu.run_passes("globaldce,default<O3>", &tm, PassBuilderOptions::create())
         .map_err(|e| Error::Llvm(e.to_string()))?;
+    let kernels_left: Vec<FunctionValue> = compiled.iter().filter_map(|(_, k)| gpu.get_function(&k.name)).collect();
+    crate::align::raise_alignment(&gpu, &tm.get_target_data(), &kernels_left);
     gpu.verify().map_err(|e| Error::Internal(format!("GPU module does not verify: {}", e.to_string())))?;
+    // For compiler developers: the optimized GPU module, as LLVM IR.
+    if let Some(path) = std::env::var_os("HPVM_MGPU_DUMP_GPU_IR") {
+        gpu.print_to_file(&path).map_err(|e| Error::Llvm(e.to_string()))?;
+    }
     let buf = tm.write_to_memory_buffer(&gpu, FileType::Assembly).map_err(|e| Error::Llvm(e.to_string()))?;
     let ptx = String::from_utf8_lossy(buf.as_slice()).trim_end_matches('\0').to_string();
     Ok((Some(GpuCode { ptx, kernels: compiled }), fallbacks))
@@ -285,8 +291,7 @@ fn build_kernel<'ctx>(
             b.position_at_end(exit);
             b.build_return(None)?;
             b.position_at_end(body);
-            ((([gid[0], gid[1], gid[2]], pid, [zero, zero, zero])), grid)
-                .pipe(|(ids, g)| ((ids_to_levels(ids), [g, pdim, [one, one, one]]), g))
+            (([gid, pid, [zero; 3]], [grid, pdim, [one; 3]]), grid)
         }
     };
     let (ids, dims) = levels;
@@ -308,6 +313,9 @@ fn build_kernel<'ctx>(
         if shared.contains(&i) {
             let base = shared_base(m, b, &ctx)?;
             let offset = b.build_ptr_to_int(p.into_pointer_value(), i64t, "shared.off")?;
+            // The runtime hands out 16-byte aligned offsets; saying so lets `align` prove
+            // shared-memory accesses aligned, so they vectorize (ld.shared.v4) as nvcc's do.
+            let offset = b.build_and(offset, i64t.const_int((-16i64) as u64, true), "shared.off.aligned")?;
             let at = unsafe { b.build_in_bounds_gep(ctx.i8_type(), base, &[offset], "shared")? };
             args.push(at.into());
         } else {
@@ -318,20 +326,6 @@ fn build_kernel<'ctx>(
     b.build_return(None)?;
     Ok((kf, Levels { id: ids, dim: dims, out_slot }))
 }
-
-fn ids_to_levels<'ctx>(
-    ids: ([IntValue<'ctx>; 3], [IntValue<'ctx>; 3], [IntValue<'ctx>; 3]),
-) -> [[IntValue<'ctx>; 3]; 3] {
-    [ids.0, ids.1, ids.2]
-}
-
-/// Lets a value flow through a closure (keeps the tuple juggling above in one expression).
-trait Pipe: Sized {
-    fn pipe<R>(self, f: impl FnOnce(Self) -> R) -> R {
-        f(self)
-    }
-}
-impl<T> Pipe for T {}
 
 fn shared_base<'ctx>(
     m: &Module<'ctx>,

@@ -13,6 +13,7 @@
 //! consistent), it replaces every use of a value before erasing it, and the layouts it
 //! writes into the description ([`describe`]) are the ones its entry points read.
 
+pub mod align;
 pub mod describe;
 pub mod entry;
 pub mod gpu;
