@@ -67,6 +67,24 @@ impl Cuda {
         check("cuMemFree", unsafe { result::free_sync(p) })
     }
 
+    /// Page-locks host memory so copies from and to it run at full DMA speed (no staging
+    /// through the driver's bounce buffers). False when the driver refuses (for instance a
+    /// range sharing pages with one already locked): copies then still work, slower.
+    pub fn pin(&self, host: *mut u8, bytes: usize) -> bool {
+        if self.bind().is_err() {
+            return false;
+        }
+        // SAFETY: the range is host memory the program keeps alive while tracked.
+        unsafe { sys::cuMemHostRegister_v2(host as *mut c_void, bytes, 0) }.result().is_ok()
+    }
+
+    pub fn unpin(&self, host: *mut u8) {
+        if self.bind().is_ok() {
+            // SAFETY: `host` was pinned by `pin`.
+            let _ = unsafe { sys::cuMemHostUnregister(host as *mut c_void) };
+        }
+    }
+
     pub fn to_device(&self, dst: u64, src: &[u8]) -> Result<(), String> {
         self.bind()?;
         // SAFETY: `dst` has at least `src.len()` bytes (the caller's buffer bookkeeping).

@@ -48,6 +48,12 @@ pub struct NodeDesc {
 pub struct KernelDesc {
     pub name: String,
     pub kind: KernelKind,
+    /// The same kernel reading the `readonly` parameters through the read-only data cache;
+    /// legal only when no other parameter writes the buffers they point into.
+    #[serde(default)]
+    pub nc_name: Option<String>,
+    #[serde(default)]
+    pub readonly: Vec<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -21,6 +21,8 @@ pub static BYTES_REQUESTED: AtomicU64 = AtomicU64::new(0);
 struct Buffer {
     size: usize,
     device: Option<u64>,
+    /// Page-locked for the GPU's copies.
+    pinned: bool,
     host_valid: bool,
     device_valid: bool,
 }
@@ -41,23 +43,35 @@ fn containing(t: &BTreeMap<usize, Buffer>, ptr: usize, bytes: usize) -> Option<u
 pub fn track(ptr: usize, bytes: usize) {
     let mut t = table();
     // Re-tracking a buffer forgets its device copy: the host's is the current one.
-    if let Some(old) = t.insert(ptr, Buffer { size: bytes, device: None, host_valid: true, device_valid: false }) {
-        if let (Some(d), Some(gpu)) = (old.device, crate::device::gpu()) {
-            let _ = gpu.free(d);
-        }
+    if let Some(old) =
+        t.insert(ptr, Buffer { size: bytes, device: None, pinned: false, host_valid: true, device_valid: false })
+    {
+        release(ptr, &old);
     }
 }
 
 pub fn untrack(ptr: usize) {
     make_host_current(ptr, 0);
     if let Some(buf) = table().remove(&ptr) {
-        if let (Some(d), Some(gpu)) = (buf.device, crate::device::gpu()) {
-            if let Err(e) = gpu.free(d) {
-                crate::fatal(&format!("llvm_hpvm_untrack_mem: {e}"));
-            }
-        }
+        release(ptr, &buf);
     }
 }
+
+/// Frees a buffer's device copy and unlocks its pages.
+fn release(start: usize, buf: &Buffer) {
+    let Some(gpu) = crate::device::gpu() else { return };
+    if let Some(d) = buf.device {
+        if let Err(e) = gpu.free(d) {
+            crate::fatal(&format!("freeing a buffer on the GPU: {e}"));
+        }
+    }
+    if buf.pinned {
+        gpu.unpin(start as *mut u8);
+    }
+}
+
+/// Buffers at least this large are page-locked when they first go to the GPU.
+const PIN_AT_LEAST: usize = 1 << 20;
 
 /// `llvm_hpvm_request_mem`: the host copy of `[ptr, ptr + bytes)` becomes current.
 pub fn request(ptr: usize, bytes: usize) {
@@ -95,6 +109,11 @@ pub fn host_access(ptr: usize, bytes: usize, write: bool) {
     }
 }
 
+/// The start of the tracked buffer holding `[ptr, ptr + bytes)`.
+pub fn buffer_start(ptr: usize, bytes: usize) -> Option<usize> {
+    containing(&table(), ptr, bytes)
+}
+
 /// Whether `[ptr, ptr + bytes)` lies in a tracked buffer (so a kernel may use it).
 pub fn is_tracked(ptr: usize, bytes: usize) -> bool {
     containing(&table(), ptr, bytes).is_some()
@@ -111,6 +130,9 @@ pub fn device_access(gpu: &Cuda, ptr: usize, bytes: usize, write: bool) -> Resul
         None => {
             let d = gpu.alloc(buf.size)?;
             buf.device = Some(d);
+            if buf.size >= PIN_AT_LEAST {
+                buf.pinned = gpu.pin(start as *mut u8, buf.size);
+            }
             d
         }
     };

@@ -40,6 +40,17 @@ pub struct GpuCode {
     pub kernels: Vec<(NodeId, KernelDesc)>,
 }
 
+/// A kernel built, before its handles are resolved.
+struct Built<'ctx> {
+    kernel: Kernel,
+    f: FunctionValue<'ctx>,
+    levels: Levels<'ctx>,
+    name: String,
+    /// The read-only-cache variant and its name.
+    nc: Option<(FunctionValue<'ctx>, Levels<'ctx>, String)>,
+    readonly: Vec<u32>,
+}
+
 /// The values a kernel gives to each of the three levels it knows.
 struct Levels<'ctx> {
     id: [[IntValue<'ctx>; 3]; 3],
@@ -108,13 +119,40 @@ pub fn compile(
     }
 
     // Kernels, then everything else private so that only what kernels reach survives.
-    let mut built: Vec<(Kernel, FunctionValue, Levels, String)> = Vec::new();
+    // Each kernel twice where the leaf has read-only buffers: a variant whose read-only
+    // pointers are `noalias readonly`, so loads through them use the read-only data cache
+    // (ld.global.nc, HPVM's section 6.2), and a plain one for launches where a read-only
+    // buffer is also written through another parameter (which the runtime checks).
+    let mut built: Vec<Built> = Vec::new();
     for k in kernels {
         let name = kernel_name(&graph.nodes[k.node].name);
-        let (f, levels) = build_kernel(&gpu, &b, graph, program, &k, &name)?;
-        built.push((k, f, levels, name));
+        let leaf = match k.shape {
+            Shape::Blocks { leaf, .. } => leaf,
+            Shape::Grid => k.node,
+        };
+        let shared = match k.shape {
+            Shape::Blocks { leaf, alloc } => shared_params(graph, k.node, leaf, alloc),
+            Shape::Grid => vec![],
+        };
+        let readonly: Vec<u32> = graph.nodes[leaf]
+            .params
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| p.ty.is_pointer() && p.access.read && !p.access.write && !shared.contains(&(*i as u32)))
+            .map(|(i, _)| i as u32)
+            .collect();
+        let (f, levels) = build_kernel(&gpu, &b, graph, program, &k, &name, &[])?;
+        let nc = if readonly.is_empty() {
+            None
+        } else {
+            let nc_name = format!("{name}_nc");
+            let (f, levels) = build_kernel(&gpu, &b, graph, program, &k, &nc_name, &readonly)?;
+            Some((f, levels, nc_name))
+        };
+        built.push(Built { kernel: k, f, levels, name, nc, readonly });
     }
-    let kernel_fns: Vec<FunctionValue> = built.iter().map(|b| b.1).collect();
+    let kernel_fns: Vec<FunctionValue> =
+        built.iter().flat_map(|b| [Some(b.f), b.nc.as_ref().map(|n| n.0)]).flatten().collect();
     for f in gpu.get_functions() {
         if f.count_basic_blocks() > 0 && !kernel_fns.contains(&f) {
             f.set_linkage(Linkage::Internal);
@@ -147,8 +185,12 @@ pub fn compile(
         .map_err(|e| Error::Llvm(e.to_string()))?;
 
     let mut compiled = Vec::new();
-    for (k, f, levels, name) in built {
-        match resolve(&gpu, &b, f, &levels) {
+    for Built { kernel: k, f, levels, name, nc, readonly } in built {
+        let resolved = resolve(&gpu, &b, f, &levels).and_then(|()| match &nc {
+            Some((f, levels, _)) => resolve(&gpu, &b, *f, levels),
+            None => Ok(()),
+        });
+        match resolved {
             Ok(()) => {
                 let kind = match k.shape {
                     Shape::Blocks { leaf, alloc } => KernelKind::Blocks {
@@ -158,11 +200,14 @@ pub fn compile(
                     },
                     Shape::Grid => KernelKind::Grid,
                 };
-                compiled.push((k.node, KernelDesc { name, kind }));
+                compiled.push((k.node, KernelDesc { name, kind, nc_name: nc.map(|n| n.2), readonly }));
             }
             Err(reason) => {
                 // SAFETY: nothing calls a kernel; its body is self-contained after inlining.
                 unsafe { f.delete() };
+                if let Some((f, _, _)) = nc {
+                    unsafe { f.delete() };
+                }
                 fallbacks.push(Fallback { node: k.node, reason });
             }
         }
@@ -172,7 +217,12 @@ pub fn compile(
     }
     gpu.run_passes("globaldce,default<O3>", &tm, PassBuilderOptions::create())
         .map_err(|e| Error::Llvm(e.to_string()))?;
-    let kernels_left: Vec<FunctionValue> = compiled.iter().filter_map(|(_, k)| gpu.get_function(&k.name)).collect();
+    let kernels_left: Vec<FunctionValue> = compiled
+        .iter()
+        .flat_map(|(_, k)| [Some(&k.name), k.nc_name.as_ref()])
+        .flatten()
+        .filter_map(|n| gpu.get_function(n))
+        .collect();
     crate::align::raise_alignment(&gpu, &tm.get_target_data(), &kernels_left);
     gpu.verify().map_err(|e| Error::Internal(format!("GPU module does not verify: {}", e.to_string())))?;
     // For compiler developers: the optimized GPU module, as LLVM IR.
@@ -184,7 +234,19 @@ pub fn compile(
     Ok((Some(GpuCode { ptx, kernels: compiled }), fallbacks))
 }
 
+/// The GPU architectures LLVM 19's NVPTX backend targets.
+pub const GPU_ARCHS: [&str; 16] = [
+    "sm_35", "sm_50", "sm_52", "sm_53", "sm_60", "sm_61", "sm_62", "sm_70", "sm_72", "sm_75", "sm_80", "sm_86",
+    "sm_87", "sm_89", "sm_90", "sm_90a",
+];
+
 pub fn nvptx_machine(arch: &str) -> Result<TargetMachine> {
+    if !GPU_ARCHS.contains(&arch) {
+        return Err(Error::Usage(format!(
+            "unknown GPU architecture `{arch}` (expected one of {})",
+            GPU_ARCHS.join(", ")
+        )));
+    }
     Target::initialize_nvptx(&InitializationConfig::default());
     let triple = TargetTriple::create("nvptx64-nvidia-cuda");
     let target = Target::from_triple(&triple).map_err(|e| Error::Llvm(e.to_string()))?;
@@ -222,6 +284,7 @@ fn build_kernel<'ctx>(
     program: &Program,
     k: &Kernel,
     name: &str,
+    readonly: &[u32],
 ) -> Result<(FunctionValue<'ctx>, Levels<'ctx>)> {
     let ctx = m.get_context();
     let i64t = ctx.i64_type();
@@ -238,6 +301,12 @@ fn build_kernel<'ctx>(
     params.push(ptr.into());
     let kf = m.add_function(name, ctx.void_type().fn_type(&params, false), Some(Linkage::External));
     kf.set_call_conventions(PTX_KERNEL_CC);
+    for &i in readonly {
+        for attr in ["noalias", "readonly"] {
+            let kind = inkwell::attributes::Attribute::get_named_enum_kind_id(attr);
+            kf.add_attribute(inkwell::attributes::AttributeLoc::Param(i), ctx.create_enum_attribute(kind, 0));
+        }
+    }
     let entry = ctx.append_basic_block(kf, "entry");
     b.position_at_end(entry);
     let n_leaf = lf.count_params();

@@ -33,6 +33,9 @@ pub enum Error {
     Internal(String),
     #[error("LLVM: {0}")]
     Llvm(String),
+    /// A bad option (an unknown GPU architecture...).
+    #[error("{0}")]
+    Usage(String),
 }
 
 impl From<inkwell::builder::BuilderError> for Error {
