@@ -494,11 +494,10 @@ fn resolve<'ctx>(
         }
     }
     for (inst, v) in replace {
-        inst.replace_all_uses_with(&v.as_instruction_value().unwrap_or(inst));
-        if v.as_instruction_value().is_none() {
-            // A constant or argument: replace through the C API (inkwell wants an instruction).
-            unsafe { llvm_sys::core::LLVMReplaceAllUsesWith(inst.as_value_ref(), v.as_value_ref()) };
-        }
+        // Through the C API: `v` may be an argument or a constant, which inkwell's
+        // instruction-to-instruction replacement does not take.
+        // SAFETY: both values belong to this module; every use is replaced before the erase.
+        unsafe { llvm_sys::core::LLVMReplaceAllUsesWith(inst.as_value_ref(), v.as_value_ref()) };
         inst.erase_from_basic_block();
     }
     for h in handles.into_iter().rev() {
