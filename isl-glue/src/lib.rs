@@ -1,5 +1,261 @@
-//! `isl-glue`: the one crate that talks to ISL.
+//! `isl-glue`: the one place that talks to ISL (through `isl-rs`).
 //!
-//! Its job (not built yet): parse access maps, fix parameters, add partition boxes, take
-//! ranges, coalesce, and turn delinearized element sets into contiguous runs and rectangles
-//! of linear offsets. ISL objects are exchanged with Polly as text only.
+//! The analysis stores access relations as ISL text (maps from a node's global instance
+//! coordinates to array elements, over parameters such as grid sizes and scalar arguments).
+//! The runtime needs concrete answers from them: with the parameters fixed and the domain
+//! cut to one device's partition (the Mekong thesis's `setPartitionBoundaries`), which
+//! elements does that partition read or write, as contiguous runs of linear offsets (what a
+//! 1-D copy moves) or rectangles (what a 2-D copy moves).
+//!
+//! Invariants:
+//! - ISL objects never leave this crate; callers exchange text and plain numbers. (Polly links
+//!   its own ISL: two copies live in one process, so only text may cross.)
+//! - An [`Isl`] context belongs to one thread (ISL contexts are not thread safe); every object
+//!   made from it borrows it.
+//! - [`ElementSet::runs`] and [`ElementSet::rectangles`] are exact: every element of the set is
+//!   covered, nothing else, runs are sorted, disjoint and maximal (adjacent runs merged).
+
+mod intervals;
+
+pub use intervals::{Rect, Run};
+
+use isl_rs as isl;
+use isl_rs::DimType;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("ISL could not parse `{text}`: {message}")]
+    Parse { text: String, message: String },
+    #[error("ISL: {0}")]
+    Isl(String),
+    #[error("unknown parameter `{0}`")]
+    UnknownParam(String),
+    #[error("the element set is unbounded (are all parameters fixed?): {0}")]
+    Unbounded(String),
+    #[error("{0}")]
+    Shape(String),
+}
+
+impl From<isl::LibISLError> for Error {
+    fn from(e: isl::LibISLError) -> Self {
+        Error::Isl(e.to_string())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An ISL context (one per thread).
+pub struct Isl {
+    ctx: isl::Context,
+}
+
+impl Default for Isl {
+    fn default() -> Self {
+        Isl { ctx: isl::Context::alloc() }
+    }
+}
+
+/// An access relation: instances -> array elements.
+pub struct AccessMap<'i> {
+    isl: &'i Isl,
+    map: isl::Map,
+}
+
+/// A set of array elements (or of instances).
+pub struct ElementSet<'i> {
+    isl: &'i Isl,
+    set: isl::Set,
+}
+
+impl Isl {
+    pub fn new() -> Isl {
+        Isl::default()
+    }
+
+    pub fn map(&self, text: &str) -> Result<AccessMap<'_>> {
+        let map = isl::Map::read_from_str(&self.ctx, text)
+            .map_err(|e| Error::Parse { text: text.to_string(), message: e.to_string() })?;
+        Ok(AccessMap { isl: self, map })
+    }
+
+    pub fn set(&self, text: &str) -> Result<ElementSet<'_>> {
+        let set = isl::Set::read_from_str(&self.ctx, text)
+            .map_err(|e| Error::Parse { text: text.to_string(), message: e.to_string() })?;
+        Ok(ElementSet { isl: self, set })
+    }
+
+    /// The parameter constraint `[p...] -> { : p0 = v0 and ... }`.
+    fn param_values(&self, values: &[(&str, i64)]) -> Result<isl::Set> {
+        let names: Vec<&str> = values.iter().map(|(n, _)| *n).collect();
+        let eqs: Vec<String> = values.iter().map(|(n, v)| format!("{n} = {v}")).collect();
+        let text = format!(
+            "[{}] -> {{ : {} }}",
+            names.join(", "),
+            if eqs.is_empty() { "true".into() } else { eqs.join(" and ") }
+        );
+        isl::Set::read_from_str(&self.ctx, &text).map_err(|e| Error::Parse { text, message: e.to_string() })
+    }
+}
+
+impl<'i> AccessMap<'i> {
+    /// Fixes parameters to values (others stay symbolic). Naming a parameter the map does not
+    /// have is an error: it would silently change nothing.
+    pub fn fix_params(self, values: &[(&str, i64)]) -> Result<AccessMap<'i>> {
+        for (name, _) in values {
+            if self.map.find_dim_by_name(DimType::Param, name)? < 0 {
+                return Err(Error::UnknownParam(name.to_string()));
+            }
+        }
+        let params = self.isl.param_values(values)?;
+        Ok(AccessMap { isl: self.isl, map: self.map.intersect_params(params)? })
+    }
+
+    /// Restricts the instances to the half-open box `lo..hi` (one bound per instance dimension):
+    /// one device's partition of the grid.
+    pub fn restrict_to_box(self, lo: &[i64], hi: &[i64]) -> Result<AccessMap<'i>> {
+        let dims = self.map.dim(DimType::In)? as usize;
+        if lo.len() != dims || hi.len() != dims {
+            return Err(Error::Shape(format!("a box of {} dimensions for instances of {dims}", lo.len())));
+        }
+        let mut domain = isl::Set::universe(self.map.copy()?.domain()?.get_space()?)?;
+        for d in 0..dims {
+            let (l, h) = (to_i32(lo[d])?, to_i32(hi[d] - 1)?);
+            domain = domain.lower_bound_si(DimType::Set, d as u32, l)?.upper_bound_si(DimType::Set, d as u32, h)?;
+        }
+        Ok(AccessMap { isl: self.isl, map: self.map.intersect_domain(domain)? })
+    }
+
+    /// The elements accessed.
+    pub fn range(self) -> Result<ElementSet<'i>> {
+        Ok(ElementSet { isl: self.isl, set: self.map.range()?.coalesce()? })
+    }
+
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.map.is_empty()?)
+    }
+
+    pub fn to_text(&self) -> Result<String> {
+        Ok(self.map.to_str()?.to_string())
+    }
+}
+
+fn to_i32(v: i64) -> Result<i32> {
+    i32::try_from(v).map_err(|_| Error::Shape(format!("{v} does not fit ISL's 32-bit bound")))
+}
+
+impl<'i> ElementSet<'i> {
+    fn wrap(&self, set: isl::Set) -> ElementSet<'i> {
+        ElementSet { isl: self.isl, set }
+    }
+
+    pub fn copy(&self) -> Result<ElementSet<'i>> {
+        Ok(self.wrap(self.set.copy()?))
+    }
+
+    pub fn union(self, other: ElementSet<'i>) -> Result<ElementSet<'i>> {
+        let isl = self.isl;
+        Ok(ElementSet { isl, set: self.set.union(other.set)?.coalesce()? })
+    }
+
+    pub fn intersect(self, other: ElementSet<'i>) -> Result<ElementSet<'i>> {
+        let isl = self.isl;
+        Ok(ElementSet { isl, set: self.set.intersect(other.set)?.coalesce()? })
+    }
+
+    pub fn subtract(self, other: ElementSet<'i>) -> Result<ElementSet<'i>> {
+        let isl = self.isl;
+        Ok(ElementSet { isl, set: self.set.subtract(other.set)?.coalesce()? })
+    }
+
+    pub fn fix_params(self, values: &[(&str, i64)]) -> Result<ElementSet<'i>> {
+        let params = self.isl.param_values(values)?;
+        let isl = self.isl;
+        Ok(ElementSet { isl, set: self.set.intersect_params(params)? })
+    }
+
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.set.is_empty()?)
+    }
+
+    pub fn is_subset(&self, other: &ElementSet<'_>) -> Result<bool> {
+        Ok(self.set.is_subset(&other.set)?)
+    }
+
+    pub fn is_equal(&self, other: &ElementSet<'_>) -> Result<bool> {
+        Ok(self.set.is_equal(&other.set)?)
+    }
+
+    pub fn dims(&self) -> Result<usize> {
+        Ok(self.set.dim(DimType::Set)? as usize)
+    }
+
+    pub fn to_text(&self) -> Result<String> {
+        Ok(self.set.to_str()?.to_string())
+    }
+
+    /// Whether the element with coordinates `point` is in the set (all parameters fixed).
+    pub fn contains(&self, point: &[i64]) -> Result<bool> {
+        let mut s = self.set.copy()?;
+        for (d, &v) in point.iter().enumerate() {
+            s = s.fix_si(DimType::Set, d as u32, to_i32(v)?)?;
+        }
+        Ok(!s.is_empty()?)
+    }
+
+    /// The set as maximal contiguous runs of linear offsets into an array of `shape`
+    /// (row-major, one extent per set dimension; the outermost extent is not needed).
+    pub fn runs(&self, shape: &[i64]) -> Result<Vec<Run>> {
+        Ok(intervals::runs_of(&self.rectangles(shape)?))
+    }
+
+    /// The set as rectangles of the array seen as rows of its innermost extent.
+    pub fn rectangles(&self, shape: &[i64]) -> Result<Vec<Rect>> {
+        intervals::rectangles(self, shape)
+    }
+}
+
+/// The integer value of `v`, which must be a constant (the set bounded, parameters fixed).
+fn int(v: isl::Val, what: &ElementSet<'_>) -> Result<i64> {
+    if !v.is_int()? {
+        return Err(Error::Unbounded(what.to_text().unwrap_or_default()));
+    }
+    Ok(v.get_num_si()?)
+}
+
+/// Bounds of set dimension `d`: inclusive min and max.
+fn bounds(s: &ElementSet<'_>, d: usize) -> Result<(i64, i64)> {
+    let min = int(s.set.copy()?.dim_min_val(d as i32)?, s)?;
+    let max = int(s.set.copy()?.dim_max_val(d as i32)?, s)?;
+    Ok((min, max))
+}
+
+/// The disjoint convex pieces of a set.
+fn pieces<'i>(s: &ElementSet<'i>) -> Result<Vec<ElementSet<'i>>> {
+    let disjoint = s.set.copy()?.make_disjoint()?;
+    let list = disjoint.get_basic_set_list()?;
+    let n = list.size()?;
+    (0..n).map(|i| Ok(s.wrap(list.get_at(i)?.to_set()?))).collect()
+}
+
+/// The set with dimension `d` fixed to `v`.
+fn fix(s: &ElementSet<'_>, d: usize, v: i64) -> Result<isl::Set> {
+    Ok(s.set.copy()?.fix_si(DimType::Set, d as u32, to_i32(v)?)?)
+}
+
+/// Whether a convex set is exactly the box of its bounds.
+fn is_box(s: &ElementSet<'_>, b: &[(i64, i64)]) -> Result<bool> {
+    let mut boxed = isl::Set::universe(s.set.get_space()?)?;
+    for (d, &(lo, hi)) in b.iter().enumerate() {
+        boxed = boxed.lower_bound_si(DimType::Set, d as u32, to_i32(lo)?)?.upper_bound_si(
+            DimType::Set,
+            d as u32,
+            to_i32(hi)?,
+        )?;
+    }
+    // Under the same parameter values as the set (they are fixed by constraints).
+    let boxed = boxed.intersect_params(s.set.copy()?.params()?)?;
+    Ok(boxed.is_subset(&s.set)?)
+}
+
+#[cfg(test)]
+mod tests;
