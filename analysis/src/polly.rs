@@ -1,0 +1,187 @@
+//! Polly's view of a function: its SCoPs' statement domains, arrays (delinearized, with their
+//! dimension sizes) and access relations, as ISL text.
+//!
+//! The function should be in the shape Polly analyses best (DESIGN.md): `-O0` code without
+//! optnone, then `sroa,early-cse,loop-simplify,loop-rotate,indvars`, which keeps `a && b`
+//! guards as branches (at `-O1` they become selects, which Polly treats as non-affine).
+
+use crate::{Error, Result};
+use inkwell::module::Module;
+use std::ffi::{c_char, CStr, CString};
+
+extern "C" {
+    fn hpvm_polly_analyze(module: llvm_sys::prelude::LLVMModuleRef, function: *const c_char) -> *mut c_char;
+    fn hpvm_polly_free(text: *mut c_char);
+}
+
+/// One array of a SCoP: element size and the size of each dimension (`None`: the outermost,
+/// unknown extent).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Array {
+    pub name: String,
+    pub element_size: u32,
+    pub sizes: Vec<Option<String>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessKind {
+    Read,
+    MustWrite,
+    MayWrite,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Access {
+    pub statement: String,
+    pub kind: AccessKind,
+    pub affine: bool,
+    /// `[params] -> { Stmt[i...] -> Array[e...] }`
+    pub relation: String,
+}
+
+/// What Polly found in a function.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Scops {
+    /// Each SCoP's parameter context.
+    pub contexts: Vec<String>,
+    pub arrays: Vec<Array>,
+    /// Statement name -> its iteration domain.
+    pub domains: Vec<(String, String)>,
+    pub accesses: Vec<Access>,
+}
+
+/// Runs Polly's ScopInfo on `function` of `module`.
+pub fn analyze(module: &Module<'_>, function: &str) -> Result<Scops> {
+    let name = CString::new(function).map_err(|e| Error::Polly(e.to_string()))?;
+    // SAFETY: the module is alive for the call; the shim returns malloc'ed text we free.
+    let text = unsafe {
+        let p = hpvm_polly_analyze(module.as_mut_ptr(), name.as_ptr());
+        if p.is_null() {
+            return Err(Error::Polly("out of memory".into()));
+        }
+        let s = CStr::from_ptr(p).to_string_lossy().into_owned();
+        hpvm_polly_free(p);
+        s
+    };
+    parse(&text)
+}
+
+fn parse(text: &str) -> Result<Scops> {
+    let mut s = Scops::default();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        match f.as_slice() {
+            ["error", msg] => return Err(Error::Polly(msg.to_string())),
+            ["scop", _, ctx] => s.contexts.push(ctx.to_string()),
+            ["array", name, size, dims @ ..] => s.arrays.push(Array {
+                name: name.to_string(),
+                element_size: size.parse().map_err(|_| Error::Polly(format!("bad array line: {line}")))?,
+                sizes: dims.iter().map(|d| (*d != "*").then(|| d.to_string())).collect(),
+            }),
+            ["domain", stmt, dom] => s.domains.push((stmt.to_string(), dom.to_string())),
+            ["access", stmt, kind, affine, rel] => s.accesses.push(Access {
+                statement: stmt.to_string(),
+                kind: match *kind {
+                    "read" => AccessKind::Read,
+                    "must-write" => AccessKind::MustWrite,
+                    _ => AccessKind::MayWrite,
+                },
+                affine: *affine == "affine",
+                relation: rel.to_string(),
+            }),
+            _ => return Err(Error::Polly(format!("unexpected line from the shim: {line}"))),
+        }
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inkwell::context::Context;
+
+    /// A naive matrix product over instance loops, as the loop-wrapping pass will produce it,
+    /// prepared as DESIGN.md says (IR from `clang -O0 -Xclang -disable-O0-optnone`, then
+    /// sroa,early-cse,loop-simplify,loop-rotate,indvars).
+    fn matmul_module(ctx: &Context) -> Module<'_> {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("hpvm-mgpu-polly-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("k.c");
+        std::fs::write(
+            &src,
+            "void wrapped(float *A, float *B, float *C, long N) {\n\
+               for (long y = 0; y < N; ++y)\n\
+                 for (long x = 0; x < N; ++x)\n\
+                   if (x < N && y < N) {\n\
+                     float acc = 0;\n\
+                     for (long k = 0; k < N; ++k) acc += A[y * N + k] * B[k * N + x];\n\
+                     C[y * N + x] = acc;\n\
+                   }\n\
+             }\n",
+        )
+        .unwrap();
+        let ll = dir.join("k.ll");
+        let clang = std::env::var("LLVM_SYS_191_PREFIX").map_or("/usr/lib/llvm-19".into(), |p| p) + "/bin/clang";
+        let ok = std::process::Command::new(clang)
+            .args(["-O0", "-Xclang", "-disable-O0-optnone", "-fno-discard-value-names", "-S", "-emit-llvm"])
+            .arg(&src)
+            .arg("-o")
+            .arg(&ll)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let buf = inkwell::memory_buffer::MemoryBuffer::create_from_file(&ll).unwrap();
+        let m = ctx.create_module_from_ir(buf).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        inkwell::targets::Target::initialize_native(&Default::default()).unwrap();
+        let triple = inkwell::targets::TargetMachine::get_default_triple();
+        let tm = inkwell::targets::Target::from_triple(&triple)
+            .unwrap()
+            .create_target_machine(
+                &triple,
+                "generic",
+                "",
+                inkwell::OptimizationLevel::None,
+                Default::default(),
+                Default::default(),
+            )
+            .unwrap();
+        m.run_passes(
+            "function(sroa,early-cse,loop-simplify,loop-rotate,indvars)",
+            &tm,
+            inkwell::passes::PassBuilderOptions::create(),
+        )
+        .unwrap();
+        m
+    }
+
+    #[test]
+    fn polly_sees_delinearized_exact_accesses() {
+        let ctx = Context::create();
+        let m = matmul_module(&ctx);
+        let s = analyze(&m, "wrapped").unwrap();
+        // A[y][k], B[k][x] read; C[y][x] written, all affine and delinearized to 2-D arrays
+        // whose inner extent is the parameter N.
+        let reads: Vec<&Access> = s.accesses.iter().filter(|a| a.kind == AccessKind::Read).collect();
+        let writes: Vec<&Access> = s.accesses.iter().filter(|a| a.kind == AccessKind::MustWrite).collect();
+        assert_eq!(reads.len(), 2, "{s:#?}");
+        assert_eq!(writes.len(), 1, "{s:#?}");
+        assert!(s.accesses.iter().all(|a| a.affine));
+        assert!(reads.iter().any(|a| a.relation.contains("[i0, i2]")), "{s:#?}");
+        assert!(reads.iter().any(|a| a.relation.contains("[i2, i1]")), "{s:#?}");
+        assert!(writes[0].relation.contains("[i0, i1]"), "{s:#?}");
+        let two_d: Vec<&Array> = s.arrays.iter().filter(|a| a.sizes.len() == 2).collect();
+        assert_eq!(two_d.len(), 3, "{s:#?}");
+        assert!(two_d.iter().all(|a| a.sizes[0].is_none() && a.element_size == 4));
+    }
+
+    #[test]
+    fn unknown_function_is_an_error() {
+        let ctx = Context::create();
+        let m = matmul_module(&ctx);
+        assert!(matches!(analyze(&m, "nope"), Err(Error::Polly(msg)) if msg.contains("no function nope")));
+    }
+}
