@@ -1,0 +1,283 @@
+//! The types of the JSON schema. Field order here is the order in the file; changing the
+//! meaning of anything here requires bumping [`SCHEMA_VERSION`](crate::SCHEMA_VERSION).
+//!
+//! Every struct refuses unknown fields: a field this version does not know would be a field
+//! whose meaning it would ignore.
+
+use crate::hash::source_hash;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The analysis results of one program.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Database {
+    /// The schema version the file was written with; loading refuses any other.
+    pub schema_version: u32,
+    /// The program the analysis read.
+    pub source: Source,
+    /// What wrote the file, e.g. `hpvm-mgpu 0.1.0`; for people only.
+    pub generator: String,
+    /// The analysed nodes (leaf nodes), in the order the analysis visited them.
+    pub nodes: Vec<Node>,
+}
+
+/// The source file a database was made from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    /// The path as given to `hpvm-mgpu analyze`; for messages.
+    pub path: String,
+    /// [`source_hash`] of the file's bytes: a database is only used with the source it
+    /// describes.
+    pub hash: String,
+}
+
+/// One node of the dataflow graph and what is known about its accesses.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    /// The node function's name; unique within a database.
+    pub name: String,
+    /// `file:line` of the node function's definition.
+    pub location: String,
+    /// The node's `__hpvm__hint` target as text (`GPU`, `CPU`, ...).
+    pub hint: String,
+    /// The number of grid dimensions (0 to 3); dimension 0 is x.
+    pub dims: u32,
+    /// The instance count of each dimension (`dims` of them), as expression text over the
+    /// parent's parameters, e.g. `["N", "M / 2"]`.
+    pub grid: Vec<String>,
+    /// Whether the grid may be cut into partitions run on different devices with the results
+    /// of a one-device run. When false the node runs unpartitioned on one device.
+    pub partitionable: bool,
+    /// Why the node is not partitionable; empty exactly when it is.
+    pub reasons: Vec<Reason>,
+    /// The grid dimensions to cut along when partitioning.
+    pub split: Split,
+    /// The node's pointer arguments (scalars are not listed: they only appear as map
+    /// parameters).
+    pub args: Vec<Arg>,
+}
+
+/// One reason a node is not partitionable.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reason {
+    /// What prevents partitioning, for people, e.g. "`bins` is written at a data-dependent
+    /// index".
+    pub message: String,
+    /// `file:line` (or `file:line:column`) of the access at fault, when debug info had it.
+    pub location: Option<String>,
+}
+
+/// Where a partitionable grid is cut.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Split {
+    /// The grid dimensions to cut along (each `< dims`, no repeats); empty when the node is
+    /// not split (always so for a node that is not partitionable).
+    pub dims: Vec<u32>,
+    /// Who chose `dims`.
+    pub chosen_by: SplitChoice,
+}
+
+/// Who chose the split dimensions of a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SplitChoice {
+    /// The analysis, from the strides of the accesses (the dimension with the largest stride
+    /// keeps each device's part of the buffers contiguous).
+    Analysis,
+    /// The user, on the command line.
+    User,
+}
+
+/// One pointer argument of a node: its type, shape and accesses.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Arg {
+    /// The parameter's name in the source (or in the IR without debug info).
+    pub name: String,
+    /// The parameter's position among the node function's parameters (0-based); unique
+    /// within a node.
+    pub index: u32,
+    /// The LLVM type of the parameter, e.g. `ptr`.
+    pub llvm_type: String,
+    /// The size of the parameter itself in bits (64 for a pointer).
+    pub size_bits: u32,
+    /// The size in bytes of one element of the pointed-to array.
+    pub element_size: u32,
+    /// The element type at the end of all pointer levels, e.g. `float`, `double`, `i32`.
+    pub fundamental_type: String,
+    /// The number of dimensions of the array the accesses see (after delinearization).
+    pub dimensionality: u32,
+    /// The extent of each dimension, outermost first (`dimensionality` of them), as
+    /// expression text over the map parameters; the outermost may be `*` (unknown extent).
+    pub shape: Vec<String>,
+    /// How many pointers lead to the elements: `float *` is 1, `double **` is 2.
+    pub pointer_level: u32,
+    /// The elements each instance reads: an ISL map from the instance (`I[x, y, ...]`) to
+    /// array elements, with the parameters `params`. Absent when nothing is read or (for a
+    /// data-dependent read) nothing better than the whole array is known.
+    pub read_map: Option<String>,
+    /// The elements each instance writes, as `read_map`.
+    pub write_map: Option<String>,
+    /// The ISL parameter names of the maps, in order: the grid sizes and the node's scalar
+    /// parameters the maps depend on.
+    pub params: Vec<String>,
+    /// How exactly `read_map` describes the reads.
+    pub read: ReadKind,
+    /// How exactly `write_map` describes the writes.
+    pub write: WriteKind,
+}
+
+/// The classification of an argument's reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadKind {
+    /// Never read; `read_map` is absent.
+    None,
+    /// `read_map` is exactly the elements read.
+    Exact,
+    /// `read_map` holds every element read and maybe more (e.g. a read under a condition the
+    /// analysis could not express); copying it is correct, only maybe wasteful.
+    OverApproximated,
+    /// The index depends on data read at run time; `read_map`, when present, bounds the
+    /// elements read, otherwise the whole array must be assumed read.
+    DataDependent,
+}
+
+/// The classification of an argument's writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WriteKind {
+    /// Never written; `write_map` is absent.
+    None,
+    /// `write_map` is exactly the elements written, every one of them on every run.
+    Exact,
+    /// Some elements of `write_map` (when present) may or may not be written; the node is not
+    /// partitionable, since after a partitioned run nobody would know which device holds the
+    /// current value of such an element.
+    May,
+    /// The analysis could not describe the writes at all; the node is not partitionable.
+    Unanalysable,
+}
+
+impl ReadKind {
+    /// The name used in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadKind::None => "none",
+            ReadKind::Exact => "exact",
+            ReadKind::OverApproximated => "over-approximated",
+            ReadKind::DataDependent => "data-dependent",
+        }
+    }
+}
+
+impl WriteKind {
+    /// The name used in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WriteKind::None => "none",
+            WriteKind::Exact => "exact",
+            WriteKind::May => "may",
+            WriteKind::Unanalysable => "unanalysable",
+        }
+    }
+}
+
+impl SplitChoice {
+    /// The name used in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SplitChoice::Analysis => "analysis",
+            SplitChoice::User => "user",
+        }
+    }
+}
+
+impl fmt::Display for ReadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for WriteKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for SplitChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Source {
+    /// The record of the source at `path` with contents `bytes`.
+    pub fn new(path: impl Into<String>, bytes: &[u8]) -> Source {
+        Source { path: path.into(), hash: source_hash(bytes) }
+    }
+}
+
+impl Database {
+    /// An empty database of the current schema version for `source`.
+    pub fn new(source: Source, generator: impl Into<String>) -> Database {
+        Database { schema_version: crate::SCHEMA_VERSION, source, generator: generator.into(), nodes: Vec::new() }
+    }
+
+    /// The node called `name`.
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+}
+
+impl Node {
+    /// The argument at parameter position `index`, if it is a listed pointer argument.
+    pub fn arg(&self, index: u32) -> Option<&Arg> {
+        self.args.iter().find(|a| a.index == index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enums_use_kebab_case_names() {
+        for (kind, text) in [
+            (ReadKind::None, "none"),
+            (ReadKind::Exact, "exact"),
+            (ReadKind::OverApproximated, "over-approximated"),
+            (ReadKind::DataDependent, "data-dependent"),
+        ] {
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{text}\""));
+            assert_eq!(kind.as_str(), text);
+        }
+        for (kind, text) in [
+            (WriteKind::None, "none"),
+            (WriteKind::Exact, "exact"),
+            (WriteKind::May, "may"),
+            (WriteKind::Unanalysable, "unanalysable"),
+        ] {
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{text}\""));
+            assert_eq!(kind.as_str(), text);
+        }
+        for (kind, text) in [(SplitChoice::Analysis, "analysis"), (SplitChoice::User, "user")] {
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{text}\""));
+            assert_eq!(kind.as_str(), text);
+        }
+    }
+
+    #[test]
+    fn lookups_by_name_and_index() {
+        let db = crate::testdata::sample();
+        let matmul = db.node("matmul").unwrap();
+        assert_eq!(matmul.arg(4).unwrap().name, "C");
+        assert!(matmul.arg(1).is_none());
+        assert!(db.node("nope").is_none());
+    }
+}

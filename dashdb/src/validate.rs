@@ -1,0 +1,242 @@
+//! The consistency rules every loaded or saved database satisfies.
+
+use crate::hash::is_well_formed;
+use crate::schema::{Arg, Database, Node, ReadKind, WriteKind};
+use crate::{Error, Result, SCHEMA_VERSION};
+use std::collections::HashSet;
+
+impl Database {
+    /// Checks the rules below and reports every broken one (as [`Error::Invalid`]):
+    /// - the schema version is [`SCHEMA_VERSION`] and the source hash has the form
+    ///   [`source_hash`](crate::source_hash) produces;
+    /// - node names are non-empty and unique;
+    /// - a node has at most 3 dimensions and one grid count per dimension;
+    /// - split dimensions are each `< dims` and not repeated;
+    /// - a node that is not partitionable has at least one reason and no split dimensions; a
+    ///   partitionable one has no reason and only exact writes (or none): a may-write or an
+    ///   unanalysable write cannot be partitioned;
+    /// - arguments: indices unique within the node, `shape` has `dimensionality` entries,
+    ///   `element_size`, `size_bits` and `pointer_level` are positive, `params` are unique;
+    /// - a map given is not blank and contains `->` (the crate does not parse ISL further);
+    /// - `read` / `write` of `none` has no map; `read` of `exact` or `over-approximated` and
+    ///   `write` of `exact` have one (they are what the runtime evaluates).
+    pub fn validate(&self) -> Result<()> {
+        let mut problems = Vec::new();
+        if self.schema_version != SCHEMA_VERSION {
+            problems.push(format!(
+                "schema version {} where this hpvm-mgpu writes version {SCHEMA_VERSION}",
+                self.schema_version
+            ));
+        }
+        if !is_well_formed(&self.source.hash) {
+            problems.push(format!("source hash `{}` is not `fnv1a64:` and 16 lowercase hex digits", self.source.hash));
+        }
+        let mut names = HashSet::new();
+        for node in &self.nodes {
+            if node.name.is_empty() {
+                problems.push("a node has an empty name".to_string());
+            } else if !names.insert(node.name.as_str()) {
+                problems.push(format!("node `{}` appears more than once", node.name));
+            }
+            check_node(node, &mut problems);
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Invalid(problems.join("; ")))
+        }
+    }
+}
+
+fn check_node(node: &Node, problems: &mut Vec<String>) {
+    let mut bad = |m: String| problems.push(format!("node `{}`: {m}", node.name));
+    if node.dims > 3 {
+        bad(format!("{} dimensions (at most 3)", node.dims));
+    }
+    if node.grid.len() != node.dims as usize {
+        bad(format!("{} dimensions but {} grid counts", node.dims, node.grid.len()));
+    }
+    let mut seen = HashSet::new();
+    for &d in &node.split.dims {
+        if d >= node.dims {
+            bad(format!("split dimension {d} out of range (the node has {} dimensions)", node.dims));
+        }
+        if !seen.insert(d) {
+            bad(format!("split dimension {d} repeated"));
+        }
+    }
+    if node.partitionable {
+        if !node.reasons.is_empty() {
+            bad(format!("partitionable but has {} reason(s) not to be", node.reasons.len()));
+        }
+        for arg in &node.args {
+            if !matches!(arg.write, WriteKind::None | WriteKind::Exact) {
+                bad(format!("partitionable but argument `{}` has a {} write", arg.name, arg.write));
+            }
+        }
+    } else {
+        if node.reasons.is_empty() {
+            bad("not partitionable but gives no reason".to_string());
+        }
+        if !node.split.dims.is_empty() {
+            bad("not partitionable but has split dimensions".to_string());
+        }
+    }
+    let mut indices = HashSet::new();
+    for arg in &node.args {
+        if !indices.insert(arg.index) {
+            bad(format!("two arguments with parameter index {}", arg.index));
+        }
+        for m in check_arg(arg) {
+            bad(format!("argument `{}` (parameter {}): {m}", arg.name, arg.index));
+        }
+    }
+}
+
+fn check_arg(arg: &Arg) -> Vec<String> {
+    let mut problems = Vec::new();
+    if arg.shape.len() != arg.dimensionality as usize {
+        problems.push(format!("dimensionality {} but {} shape entries", arg.dimensionality, arg.shape.len()));
+    }
+    if arg.element_size == 0 {
+        problems.push("element size 0".to_string());
+    }
+    if arg.size_bits == 0 {
+        problems.push("size 0 bits".to_string());
+    }
+    if arg.pointer_level == 0 {
+        problems.push("pointer level 0 (only pointer arguments are recorded)".to_string());
+    }
+    let mut params = HashSet::new();
+    for p in &arg.params {
+        if !params.insert(p.as_str()) {
+            problems.push(format!("parameter `{p}` repeated"));
+        }
+    }
+    for (what, map) in [("read", &arg.read_map), ("write", &arg.write_map)] {
+        if let Some(map) = map {
+            if map.trim().is_empty() || !map.contains("->") {
+                problems.push(format!("{what} map `{map}` is not an ISL map"));
+            }
+        }
+    }
+    match (arg.read, &arg.read_map) {
+        (ReadKind::None, Some(_)) => problems.push("read map given but read is none".to_string()),
+        (ReadKind::Exact | ReadKind::OverApproximated, None) => {
+            problems.push(format!("read is {} but no read map", arg.read))
+        }
+        _ => {}
+    }
+    match (arg.write, &arg.write_map) {
+        (WriteKind::None, Some(_)) => problems.push("write map given but write is none".to_string()),
+        (WriteKind::Exact, None) => problems.push("write is exact but no write map".to_string()),
+        _ => {}
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdata::sample;
+
+    /// The sample broken by `mutate` fails validation with a message containing `expect`.
+    fn fails(expect: &str, mutate: impl FnOnce(&mut Database)) {
+        let mut db = sample();
+        mutate(&mut db);
+        match db.validate() {
+            Err(Error::Invalid(m)) => assert!(m.contains(expect), "expected `{expect}` in: {m}"),
+            other => panic!("expected Invalid containing `{expect}`, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sample_is_valid() {
+        sample().validate().unwrap();
+    }
+
+    #[test]
+    fn database_rules() {
+        fails("schema version 2", |db| db.schema_version = 2);
+        fails("source hash `abc`", |db| db.source.hash = "abc".into());
+    }
+
+    #[test]
+    fn node_names_unique() {
+        fails("node `matmul` appears more than once", |db| db.nodes[1].name = "matmul".into());
+        fails("empty name", |db| db.nodes[1].name.clear());
+    }
+
+    #[test]
+    fn dims_and_grid() {
+        fails("4 dimensions (at most 3)", |db| {
+            db.nodes[0].dims = 4;
+            db.nodes[0].grid = vec!["1".into(); 4];
+        });
+        fails("2 dimensions but 1 grid counts", |db| {
+            db.nodes[0].grid.pop();
+        });
+    }
+
+    #[test]
+    fn split_dims_in_range_and_distinct() {
+        fails("split dimension 2 out of range", |db| db.nodes[0].split.dims = vec![2]);
+        fails("split dimension 1 repeated", |db| db.nodes[0].split.dims = vec![1, 0, 1]);
+    }
+
+    #[test]
+    fn reasons_match_partitionability() {
+        fails("not partitionable but gives no reason", |db| db.nodes[1].reasons.clear());
+        fails("partitionable but has 1 reason(s)", |db| {
+            let reason = db.nodes[1].reasons[0].clone();
+            db.nodes[0].reasons.push(reason);
+        });
+        fails("not partitionable but has split dimensions", |db| db.nodes[1].split.dims = vec![0]);
+        fails("partitionable but argument `C` has a may write", |db| db.nodes[0].args[2].write = WriteKind::May);
+    }
+
+    #[test]
+    fn arg_shape_and_sizes() {
+        fails("argument `A` (parameter 0): dimensionality 3 but 2 shape entries", |db| {
+            db.nodes[0].args[0].dimensionality = 3
+        });
+        fails("argument `B` (parameter 2): element size 0", |db| db.nodes[0].args[1].element_size = 0);
+        fails("argument `B` (parameter 2): size 0 bits", |db| db.nodes[0].args[1].size_bits = 0);
+        fails("argument `B` (parameter 2): pointer level 0", |db| db.nodes[0].args[1].pointer_level = 0);
+        fails("parameter `N` repeated", |db| db.nodes[0].args[1].params.push("N".into()));
+    }
+
+    #[test]
+    fn maps_look_like_maps() {
+        fails("read map `` is not an ISL map", |db| db.nodes[0].args[0].read_map = Some(String::new()));
+        fails("write map `{ C[0] }` is not an ISL map", |db| db.nodes[0].args[2].write_map = Some("{ C[0] }".into()));
+    }
+
+    #[test]
+    fn maps_match_classification() {
+        fails("write is exact but no write map", |db| db.nodes[0].args[2].write_map = None);
+        fails("read is exact but no read map", |db| db.nodes[0].args[0].read_map = None);
+        fails("read is over-approximated but no read map", |db| {
+            db.nodes[0].args[0].read = ReadKind::OverApproximated;
+            db.nodes[0].args[0].read_map = None;
+        });
+        fails("read map given but read is none", |db| db.nodes[0].args[2].read_map = Some("{ I[x] -> C[x] }".into()));
+        fails("write map given but write is none", |db| {
+            db.nodes[0].args[0].write_map = Some("{ I[x] -> A[x] }".into())
+        });
+    }
+
+    #[test]
+    fn arg_indices_unique() {
+        fails("two arguments with parameter index 0", |db| db.nodes[0].args[1].index = 0);
+    }
+
+    #[test]
+    fn reports_every_problem() {
+        let mut db = sample();
+        db.nodes[0].args[1].element_size = 0;
+        db.nodes[1].reasons.clear();
+        let Err(Error::Invalid(m)) = db.validate() else { panic!("valid") };
+        assert!(m.contains("element size 0") && m.contains("gives no reason"), "{m}");
+    }
+}
