@@ -25,8 +25,9 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
   static bool options_set = false;
   if (!options_set) {
     // Small kernels are "unprofitable" to Polly's optimizer; we only want the analysis.
-    const char *argv[] = {"hpvm-mgpu", "--polly-process-unprofitable"};
-    cl::ParseCommandLineOptions(2, argv, "", nullptr, nullptr, true);
+    // LLVM's value names for parameters and arrays (`N`, `A`), not `p_0`, `MemRef3`.
+    const char *argv[] = {"hpvm-mgpu", "--polly-process-unprofitable", "--polly-use-llvm-names"};
+    cl::ParseCommandLineOptions(3, argv, "", nullptr, nullptr, true);
     options_set = true;
   }
   Module *M = unwrap(module_ref);
@@ -55,7 +56,9 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
       continue;
     out += "scop\t" + std::to_string(n++) + "\t" + polly::stringFromIslObj(S->getContext()) + "\n";
     for (const polly::ScopArrayInfo *A : S->arrays()) {
-      out += "array\t" + A->getName() + "\t" + std::to_string(A->getElemSizeInBytes());
+      const Value *base = A->getBasePtr();
+      out += "array\t" + A->getName() + "\t" + (base && base->hasName() ? base->getName().str() : std::string("?")) + "\t" +
+             std::to_string(A->getElemSizeInBytes());
       for (unsigned d = 0; d < A->getNumberOfDimensions(); ++d) {
         if (d == 0 && !A->getDimensionSize(0)) {
           out += "\t*";

@@ -19,6 +19,8 @@ extern "C" {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Array {
     pub name: String,
+    /// The LLVM name of the base pointer (a parameter of the analysed function), `?` if none.
+    pub base: String,
     pub element_size: u32,
     pub sizes: Vec<Option<String>>,
 }
@@ -73,8 +75,9 @@ fn parse(text: &str) -> Result<Scops> {
         match f.as_slice() {
             ["error", msg] => return Err(Error::Polly(msg.to_string())),
             ["scop", _, ctx] => s.contexts.push(ctx.to_string()),
-            ["array", name, size, dims @ ..] => s.arrays.push(Array {
+            ["array", name, base, size, dims @ ..] => s.arrays.push(Array {
                 name: name.to_string(),
+                base: base.to_string(),
                 element_size: size.parse().map_err(|_| Error::Polly(format!("bad array line: {line}")))?,
                 sizes: dims.iter().map(|d| (*d != "*").then(|| d.to_string())).collect(),
             }),
@@ -176,6 +179,12 @@ mod tests {
         let two_d: Vec<&Array> = s.arrays.iter().filter(|a| a.sizes.len() == 2).collect();
         assert_eq!(two_d.len(), 3, "{s:#?}");
         assert!(two_d.iter().all(|a| a.sizes[0].is_none() && a.element_size == 4));
+        // LLVM names: arrays by their base pointer, parameters by the argument.
+        let mut bases: Vec<&str> = two_d.iter().map(|a| a.base.as_str()).collect();
+        bases.sort();
+        assert_eq!(bases, ["A", "B", "C"]);
+        assert!(s.contexts[0].starts_with("[N] ->"), "{:?}", s.contexts);
+        assert!(two_d.iter().all(|a| a.sizes[1].as_deref().is_some_and(|d| d.contains("(N)"))), "{s:#?}");
     }
 
     #[test]
