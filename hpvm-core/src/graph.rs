@@ -428,10 +428,6 @@ impl Graph {
         out
     }
 
-    pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
-        self.nodes.iter().find(|(_, n)| n.name == name).map(|(id, _)| id)
-    }
-
     /// Type of output `port` of `node`, if the port exists and has a type.
     pub fn output_ty(&self, node: NodeId, port: u32) -> Option<&Ty> {
         self.nodes[node].outputs.get(port as usize)?.as_ref()

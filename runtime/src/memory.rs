@@ -149,10 +149,6 @@ pub fn device_access(gpu: &Cuda, ptr: usize, bytes: usize, write: bool) -> Resul
     Ok(Some(d + (ptr - start) as u64))
 }
 
-pub fn tracked_count() -> usize {
-    table().len()
-}
-
 /// At cleanup: device copies are freed, host copies made current.
 pub fn forget_all() {
     let starts: Vec<usize> = table().keys().copied().collect();
