@@ -3,6 +3,8 @@
 fn main() {
     let prefix = std::env::var("LLVM_SYS_191_PREFIX").unwrap_or_else(|_| "/usr/lib/llvm-19".into());
     println!("cargo:rerun-if-changed=shim/polly_shim.cpp");
+    // As in the command's build script: keep isl-rs's ISL from interposing on Polly's.
+    println!("cargo:rustc-link-arg=-Wl,--exclude-libs,ALL");
     println!("cargo:rerun-if-env-changed=LLVM_SYS_191_PREFIX");
     cc::Build::new()
         .cpp(true)

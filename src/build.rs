@@ -29,6 +29,12 @@ pub struct BuildOptions {
     pub gpu_arch: Option<String>,
     /// Also write the PTX beside the output (`--emit-ptx`).
     pub emit_ptx: bool,
+    /// An analysis database to use instead of analysing (`--db`).
+    pub db: Option<PathBuf>,
+    /// Split dimensions asked for (`--split`).
+    pub split: Vec<(String, Vec<u32>)>,
+    /// Record buffer accesses at run time (`--trace-accesses`, for the analysis's tests).
+    pub trace_accesses: bool,
 }
 
 const RUNTIME_LIB: &str = "libhpvm_runtime.a";

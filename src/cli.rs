@@ -29,6 +29,24 @@ pub enum Command {
         #[command(flatten)]
         clang: ClangArgs,
     },
+    /// Analyse which buffer elements each node instance reads and writes (Polly, ISL); print
+    /// it per node and, with -o, write the analysis database (JSON).
+    Analyze {
+        /// A C or C++ file using the HPVM-C API, or an LLVM IR file (.ll/.bc).
+        file: PathBuf,
+        /// Write the database here (conventionally FILE.dashdb.json).
+        #[arg(short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Split NODE's grid along these dimensions instead of the analysis's choice
+        /// (`--split matmul=y`, `--split conv=x,y`).
+        #[arg(long = "split", value_name = "NODE=DIMS")]
+        split: Vec<String>,
+        #[command(flatten)]
+        clang: ClangArgs,
+    },
+    /// Work with analysis databases.
+    #[command(subcommand)]
+    Db(DbCommand),
     /// Compile HPVM-C programs (and plain C/C++ files, objects) into an executable.
     Build {
         /// Source files (.c, .cpp...), LLVM IR (.ll/.bc), objects and archives (.o/.a).
@@ -61,9 +79,54 @@ pub enum Command {
         /// Also write each module's PTX beside the output (OUT.ptx).
         #[arg(long = "emit-ptx")]
         emit_ptx: bool,
+        /// Use this analysis database (from `hpvm-mgpu analyze -o`) instead of analysing
+        /// again; refused unless it was made from this very source (one source file only).
+        #[arg(long = "db", value_name = "FILE")]
+        db: Option<PathBuf>,
+        /// As for `analyze`: split NODE's grid along these dimensions.
+        #[arg(long = "split", value_name = "NODE=DIMS")]
+        split: Vec<String>,
+        /// For tests of the analysis: record every buffer access of every leaf instance to
+        /// the file named by HPVM_MGPU_TRACE at run time.
+        #[arg(long = "trace-accesses", hide = true)]
+        trace_accesses: bool,
         #[command(flatten)]
         clang: ClangArgs,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Print an analysis database readably.
+    Show {
+        file: PathBuf,
+        /// Only this node.
+        #[arg(long = "node", value_name = "NODE")]
+        node: Option<String>,
+    },
+}
+
+/// `NODE=y` or `NODE=x,y` into the node's name and dimension numbers.
+pub fn parse_split(text: &str) -> Result<(String, Vec<u32>)> {
+    let bad = || Error::Usage(format!("--split {text}: expected NODE=DIMS, e.g. `--split matmul=y` or `conv=x,y`"));
+    let (node, dims) = text.split_once('=').ok_or_else(bad)?;
+    if node.is_empty() {
+        return Err(bad());
+    }
+    let mut out = Vec::new();
+    for d in dims.split(',') {
+        let d = match d.trim() {
+            "x" | "0" => 0,
+            "y" | "1" => 1,
+            "z" | "2" => 2,
+            _ => return Err(bad()),
+        };
+        if out.contains(&d) {
+            return Err(bad());
+        }
+        out.push(d);
+    }
+    Ok((node.to_string(), out))
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -124,6 +187,20 @@ pub fn run(cli: Cli) -> Result<()> {
             print!("{out}");
             Ok(())
         }
+        Command::Analyze { file, output, split, clang } => {
+            let split = split.iter().map(|s| parse_split(s)).collect::<Result<Vec<_>>>()?;
+            let db = crate::analyze::analyze_file(&file, &clang.options(verbose), &analysis::Options { split })?;
+            print!("{}", analysis::report::report(&db));
+            if let Some(out) = output {
+                db.save(&out)?;
+            }
+            Ok(())
+        }
+        Command::Db(DbCommand::Show { file, node }) => {
+            let db = dashdb::Database::load(&file, None)?;
+            print!("{}", dashdb::show(&db, node.as_deref())?);
+            Ok(())
+        }
         Command::Build {
             files,
             output,
@@ -135,8 +212,14 @@ pub fn run(cli: Cli) -> Result<()> {
             gpu_arch,
             no_gpu,
             emit_ptx,
+            db,
+            split,
+            trace_accesses,
             clang,
         } => build::build(&BuildOptions {
+            db,
+            split: split.iter().map(|s| parse_split(s)).collect::<Result<Vec<_>>>()?,
+            trace_accesses,
             inputs: files,
             output,
             opt_level: opt,

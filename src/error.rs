@@ -14,6 +14,10 @@ pub enum Error {
     NoRuntime { name: &'static str },
     #[error("{0}")]
     Usage(String),
+    #[error("{0}")]
+    Analysis(#[from] analysis::Error),
+    #[error("{0}")]
+    Database(#[from] dashdb::Error),
     #[error("LLVM: {0}")]
     Llvm(String),
 }

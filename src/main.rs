@@ -3,6 +3,7 @@
 //! Every failure ends here as a message on stderr (with the user's file:line where there is
 //! one) and exit status 1; nothing panics on user input.
 
+mod analyze;
 mod build;
 mod cli;
 mod error;

@@ -5,6 +5,9 @@
 #include "polly/ScopInfo.h"
 #include "polly/Support/GICHelper.h"
 #include "llvm-c/Core.h"
+#include "llvm/Analysis/ValueTracking.h"
+#include "llvm/IR/DebugInfoMetadata.h"
+#include "llvm/IR/InstIterator.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/CommandLine.h"
@@ -21,13 +24,54 @@ static char *copy_out(const std::string &s) {
   return p;
 }
 
+// `file:line` of an instruction, `?` without debug info.
+static std::string where(const Instruction *I) {
+  if (!I)
+    return "?";
+  const DebugLoc &DL = I->getDebugLoc();
+  if (!DL)
+    return "?";
+  return DL->getFilename().str() + ":" + std::to_string(DL.getLine());
+}
+
+// The name of the object a pointer is based on (a parameter of the analysed function), `?`.
+static std::string base_name(const Value *P) {
+  const Value *B = getUnderlyingObject(P, 0);
+  return B && B->hasName() ? B->getName().str() : std::string("?");
+}
+
+static std::string type_name(Type *T) {
+  std::string s;
+  raw_string_ostream os(s);
+  T->print(os);
+  return os.str();
+}
+
+// The loops of a statement, outermost first, by their header's name.
+static std::string loops_of(polly::ScopStmt &Stmt) {
+  std::string out;
+  for (unsigned d = 0; d < Stmt.getNumIterators(); ++d) {
+    const Loop *L = Stmt.getLoopForDimension(d);
+    out += (d ? "," : "") + (L && L->getHeader()->hasName() ? L->getHeader()->getName().str() : std::string("?"));
+  }
+  return out.empty() ? "-" : out;
+}
+
 extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *function) {
   static bool options_set = false;
   if (!options_set) {
     // Small kernels are "unprofitable" to Polly's optimizer; we only want the analysis.
     // LLVM's value names for parameters and arrays (`N`, `A`), not `p_0`, `MemRef3`.
-    const char *argv[] = {"hpvm-mgpu", "--polly-process-unprofitable", "--polly-use-llvm-names"};
-    cl::ParseCommandLineOptions(3, argv, "", nullptr, nullptr, true);
+    // Data-dependent subscripts, branches and loops: keep the SCoP and over-approximate them
+    // (reads become "whole array", writes may-writes), so that the rest stays exact.
+    // No error blocks: Polly would assume them never run, which is a guess about the input.
+    const char *argv[] = {"hpvm-mgpu",
+                          "--polly-process-unprofitable",
+                          "--polly-use-llvm-names",
+                          "--polly-allow-nonaffine",
+                          "--polly-allow-nonaffine-loops",
+                          "--polly-allow-error-blocks=false"};
+    cl::ParseCommandLineOptions(sizeof argv / sizeof *argv, argv, "", nullptr, nullptr, true);
     options_set = true;
   }
   Module *M = unwrap(module_ref);
@@ -55,10 +99,13 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
     if (!S)
       continue;
     out += "scop\t" + std::to_string(n++) + "\t" + polly::stringFromIslObj(S->getContext()) + "\n";
+    // The model holds for parameters in the assumed context and outside the invalid one.
+    out += "assumed\t" + polly::stringFromIslObj(S->getAssumedContext()) + "\n";
+    out += "invalid\t" + polly::stringFromIslObj(S->getInvalidContext()) + "\n";
     for (const polly::ScopArrayInfo *A : S->arrays()) {
       const Value *base = A->getBasePtr();
       out += "array\t" + A->getName() + "\t" + (base && base->hasName() ? base->getName().str() : std::string("?")) + "\t" +
-             std::to_string(A->getElemSizeInBytes());
+             std::to_string(A->getElemSizeInBytes()) + "\t" + type_name(A->getElementType());
       for (unsigned d = 0; d < A->getNumberOfDimensions(); ++d) {
         if (d == 0 && !A->getDimensionSize(0)) {
           out += "\t*";
@@ -69,18 +116,43 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
       out += "\n";
     }
     for (polly::ScopStmt &Stmt : *S) {
-      out += std::string("domain\t") + Stmt.getBaseName() + "\t" + polly::stringFromIslObj(Stmt.getDomain()) + "\n";
+      out += std::string("domain\t") + Stmt.getBaseName() + "\t" + polly::stringFromIslObj(Stmt.getDomain()) + "\t" +
+             loops_of(Stmt) + "\t" + (Stmt.isRegionStmt() ? "region" : "block") + "\n";
       for (polly::MemoryAccess *MA : Stmt) {
         if (!MA->isArrayKind())
           continue;
         const char *kind = MA->isRead() ? "read" : MA->isMustWrite() ? "must-write" : "may-write";
         out += std::string("access\t") + Stmt.getBaseName() + "\t" + kind + "\t" + (MA->isAffine() ? "affine" : "non-affine") + "\t" +
-               polly::stringFromIslObj(MA->getAccessRelation()) + "\n";
+               polly::stringFromIslObj(MA->getAccessRelation()) + "\t" + where(MA->getAccessInstruction()) + "\n";
       }
     }
   }
-  if (n == 0)
-    out = "error\tno SCoP found in " + std::string(function) + "\n";
+  // Memory accesses no SCoP models: whoever reads the result must not take it as complete.
+  for (Instruction &I : instructions(*F)) {
+    const Value *P = nullptr;
+    const char *kind = "read";
+    if (auto *L = dyn_cast<LoadInst>(&I))
+      P = L->getPointerOperand();
+    else if (auto *St = dyn_cast<StoreInst>(&I))
+      P = St->getPointerOperand(), kind = "write";
+    else if (auto *A = dyn_cast<AtomicRMWInst>(&I))
+      P = A->getPointerOperand(), kind = "write";
+    else if (auto *C = dyn_cast<AtomicCmpXchgInst>(&I))
+      P = C->getPointerOperand(), kind = "write";
+    else if (auto *CB = dyn_cast<CallBase>(&I)) {
+      if (CB->doesNotAccessMemory())
+        continue;
+      out += std::string("outside\tcall\t?\t") + where(&I) + "\n";
+      continue;
+    } else
+      continue;
+    bool modeled = false;
+    for (auto &It : SI)
+      if (It.second && It.second->contains(&I))
+        modeled = true;
+    if (!modeled)
+      out += std::string("outside\t") + kind + "\t" + base_name(P) + "\t" + where(&I) + "\n";
+  }
   return copy_out(out);
 }
 

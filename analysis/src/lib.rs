@@ -1,22 +1,364 @@
 //! `analysis`: polyhedral access analysis of leaf nodes.
 //!
-//! Its job: for every leaf node that runs as a grid, the read and write access relations of
-//! each pointer argument as ISL maps from global instance coordinates to array elements,
-//! classified (exact write, over-approximated read, may-write, data-dependent), with the grid
-//! dimensions to split. Invariant it keeps: a write it cannot prove exact makes the node
-//! unpartitionable, never a guessed map.
+//! For every leaf node that runs as a grid, the read and write access relation of each
+//! pointer argument, as ISL maps from the node's global instance coordinates to array
+//! elements, over the grid sizes and the node's scalar arguments; each access classified;
+//! the grid dimension to split chosen. The result is a [`dashdb::Database`].
 //!
-//! Built so far: [`polly`], the in-process bridge to Polly's ScopInfo (a C++ shim, Polly has
-//! no C API). Still to come: wrapping leaf bodies in loops over their instances, cropping what
-//! Polly need not see, mapping Polly's parameters back to the node's, classification, split
-//! dimensions.
+//! The pipeline per leaf ([`analyze_program`]): [`wrap`] the leaf in loops over its instances
+//! and resolve its id queries to the loop counters, inline everything, [`crop`] what does not
+//! address memory, prepare the IR for Polly, run Polly's ScopInfo ([`polly`]) and turn its
+//! statements' relations into the node's maps ([`maps`]), then pick split dimensions
+//! ([`split`]).
+//!
+//! Invariants:
+//! - A write the analysis cannot prove exact (a may-write, a data-dependent index, code
+//!   Polly could not model) makes the node not partitionable, with a reason and a location;
+//!   never a guessed map. Reads may be over-approximated (copying too much is only slower).
+//! - A map holds only where the node's `valid_when` holds (Polly's assumptions).
+//! - The module given is never changed: the analysis works on a clone.
 
+pub mod crop;
+pub mod maps;
 pub mod polly;
+pub mod report;
+pub mod split;
+pub mod wrap;
+
+use dashdb::{Arg, Database, Node, Reason, Split, SplitChoice, WriteKind};
+use hpvm_core::graph::{Graph, NodeId};
+use hpvm_core::loc::SrcLoc;
+use hpvm_core::plan::{plan, shared_params, Shape};
+use inkwell::module::Module;
+use inkwell::passes::PassBuilderOptions;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("Polly: {0}")]
     Polly(String),
+    #[error("LLVM: {0}")]
+    Llvm(String),
+    /// A bad `--split` request.
+    #[error("{0}")]
+    Usage(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What the user asks of the analysis.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// `--split node=y`: the grid dimensions to split a node along, instead of the analysis's
+    /// choice.
+    pub split: Vec<(String, Vec<u32>)>,
+}
+
+fn loc_text(loc: &Option<SrcLoc>) -> String {
+    loc.as_ref().map_or("?".into(), |l| format!("{}:{}", l.file, l.line))
+}
+
+fn reason(message: impl Into<String>, location: &str) -> Reason {
+    Reason { message: message.into(), location: (location != "?").then(|| location.to_string()) }
+}
+
+/// Analyses every leaf node of `graph` (read from `module`). The database's source record is
+/// `source`; `generator` names the tool.
+pub fn analyze_program(
+    module: &Module<'_>,
+    graph: &Graph,
+    source: dashdb::Source,
+    generator: &str,
+    opts: &Options,
+) -> Result<Database> {
+    for (name, _) in &opts.split {
+        if !graph.nodes.iter().any(|(_, n)| &n.name == name && n.leaf().is_some_and(|l| !l.is_allocation)) {
+            return Err(Error::Usage(format!("--split {name}=...: there is no leaf node `{name}`")));
+        }
+    }
+    let mut db = Database::new(source, generator);
+    let (kernels, _) = plan(graph);
+    let blocks_of = |leaf: NodeId| {
+        kernels.iter().find_map(|k| match k.shape {
+            Shape::Blocks { leaf: l, alloc } if l == leaf => Some((k.node, alloc)),
+            _ => None,
+        })
+    };
+    let leaves: Vec<NodeId> = graph
+        .nodes
+        .iter()
+        .filter(|(_, n)| n.leaf().is_some_and(|l| !l.is_allocation))
+        .map(|(id, _)| id)
+        .collect();
+
+    let m = module.clone();
+    let ctx = m.get_context();
+    let b = ctx.create_builder();
+    let mut wrappers = Vec::new();
+    for &leaf in &leaves {
+        let shape = blocks_of(leaf);
+        let w = wrap::wrap(&m, &b, graph, leaf, shape.map(|s| s.0));
+        wrappers.push((leaf, shape, w));
+    }
+    // Everything the wrappers call is inlined into them (node functions and their helpers).
+    let wrapper_fns: Vec<_> = wrappers.iter().filter_map(|(_, _, w)| w.as_ref().ok().map(|w| w.function)).collect();
+    for f in m.get_functions() {
+        if f.count_basic_blocks() > 0 && !wrapper_fns.contains(&f) {
+            for attr in ["noinline", "optnone"] {
+                f.remove_enum_attribute(
+                    inkwell::attributes::AttributeLoc::Function,
+                    inkwell::attributes::Attribute::get_named_enum_kind_id(attr),
+                );
+            }
+            let kind = inkwell::attributes::Attribute::get_named_enum_kind_id("alwaysinline");
+            f.add_attribute(inkwell::attributes::AttributeLoc::Function, ctx.create_enum_attribute(kind, 0));
+        }
+    }
+    let tm = host_machine()?;
+    let run = |passes: &str| {
+        m.run_passes(passes, &tm, PassBuilderOptions::create()).map_err(|e| Error::Llvm(e.to_string()))
+    };
+    run("always-inline")?;
+    let mut failed: Vec<(NodeId, String)> = Vec::new();
+    for (leaf, _, w) in &wrappers {
+        match w {
+            Ok(w) => {
+                if let Err(why) = w.resolve(&b) {
+                    failed.push((*leaf, why));
+                }
+            }
+            Err(why) => failed.push((*leaf, why.clone())),
+        }
+    }
+    // Polly's preparation while the values are still used (LLVM deletes unused loads, and
+    // loops left without effects). Cropping comes after and keeps every load.
+    run("function(sroa,early-cse,loop-simplify,loop-rotate,indvars)")?;
+    let mut cropped = Vec::new();
+    for (leaf, shape, w) in &wrappers {
+        if let (Ok(w), false) = (w, failed.iter().any(|(l, _)| l == leaf)) {
+            let shared = shape.map_or(vec![], |(p, alloc)| shared_params(graph, p, *leaf, alloc));
+            cropped.push((*leaf, crop::crop(w.function, &shared)));
+        }
+    }
+    if let Some(path) = std::env::var_os("HPVM_MGPU_DUMP_ANALYSIS_IR") {
+        m.print_to_file(&path).map_err(|e| Error::Llvm(e.to_string()))?;
+    }
+
+    let isl = isl_glue::Isl::new();
+    for (leaf, shape, w) in &wrappers {
+        let node = &graph.nodes[*leaf];
+        let mut entry = Node {
+            name: node.name.clone(),
+            location: loc_text(&node.def_loc),
+            hint: node.hint.to_string(),
+            dims: node.dims,
+            grid: node.counts.iter().map(|c| c.to_string()).collect(),
+            block: None,
+            valid_when: None,
+            partitionable: false,
+            reasons: vec![],
+            split: Split { dims: vec![], chosen_by: SplitChoice::Analysis },
+            args: vec![],
+        };
+        let shared = shape.map_or(vec![], |(p, alloc)| shared_params(graph, p, *leaf, alloc));
+        let w = match (w, failed.iter().find(|(l, _)| l == leaf)) {
+            (Ok(w), None) => w,
+            (_, Some((_, why))) | (Err(why), None) => {
+                entry.reasons.push(reason(why.clone(), &entry.location));
+                entry.args = unknown_args(graph, *leaf, &shared);
+                db.nodes.push(entry);
+                continue;
+            }
+        };
+        if let (wrap::Coords::Blocks { block }, Some((p, _))) = (&w.coords, shape) {
+            entry.block = Some(block.iter().map(|&b| b as u64).collect());
+            entry.dims = w.dims as u32;
+            let parent = &graph.nodes[*p];
+            entry.grid = (0..w.dims)
+                .map(|d| {
+                    let blocks = parent.counts.get(d).map_or("1".into(), |c| c.to_string());
+                    format!("({blocks}) * {}", block.get(d).copied().unwrap_or(1))
+                })
+                .collect();
+        }
+        let scops = match polly::analyze(&m, &w.function.get_name().to_string_lossy()) {
+            Ok(s) => s,
+            Err(e) => {
+                entry.reasons.push(reason(format!("the polyhedral analysis failed: {e}"), &entry.location));
+                entry.args = unknown_args(graph, *leaf, &shared);
+                db.nodes.push(entry);
+                continue;
+            }
+        };
+        let crop = &cropped.iter().find(|(l, _)| l == leaf).expect("cropped").1;
+        for (i, p) in node.params.iter().enumerate() {
+            if !p.ty.is_pointer() || shared.contains(&(i as u32)) {
+                continue;
+            }
+            let acc = maps::accesses_of(&isl, &scops, w, &w.params[i], &w.params[i]);
+            for (msg, loc) in &acc.notes {
+                if matches!(acc.write, WriteKind::May | WriteKind::Unanalysable) && msg.contains("written") {
+                    entry.reasons.push(reason(msg.clone(), loc));
+                }
+            }
+            if let Some((_, loc)) = crop.atomics.iter().find(|(b, _)| *b == Some(i as u32)) {
+                entry.reasons.push(reason(
+                    format!(
+                        "`{}` is updated atomically: the updates of different devices would have to be combined, \
+                         which copying cannot do",
+                        w.params[i]
+                    ),
+                    loc,
+                ));
+            }
+            entry.args.push(arg_record(&w.params[i], i as u32, &acc, &isl));
+            if let (WriteKind::Exact, Some(map)) = (acc.write, &acc.write_map) {
+                if !isl.map(map).and_then(|m| m.is_injective()).unwrap_or(false) {
+                    entry.reasons.push(reason(
+                        format!("several instances write the same element of `{}`", w.params[i]),
+                        &entry.location,
+                    ));
+                }
+            }
+        }
+        for (b, loc) in &crop.atomics {
+            if b.is_none() {
+                entry.reasons.push(reason("an atomic update through a pointer the analysis cannot trace", loc));
+            }
+        }
+        for u in scops.unmodeled.iter().filter(|u| !w.params.contains(&u.base) && !u.base.starts_with("hpvm.sink")) {
+            let what = match u.kind.as_str() {
+                "call" => "a call the analysis cannot see into",
+                "write" => "a write through a pointer the analysis cannot trace",
+                _ => continue,
+            };
+            entry.reasons.push(reason(what, &u.location));
+        }
+        entry.valid_when = valid_context(&isl, &scops);
+        if node.dims == 0 && entry.block.is_none() {
+            entry.reasons.push(reason("it runs as a single instance: there is nothing to split", &entry.location));
+        }
+        entry.reasons.dedup();
+        entry.partitionable = entry.reasons.is_empty();
+        if entry.partitionable {
+            entry.split = match opts.split.iter().find(|(n, _)| *n == node.name) {
+                Some((_, dims)) => {
+                    if let Some(d) = dims.iter().find(|&&d| d >= entry.dims) {
+                        return Err(Error::Usage(format!(
+                            "--split {}: the node has {} dimension(s), there is no dimension {d}",
+                            node.name, entry.dims
+                        )));
+                    }
+                    Split { dims: dims.clone(), chosen_by: SplitChoice::User }
+                }
+                None => Split { dims: vec![split::choose(&isl, &entry)], chosen_by: SplitChoice::Analysis },
+            };
+        }
+        db.nodes.push(entry);
+    }
+    Ok(db)
+}
+
+/// Polly's assumptions as one parameter set; `None` when there are none.
+fn valid_context(isl: &isl_glue::Isl, scops: &polly::Scops) -> Option<String> {
+    let mut valid: Option<isl_glue::ElementSet> = None;
+    for (i, assumed) in scops.assumed.iter().enumerate() {
+        let Ok(mut s) = isl.set(assumed) else { return Some("false".into()) };
+        if let Some(inv) = scops.invalid.get(i).and_then(|t| isl.set(t).ok()) {
+            s = match s.subtract(inv) {
+                Ok(s) => s,
+                Err(_) => return Some("false".into()),
+            };
+        }
+        if let Some(ctx) = scops.contexts.get(i).and_then(|t| isl.set(t).ok()) {
+            s = s.gist_params(ctx).ok()?;
+        }
+        valid = Some(match valid {
+            Some(v) => v.intersect(s).ok()?,
+            None => s,
+        });
+    }
+    let v = valid?;
+    if v.is_universe().unwrap_or(false) {
+        None
+    } else {
+        v.to_text().ok()
+    }
+}
+
+fn arg_record(name: &str, index: u32, acc: &maps::ArgAccesses, isl: &isl_glue::Isl) -> Arg {
+    let mut params: Vec<String> = Vec::new();
+    for map in [&acc.read_map, &acc.write_map].into_iter().flatten() {
+        if let Ok(m) = isl.map(map) {
+            for p in m.params().unwrap_or_default() {
+                if !params.contains(&p) {
+                    params.push(p);
+                }
+            }
+        }
+    }
+    let (fundamental, level) = match acc.element_type.as_deref() {
+        Some("ptr") => ("ptr".to_string(), 2),
+        Some(t) => (t.to_string(), 1),
+        None => ("unknown".to_string(), 1),
+    };
+    Arg {
+        name: name.to_string(),
+        index,
+        llvm_type: "ptr".into(),
+        size_bits: 64,
+        element_size: acc.element_size.max(1),
+        fundamental_type: fundamental,
+        dimensionality: acc.shape.len() as u32,
+        shape: acc.shape.clone(),
+        pointer_level: level,
+        read_map: acc.read_map.clone(),
+        write_map: acc.write_map.clone(),
+        params,
+        read: acc.read,
+        write: acc.write,
+    }
+}
+
+/// Pointer arguments of a node the analysis could not look at: read entirely, written in
+/// unknown ways.
+fn unknown_args(graph: &Graph, leaf: NodeId, shared: &[u32]) -> Vec<Arg> {
+    let acc = maps::ArgAccesses {
+        read: dashdb::ReadKind::DataDependent,
+        write: WriteKind::Unanalysable,
+        ..Default::default()
+    };
+    let isl = isl_glue::Isl::new();
+    graph.nodes[leaf]
+        .params
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| p.ty.is_pointer() && !shared.contains(&(*i as u32)))
+        .map(|(i, p)| {
+            let mut a = arg_record(&p.name, i as u32, &acc, &isl);
+            if !p.access.write {
+                a.write = WriteKind::None;
+            }
+            if !p.access.read {
+                a.read = dashdb::ReadKind::None;
+            }
+            a
+        })
+        .collect()
+}
+
+fn host_machine() -> Result<inkwell::targets::TargetMachine> {
+    use inkwell::targets::{Target, TargetMachine};
+    Target::initialize_native(&Default::default()).map_err(Error::Llvm)?;
+    let triple = TargetMachine::get_default_triple();
+    Target::from_triple(&triple)
+        .map_err(|e| Error::Llvm(e.to_string()))?
+        .create_target_machine(
+            &triple,
+            "generic",
+            "",
+            inkwell::OptimizationLevel::None,
+            Default::default(),
+            Default::default(),
+        )
+        .ok_or_else(|| Error::Llvm("no target machine for the host".into()))
+}

@@ -22,6 +22,8 @@ pub struct Array {
     /// The LLVM name of the base pointer (a parameter of the analysed function), `?` if none.
     pub base: String,
     pub element_size: u32,
+    /// The LLVM type of an element (`float`, `i32`, `ptr`).
+    pub element_type: String,
     pub sizes: Vec<Option<String>>,
 }
 
@@ -39,6 +41,30 @@ pub struct Access {
     pub affine: bool,
     /// `[params] -> { Stmt[i...] -> Array[e...] }`
     pub relation: String,
+    /// `file:line` of the access, `?` without debug info.
+    pub location: String,
+}
+
+/// A statement: its iteration domain and what its dimensions are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Statement {
+    pub name: String,
+    /// `[params] -> { Stmt[i...] : ... }`
+    pub domain: String,
+    /// The header block name of the loop of each dimension, outermost first.
+    pub loops: Vec<String>,
+    /// A non-affine region folded into one statement: its accesses may or may not happen.
+    pub region: bool,
+}
+
+/// A memory access outside every SCoP: Polly says nothing about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unmodeled {
+    /// `read`, `write` or `call`.
+    pub kind: String,
+    /// The name of the object the address is based on, `?` if unknown.
+    pub base: String,
+    pub location: String,
 }
 
 /// What Polly found in a function.
@@ -46,10 +72,14 @@ pub struct Access {
 pub struct Scops {
     /// Each SCoP's parameter context.
     pub contexts: Vec<String>,
+    /// Each SCoP's assumed context: the model holds only for parameters in it...
+    pub assumed: Vec<String>,
+    /// ... and outside its invalid context.
+    pub invalid: Vec<String>,
     pub arrays: Vec<Array>,
-    /// Statement name -> its iteration domain.
-    pub domains: Vec<(String, String)>,
+    pub statements: Vec<Statement>,
     pub accesses: Vec<Access>,
+    pub unmodeled: Vec<Unmodeled>,
 }
 
 /// Runs Polly's ScopInfo on `function` of `module`.
@@ -75,14 +105,27 @@ fn parse(text: &str) -> Result<Scops> {
         match f.as_slice() {
             ["error", msg] => return Err(Error::Polly(msg.to_string())),
             ["scop", _, ctx] => s.contexts.push(ctx.to_string()),
-            ["array", name, base, size, dims @ ..] => s.arrays.push(Array {
+            ["array", name, base, size, ty, dims @ ..] => s.arrays.push(Array {
                 name: name.to_string(),
                 base: base.to_string(),
                 element_size: size.parse().map_err(|_| Error::Polly(format!("bad array line: {line}")))?,
+                element_type: ty.to_string(),
                 sizes: dims.iter().map(|d| (*d != "*").then(|| d.to_string())).collect(),
             }),
-            ["domain", stmt, dom] => s.domains.push((stmt.to_string(), dom.to_string())),
-            ["access", stmt, kind, affine, rel] => s.accesses.push(Access {
+            ["assumed", ctx] => s.assumed.push(ctx.to_string()),
+            ["invalid", ctx] => s.invalid.push(ctx.to_string()),
+            ["domain", stmt, dom, loops, kind] => s.statements.push(Statement {
+                name: stmt.to_string(),
+                domain: dom.to_string(),
+                loops: if *loops == "-" { vec![] } else { loops.split(',').map(str::to_string).collect() },
+                region: *kind == "region",
+            }),
+            ["outside", kind, base, loc] => s.unmodeled.push(Unmodeled {
+                kind: kind.to_string(),
+                base: base.to_string(),
+                location: loc.to_string(),
+            }),
+            ["access", stmt, kind, affine, rel, loc] => s.accesses.push(Access {
                 statement: stmt.to_string(),
                 kind: match *kind {
                     "read" => AccessKind::Read,
@@ -91,6 +134,7 @@ fn parse(text: &str) -> Result<Scops> {
                 },
                 affine: *affine == "affine",
                 relation: rel.to_string(),
+                location: loc.to_string(),
             }),
             _ => return Err(Error::Polly(format!("unexpected line from the shim: {line}"))),
         }
@@ -185,6 +229,16 @@ mod tests {
         assert_eq!(bases, ["A", "B", "C"]);
         assert!(s.contexts[0].starts_with("[N] ->"), "{:?}", s.contexts);
         assert!(two_d.iter().all(|a| a.sizes[1].as_deref().is_some_and(|d| d.contains("(N)"))), "{s:#?}");
+    }
+
+    #[test]
+    fn statements_name_their_loops() {
+        let ctx = Context::create();
+        let m = matmul_module(&ctx);
+        let s = analyze(&m, "wrapped").unwrap();
+        assert!(s.unmodeled.is_empty(), "{s:#?}");
+        assert!(s.statements.iter().all(|st| st.loops.len() >= 2 && !st.region), "{s:#?}");
+        assert_eq!(s.assumed.len(), 1);
     }
 
     #[test]

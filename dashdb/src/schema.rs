@@ -48,6 +48,17 @@ pub struct Node {
     /// The instance count of each dimension (`dims` of them), as expression text over the
     /// parent's parameters, e.g. `["N", "M / 2"]`.
     pub grid: Vec<String>,
+    /// How instances become the coordinates `I[x, y, z]` of the maps. `None`: the node's own
+    /// instance ids. `Some(block)`: the node's instances are the threads of a block of
+    /// `block` threads per dimension and its parent's instances are the blocks (one GPU
+    /// launch); then `I = block id × block + thread id`, and the maps' `gx`, `gy`, `gz` count
+    /// blocks, not instances.
+    pub block: Option<Vec<u64>>,
+    /// The parameter values for which the maps hold, as an ISL parameter set (`[N] -> { : N
+    /// > 0 }`); `None` when they always do. The analysis's assumptions (Polly's assumed
+    /// context, e.g. that a delinearized index stays within its row) live here: for other
+    /// values the node must run unpartitioned.
+    pub valid_when: Option<String>,
     /// Whether the grid may be cut into partitions run on different devices with the results
     /// of a one-device run. When false the node runs unpartitioned on one device.
     pub partitionable: bool,

@@ -66,6 +66,13 @@ fn fmt_node(f: &mut Formatter<'_>, node: &Node) -> fmt::Result {
             node.grid.iter().enumerate().map(|(d, c)| format!("{}: {c}", dim_name(d as u32))).collect();
         writeln!(f, "  grid: {} ({} dimension{})", counts.join(", "), node.dims, plural(node.dims))?;
     }
+    if let Some(block) = &node.block {
+        let b: Vec<String> = block.iter().map(u64::to_string).collect();
+        writeln!(f, "  coordinates: block id × block + thread id, blocks of {}", b.join(" × "))?;
+    }
+    if let Some(when) = &node.valid_when {
+        writeln!(f, "  maps hold when: {when}")?;
+    }
     if node.partitionable {
         writeln!(f, "  partitionable")?;
     } else {

@@ -36,6 +36,8 @@ pub fn sample() -> Database {
         hint: "GPU".into(),
         dims: 2,
         grid: vec!["N".into(), "N".into()],
+        block: None,
+        valid_when: None,
         partitionable: true,
         reasons: vec![],
         split: Split { dims: vec![1], chosen_by: SplitChoice::Analysis },
@@ -63,6 +65,8 @@ pub fn sample() -> Database {
         hint: "GPU".into(),
         dims: 1,
         grid: vec!["n".into()],
+        block: None,
+        valid_when: None,
         partitionable: false,
         reasons: vec![Reason {
             message: "`bins` is written at an index read from `data` (may-write)".into(),

@@ -56,6 +56,9 @@ fn check_node(node: &Node, problems: &mut Vec<String>) {
     if node.grid.len() != node.dims as usize {
         bad(format!("{} dimensions but {} grid counts", node.dims, node.grid.len()));
     }
+    if node.block.as_ref().is_some_and(|b| b.len() > 3 || b.contains(&0)) {
+        bad("a block has more than 3 dimensions or an empty one".to_string());
+    }
     let mut seen = HashSet::new();
     for &d in &node.split.dims {
         if d >= node.dims {

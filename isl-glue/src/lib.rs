@@ -137,6 +137,117 @@ impl<'i> AccessMap<'i> {
     pub fn to_text(&self) -> Result<String> {
         Ok(self.map.to_str()?.to_string())
     }
+
+    pub fn copy(&self) -> Result<AccessMap<'i>> {
+        Ok(AccessMap { isl: self.isl, map: self.map.copy()? })
+    }
+
+    /// Keeps the pairs whose input is in `domain`.
+    pub fn intersect_domain(self, domain: ElementSet<'i>) -> Result<AccessMap<'i>> {
+        Ok(AccessMap { isl: self.isl, map: self.map.intersect_domain(domain.set)? })
+    }
+
+    /// Keeps the pairs whose parameters are in `context` (a parameter set).
+    pub fn intersect_params(self, context: ElementSet<'i>) -> Result<AccessMap<'i>> {
+        Ok(AccessMap { isl: self.isl, map: self.map.intersect_params(context.set)? })
+    }
+
+    /// `{ f(i) -> a : i -> a in self }`: the same accesses seen from the inputs `f` maps to.
+    pub fn apply_domain(self, f: AccessMap<'i>) -> Result<AccessMap<'i>> {
+        Ok(AccessMap { isl: self.isl, map: self.map.apply_domain(f.map)?.coalesce()? })
+    }
+
+    pub fn union(self, other: AccessMap<'i>) -> Result<AccessMap<'i>> {
+        Ok(AccessMap { isl: self.isl, map: self.map.union(other.map)?.coalesce()? })
+    }
+
+    /// Simplifies the constraints under what is known of the parameters.
+    pub fn gist_params(self, context: ElementSet<'i>) -> Result<AccessMap<'i>> {
+        Ok(AccessMap { isl: self.isl, map: self.map.gist_params(context.set)?.coalesce()? })
+    }
+
+    /// Names the input tuple and its dimensions, and the output tuple.
+    pub fn named(self, input: &str, dims: &[&str], output: &str) -> Result<AccessMap<'i>> {
+        let mut map = self.map.set_tuple_name(DimType::In, input)?.set_tuple_name(DimType::Out, output)?;
+        for (d, name) in dims.iter().enumerate() {
+            map = map.set_dim_name(DimType::In, d as u32, name)?;
+        }
+        Ok(AccessMap { isl: self.isl, map })
+    }
+
+    /// The parameter names, in the map's order.
+    pub fn params(&self) -> Result<Vec<String>> {
+        let n = self.map.dim(DimType::Param)?;
+        (0..n).map(|d| Ok(self.map.get_dim_name(DimType::Param, d as u32)?.to_string())).collect()
+    }
+
+    /// Forgets what the map says about parameter `name`: the result holds every pair that
+    /// some value of it gives (an over-approximation when the map depends on it).
+    pub fn project_out_param(self, name: &str) -> Result<AccessMap<'i>> {
+        let pos = self.map.find_dim_by_name(DimType::Param, name)?;
+        if pos < 0 {
+            return Ok(self);
+        }
+        let map = self.map.project_out(DimType::Param, pos as u32, 1)?.coalesce()?;
+        Ok(AccessMap { isl: self.isl, map })
+    }
+
+    /// Whether the parameter `name` matters to the map.
+    pub fn involves_param(&self, name: &str) -> Result<bool> {
+        let pos = self.map.find_dim_by_name(DimType::Param, name)?;
+        Ok(pos >= 0 && self.map.involves_dims(DimType::Param, pos as u32, 1)?)
+    }
+
+    /// Whether distinct inputs never reach the same output (for every parameter value).
+    pub fn is_injective(&self) -> Result<bool> {
+        Ok(self.map.is_injective()?)
+    }
+
+    /// Whether the range is bounded in every dimension for fixed parameters (no dimension can
+    /// grow without limit): false for Polly's over-approximation of a data-dependent index.
+    pub fn has_bounded_range(&self) -> Result<bool> {
+        Ok(self.map.copy()?.range()?.is_bounded()?)
+    }
+
+    pub fn is_equal(&self, other: &AccessMap<'_>) -> Result<bool> {
+        Ok(self.map.is_equal(&other.map)?)
+    }
+
+    pub fn input_dims(&self) -> Result<usize> {
+        Ok(self.map.dim(DimType::In)? as usize)
+    }
+
+    pub fn output_dims(&self) -> Result<usize> {
+        Ok(self.map.dim(DimType::Out)? as usize)
+    }
+
+    /// The outermost output dimension that changes when input dimension `d` steps by one
+    /// (between two inputs of the domain), `None` when none does. The split heuristic: the
+    /// further out that dimension, the larger the stride a step in `d` makes.
+    pub fn outermost_moved(&self, d: usize) -> Result<Option<usize>> {
+        let n = self.input_dims()?;
+        let out = self.output_dims()?;
+        let vars: Vec<String> = (0..n).map(|i| format!("i{i}")).collect();
+        let stepped: Vec<String> =
+            vars.iter().enumerate().map(|(i, v)| if i == d { format!("{v} + 1") } else { v.clone() }).collect();
+        let shift = format!("{{ [{}] -> [{}] }}", vars.join(", "), stepped.join(", "));
+        let shift = isl::Map::read_from_str(&self.isl.ctx, &shift)
+            .map_err(|e| Error::Parse { text: shift.clone(), message: e.to_string() })?;
+        let anon = |m: isl::Map| -> Result<isl::Map> {
+            Ok(m.reset_tuple_id(DimType::In)?.reset_tuple_id(DimType::Out)?)
+        };
+        let m = anon(self.map.copy()?)?;
+        // { a -> a' : exists i: i -> a and i + e_d -> a' }
+        let pairs = m.copy()?.reverse()?.apply_range(shift.apply_range(m)?)?;
+        let deltas = pairs.deltas()?;
+        for k in 0..out {
+            let zero = deltas.copy()?.fix_si(DimType::Set, k as u32, 0)?;
+            if !deltas.copy()?.subtract(zero)?.is_empty()? {
+                return Ok(Some(k));
+            }
+        }
+        Ok(None)
+    }
 }
 
 fn to_i32(v: i64) -> Result<i32> {
@@ -191,6 +302,17 @@ impl<'i> ElementSet<'i> {
 
     pub fn to_text(&self) -> Result<String> {
         Ok(self.set.to_str()?.to_string())
+    }
+
+    /// Simplifies the constraints under what `context` (a parameter set) already says.
+    pub fn gist_params(self, context: ElementSet<'i>) -> Result<ElementSet<'i>> {
+        let isl = self.isl;
+        Ok(ElementSet { isl, set: self.set.gist_params(context.set)?.coalesce()? })
+    }
+
+    /// Whether the set has no constraints at all (as written, after coalescing).
+    pub fn is_universe(&self) -> Result<bool> {
+        Ok(self.set.plain_is_universe()?)
     }
 
     /// Whether the element with coordinates `point` is in the set (all parameters fixed).

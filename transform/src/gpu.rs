@@ -12,7 +12,7 @@
 
 use crate::describe::{calls_of, function, return_values};
 use crate::intrinsics::{define_common, make_inline};
-use crate::plan::{plan, Fallback, Kernel, Shape};
+use hpvm_core::plan::{plan, shared_params, Fallback, Kernel, Shape};
 use crate::{Error, Result};
 use hpvm_core::graph::{Graph, NodeId};
 use hpvm_runtime::desc::{KernelDesc, KernelKind, Program};
@@ -25,7 +25,6 @@ use inkwell::values::{
     AsValueRef, BasicMetadataValueEnum, BasicValue, FunctionValue, InstructionOpcode, InstructionValue, IntValue,
 };
 use inkwell::{AddressSpace, IntPredicate, OptimizationLevel};
-use std::collections::HashMap;
 
 /// LLVM's calling convention for PTX kernels (`ptx_kernel`).
 const PTX_KERNEL_CC: u32 = 71;
@@ -264,19 +263,6 @@ fn intrinsic<'ctx>(m: &Module<'ctx>, name: &str, ty: inkwell::types::FunctionTyp
     m.get_function(name).unwrap_or_else(|| m.add_function(name, ty, None))
 }
 
-/// Leaf parameters fed by pointer outputs of the allocation node: offsets into shared memory.
-fn shared_params(graph: &Graph, p: NodeId, leaf: NodeId, alloc: Option<NodeId>) -> Vec<u32> {
-    let Some(a) = alloc else { return vec![] };
-    let int = graph.nodes[p].internal().expect("internal");
-    int.edges
-        .iter()
-        .map(|&e| &graph.edges[e])
-        .filter(|e| e.src == a && e.dst == leaf)
-        .filter(|e| graph.output_ty(a, e.src_port).is_some_and(|t| t.is_pointer()))
-        .map(|e| e.dst_port)
-        .collect()
-}
-
 fn build_kernel<'ctx>(
     m: &Module<'ctx>,
     b: &Builder<'ctx>,
@@ -410,7 +396,8 @@ fn shared_base<'ctx>(
     Ok(b.build_address_space_cast(g.as_pointer_value(), ctx.ptr_type(AddressSpace::default()), "shared.base")?)
 }
 
-/// Replaces node handles and queries in an inlined kernel by the kernel's values.
+/// Replaces node handles and queries in an inlined kernel by the kernel's values, and calls
+/// the kernel may not make by what the GPU has.
 fn resolve<'ctx>(
     m: &Module<'ctx>,
     b: &Builder<'ctx>,
@@ -418,9 +405,8 @@ fn resolve<'ctx>(
     levels: &Levels<'ctx>,
 ) -> Result<(), String> {
     let ctx = m.get_context();
-    let i64t = ctx.i64_type();
-    let mut level: HashMap<usize, usize> = HashMap::new();
-    let mut handles: Vec<InstructionValue> = Vec::new();
+    let handles = hpvm_core::handles::Levels { id: levels.id.to_vec(), count: levels.dim.to_vec() };
+    hpvm_core::handles::resolve_queries(b, kf, &handles)?;
     let mut replace: Vec<(InstructionValue, inkwell::values::BasicValueEnum)> = Vec::new();
     let insts: Vec<InstructionValue> = kf.get_basic_block_iter().flat_map(|bb| bb.get_instructions()).collect();
     for inst in insts {
@@ -432,46 +418,7 @@ fn resolve<'ctx>(
             return Err("it calls a function through a pointer".into());
         };
         let name = callee.get_name().to_string_lossy().into_owned();
-        let handle_level = |level: &HashMap<usize, usize>| -> Result<usize, String> {
-            let h = inst.get_operand(0).and_then(|o| o.value()).ok_or("a query without a node handle")?;
-            level.get(&(h.as_value_ref() as usize)).copied().ok_or_else(|| {
-                "a node handle reaches a query through memory or control flow, so its level is unknown".to_string()
-            })
-        };
         match name.as_str() {
-            "__hpvm__getNode" => {
-                level.insert(inst.as_value_ref() as usize, 0);
-                handles.push(inst);
-            }
-            "__hpvm__getParentNode" => {
-                let l = handle_level(&level)?;
-                level.insert(inst.as_value_ref() as usize, l + 1);
-                handles.push(inst);
-            }
-            q if q.starts_with("__hpvm__getNodeInstanceID_") || q.starts_with("__hpvm__getNumNodeInstances_") => {
-                let l = handle_level(&level)?;
-                let d = match q.as_bytes()[q.len() - 1] {
-                    b'x' => 0,
-                    b'y' => 1,
-                    _ => 2,
-                };
-                let is_id = q.contains("InstanceID");
-                let v = match (l, is_id) {
-                    (0..=2, true) => levels.id[l][d],
-                    (0..=2, false) => levels.dim[l][d],
-                    (_, true) => i64t.const_zero(),
-                    (_, false) => i64t.const_int(1, false),
-                };
-                let ret = callee.get_type().get_return_type();
-                b.position_before(&inst);
-                let v = match ret {
-                    Some(inkwell::types::BasicTypeEnum::IntType(t)) if t.get_bit_width() < 64 => {
-                        b.build_int_truncate(v, t, "narrow").map_err(|e| e.to_string())?
-                    }
-                    _ => v,
-                };
-                replace.push((inst, v.as_basic_value_enum()));
-            }
             OUT_SLOT => replace.push((inst, levels.out_slot.as_basic_value_enum())),
             n if n.starts_with("llvm.") => {}
             n if callee.count_basic_blocks() == 0 => match libm_intrinsic(n) {
@@ -494,17 +441,9 @@ fn resolve<'ctx>(
         }
     }
     for (inst, v) in replace {
-        // Through the C API: `v` may be an argument or a constant, which inkwell's
-        // instruction-to-instruction replacement does not take.
         // SAFETY: both values belong to this module; every use is replaced before the erase.
         unsafe { llvm_sys::core::LLVMReplaceAllUsesWith(inst.as_value_ref(), v.as_value_ref()) };
         inst.erase_from_basic_block();
-    }
-    for h in handles.into_iter().rev() {
-        if h.get_first_use().is_some() {
-            return Err("a node handle is used other than by queries (stored or passed on)".into());
-        }
-        h.erase_from_basic_block();
     }
     // Writable globals would be per-GPU copies, not the host's variables.
     let mut g = m.get_first_global();

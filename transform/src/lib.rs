@@ -20,7 +20,7 @@ pub mod gpu;
 pub mod host;
 pub mod intrinsics;
 pub mod layout;
-pub mod plan;
+pub use hpvm_core::plan;
 
 use hpvm_core::Graph;
 use inkwell::module::Module;

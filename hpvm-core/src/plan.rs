@@ -8,7 +8,7 @@
 //!
 //! Anything else runs on the CPU, which is always correct; each such node gets a reason.
 
-use hpvm_core::graph::{Graph, NodeId, NodeKind, Query, Replication};
+use crate::graph::{Graph, NodeId, NodeKind, Query, Replication};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Shape {
@@ -112,4 +112,17 @@ fn blocks_shape(graph: &Graph, p: NodeId) -> Result<Shape, String> {
         }
     }
     Ok(Shape::Blocks { leaf, alloc })
+}
+
+/// Leaf parameters fed by pointer outputs of the allocation node: offsets into shared memory.
+pub fn shared_params(graph: &Graph, p: NodeId, leaf: NodeId, alloc: Option<NodeId>) -> Vec<u32> {
+    let Some(a) = alloc else { return vec![] };
+    let int = graph.nodes[p].internal().expect("internal");
+    int.edges
+        .iter()
+        .map(|&e| &graph.edges[e])
+        .filter(|e| e.src == a && e.dst == leaf)
+        .filter(|e| graph.output_ty(a, e.src_port).is_some_and(|t| t.is_pointer()))
+        .map(|e| e.dst_port)
+        .collect()
 }

@@ -1,0 +1,254 @@
+//! From Polly's statements to a node's access maps: each access relation (statement
+//! iterations -> array elements), restricted to its statement's domain, is seen from the
+//! node's global instance coordinates (the wrapper loops combined as the GPU does), united
+//! per argument and coalesced (the thesis's section 3.4.2), and classified.
+
+use crate::polly::{AccessKind, Scops};
+use crate::wrap::{Coords, Wrapper, COORD_NAMES};
+use dashdb::{ReadKind, WriteKind};
+use isl_glue::{AccessMap, Isl};
+
+/// What the analysis knows of one argument's accesses.
+#[derive(Debug)]
+pub struct ArgAccesses {
+    pub read: ReadKind,
+    pub write: WriteKind,
+    pub read_map: Option<String>,
+    pub write_map: Option<String>,
+    /// Why reads or writes are not exact, for people: (message, location).
+    pub notes: Vec<(String, String)>,
+    pub element_size: u32,
+    pub element_type: Option<String>,
+    /// Extents outermost first; the outermost is `*`.
+    pub shape: Vec<String>,
+}
+
+impl Default for ArgAccesses {
+    fn default() -> Self {
+        ArgAccesses {
+            read: ReadKind::None,
+            write: WriteKind::None,
+            read_map: None,
+            write_map: None,
+            notes: vec![],
+            element_size: 0,
+            element_type: None,
+            shape: vec!["*".into()],
+        }
+    }
+}
+
+fn worse_read(a: ReadKind, b: ReadKind) -> ReadKind {
+    let rank = |k| match k {
+        ReadKind::None => 0,
+        ReadKind::Exact => 1,
+        ReadKind::OverApproximated => 2,
+        ReadKind::DataDependent => 3,
+    };
+    if rank(b) > rank(a) {
+        b
+    } else {
+        a
+    }
+}
+
+fn worse_write(a: WriteKind, b: WriteKind) -> WriteKind {
+    let rank = |k| match k {
+        WriteKind::None => 0,
+        WriteKind::Exact => 1,
+        WriteKind::May => 2,
+        WriteKind::Unanalysable => 3,
+    };
+    if rank(b) > rank(a) {
+        b
+    } else {
+        a
+    }
+}
+
+/// `[N] -> { [] -> [(N)] }` → `N`; anything else is returned as it is.
+fn size_expr(pw_aff: &str) -> String {
+    match (pw_aff.find("[] -> [("), pw_aff.rfind(")] }")) {
+        (Some(a), Some(b)) if a + 8 <= b => pw_aff[a + 8..b].trim().to_string(),
+        _ => pw_aff.to_string(),
+    }
+}
+
+/// The map from statement `stmt` (with the loops `loops`) to global coordinates, as text;
+/// `None` when the statement is not inside all the wrapper loops in their order.
+fn to_instances(stmt: &str, loops: &[String], w: &Wrapper<'_>) -> Option<String> {
+    if loops.len() < w.loops.len() || loops.iter().zip(&w.loops).any(|(l, (tag, _, _))| l != tag) {
+        return None;
+    }
+    let vars: Vec<String> = (0..loops.len()).map(|i| format!("i{i}")).collect();
+    let var = |level: usize, d: usize| {
+        w.loops.iter().position(|(_, l, dd)| *l == level && *dd == d).map(|i| vars[i].clone())
+    };
+    let coords: Vec<String> = (0..w.dims)
+        .map(|d| match &w.coords {
+            Coords::Instances => var(0, d).unwrap_or_else(|| "0".into()),
+            Coords::Blocks { block } => {
+                let b = var(1, d).map(|b| format!("{} * {b}", block.get(d).copied().unwrap_or(1)));
+                let t = var(0, d);
+                match (b, t) {
+                    (Some(b), Some(t)) => format!("{b} + {t}"),
+                    (Some(b), None) => b,
+                    (None, Some(t)) => t,
+                    (None, None) => "0".into(),
+                }
+            }
+        })
+        .collect();
+    Some(format!("{{ {stmt}[{}] -> I[{}] }}", vars.join(", "), coords.join(", ")))
+}
+
+/// The accesses of wrapper parameter `param` (a pointer named `name`).
+pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, param: &str, name: &str) -> ArgAccesses {
+    let mut a = ArgAccesses::default();
+    let arrays: Vec<&crate::polly::Array> = scops.arrays.iter().filter(|x| x.base == param).collect();
+    for u in scops.unmodeled.iter().filter(|u| u.base == param) {
+        if u.kind == "write" {
+            a.write = WriteKind::Unanalysable;
+            a.notes.push((format!("`{name}` is written where the analysis cannot model the code"), u.location.clone()));
+        } else {
+            a.read = ReadKind::DataDependent;
+            a.notes.push((format!("reads `{name}` entirely: the analysis cannot model the code"), u.location.clone()));
+        }
+    }
+    if arrays.len() > 1 {
+        a.read = ReadKind::DataDependent;
+        a.write = WriteKind::Unanalysable;
+        a.notes.push((format!("`{name}` is accessed as arrays of different element types or shapes"), "?".into()));
+        return a;
+    }
+    let Some(array) = arrays.first() else { return a };
+    a.element_size = array.element_size;
+    a.element_type = Some(array.element_type.clone());
+    a.shape = array.sizes.iter().map(|s| s.as_deref().map_or("*".into(), size_expr)).collect();
+    let dims: Vec<&str> = COORD_NAMES[..w.dims].to_vec();
+    let known = |p: &String| w.params.contains(p);
+    let mut reads: Option<AccessMap> = None;
+    let mut writes: Option<AccessMap> = None;
+    // Once ISL fails to unite, the union so far is incomplete: drop it, assume the worst.
+    let (mut read_broken, mut write_broken) = (false, false);
+    for acc in scops.accesses.iter().filter(|x| x.relation.contains(&format!("-> {}[", array.name))) {
+        let Some(stmt) = scops.statements.iter().find(|s| s.name == acc.statement) else { continue };
+        let is_read = acc.kind == AccessKind::Read;
+        let map = to_instances(&stmt.name, &stmt.loops, w).ok_or_else(|| "outside the instance loops".to_string()).and_then(
+            |t| -> Result<AccessMap, String> {
+                let e = |e: isl_glue::Error| e.to_string();
+                let rel = isl.map(&acc.relation).map_err(e)?;
+                let dom = isl.set(&stmt.domain).map_err(e)?;
+                let t = isl.map(&t).map_err(e)?;
+                let m = rel.intersect_domain(dom).map_err(e)?.apply_domain(t).map_err(e)?;
+                m.named("I", &dims, name).map_err(e)
+            },
+        );
+        let mut map = match map {
+            Ok(m) => m,
+            Err(why) => {
+                if is_read {
+                    a.read = ReadKind::DataDependent;
+                    a.notes.push((format!("reads `{name}` entirely: Polly's model is {why}"), acc.location.clone()));
+                } else {
+                    a.write = WriteKind::Unanalysable;
+                    a.notes.push((format!("`{name}` is written where Polly's model is {why}"), acc.location.clone()));
+                }
+                continue;
+            }
+        };
+        // Parameters that are not the node's (a value Polly found invariant, e.g. loaded once):
+        // the runtime cannot fix them. Reads forget them (over-approximation); writes cannot.
+        let foreign: Vec<String> = map.params().unwrap_or_default().into_iter().filter(|p| !known(p)).collect();
+        let mut over = false;
+        for p in &foreign {
+            over |= map.involves_param(p).unwrap_or(true);
+            map = match map.copy().and_then(|m| m.project_out_param(p)) {
+                Ok(m) => m,
+                Err(_) => {
+                    over = true;
+                    map
+                }
+            };
+        }
+        if is_read {
+            let kind = if !acc.affine {
+                a.notes.push((format!("reads `{name}` at an index that depends on a loaded value"), acc.location.clone()));
+                ReadKind::DataDependent
+            } else if stmt.region || over {
+                a.notes.push((
+                    format!("reads of `{name}` are over-approximated (under a condition or bound the analysis cannot express)"),
+                    acc.location.clone(),
+                ));
+                ReadKind::OverApproximated
+            } else {
+                ReadKind::Exact
+            };
+            a.read = worse_read(a.read, kind);
+            if !read_broken {
+                reads = unite(reads, map);
+                read_broken = reads.is_none();
+            }
+        } else {
+            let kind = if !acc.affine {
+                a.notes.push((format!("`{name}` is written at a data-dependent index"), acc.location.clone()));
+                WriteKind::Unanalysable
+            } else if acc.kind == AccessKind::MayWrite || stmt.region || over {
+                a.notes.push((
+                    format!("`{name}` may or may not be written (under a condition the analysis cannot express)"),
+                    acc.location.clone(),
+                ));
+                WriteKind::May
+            } else {
+                WriteKind::Exact
+            };
+            a.write = worse_write(a.write, kind);
+            if !write_broken {
+                writes = unite(writes, map);
+                write_broken = writes.is_none();
+            }
+        }
+    }
+    if read_broken {
+        a.read = ReadKind::DataDependent;
+        reads = None;
+    }
+    if write_broken {
+        a.write = WriteKind::Unanalysable;
+        writes = None;
+    }
+    // A data-dependent read whose over-approximation is unbounded says nothing: whole array.
+    if let Some(r) = reads {
+        let bounded = r.has_bounded_range().unwrap_or(false);
+        if a.read == ReadKind::DataDependent && !bounded {
+            a.read_map = None;
+        } else {
+            a.read_map = r.to_text().ok();
+            if a.read_map.is_none() {
+                a.read = ReadKind::DataDependent;
+            }
+        }
+    }
+    if let Some(wm) = writes {
+        match a.write {
+            WriteKind::Exact | WriteKind::May => a.write_map = wm.to_text().ok(),
+            _ => {}
+        }
+        if a.write == WriteKind::Exact && a.write_map.is_none() {
+            a.write = WriteKind::Unanalysable;
+        }
+    }
+    // Never read but listed as read through an unmodeled access: the whole buffer.
+    if a.read == ReadKind::Exact && a.read_map.is_none() {
+        a.read = ReadKind::DataDependent;
+    }
+    a
+}
+
+/// `acc ∪ m`; `None` if ISL fails (the caller then assumes the worst).
+fn unite<'i>(acc: Option<AccessMap<'i>>, m: AccessMap<'i>) -> Option<AccessMap<'i>> {
+    match acc {
+        Some(a) => a.union(m).ok(),
+        None => Some(m),
+    }
+}

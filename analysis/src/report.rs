@@ -1,0 +1,77 @@
+//! What `hpvm-mgpu analyze` prints: per node, in words a user understands, what it reads and
+//! writes and whether (and along which dimension) it can be split across devices.
+
+use dashdb::{Database, Node, ReadKind, WriteKind};
+use std::fmt::Write;
+
+const DIM: [&str; 3] = ["x", "y", "z"];
+
+/// The whole report.
+pub fn report(db: &Database) -> String {
+    let mut s = String::new();
+    for n in &db.nodes {
+        node(&mut s, n);
+    }
+    s
+}
+
+fn node(s: &mut String, n: &Node) {
+    let _ = write!(s, "node {} ({}): ", n.name, n.location);
+    if n.partitionable {
+        let dims: Vec<&str> = n.split.dims.iter().map(|&d| DIM[d as usize]).collect();
+        let by = match n.split.chosen_by {
+            dashdb::SplitChoice::Analysis => "largest stride",
+            dashdb::SplitChoice::User => "as asked",
+        };
+        let _ = writeln!(s, "partitionable, split along {} ({by})", dims.join(", "));
+    } else {
+        let _ = writeln!(s, "not partitionable");
+        for r in &n.reasons {
+            match &r.location {
+                Some(l) => {
+                    let _ = writeln!(s, "  because {} ({l})", r.message);
+                }
+                None => {
+                    let _ = writeln!(s, "  because {}", r.message);
+                }
+            }
+        }
+    }
+    if let Some(b) = &n.block {
+        let b: Vec<String> = b.iter().map(u64::to_string).collect();
+        let _ = writeln!(s, "  instances: blocks of {} threads; I = block id × block + thread id", b.join(" × "));
+    }
+    for a in &n.args {
+        let shape: String = a.shape.iter().map(|d| format!("[{d}]")).collect();
+        let _ = writeln!(s, "  {} {}{shape}:", a.fundamental_type, a.name);
+        match a.read {
+            ReadKind::None => {}
+            ReadKind::Exact => line(s, "reads exactly", a.read_map.as_deref()),
+            ReadKind::OverApproximated => line(s, "reads at most", a.read_map.as_deref()),
+            ReadKind::DataDependent => match &a.read_map {
+                Some(m) => line(s, "reads, at data-dependent places, within", Some(m)),
+                None => {
+                    let _ = writeln!(s, "    reads {}[*] entirely (the analysis cannot bound its indices)", a.name);
+                }
+            },
+        }
+        match a.write {
+            WriteKind::None => {}
+            WriteKind::Exact => line(s, "writes exactly", a.write_map.as_deref()),
+            WriteKind::May => line(s, "may write", a.write_map.as_deref()),
+            WriteKind::Unanalysable => {
+                let _ = writeln!(s, "    writes places the analysis cannot describe");
+            }
+        }
+        if a.read == ReadKind::None && a.write == WriteKind::None {
+            let _ = writeln!(s, "    not accessed");
+        }
+    }
+    if let Some(v) = &n.valid_when {
+        let _ = writeln!(s, "  these maps assume {v}; otherwise the node runs on one device");
+    }
+}
+
+fn line(s: &mut String, what: &str, map: Option<&str>) {
+    let _ = writeln!(s, "    {what} {}", map.unwrap_or("?"));
+}

@@ -1,0 +1,219 @@
+//! Loop wrapping (the Mekong thesis's section 3.2): a leaf's body runs once per instance, so
+//! on its own it has no loops over the instances and Polly would see one instance with
+//! unknown ids. The wrapper calls the leaf inside a loop nest over every instance, with each
+//! id query resolved to a loop counter, so that Polly's statement domains range over the
+//! instances and the access relations become functions of them.
+//!
+//! Levels are those a GPU launch gives (see `hpvm_core::plan`): a leaf that is the thread
+//! block of an internal node loops over blocks (outer) and threads (inner), and its global
+//! coordinate is `block × block size + thread`; any other leaf loops over its own instances.
+//! Loop headers are named `hpvm.instance.<b|t><d>` so the Polly shim can say which statement
+//! dimension is which loop.
+
+use hpvm_core::expr::Expr;
+use hpvm_core::graph::{Graph, NodeId};
+use hpvm_core::handles::{resolve_queries, Levels};
+use inkwell::builder::Builder;
+use inkwell::module::{Linkage, Module};
+use inkwell::values::{BasicMetadataValueEnum, FunctionValue, IntValue};
+
+/// How a node's instances become global coordinates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Coords {
+    /// The leaf's own instance ids (`gx`, `gy`, `gz`: its instance counts).
+    Instances,
+    /// `block × block + thread`: the leaf's instances are the threads of one block (`block`
+    /// threads per dimension, constants), its parent's instances the blocks (`gx`...: the
+    /// number of blocks).
+    Blocks { block: Vec<i64> },
+}
+
+/// A wrapper function built for one leaf.
+pub struct Wrapper<'ctx> {
+    pub function: FunctionValue<'ctx>,
+    pub coords: Coords,
+    /// The number of global coordinates (`I[x]`, `I[x, y]`...).
+    pub dims: usize,
+    /// Wrapper parameter names, in order: the leaf's parameters (sanitized and unique), then
+    /// the grid parameters.
+    pub params: Vec<String>,
+    /// Loop header names of the wrapper loops, outermost first, with what each one is:
+    /// `(level, dim)`, level 1 for blocks, 0 for threads or instances.
+    pub loops: Vec<(String, usize, usize)>,
+    /// What each query of the leaf becomes.
+    levels: Levels<'ctx>,
+}
+
+/// Names the analysis gives the grid: instance or block counts, then the parent's ids and
+/// counts (a leaf that is not a thread block may read its parent's position).
+pub const GRID_PARAMS: [&str; 3] = ["gx", "gy", "gz"];
+const PARENT_IDS: [&str; 3] = ["px", "py", "pz"];
+const PARENT_COUNTS: [&str; 3] = ["pnx", "pny", "pnz"];
+pub const COORD_NAMES: [&str; 3] = ["x", "y", "z"];
+
+/// A C identifier turned into one ISL accepts as a parameter, distinct from `taken`.
+fn isl_name(name: &str, index: usize, taken: &[String]) -> String {
+    let mut s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        s = format!("arg{index}");
+    }
+    // ISL keywords, and names the analysis gives to grid parameters and coordinates.
+    const RESERVED: [&str; 20] = [
+        "gx", "gy", "gz", "px", "py", "pz", "pnx", "pny", "pnz", "x", "y", "z", "and", "or", "not", "exists", "mod",
+        "floor", "ceil", "min",
+    ];
+    while RESERVED.contains(&s.as_str()) || s == "max" || s == "I" || taken.contains(&s) {
+        s.push('_');
+    }
+    s
+}
+
+/// Builds the wrapper of `leaf` in `m` and resolves its node queries. `Err` says, for the
+/// user, why the leaf's instances cannot be given affine coordinates.
+pub fn wrap<'ctx>(
+    m: &Module<'ctx>,
+    b: &Builder<'ctx>,
+    graph: &Graph,
+    leaf: NodeId,
+    blocks_of: Option<NodeId>,
+) -> Result<Wrapper<'ctx>, String> {
+    let ctx = m.get_context();
+    let i64t = ctx.i64_type();
+    let node = &graph.nodes[leaf];
+    let lf = m.get_function(&node.name).ok_or_else(|| format!("no function {} in the module", node.name))?;
+
+    let coords = match blocks_of {
+        Some(_) => {
+            let mut block = Vec::new();
+            for (d, c) in node.counts.iter().enumerate() {
+                match c {
+                    Expr::Const(v) if *v > 0 => block.push(*v),
+                    other => {
+                        return Err(format!(
+                            "its block size in {} is `{other}`, not a constant, so its global coordinates \
+                             (block × block size + thread) are not affine",
+                            COORD_NAMES[d]
+                        ))
+                    }
+                }
+            }
+            Coords::Blocks { block }
+        }
+        None => Coords::Instances,
+    };
+    let dims = match blocks_of {
+        Some(p) => (node.dims as usize).max(graph.nodes[p].dims as usize),
+        None => node.dims as usize,
+    };
+
+    let mut params: Vec<String> = Vec::new();
+    for (i, p) in node.params.iter().enumerate() {
+        let name = isl_name(&p.name, i, &params);
+        params.push(name);
+    }
+    let mut types: Vec<inkwell::types::BasicMetadataTypeEnum> =
+        lf.get_params().iter().map(|p| p.get_type().into()).collect();
+    let grid_names: Vec<&str> = GRID_PARAMS.iter().chain(&PARENT_IDS).chain(&PARENT_COUNTS).copied().collect();
+    for n in &grid_names {
+        params.push(n.to_string());
+        types.push(i64t.into());
+    }
+    let name = format!("hpvm.analysis.{}", node.name);
+    let f = m.add_function(&name, ctx.void_type().fn_type(&types, false), Some(Linkage::External));
+    for (i, p) in f.get_param_iter().enumerate() {
+        p.set_name(&params[i]);
+    }
+    let n_leaf = lf.count_params() as usize;
+    let grid_param = |k: usize| f.get_nth_param((n_leaf + k) as u32).expect("grid parameter").into_int_value();
+    let gx: Vec<IntValue> = (0..3).map(grid_param).collect();
+    let pid: Vec<IntValue> = (3..6).map(grid_param).collect();
+    let pcount: Vec<IntValue> = (6..9).map(grid_param).collect();
+
+    // The loop nest: blocks (outer) then threads, z outermost within each.
+    let one = i64t.const_int(1, false);
+    let zero = i64t.const_zero();
+    let mut bounds: Vec<(String, usize, usize, IntValue)> = Vec::new();
+    match (&coords, blocks_of) {
+        (Coords::Blocks { block }, Some(p)) => {
+            for d in (0..graph.nodes[p].dims as usize).rev() {
+                bounds.push((format!("hpvm.instance.b{d}"), 1, d, gx[d]));
+            }
+            for d in (0..block.len()).rev() {
+                bounds.push((format!("hpvm.instance.t{d}"), 0, d, i64t.const_int(block[d] as u64, false)));
+            }
+        }
+        _ => {
+            for d in (0..dims).rev() {
+                bounds.push((format!("hpvm.instance.t{d}"), 0, d, gx[d]));
+            }
+        }
+    }
+
+    let entry = ctx.append_basic_block(f, "entry");
+    b.position_at_end(entry);
+    let mut open: Vec<(inkwell::basic_block::BasicBlock, inkwell::basic_block::BasicBlock, inkwell::values::PhiValue, IntValue)> =
+        Vec::new();
+    let mut ivs: Vec<(usize, usize, IntValue)> = Vec::new();
+    for (tag, level, d, n) in &bounds {
+        let pre = b.get_insert_block().expect("positioned");
+        let header = ctx.append_basic_block(f, tag);
+        let exit = ctx.append_basic_block(f, &format!("{tag}.exit"));
+        let any = e(b.build_int_compare(inkwell::IntPredicate::SGT, *n, zero, "any"))?;
+        e(b.build_conditional_branch(any, header, exit))?;
+        b.position_at_end(header);
+        let phi = e(b.build_phi(i64t, &format!("iv.{}{d}", if *level == 1 { 'b' } else { 't' })))?;
+        phi.add_incoming(&[(&zero, pre)]);
+        ivs.push((*level, *d, phi.as_basic_value().into_int_value()));
+        open.push((header, exit, phi, *n));
+    }
+
+    // Level values: loops where there are loops, parameters above them.
+    let iv = |level: usize, d: usize| ivs.iter().find(|(l, dd, _)| *l == level && *dd == d).map(|t| t.2);
+    let levels = match &coords {
+        Coords::Blocks { block } => Levels {
+            id: vec![
+                std::array::from_fn(|d| iv(0, d).unwrap_or(zero)),
+                std::array::from_fn(|d| iv(1, d).unwrap_or(zero)),
+                [pid[0], pid[1], pid[2]],
+            ],
+            count: vec![
+                std::array::from_fn(|d| block.get(d).map_or(one, |&v| i64t.const_int(v as u64, false))),
+                std::array::from_fn(|d| if d < graph.nodes[blocks_of.expect("blocks")].dims as usize { gx[d] } else { one }),
+                [pcount[0], pcount[1], pcount[2]],
+            ],
+        },
+        Coords::Instances => Levels {
+            id: vec![std::array::from_fn(|d| iv(0, d).unwrap_or(zero)), [pid[0], pid[1], pid[2]]],
+            count: vec![
+                std::array::from_fn(|d| if d < dims { gx[d] } else { one }),
+                [pcount[0], pcount[1], pcount[2]],
+            ],
+        },
+    };
+    let args: Vec<BasicMetadataValueEnum> =
+        (0..n_leaf).map(|i| f.get_nth_param(i as u32).expect("leaf parameter").into()).collect();
+    e(b.build_call(lf, &args, ""))?;
+    for (header, exit, phi, n) in open.into_iter().rev() {
+        let latch = b.get_insert_block().expect("positioned");
+        let iv = phi.as_basic_value().into_int_value();
+        let next = e(b.build_int_nsw_add(iv, one, "iv.next"))?;
+        let more = e(b.build_int_compare(inkwell::IntPredicate::SLT, next, n, "more"))?;
+        e(b.build_conditional_branch(more, header, exit))?;
+        phi.add_incoming(&[(&next, latch)]);
+        b.position_at_end(exit);
+    }
+    e(b.build_return(None))?;
+    let loops = bounds.iter().map(|(tag, level, d, _)| (tag.clone(), *level, *d)).collect();
+    Ok(Wrapper { function: f, coords, dims, params, loops, levels })
+}
+
+impl<'ctx> Wrapper<'ctx> {
+    /// Resolves the node queries, once the leaf is inlined into the wrapper.
+    pub fn resolve(&self, b: &Builder<'ctx>) -> Result<(), String> {
+        resolve_queries(b, self.function, &self.levels)
+    }
+}
+
+fn e<T>(r: Result<T, inkwell::builder::BuilderError>) -> Result<T, String> {
+    r.map_err(|e| e.to_string())
+}
