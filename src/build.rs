@@ -97,7 +97,18 @@ fn compile_one(input: &Path, opts: &BuildOptions, out: &Path, user_visible: bool
     match hpvm_core::graph_of_module(&module, &input.display().to_string()) {
         Ok(graph) => {
             tracing::info!("{}: {} nodes, {} launches", input.display(), graph.nodes.len(), graph.launches.len());
-            let lowered = transform::lower(&module, &graph, &data, opts.gpu_arch.as_deref())?;
+            let db = analysis_of(&module, &graph, input, opts)?;
+            let json = db.as_ref().map(|d| d.to_json());
+            let lowered = transform::lower(
+                &module,
+                &graph,
+                &data,
+                &transform::LowerOptions {
+                    gpu_arch: opts.gpu_arch.as_deref(),
+                    analysis: json.as_deref(),
+                    trace_accesses: opts.trace_accesses,
+                },
+            )?;
             for f in &lowered.fallbacks {
                 let node = &graph.nodes[f.node];
                 eprintln!(
@@ -146,6 +157,29 @@ fn compile_one(input: &Path, opts: &BuildOptions, out: &Path, user_visible: bool
         })?;
     }
     Ok(())
+}
+
+/// The analysis database of one HPVM source: the one given with `--db` (which must have
+/// been made from this very source), or a fresh analysis. An analysis that fails for a
+/// reason other than the user's request is a note: every node then runs on one device.
+fn analysis_of(
+    module: &inkwell::module::Module<'_>,
+    graph: &hpvm_core::Graph,
+    input: &Path,
+    opts: &BuildOptions,
+) -> Result<Option<dashdb::Database>> {
+    if let Some(path) = &opts.db {
+        let bytes = std::fs::read(input).map_err(|e| Error::io(input.display().to_string(), e))?;
+        return Ok(Some(dashdb::Database::load(path, Some(&bytes))?));
+    }
+    match crate::analyze::analyze_module(module, graph, input, &analysis::Options { split: opts.split.clone() }) {
+        Ok(db) => Ok(Some(db)),
+        Err(Error::Analysis(analysis::Error::Usage(m))) => Err(Error::Usage(m)),
+        Err(e) => {
+            eprintln!("{}: note: the access analysis failed, every node will run on one device: {e}", input.display());
+            Ok(None)
+        }
+    }
 }
 
 fn codegen_machine(opt_level: u8) -> Result<TargetMachine> {

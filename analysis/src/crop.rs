@@ -174,10 +174,50 @@ unsafe fn base_param(f: LLVMValueRef, mut v: LLVMValueRef) -> Option<u32> {
 /// Calls without effects the cropping may delete when their value is unused.
 fn is_pure_call(name: &str) -> bool {
     const MATH: [&str; 44] = [
-        "sqrtf", "sqrt", "expf", "exp", "exp2f", "exp2", "logf", "log", "log2f", "log2", "powf", "pow", "sinf", "sin",
-        "cosf", "cos", "tanf", "tan", "tanhf", "tanh", "fabsf", "fabs", "floorf", "floor", "ceilf", "ceil", "fminf",
-        "fmaxf", "fmin", "fmax", "fmaf", "fma", "erff", "erf", "roundf", "round", "truncf", "trunc", "__hpvm__floor",
-        "__hpvm__rsqrt", "__hpvm__sqrt", "__hpvm__sin", "__hpvm__cos", "rsqrtf",
+        "sqrtf",
+        "sqrt",
+        "expf",
+        "exp",
+        "exp2f",
+        "exp2",
+        "logf",
+        "log",
+        "log2f",
+        "log2",
+        "powf",
+        "pow",
+        "sinf",
+        "sin",
+        "cosf",
+        "cos",
+        "tanf",
+        "tan",
+        "tanhf",
+        "tanh",
+        "fabsf",
+        "fabs",
+        "floorf",
+        "floor",
+        "ceilf",
+        "ceil",
+        "fminf",
+        "fmaxf",
+        "fmin",
+        "fmax",
+        "fmaf",
+        "fma",
+        "erff",
+        "erf",
+        "roundf",
+        "round",
+        "truncf",
+        "trunc",
+        "__hpvm__floor",
+        "__hpvm__rsqrt",
+        "__hpvm__sqrt",
+        "__hpvm__sin",
+        "__hpvm__cos",
+        "rsqrtf",
     ];
     MATH.contains(&name) || (name.starts_with("llvm.") && !name.starts_with("llvm.mem"))
 }
@@ -274,7 +314,10 @@ unsafe fn fold_empty_diamonds(f: LLVMValueRef) -> bool {
                 // blocks whose successor has no phi.
                 let first = LLVMGetFirstInstruction(bb);
                 let term = LLVMGetBasicBlockTerminator(bb);
-                if first == term && !term.is_null() && (0..LLVMGetNumSuccessors(term)).all(|i| !has_phi(LLVMGetSuccessor(term, i))) {
+                if first == term
+                    && !term.is_null()
+                    && (0..LLVMGetNumSuccessors(term)).all(|i| !has_phi(LLVMGetSuccessor(term, i)))
+                {
                     LLVMDeleteBasicBlock(bb);
                     removed = true;
                 }

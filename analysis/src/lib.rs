@@ -83,12 +83,8 @@ pub fn analyze_program(
             _ => None,
         })
     };
-    let leaves: Vec<NodeId> = graph
-        .nodes
-        .iter()
-        .filter(|(_, n)| n.leaf().is_some_and(|l| !l.is_allocation))
-        .map(|(id, _)| id)
-        .collect();
+    let leaves: Vec<NodeId> =
+        graph.nodes.iter().filter(|(_, n)| n.leaf().is_some_and(|l| !l.is_allocation)).map(|(id, _)| id).collect();
 
     let m = module.clone();
     let ctx = m.get_context();
@@ -114,9 +110,8 @@ pub fn analyze_program(
         }
     }
     let tm = host_machine()?;
-    let run = |passes: &str| {
-        m.run_passes(passes, &tm, PassBuilderOptions::create()).map_err(|e| Error::Llvm(e.to_string()))
-    };
+    let run =
+        |passes: &str| m.run_passes(passes, &tm, PassBuilderOptions::create()).map_err(|e| Error::Llvm(e.to_string()));
     run("always-inline")?;
     let mut failed: Vec<(NodeId, String)> = Vec::new();
     for (leaf, _, w) in &wrappers {
@@ -152,6 +147,7 @@ pub fn analyze_program(
             hint: node.hint.to_string(),
             dims: node.dims,
             grid: node.counts.iter().map(|c| c.to_string()).collect(),
+            param_names: node.params.iter().map(|p| p.name.clone()).collect(),
             block: None,
             valid_when: None,
             partitionable: false,
@@ -169,6 +165,7 @@ pub fn analyze_program(
                 continue;
             }
         };
+        entry.param_names = w.params[..node.params.len()].to_vec();
         if let (wrap::Coords::Blocks { block }, Some((p, _))) = (&w.coords, shape) {
             entry.block = Some(block.iter().map(|&b| b as u64).collect());
             entry.dims = w.dims as u32;
@@ -278,11 +275,27 @@ fn valid_context(isl: &isl_glue::Isl, scops: &polly::Scops) -> Option<String> {
         });
     }
     let v = valid?;
-    if v.is_universe().unwrap_or(false) {
-        None
-    } else {
-        v.to_text().ok()
+    // Polly's no-overflow assumptions only bite near 2^63; under the bounds the runtime
+    // anyway requires of map parameters (dashdb's `valid_when`) most of them vanish.
+    let names = v.params().ok()?;
+    if names.is_empty() {
+        return v.is_empty().ok().and_then(|e| e.then(|| "false".to_string()));
     }
+    let bounds: Vec<String> = names
+        .iter()
+        .map(|p| {
+            if wrap::GRID_PARAMS.contains(&p.as_str()) {
+                format!("0 <= {p} < {}", dashdb::GRID_LIMIT)
+            } else {
+                format!("-{lim} <= {p} <= {lim}", lim = dashdb::PARAM_LIMIT)
+            }
+        })
+        .collect();
+    let standing = isl.set(&format!("[{}] -> {{ : {} }}", names.join(", "), bounds.join(" and "))).ok()?;
+    if standing.is_subset(&v).unwrap_or(false) {
+        return None;
+    }
+    v.gist_params(standing).ok()?.to_text().ok()
 }
 
 fn arg_record(name: &str, index: u32, acc: &maps::ArgAccesses, isl: &isl_glue::Isl) -> Arg {

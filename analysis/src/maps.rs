@@ -81,9 +81,8 @@ fn to_instances(stmt: &str, loops: &[String], w: &Wrapper<'_>) -> Option<String>
         return None;
     }
     let vars: Vec<String> = (0..loops.len()).map(|i| format!("i{i}")).collect();
-    let var = |level: usize, d: usize| {
-        w.loops.iter().position(|(_, l, dd)| *l == level && *dd == d).map(|i| vars[i].clone())
-    };
+    let var =
+        |level: usize, d: usize| w.loops.iter().position(|(_, l, dd)| *l == level && *dd == d).map(|i| vars[i].clone());
     let coords: Vec<String> = (0..w.dims)
         .map(|d| match &w.coords {
             Coords::Instances => var(0, d).unwrap_or_else(|| "0".into()),
@@ -134,16 +133,16 @@ pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, param: &str, name:
     for acc in scops.accesses.iter().filter(|x| x.relation.contains(&format!("-> {}[", array.name))) {
         let Some(stmt) = scops.statements.iter().find(|s| s.name == acc.statement) else { continue };
         let is_read = acc.kind == AccessKind::Read;
-        let map = to_instances(&stmt.name, &stmt.loops, w).ok_or_else(|| "outside the instance loops".to_string()).and_then(
-            |t| -> Result<AccessMap, String> {
+        let map = to_instances(&stmt.name, &stmt.loops, w)
+            .ok_or_else(|| "outside the instance loops".to_string())
+            .and_then(|t| -> Result<AccessMap, String> {
                 let e = |e: isl_glue::Error| e.to_string();
                 let rel = isl.map(&acc.relation).map_err(e)?;
                 let dom = isl.set(&stmt.domain).map_err(e)?;
                 let t = isl.map(&t).map_err(e)?;
                 let m = rel.intersect_domain(dom).map_err(e)?.apply_domain(t).map_err(e)?;
                 m.named("I", &dims, name).map_err(e)
-            },
-        );
+            });
         let mut map = match map {
             Ok(m) => m,
             Err(why) => {
@@ -173,7 +172,8 @@ pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, param: &str, name:
         }
         if is_read {
             let kind = if !acc.affine {
-                a.notes.push((format!("reads `{name}` at an index that depends on a loaded value"), acc.location.clone()));
+                a.notes
+                    .push((format!("reads `{name}` at an index that depends on a loaded value"), acc.location.clone()));
                 ReadKind::DataDependent
             } else if stmt.region || over {
                 a.notes.push((

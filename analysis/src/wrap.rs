@@ -151,8 +151,12 @@ pub fn wrap<'ctx>(
 
     let entry = ctx.append_basic_block(f, "entry");
     b.position_at_end(entry);
-    let mut open: Vec<(inkwell::basic_block::BasicBlock, inkwell::basic_block::BasicBlock, inkwell::values::PhiValue, IntValue)> =
-        Vec::new();
+    let mut open: Vec<(
+        inkwell::basic_block::BasicBlock,
+        inkwell::basic_block::BasicBlock,
+        inkwell::values::PhiValue,
+        IntValue,
+    )> = Vec::new();
     let mut ivs: Vec<(usize, usize, IntValue)> = Vec::new();
     for (tag, level, d, n) in &bounds {
         let pre = b.get_insert_block().expect("positioned");
@@ -178,16 +182,19 @@ pub fn wrap<'ctx>(
             ],
             count: vec![
                 std::array::from_fn(|d| block.get(d).map_or(one, |&v| i64t.const_int(v as u64, false))),
-                std::array::from_fn(|d| if d < graph.nodes[blocks_of.expect("blocks")].dims as usize { gx[d] } else { one }),
+                std::array::from_fn(|d| {
+                    if d < graph.nodes[blocks_of.expect("blocks")].dims as usize {
+                        gx[d]
+                    } else {
+                        one
+                    }
+                }),
                 [pcount[0], pcount[1], pcount[2]],
             ],
         },
         Coords::Instances => Levels {
             id: vec![std::array::from_fn(|d| iv(0, d).unwrap_or(zero)), [pid[0], pid[1], pid[2]]],
-            count: vec![
-                std::array::from_fn(|d| if d < dims { gx[d] } else { one }),
-                [pcount[0], pcount[1], pcount[2]],
-            ],
+            count: vec![std::array::from_fn(|d| if d < dims { gx[d] } else { one }), [pcount[0], pcount[1], pcount[2]]],
         },
     };
     let args: Vec<BasicMetadataValueEnum> =

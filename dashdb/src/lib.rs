@@ -86,4 +86,12 @@ fn known_list(known: &[String]) -> String {
     }
 }
 
+/// Map parameters are only meaningful within these bounds: `valid_when` is simplified under
+/// them, so whoever fixes a map's parameters must check them too (and run the node
+/// unpartitioned outside). Grid parameters (`gx`, `gy`, `gz`): `0 <= g < GRID_LIMIT`;
+/// any other parameter `p`: `-PARAM_LIMIT <= p <= PARAM_LIMIT`.
+pub const GRID_LIMIT: i64 = 1 << 31;
+/// See [`GRID_LIMIT`].
+pub const PARAM_LIMIT: i64 = 1 << 40;
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;

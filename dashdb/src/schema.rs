@@ -57,7 +57,9 @@ pub struct Node {
     /// The parameter values for which the maps hold, as an ISL parameter set (`[N] -> { : N
     /// > 0 }`); `None` when they always do. The analysis's assumptions (Polly's assumed
     /// context, e.g. that a delinearized index stays within its row) live here: for other
-    /// values the node must run unpartitioned.
+    /// values the node must run unpartitioned. It is simplified under the standing bounds
+    /// [`GRID_LIMIT`](crate::GRID_LIMIT) and [`PARAM_LIMIT`](crate::PARAM_LIMIT), which
+    /// hold in addition.
     pub valid_when: Option<String>,
     /// Whether the grid may be cut into partitions run on different devices with the results
     /// of a one-device run. When false the node runs unpartitioned on one device.
@@ -66,6 +68,10 @@ pub struct Node {
     pub reasons: Vec<Reason>,
     /// The grid dimensions to cut along when partitioning.
     pub split: Split,
+    /// The name each parameter of the node function has in the maps, by position (scalar
+    /// parameters become map parameters under these names; C names ISL cannot take are
+    /// changed).
+    pub param_names: Vec<String>,
     /// The node's pointer arguments (scalars are not listed: they only appear as map
     /// parameters).
     pub args: Vec<Arg>,

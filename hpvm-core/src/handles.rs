@@ -69,7 +69,9 @@ pub fn resolve_queries<'ctx>(b: &Builder<'ctx>, f: FunctionValue<'ctx>, levels: 
                 };
                 b.position_before(&inst);
                 let v = match callee.get_type().get_return_type() {
-                    Some(inkwell::types::BasicTypeEnum::IntType(t)) if t.get_bit_width() < v.get_type().get_bit_width() => {
+                    Some(inkwell::types::BasicTypeEnum::IntType(t))
+                        if t.get_bit_width() < v.get_type().get_bit_width() =>
+                    {
                         b.build_int_truncate(v, t, "narrow").map_err(|e| e.to_string())?
                     }
                     _ => v,

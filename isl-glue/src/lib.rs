@@ -233,9 +233,8 @@ impl<'i> AccessMap<'i> {
         let shift = format!("{{ [{}] -> [{}] }}", vars.join(", "), stepped.join(", "));
         let shift = isl::Map::read_from_str(&self.isl.ctx, &shift)
             .map_err(|e| Error::Parse { text: shift.clone(), message: e.to_string() })?;
-        let anon = |m: isl::Map| -> Result<isl::Map> {
-            Ok(m.reset_tuple_id(DimType::In)?.reset_tuple_id(DimType::Out)?)
-        };
+        let anon =
+            |m: isl::Map| -> Result<isl::Map> { Ok(m.reset_tuple_id(DimType::In)?.reset_tuple_id(DimType::Out)?) };
         let m = anon(self.map.copy()?)?;
         // { a -> a' : exists i: i -> a and i + e_d -> a' }
         let pairs = m.copy()?.reverse()?.apply_range(shift.apply_range(m)?)?;
@@ -308,6 +307,12 @@ impl<'i> ElementSet<'i> {
     pub fn gist_params(self, context: ElementSet<'i>) -> Result<ElementSet<'i>> {
         let isl = self.isl;
         Ok(ElementSet { isl, set: self.set.gist_params(context.set)?.coalesce()? })
+    }
+
+    /// The parameter names, in the set's order.
+    pub fn params(&self) -> Result<Vec<String>> {
+        let n = self.set.dim(DimType::Param)?;
+        (0..n).map(|d| Ok(self.set.get_dim_name(DimType::Param, d as u32)?.to_string())).collect()
     }
 
     /// Whether the set has no constraints at all (as written, after coalescing).

@@ -38,6 +38,7 @@ pub extern "C" fn __hpvm__cleanup() {
         }
         memory::forget_all();
         scratch::release_global();
+        crate::trace::flush();
     })
 }
 
@@ -129,4 +130,19 @@ pub extern "C" fn hpvm_rt_malloc(bytes: i64) -> *mut c_void {
         }
         scratch::malloc(bytes as usize) as *mut c_void
     })
+}
+
+/// Instrumented builds (`--trace-accesses`): one leaf instance starts. See [`crate::trace`].
+///
+/// # Safety
+/// `name` is a NUL-terminated string, `ids` points to 12 integers, `scalars` to `n`.
+#[no_mangle]
+pub unsafe extern "C" fn hpvm_rt_trace_instance(name: *const c_char, ids: *const i64, scalars: *const i64, n: u32) {
+    unsafe { crate::trace::instance_raw(name, ids, scalars, n) }
+}
+
+/// Instrumented builds: one access of the current instance (`kind`: 0 read, 1 write, 2 both).
+#[no_mangle]
+pub extern "C" fn hpvm_rt_trace_access(param: i32, offset: i64, bytes: u32, kind: u32) {
+    crate::trace::access(param, offset, bytes, kind)
 }

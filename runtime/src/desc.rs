@@ -21,6 +21,9 @@ pub struct Program {
     pub source: String,
     pub nodes: Vec<NodeDesc>,
     pub launches: Vec<LaunchDesc>,
+    /// The analysis database of the source (dashdb JSON), when the build ran the analysis.
+    #[serde(default)]
+    pub analysis: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -284,7 +287,7 @@ mod tests {
 
     #[test]
     fn refuses_other_versions_and_bad_indices() {
-        let mut p = Program { version: VERSION, source: "x.c".into(), nodes: vec![], launches: vec![] };
+        let mut p = Program { version: VERSION, source: "x.c".into(), nodes: vec![], launches: vec![], analysis: None };
         assert!(Program::parse(&serde_json::to_string(&p).unwrap()).is_ok());
         p.version = VERSION + 1;
         assert!(Program::parse(&serde_json::to_string(&p).unwrap()).unwrap_err().contains("version"));

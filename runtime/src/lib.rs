@@ -29,6 +29,7 @@ pub mod module;
 pub mod pool;
 pub mod scratch;
 pub mod stats;
+pub mod trace;
 
 /// Ends the program with an error about the user's program (a bad instance count, a barrier
 /// over too many instances...). The runtime's C functions have no error return.

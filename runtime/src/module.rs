@@ -16,6 +16,8 @@ pub struct Module {
     /// Per node: its children in an order where every edge goes forward (internal nodes only).
     pub order: Vec<Vec<u32>>,
     pub stats: Vec<NodeStats>,
+    /// The analysis database the build embedded (validated, of this schema version).
+    pub analysis: Option<dashdb::Database>,
 }
 
 #[derive(Default)]
@@ -56,7 +58,14 @@ impl Module {
             });
         }
         let stats = program.nodes.iter().map(|_| NodeStats::default()).collect();
-        Ok(Module { program, entries, ptx, order, stats })
+        let analysis =
+            match &program.analysis {
+                Some(json) => Some(dashdb::Database::from_json(json).map_err(|e| {
+                    format!("{}: the analysis database built into this executable: {e}", program.source)
+                })?),
+                None => None,
+            };
+        Ok(Module { program, entries, ptx, order, stats, analysis })
     }
 }
 

@@ -52,6 +52,14 @@ pub fn report() -> String {
                 let _ =
                     write!(s, "   GPU: {} kernels, median {:.4} ms, total {:.4} ms", ms.len(), ms[ms.len() / 2], total);
             }
+            if let Some(n) = m.analysis.as_ref().and_then(|db| db.node(&node.name)) {
+                let _ = match n.split.dims.first() {
+                    Some(d) if n.partitionable => {
+                        write!(s, "   analysis: partitionable along {}", ["x", "y", "z"][*d as usize])
+                    }
+                    _ => write!(s, "   analysis: not partitionable"),
+                };
+            }
             let _ = writeln!(s);
         }
     }

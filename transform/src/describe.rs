@@ -176,7 +176,7 @@ pub fn describe(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Result
         };
     }
     let launches = graph.launches.iter().map(|l| launch(module, graph, data, l, &nodes)).collect::<Result<_>>()?;
-    Ok(Program { version: VERSION, source: graph.source.clone(), nodes, launches })
+    Ok(Program { version: VERSION, source: graph.source.clone(), nodes, launches, analysis: None })
 }
 
 /// Where the root's arguments and outputs sit in the user's struct: from its type when the

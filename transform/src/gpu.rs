@@ -12,9 +12,9 @@
 
 use crate::describe::{calls_of, function, return_values};
 use crate::intrinsics::{define_common, make_inline};
-use hpvm_core::plan::{plan, shared_params, Fallback, Kernel, Shape};
 use crate::{Error, Result};
 use hpvm_core::graph::{Graph, NodeId};
+use hpvm_core::plan::{plan, shared_params, Fallback, Kernel, Shape};
 use hpvm_runtime::desc::{KernelDesc, KernelKind, Program};
 use inkwell::builder::Builder;
 use inkwell::context::ContextRef;

@@ -21,6 +21,7 @@ pub mod host;
 pub mod intrinsics;
 pub mod layout;
 pub use hpvm_core::plan;
+pub mod trace;
 
 use hpvm_core::Graph;
 use inkwell::module::Module;
@@ -57,10 +58,23 @@ pub struct Lowered {
     pub ptx: Option<String>,
 }
 
-/// Lowers every node of `graph` to CPU code, GPU-hinted nodes also to PTX kernels for
-/// `gpu_arch` (`None`: CPU only), and the host code to runtime calls.
-pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, gpu_arch: Option<&str>) -> Result<Lowered> {
+/// What [`lower`] does beside the lowering itself.
+#[derive(Clone, Debug, Default)]
+pub struct LowerOptions<'a> {
+    /// GPU architecture of the kernels (`sm_80`...); `None`: CPU only.
+    pub gpu_arch: Option<&'a str>,
+    /// The analysis database (JSON) to embed for the runtime.
+    pub analysis: Option<&'a str>,
+    /// Instrument leaf code to report its buffer accesses ([`trace`]).
+    pub trace_accesses: bool,
+}
+
+/// Lowers every node of `graph` to CPU code, GPU-hinted nodes also to PTX kernels, and the
+/// host code to runtime calls.
+pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, opts: &LowerOptions<'_>) -> Result<Lowered> {
+    let gpu_arch = opts.gpu_arch;
     let mut program = describe::describe(module, graph, data)?;
+    program.analysis = opts.analysis.map(str::to_string);
     let mut lowered = Lowered::default();
     if let Some(arch) = gpu_arch {
         // Before the CPU lowering changes the module: kernels start from the original code.
@@ -73,6 +87,9 @@ pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, gpu_arch: Op
             }
             lowered.ptx = Some(code.ptx);
         }
+    }
+    if opts.trace_accesses {
+        trace::instrument(module, graph, data)?;
     }
     intrinsics::define(module)?;
     let entries = entry::build_all(module, graph, &program)?;

@@ -1,0 +1,339 @@
+//! The oracle of the access analysis: what partitioned runs rely on, checked against what the
+//! program really does. Each example is built with `--trace-accesses` (every buffer access of
+//! every leaf instance is reported) and run on small grids; for every instance, the maps of
+//! its analysis database, with the parameters fixed to that run's values, must give exactly
+//! the elements the instance wrote (exact writes) and at least those it read.
+
+mod common;
+
+use common::{hpvm_mgpu, root, stderr};
+use dashdb::{Database, Node, ReadKind, WriteKind};
+use isl_glue::Isl;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// One traced access.
+struct Access {
+    node: String,
+    ids: [i64; 3],
+    pids: [i64; 3],
+    counts: [i64; 3],
+    pcounts: [i64; 3],
+    scalars: Vec<i64>,
+    param: i64,
+    offset: i64,
+    bytes: i64,
+    kind: String,
+}
+
+fn triple(s: &str) -> [i64; 3] {
+    let v: Vec<i64> = s.split(',').map(|x| x.parse().unwrap()).collect();
+    [v[0], v[1], v[2]]
+}
+
+fn parse_trace(text: &str) -> Vec<Access> {
+    text.lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f.len(), 10, "bad trace line {l}");
+            Access {
+                node: f[0].to_string(),
+                ids: triple(f[1]),
+                pids: triple(f[2]),
+                counts: triple(f[3]),
+                pcounts: triple(f[4]),
+                scalars: if f[5].is_empty() { vec![] } else { f[5].split(',').map(|x| x.parse().unwrap()).collect() },
+                param: f[6].parse().unwrap(),
+                offset: f[7].parse().unwrap(),
+                bytes: f[8].parse().unwrap(),
+                kind: f[9].to_string(),
+            }
+        })
+        .collect()
+}
+
+/// One run of a node: its parameter values (by map name) and grid.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Run {
+    params: Vec<(String, i64)>,
+    /// Global extent per dimension.
+    extent: Vec<i64>,
+}
+
+fn run_of(node: &Node, a: &Access) -> Run {
+    let mut params: Vec<(String, i64)> = Vec::new();
+    for (i, name) in node.param_names.iter().enumerate() {
+        params.push((name.clone(), a.scalars.get(i).copied().unwrap_or(0)));
+    }
+    let grid = if node.block.is_some() { a.pcounts } else { a.counts };
+    for (d, g) in ["gx", "gy", "gz"].iter().enumerate() {
+        params.push((g.to_string(), grid[d]));
+    }
+    if node.block.is_none() {
+        for (d, (p, pn)) in [("px", "pnx"), ("py", "pny"), ("pz", "pnz")].iter().enumerate() {
+            params.push((p.to_string(), a.pids[d]));
+            params.push((pn.to_string(), a.pcounts[d]));
+        }
+    }
+    let extent = (0..node.dims as usize)
+        .map(|d| match &node.block {
+            Some(b) => a.pcounts[d] * b.get(d).copied().unwrap_or(1) as i64,
+            None => a.counts[d],
+        })
+        .collect();
+    Run { params, extent }
+}
+
+fn coords_of(node: &Node, a: &Access) -> Vec<i64> {
+    (0..node.dims as usize)
+        .map(|d| match &node.block {
+            Some(b) => a.pids[d] * b.get(d).copied().unwrap_or(1) as i64 + a.ids[d],
+            None => a.ids[d],
+        })
+        .collect()
+}
+
+/// The value of a shape expression (`N`, `w`, `16`) under `params`.
+fn eval(isl: &Isl, expr: &str, params: &[(&str, i64)]) -> i64 {
+    let names: Vec<&str> = params.iter().map(|p| p.0).collect();
+    let set = isl.set(&format!("[{}] -> {{ [s] : s = {expr} }}", names.join(", "))).unwrap();
+    let set = set.fix_params(params).unwrap();
+    let runs = set.runs(&[1]).unwrap();
+    assert_eq!(runs.len(), 1, "shape `{expr}` has no single value");
+    runs[0].start
+}
+
+/// The elements (linear indices) `map` gives instance `at` under `params`.
+fn elements(isl: &Isl, map: &str, params: &[(String, i64)], at: &[i64], shape: &[i64]) -> BTreeSet<i64> {
+    let m = isl.map(map).unwrap();
+    let names = m.params().unwrap();
+    let fixed: Vec<(&str, i64)> =
+        params.iter().filter(|(n, _)| names.contains(n)).map(|(n, v)| (n.as_str(), *v)).collect();
+    let hi: Vec<i64> = at.iter().map(|x| x + 1).collect();
+    let range = m.fix_params(&fixed).unwrap().restrict_to_box(at, &hi).unwrap().range().unwrap();
+    range.runs(shape).unwrap().iter().flat_map(|r| r.start..r.end).collect()
+}
+
+/// Everything the trace shows that the database does not allow, in words.
+fn oracle(db: &Database, trace: &[Access]) -> Vec<String> {
+    let isl = Isl::new();
+    let mut problems = Vec::new();
+    // node -> run -> instance -> param -> (reads, writes), element indices.
+    type PerArg = BTreeMap<i64, (BTreeSet<i64>, BTreeSet<i64>)>;
+    let mut seen: BTreeMap<&str, BTreeMap<Run, BTreeMap<Vec<i64>, PerArg>>> = BTreeMap::new();
+    for a in trace {
+        let Some(node) = db.node(&a.node) else {
+            problems.push(format!("node {} is not in the database", a.node));
+            continue;
+        };
+        let per = seen.entry(&node.name).or_default().entry(run_of(node, a)).or_default();
+        let arg = per.entry(coords_of(node, a)).or_default().entry(a.param).or_default();
+        if a.param < 0 {
+            problems.push(format!("{}: an access through a pointer not traced to a parameter", node.name));
+            continue;
+        }
+        let Some(dbarg) = node.arg(a.param as u32) else {
+            problems
+                .push(format!("{}: access through parameter {} which the database does not list", node.name, a.param));
+            continue;
+        };
+        if dbarg.read_map.is_none() && dbarg.write_map.is_none() {
+            // Nothing claimed but "none", checked below by kind.
+            if a.kind.contains('r') {
+                arg.0.insert(a.offset);
+            }
+            if a.kind.contains('w') {
+                arg.1.insert(a.offset);
+            }
+            continue;
+        }
+        let es = dbarg.element_size as i64;
+        if a.offset % es != 0 || a.bytes != es {
+            problems.push(format!(
+                "{}: {} bytes at byte {} of `{}` is not one element",
+                node.name, a.bytes, a.offset, dbarg.name
+            ));
+            continue;
+        }
+        if a.kind.contains('r') {
+            arg.0.insert(a.offset / es);
+        }
+        if a.kind.contains('w') {
+            arg.1.insert(a.offset / es);
+        }
+    }
+    for (name, runs) in &seen {
+        let node = db.node(name).unwrap();
+        for (run, instances) in runs {
+            let fixed: Vec<(&str, i64)> = run.params.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+            if let Some(valid) = &node.valid_when {
+                let v = isl.set(valid).unwrap();
+                let names = v.params().unwrap();
+                let f: Vec<(&str, i64)> = fixed.iter().filter(|(n, _)| names.iter().any(|m| m == n)).copied().collect();
+                if v.fix_params(&f).unwrap().is_empty().unwrap() {
+                    continue; // the maps do not claim anything for this run
+                }
+            }
+            // Every instance of the grid, including those that accessed nothing.
+            let mut all: Vec<Vec<i64>> = vec![vec![]];
+            for &e in &run.extent {
+                all = all.into_iter().flat_map(|p| (0..e).map(move |x| [p.clone(), vec![x]].concat())).collect();
+            }
+            for at in &all {
+                let empty = PerArg::new();
+                let traced = instances.get(at).unwrap_or(&empty);
+                for arg in &node.args {
+                    let shape: Vec<i64> =
+                        arg.shape.iter().map(|s| if s == "*" { 0 } else { eval(&isl, s, &fixed) }).collect();
+                    let none = (BTreeSet::new(), BTreeSet::new());
+                    let (reads, writes) = traced.get(&(arg.index as i64)).unwrap_or(&none);
+                    let here = format!("{} instance {at:?} ({:?}), `{}`", node.name, run.params, arg.name);
+                    match (arg.write, &arg.write_map) {
+                        (WriteKind::Exact, Some(map)) => {
+                            let claimed = elements(&isl, map, &run.params, at, &shape);
+                            if &claimed != writes {
+                                problems.push(format!("{here}: wrote {writes:?}, the write map says {claimed:?}"));
+                            }
+                        }
+                        (WriteKind::None, _) if !writes.is_empty() => {
+                            problems.push(format!("{here}: wrote {writes:?} but the database says it writes nothing"))
+                        }
+                        _ => {}
+                    }
+                    match (arg.read, &arg.read_map) {
+                        (ReadKind::None, _) if !reads.is_empty() => {
+                            problems.push(format!("{here}: read {reads:?} but the database says it reads nothing"))
+                        }
+                        (ReadKind::None, _) | (_, None) => {}
+                        (_, Some(map)) => {
+                            let claimed = elements(&isl, map, &run.params, at, &shape);
+                            let missing: Vec<&i64> = reads.difference(&claimed).collect();
+                            if !missing.is_empty() {
+                                problems.push(format!("{here}: read {missing:?}, which the read map leaves out"));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    problems
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("hpvm-mgpu-oracle-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Builds `example` traced and analyses it: (executable, database).
+fn prepare(example: &str) -> (PathBuf, Database) {
+    let dir = scratch(example);
+    let exe = dir.join(example);
+    let src = format!("examples/{example}.c");
+    let o = hpvm_mgpu(&["build", &src, "--no-gpu", "--trace-accesses", "-o", exe.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dbfile = dir.join("db.json");
+    let o = hpvm_mgpu(&["analyze", &src, "-o", dbfile.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let db = Database::load(&dbfile, Some(&std::fs::read(root().join(&src)).unwrap())).unwrap();
+    (exe, db)
+}
+
+/// Runs a traced executable with `args`; its trace.
+fn trace(exe: &Path, args: &[&str]) -> Vec<Access> {
+    let file = exe.with_extension(format!("trace-{}", args.join("-")));
+    let o =
+        Command::new(exe).args(args).env("HPVM_MGPU_TRACE", &file).env("HPVM_MGPU_DEVICES", "cpu").output().unwrap();
+    assert!(o.status.success(), "{} {args:?}: {}", exe.display(), stderr(&o));
+    let t = parse_trace(&std::fs::read_to_string(&file).unwrap());
+    std::fs::remove_file(&file).unwrap();
+    assert!(!t.is_empty());
+    t
+}
+
+fn assert_exact(db: &Database, node: &str) {
+    let n = db.node(node).unwrap_or_else(|| panic!("no node {node}"));
+    assert!(n.partitionable, "{node}: {:?}", n.reasons);
+    for a in &n.args {
+        assert!(matches!(a.write, WriteKind::None | WriteKind::Exact), "{node} {}: {}", a.name, a.write);
+        assert!(matches!(a.read, ReadKind::None | ReadKind::Exact), "{node} {}: {}", a.name, a.read);
+    }
+}
+
+#[test]
+fn maps_match_what_the_examples_do() {
+    // (example, runs of small shapes, nodes whose maps must be exact)
+    let cases: [(&str, &[&[&str]], &[&str]); 6] = [
+        ("vecadd", &[&["1"], &["37"], &["64"]], &["VecAdd"]),
+        ("matmul", &[&["16"], &["32"]], &["MatMulThread"]),
+        ("stencil2d", &[&["16", "16", "1"], &["32", "48", "2"]], &["StencilThread"]),
+        ("nbody", &[&["7", "1"], &["33", "2"]], &["UpdateVelocity", "UpdatePosition"]),
+        ("sgemm_tiled", &[&["16", "32", "16"], &["32", "16", "48"]], &["SgemmTile"]),
+        ("pipeline", &[&["5", "3"], &["17", "9"]], &["LinearCombination"]),
+    ];
+    for (example, runs, exact) in cases {
+        let (exe, db) = prepare(example);
+        for node in exact {
+            assert_exact(&db, node);
+        }
+        for args in runs {
+            let problems = oracle(&db, &trace(&exe, args));
+            assert!(problems.is_empty(), "{example} {args:?}:\n{}", problems[..problems.len().min(10)].join("\n"));
+        }
+    }
+}
+
+/// Shapes from a fixed-seed generator: sizes the examples were not written around.
+#[test]
+fn maps_match_on_generated_shapes() {
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = |lo: u64, hi: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        lo + seed % (hi - lo + 1)
+    };
+    let (vecadd, vdb) = prepare("vecadd");
+    let (stencil, sdb) = prepare("stencil2d");
+    let (pipeline, pdb) = prepare("pipeline");
+    for _ in 0..4 {
+        let n = next(1, 300).to_string();
+        assert_eq!(oracle(&vdb, &trace(&vecadd, &[&n])), Vec::<String>::new(), "vecadd {n}");
+        let (w, h) = ((16 * next(1, 3)).to_string(), (16 * next(1, 3)).to_string());
+        assert_eq!(oracle(&sdb, &trace(&stencil, &[&w, &h, "1"])), Vec::<String>::new(), "stencil2d {w} {h}");
+        let (w, h) = (next(1, 24).to_string(), next(1, 24).to_string());
+        assert_eq!(oracle(&pdb, &trace(&pipeline, &[&w, &h])), Vec::<String>::new(), "pipeline {w} {h}");
+    }
+}
+
+/// The oracle is only worth something if it fails on a wrong map.
+#[test]
+fn oracle_catches_wrong_maps() {
+    let (exe, db) = prepare("matmul");
+    let t = trace(&exe, &["32"]);
+    assert!(oracle(&db, &t).is_empty());
+    let edit = |f: &dyn Fn(&mut dashdb::Arg)| {
+        let mut bad = db.clone();
+        let node = bad.nodes.iter_mut().find(|n| n.name == "MatMulThread").unwrap();
+        node.args.iter_mut().for_each(f);
+        bad
+    };
+    // The output transposed: every off-diagonal instance writes elsewhere.
+    let transposed = edit(&|a| {
+        if let Some(m) = &a.write_map {
+            a.write_map = Some(m.replace("-> C[y, x]", "-> C[x, y]"));
+        }
+    });
+    assert_ne!(transposed.nodes, db.nodes, "the edit must change the map");
+    assert!(oracle(&transposed, &t).iter().any(|p| p.contains("the write map says")));
+    // A read map missing the last column of A.
+    let short = edit(&|a| {
+        if a.name == "A" {
+            a.read_map = a.read_map.as_ref().map(|m| m.replace("o1 < N", "o1 < N - 1"));
+        }
+    });
+    assert_ne!(short.nodes, db.nodes, "the edit must change the map");
+    assert!(oracle(&short, &t).iter().any(|p| p.contains("which the read map leaves out")));
+}

@@ -1,0 +1,197 @@
+//! Access instrumentation (`hpvm-mgpu build --trace-accesses`), the oracle of the analysis's
+//! tests: every leaf instance reports its ids and integer parameters when it starts, then
+//! every load, store and atomic update through its pointer parameters, as a byte offset from
+//! the parameter (see the runtime's `trace` module). CPU code only: it runs where the
+//! analysis's claims are checked, never in production builds.
+
+use crate::describe::function;
+use crate::Result;
+use hpvm_core::graph::Graph;
+use inkwell::module::Module;
+use inkwell::targets::TargetData;
+use inkwell::values::{AsValueRef, BasicValueEnum, FunctionValue, InstructionOpcode, InstructionValue, PointerValue};
+use inkwell::AddressSpace;
+
+/// Instruments every compute leaf of `graph` in `module`.
+pub fn instrument(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Result<()> {
+    let ctx = module.get_context();
+    let b = ctx.create_builder();
+    let i64t = ctx.i64_type();
+    let i32t = ctx.i32_type();
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    fn decl<'ctx>(module: &Module<'ctx>, name: &str, ty: inkwell::types::FunctionType<'ctx>) -> FunctionValue<'ctx> {
+        module.get_function(name).unwrap_or_else(|| module.add_function(name, ty, None))
+    }
+    let get_node = decl(module, "__hpvm__getNode", ptr.fn_type(&[], false));
+    let get_parent = decl(module, "__hpvm__getParentNode", ptr.fn_type(&[ptr.into()], false));
+    let query = |q: &str, d: char| decl(module, &format!("__hpvm__{q}_{d}"), i64t.fn_type(&[ptr.into()], false));
+    let on_instance = decl(
+        module,
+        "hpvm_rt_trace_instance",
+        ctx.void_type().fn_type(&[ptr.into(), ptr.into(), ptr.into(), i32t.into()], false),
+    );
+    let on_access = decl(
+        module,
+        "hpvm_rt_trace_access",
+        ctx.void_type().fn_type(&[i32t.into(), i64t.into(), i32t.into(), i32t.into()], false),
+    );
+    // Shared memory (a block's scratch, fed by its allocation node) is no buffer.
+    let (kernels, _) = hpvm_core::plan::plan(graph);
+    for (id, node) in graph.nodes.iter() {
+        let Some(leaf) = node.leaf() else { continue };
+        if leaf.is_allocation {
+            continue;
+        }
+        let shared: Vec<u32> = kernels
+            .iter()
+            .find_map(|k| match k.shape {
+                hpvm_core::plan::Shape::Blocks { leaf, alloc } if leaf == id => {
+                    Some(hpvm_core::plan::shared_params(graph, k.node, leaf, alloc))
+                }
+                _ => None,
+            })
+            .unwrap_or_default();
+        let f = function(module, &node.name)?;
+        let accesses = memory_accesses(f);
+        let entry = f.get_first_basic_block().expect("a defined node function");
+        match entry.get_first_instruction() {
+            Some(i) => b.position_before(&i),
+            None => b.position_at_end(entry),
+        }
+        // The instance: ids and counts of the leaf and its parent, then the parameters.
+        let ids = b.build_array_alloca(i64t, i64t.const_int(12, false), "trace.ids")?;
+        let h = b.build_call(get_node, &[], "h")?.try_as_basic_value().basic().expect("ptr");
+        let p = b.build_call(get_parent, &[h.into()], "p")?.try_as_basic_value().basic().expect("ptr");
+        let mut k = 0;
+        for (q, of) in
+            [("getNodeInstanceID", h), ("getNodeInstanceID", p), ("getNumNodeInstances", h), ("getNumNodeInstances", p)]
+        {
+            for d in ['x', 'y', 'z'] {
+                let v = b.build_call(query(q, d), &[of.into()], "q")?.try_as_basic_value().basic().expect("i64");
+                let at = unsafe { b.build_in_bounds_gep(i64t, ids, &[i64t.const_int(k, false)], "at")? };
+                b.build_store(at, v)?;
+                k += 1;
+            }
+        }
+        let n = f.count_params();
+        let scalars = b.build_array_alloca(i64t, i64t.const_int(n.max(1) as u64, false), "trace.scalars")?;
+        for (i, param) in f.get_param_iter().enumerate() {
+            let v = match param {
+                BasicValueEnum::IntValue(v) if v.get_type().get_bit_width() < 64 => {
+                    b.build_int_s_extend(v, i64t, "wide")?
+                }
+                BasicValueEnum::IntValue(v) => v,
+                _ => i64t.const_zero(),
+            };
+            let at = unsafe { b.build_in_bounds_gep(i64t, scalars, &[i64t.const_int(i as u64, false)], "at")? };
+            b.build_store(at, v)?;
+        }
+        let name = b.build_global_string_ptr(&node.name, "trace.node")?.as_pointer_value();
+        let args = [name.into(), ids.into(), scalars.into(), i32t.const_int(n as u64, false).into()];
+        b.build_call(on_instance, &args, "")?;
+        // Instances that wait at a barrier run as fibers on one thread: each says again who
+        // it is when it resumes.
+        for call in crate::describe::calls_of(f, "__hpvm__barrier") {
+            if let Some(next) = call.get_next_instruction() {
+                b.position_before(&next);
+                b.build_call(on_instance, &args, "")?;
+            }
+        }
+
+        for (inst, address, ty, kind) in accesses {
+            if base_param(f, address).is_some_and(|(i, _)| shared.contains(&i)) {
+                continue;
+            }
+            b.position_before(&inst);
+            let (param, offset) = match base_param(f, address) {
+                Some((i, base)) => {
+                    let a = b.build_ptr_to_int(address, i64t, "addr")?;
+                    let s = b.build_ptr_to_int(base, i64t, "base")?;
+                    (i as i64, b.build_int_sub(a, s, "offset")?)
+                }
+                None => (-1, i64t.const_zero()),
+            };
+            let bytes = data.get_store_size(&ty) as u64;
+            b.build_call(
+                on_access,
+                &[
+                    i32t.const_int(param as u64, true).into(),
+                    offset.into(),
+                    i32t.const_int(bytes, false).into(),
+                    i32t.const_int(kind, false).into(),
+                ],
+                "",
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Loads, stores and atomic updates of `f`: the instruction, the address, the accessed type
+/// and the kind (0 read, 1 write, 2 both).
+fn memory_accesses<'ctx>(
+    f: FunctionValue<'ctx>,
+) -> Vec<(InstructionValue<'ctx>, PointerValue<'ctx>, inkwell::types::BasicTypeEnum<'ctx>, u64)> {
+    let mut out = Vec::new();
+    for bb in f.get_basic_block_iter() {
+        for inst in bb.get_instructions() {
+            let operand = |i: u32| inst.get_operand(i).and_then(|o| o.value());
+            let access = match inst.get_opcode() {
+                InstructionOpcode::Load => operand(0).map(|p| (p.into_pointer_value(), inst_type(inst), 0)),
+                InstructionOpcode::Store => {
+                    operand(1).zip(operand(0)).map(|(p, v)| (p.into_pointer_value(), v.get_type(), 1))
+                }
+                InstructionOpcode::AtomicRMW => {
+                    operand(0).zip(operand(1)).map(|(p, v)| (p.into_pointer_value(), v.get_type(), 2))
+                }
+                InstructionOpcode::AtomicCmpXchg => {
+                    operand(0).zip(operand(2)).map(|(p, v)| (p.into_pointer_value(), v.get_type(), 2))
+                }
+                InstructionOpcode::Call => {
+                    let callee =
+                        inkwell::values::CallSiteValue::try_from(inst).ok().and_then(|c| c.get_called_fn_value());
+                    let name = callee.map(|c| c.get_name().to_string_lossy().into_owned()).unwrap_or_default();
+                    if name.starts_with("__hpvm__atomic_") {
+                        let n = inst.get_num_operands();
+                        operand(0)
+                            .zip(operand(n.saturating_sub(2)))
+                            .map(|(p, v)| (p.into_pointer_value(), v.get_type(), 2))
+                    } else {
+                        None
+                    }
+                }
+                _ => None,
+            };
+            if let Some((p, ty, kind)) = access {
+                out.push((inst, p, ty, kind));
+            }
+        }
+    }
+    out
+}
+
+fn inst_type(inst: InstructionValue<'_>) -> inkwell::types::BasicTypeEnum<'_> {
+    // SAFETY: a load's type is its value's type, a first-class type.
+    unsafe { inkwell::types::BasicTypeEnum::new(llvm_sys::core::LLVMTypeOf(inst.as_value_ref())) }
+}
+
+/// The parameter of `f` an address is computed from by GEPs (and that parameter).
+fn base_param<'ctx>(f: FunctionValue<'ctx>, p: PointerValue<'ctx>) -> Option<(u32, PointerValue<'ctx>)> {
+    let mut v = p.as_value_ref();
+    // SAFETY: walks operands of values of `f`.
+    unsafe {
+        loop {
+            if let Some(i) = (0..f.count_params()).find(|&i| f.get_nth_param(i).is_some_and(|a| a.as_value_ref() == v))
+            {
+                return Some((i, f.get_nth_param(i)?.into_pointer_value()));
+            }
+            let gep = !llvm_sys::core::LLVMIsAGetElementPtrInst(v).is_null()
+                || (!llvm_sys::core::LLVMIsAConstantExpr(v).is_null()
+                    && llvm_sys::core::LLVMGetConstOpcode(v) == llvm_sys::LLVMOpcode::LLVMGetElementPtr);
+            if !gep {
+                return None;
+            }
+            v = llvm_sys::core::LLVMGetOperand(v, 0);
+        }
+    }
+}
