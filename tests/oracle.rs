@@ -265,7 +265,8 @@ fn assert_exact(db: &Database, node: &str) {
 #[test]
 fn maps_match_what_the_examples_do() {
     // (example, runs of small shapes, nodes whose maps must be exact)
-    let cases: [(&str, &[&[&str]], &[&str]); 6] = [
+    type Case<'a> = (&'a str, &'a [&'a [&'a str]], &'a [&'a str]);
+    let cases: [Case; 6] = [
         ("vecadd", &[&["1"], &["37"], &["64"]], &["VecAdd"]),
         ("matmul", &[&["16"], &["32"]], &["MatMulThread"]),
         ("stencil2d", &[&["16", "16", "1"], &["32", "48", "2"]], &["StencilThread"]),

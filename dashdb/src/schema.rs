@@ -54,12 +54,12 @@ pub struct Node {
     /// launch); then `I = block id × block + thread id`, and the maps' `gx`, `gy`, `gz` count
     /// blocks, not instances.
     pub block: Option<Vec<u64>>,
-    /// The parameter values for which the maps hold, as an ISL parameter set (`[N] -> { : N
-    /// > 0 }`); `None` when they always do. The analysis's assumptions (Polly's assumed
-    /// context, e.g. that a delinearized index stays within its row) live here: for other
-    /// values the node must run unpartitioned. It is simplified under the standing bounds
-    /// [`GRID_LIMIT`](crate::GRID_LIMIT) and [`PARAM_LIMIT`](crate::PARAM_LIMIT), which
-    /// hold in addition.
+    /// The parameter values for which the maps hold, as an ISL parameter set (for example
+    /// `[N] -> { : N >= 1 }`); `None` when they always do. The analysis's assumptions
+    /// (Polly's assumed context, e.g. that a delinearized index stays within its row) live
+    /// here: for other values the node must run unpartitioned. It is simplified under the
+    /// standing bounds [`GRID_LIMIT`](crate::GRID_LIMIT) and
+    /// [`PARAM_LIMIT`](crate::PARAM_LIMIT), which hold in addition.
     pub valid_when: Option<String>,
     /// Whether the grid may be cut into partitions run on different devices with the results
     /// of a one-device run. When false the node runs unpartitioned on one device.

@@ -111,7 +111,7 @@ pub fn instrument(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Resu
                 }
                 None => (-1, i64t.const_zero()),
             };
-            let bytes = data.get_store_size(&ty) as u64;
+            let bytes = data.get_store_size(&ty);
             b.build_call(
                 on_access,
                 &[

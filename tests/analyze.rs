@@ -1,0 +1,123 @@
+//! `hpvm-mgpu analyze`, `db show` and the database in `build`: snapshots of the report and
+//! of the database for every example, the user's overrides, and refusals.
+
+mod common;
+
+use common::{check_snapshot, examples, hpvm_mgpu, root, stderr, stdout};
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("hpvm-mgpu-analyze-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn reports_and_databases_of_the_examples() {
+    let dir = scratch("examples");
+    for example in examples() {
+        let stem = example.trim_end_matches(".c");
+        let db = dir.join(format!("{stem}.dashdb.json"));
+        let o = hpvm_mgpu(&["analyze", &format!("examples/{example}"), "-o", db.to_str().unwrap()]);
+        assert!(o.status.success(), "{example}: {}", stderr(&o));
+        check_snapshot(&format!("analyze-{stem}.txt"), &stdout(&o));
+        check_snapshot(&format!("{stem}.dashdb.json"), &std::fs::read_to_string(&db).unwrap());
+        let o = hpvm_mgpu(&["db", "show", db.to_str().unwrap()]);
+        assert!(o.status.success(), "{example}: {}", stderr(&o));
+        // The path of the database file differs per run; the rest must not.
+        check_snapshot(&format!("db-show-{stem}.txt"), &stdout(&o));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn data_dependent_writes_are_not_partitionable() {
+    let o = hpvm_mgpu(&["analyze", "examples/histogram.c"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("node Histogram (examples/histogram.c:28): not partitionable"), "{out}");
+    assert!(out.contains("updated atomically") && out.contains("(examples/histogram.c:35)"), "{out}");
+    assert!(out.contains("node Scatter (examples/histogram.c:40): not partitionable"), "{out}");
+    assert!(out.contains("`out` is written") && out.contains("(examples/histogram.c:48)"), "{out}");
+}
+
+#[test]
+fn the_user_chooses_the_split() {
+    let o = hpvm_mgpu(&["analyze", "examples/matmul.c", "--split", "MatMulThread=x"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("partitionable, split along x (as asked)"), "{}", stdout(&o));
+    for (bad, says) in [
+        ("MatMulThread=z", "there is no dimension 2"),
+        ("Nope=x", "there is no leaf node `Nope`"),
+        ("MatMulThread=w", "expected NODE=DIMS"),
+    ] {
+        let o = hpvm_mgpu(&["analyze", "examples/matmul.c", "--split", bad]);
+        assert_eq!(o.status.code(), Some(1), "{bad}");
+        assert!(stderr(&o).contains(says), "{bad}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn db_show_one_node_and_unknown_nodes() {
+    let dir = scratch("show");
+    let db = dir.join("m.json");
+    assert!(hpvm_mgpu(&["analyze", "examples/nbody.c", "-o", db.to_str().unwrap()]).status.success());
+    let o = hpvm_mgpu(&["db", "show", db.to_str().unwrap(), "--node", "UpdatePosition"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("node UpdatePosition") && !stdout(&o).contains("node UpdateVelocity"));
+    let o = hpvm_mgpu(&["db", "show", db.to_str().unwrap(), "--node", "Nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no node `Nope`"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn build_uses_a_database_only_for_its_source() {
+    let dir = scratch("build-db");
+    let db = dir.join("vecadd.dashdb.json");
+    let exe = dir.join("vecadd");
+    assert!(hpvm_mgpu(&["analyze", "examples/vecadd.c", "-o", db.to_str().unwrap()]).status.success());
+    let o = hpvm_mgpu(&[
+        "build",
+        "examples/vecadd.c",
+        "--no-gpu",
+        "--db",
+        db.to_str().unwrap(),
+        "-o",
+        exe.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The embedded database is the runtime's: its verdict shows in the statistics.
+    let run = std::process::Command::new(&exe).arg("100").env("HPVM_MGPU_STATS", "1").output().unwrap();
+    assert!(run.status.success());
+    assert!(stderr(&run).contains("analysis: partitionable along x"), "{}", stderr(&run));
+    // Another source: refused, and nothing is written.
+    let other = dir.join("other");
+    let o = hpvm_mgpu(&[
+        "build",
+        "examples/matmul.c",
+        "--no-gpu",
+        "--db",
+        db.to_str().unwrap(),
+        "-o",
+        other.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("vecadd.c"), "{}", stderr(&o));
+    assert!(!other.exists());
+    // Another schema version: refused with a message about versions.
+    let text = std::fs::read_to_string(&db).unwrap().replace("\"schema_version\": 1", "\"schema_version\": 99");
+    std::fs::write(&db, text).unwrap();
+    let o = hpvm_mgpu(&[
+        "build",
+        "examples/vecadd.c",
+        "--no-gpu",
+        "--db",
+        db.to_str().unwrap(),
+        "-o",
+        exe.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("version"), "{}", stderr(&o));
+    let _ = root();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
