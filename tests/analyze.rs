@@ -3,20 +3,14 @@
 
 mod common;
 
-use common::{check_snapshot, examples, hpvm_mgpu, root, stderr, stdout};
-
-fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("hpvm-mgpu-analyze-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{check_snapshot, examples, hpvm_mgpu, stderr, stdout, TempDir};
 
 #[test]
 fn reports_and_databases_of_the_examples() {
-    let dir = scratch("examples");
+    let dir = TempDir::new("analyze-examples");
     for example in examples() {
         let stem = example.trim_end_matches(".c");
-        let db = dir.join(format!("{stem}.dashdb.json"));
+        let db = dir.join(&format!("{stem}.dashdb.json"));
         let o = hpvm_mgpu(&["analyze", &format!("examples/{example}"), "-o", db.to_str().unwrap()]);
         assert!(o.status.success(), "{example}: {}", stderr(&o));
         check_snapshot(&format!("analyze-{stem}.txt"), &stdout(&o));
@@ -26,7 +20,6 @@ fn reports_and_databases_of_the_examples() {
         // The path of the database file differs per run; the rest must not.
         check_snapshot(&format!("db-show-{stem}.txt"), &stdout(&o));
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -58,7 +51,7 @@ fn the_user_chooses_the_split() {
 
 #[test]
 fn db_show_one_node_and_unknown_nodes() {
-    let dir = scratch("show");
+    let dir = TempDir::new("analyze-show");
     let db = dir.join("m.json");
     assert!(hpvm_mgpu(&["analyze", "examples/nbody.c", "-o", db.to_str().unwrap()]).status.success());
     let o = hpvm_mgpu(&["db", "show", db.to_str().unwrap(), "--node", "UpdatePosition"]);
@@ -67,12 +60,11 @@ fn db_show_one_node_and_unknown_nodes() {
     let o = hpvm_mgpu(&["db", "show", db.to_str().unwrap(), "--node", "Nope"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("no node `Nope`"), "{}", stderr(&o));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn build_uses_a_database_only_for_its_source() {
-    let dir = scratch("build-db");
+    let dir = TempDir::new("analyze-build-db");
     let db = dir.join("vecadd.dashdb.json");
     let exe = dir.join("vecadd");
     assert!(hpvm_mgpu(&["analyze", "examples/vecadd.c", "-o", db.to_str().unwrap()]).status.success());
@@ -118,6 +110,4 @@ fn build_uses_a_database_only_for_its_source() {
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("version"), "{}", stderr(&o));
-    let _ = root();
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{hpvm_mgpu, root, stderr};
+use common::{hpvm_mgpu, root, stderr, TempDir};
 use dashdb::{Database, Node, ReadKind, WriteKind};
 use isl_glue::Isl;
 use std::collections::{BTreeMap, BTreeSet};
@@ -221,15 +221,9 @@ fn oracle(db: &Database, trace: &[Access]) -> Vec<String> {
     problems
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("hpvm-mgpu-oracle-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Builds `example` traced and analyses it: (executable, database).
-fn prepare(example: &str) -> (PathBuf, Database) {
-    let dir = scratch(example);
+/// Builds `example` traced and analyses it: (their directory, executable, database).
+fn prepare(example: &str) -> (TempDir, PathBuf, Database) {
+    let dir = TempDir::new(&format!("oracle-{example}"));
     let exe = dir.join(example);
     let src = format!("examples/{example}.c");
     let o = hpvm_mgpu(&["build", &src, "--no-gpu", "--trace-accesses", "-o", exe.to_str().unwrap()]);
@@ -238,7 +232,7 @@ fn prepare(example: &str) -> (PathBuf, Database) {
     let o = hpvm_mgpu(&["analyze", &src, "-o", dbfile.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let db = Database::load(&dbfile, Some(&std::fs::read(root().join(&src)).unwrap())).unwrap();
-    (exe, db)
+    (dir, exe, db)
 }
 
 /// Runs a traced executable with `args`; its trace.
@@ -275,7 +269,7 @@ fn maps_match_what_the_examples_do() {
         ("pipeline", &[&["5", "3"], &["17", "9"]], &["LinearCombination"]),
     ];
     for (example, runs, exact) in cases {
-        let (exe, db) = prepare(example);
+        let (_dir, exe, db) = prepare(example);
         for node in exact {
             assert_exact(&db, node);
         }
@@ -296,9 +290,9 @@ fn maps_match_on_generated_shapes() {
         seed ^= seed << 17;
         lo + seed % (hi - lo + 1)
     };
-    let (vecadd, vdb) = prepare("vecadd");
-    let (stencil, sdb) = prepare("stencil2d");
-    let (pipeline, pdb) = prepare("pipeline");
+    let (_v, vecadd, vdb) = prepare("vecadd");
+    let (_s, stencil, sdb) = prepare("stencil2d");
+    let (_p, pipeline, pdb) = prepare("pipeline");
     for _ in 0..4 {
         let n = next(1, 300).to_string();
         assert_eq!(oracle(&vdb, &trace(&vecadd, &[&n])), Vec::<String>::new(), "vecadd {n}");
@@ -312,7 +306,7 @@ fn maps_match_on_generated_shapes() {
 /// The oracle is only worth something if it fails on a wrong map.
 #[test]
 fn oracle_catches_wrong_maps() {
-    let (exe, db) = prepare("matmul");
+    let (_dir, exe, db) = prepare("matmul");
     let t = trace(&exe, &["32"]);
     assert!(oracle(&db, &t).is_empty());
     let edit = |f: &dyn Fn(&mut dashdb::Arg)| {

@@ -191,7 +191,7 @@ pub fn analyze_program(
             if !p.ty.is_pointer() || shared.contains(&(i as u32)) {
                 continue;
             }
-            let acc = maps::accesses_of(&isl, &scops, w, &w.params[i], &w.params[i]);
+            let acc = maps::accesses_of(&isl, &scops, w, &w.params[i]);
             for (msg, loc) in &acc.notes {
                 if matches!(acc.write, WriteKind::May | WriteKind::Unanalysable) && msg.contains("written") {
                     entry.reasons.push(reason(msg.clone(), loc));

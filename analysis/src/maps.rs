@@ -101,8 +101,9 @@ fn to_instances(stmt: &str, loops: &[String], w: &Wrapper<'_>) -> Option<String>
     Some(format!("{{ {stmt}[{}] -> I[{}] }}", vars.join(", "), coords.join(", ")))
 }
 
-/// The accesses of wrapper parameter `param` (a pointer named `name`).
-pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, param: &str, name: &str) -> ArgAccesses {
+/// The accesses of the wrapper's pointer parameter `name`.
+pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str) -> ArgAccesses {
+    let param = name;
     let mut a = ArgAccesses::default();
     let arrays: Vec<&crate::polly::Array> = scops.arrays.iter().filter(|x| x.base == param).collect();
     for u in scops.unmodeled.iter().filter(|u| u.base == param) {
