@@ -245,7 +245,9 @@ fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions, cxx: bool) -> R
     for l in &opts.libs {
         cmd.arg(format!("-l{l}"));
     }
-    cmd.args(RUNTIME_NATIVE_LIBS).arg("-o").arg(&tmp);
+    // The runtime's ISL bindings name every ISL function, some of which this ISL lacks; only
+    // the sections the program reaches are kept, so unused bindings never need resolving.
+    cmd.args(RUNTIME_NATIVE_LIBS).arg("-Wl,--gc-sections").arg("-o").arg(&tmp);
     if opts.clang.verbose {
         eprintln!("+ {cmd:?}");
     }

@@ -36,6 +36,9 @@ pub(crate) fn rectangles(set: &ElementSet<'_>, shape: &[i64]) -> Result<Vec<Rect
     if set.is_empty()? {
         return Ok(out);
     }
+    if let Some(rows) = native_rows(set, shape)? {
+        return Ok(merge_rows(rows));
+    }
     for piece in pieces(set)? {
         if piece.is_empty()? {
             continue;
@@ -171,4 +174,135 @@ pub(crate) fn runs_of(rects: &[Rect]) -> Vec<Run> {
         }
     }
     merged
+}
+
+/// One constraint of a convex piece: `coef · x + constant >= 0` (`= 0` for an equality).
+struct Linear {
+    coef: Vec<i64>,
+    constant: i64,
+    equality: bool,
+}
+
+/// The set row by row, by integer arithmetic on the constraints of its convex pieces, when
+/// every piece is plain (no existential variables, parameters fixed): one rectangle of one
+/// row per row of each piece. `None` when some piece is not plain (then ISL answers per row).
+///
+/// Exact: for fixed outer coordinates, a convex piece without existentials is exactly the
+/// innermost interval its constraints bound, and a row is empty exactly when that interval is
+/// empty or a constraint without the innermost dimension fails.
+fn native_rows(set: &ElementSet<'_>, shape: &[i64]) -> Result<Option<Vec<Rect>>> {
+    use isl_rs::DimType;
+    let n = shape.len();
+    let params = set.set.dim(DimType::Param)? as u32;
+    // Parameters fixed by equalities are eliminated exactly; any left free make it unbounded.
+    // Pieces may overlap (no `make_disjoint`, which is costly): rows are merged below.
+    let plain = set.set.copy()?.project_out(DimType::Param, 0, params)?;
+    let list = plain.get_basic_set_list()?;
+    // Each plain piece: its constraints and its bounding box.
+    type Piece = (Vec<Linear>, Vec<(i64, i64)>);
+    let mut pieces: Vec<Piece> = Vec::new();
+    for i in 0..list.size()? {
+        let piece = list.get_at(i)?;
+        if piece.dim(DimType::Div)? > 0 {
+            return Ok(None);
+        }
+        let as_set = ElementSet { isl: set.isl, set: piece.copy()?.to_set()? };
+        if as_set.is_empty()? {
+            continue;
+        }
+        let b: Vec<(i64, i64)> = (0..n).map(|d| bounds(&as_set, d)).collect::<Result<_>>()?;
+        let constraints = piece.get_constraint_list()?;
+        let mut lin = Vec::new();
+        for c in 0..constraints.size()? {
+            let c = constraints.get_at(c)?;
+            let coef = (0..n)
+                .map(|d| c.get_coefficient_val(DimType::Set, d as i32).and_then(|v| v.get_num_si()))
+                .collect::<std::result::Result<Vec<i64>, _>>()?;
+            lin.push(Linear { coef, constant: c.get_constant_val()?.get_num_si()?, equality: c.is_equality()? });
+        }
+        pieces.push((lin, b));
+    }
+    let mut out = Vec::new();
+    let row_len = shape[n - 1];
+    for (lin, b) in &pieces {
+        // Every outer coordinate of the piece's bounding box, innermost interval each.
+        let outer = &b[..n - 1];
+        let count: i64 = outer.iter().map(|(lo, hi)| hi - lo + 1).product();
+        if count > 1 << 26 {
+            return Ok(None);
+        }
+        let mut x: Vec<i64> = outer.iter().map(|r| r.0).collect();
+        x.push(0);
+        for _ in 0..count {
+            if let Some((lo, hi)) = inner_interval(lin, &x, b[n - 1]) {
+                let row = (0..n - 1).fold(0i64, |acc, d| acc * if d == 0 { 1 } else { shape[d] } + x[d]);
+                let row = if n == 1 { 0 } else { row };
+                out.push(Rect { first_row: row, rows: 1, first_col: lo, cols: hi - lo + 1, row_len });
+            }
+            // Next outer coordinate (innermost outer dimension fastest).
+            for d in (0..n - 1).rev() {
+                x[d] += 1;
+                if x[d] <= outer[d].1 {
+                    break;
+                }
+                x[d] = outer[d].0;
+            }
+        }
+    }
+    // Pieces may overlap: merge the intervals of each row, so rectangles are disjoint.
+    out.sort();
+    let mut rows: Vec<Rect> = Vec::with_capacity(out.len());
+    for r in out {
+        match rows.last_mut() {
+            Some(l) if l.first_row == r.first_row && r.first_col <= l.first_col + l.cols => {
+                l.cols = l.cols.max(r.first_col + r.cols - l.first_col)
+            }
+            _ => rows.push(r),
+        }
+    }
+    Ok(Some(rows))
+}
+
+/// The innermost interval of a plain piece at outer coordinates `x` (its last entry is
+/// ignored), within `bound`; `None` when empty.
+fn inner_interval(lin: &[Linear], x: &[i64], bound: (i64, i64)) -> Option<(i64, i64)> {
+    let n = x.len();
+    let (mut lo, mut hi) = bound;
+    for c in lin {
+        let rest: i64 = c.constant + (0..n - 1).map(|d| c.coef[d] * x[d]).sum::<i64>();
+        let a = c.coef[n - 1];
+        if a == 0 {
+            if rest < 0 || (c.equality && rest != 0) {
+                return None;
+            }
+            continue;
+        }
+        // a·v + rest >= 0 (or = 0).
+        if c.equality {
+            if rest % a != 0 {
+                return None;
+            }
+            let v = -rest / a;
+            lo = lo.max(v);
+            hi = hi.min(v);
+        } else if a > 0 {
+            lo = lo.max(div_ceil(-rest, a));
+        } else {
+            hi = hi.min(div_floor(rest, -a));
+        }
+    }
+    (lo <= hi).then_some((lo, hi))
+}
+
+fn div_floor(a: i64, b: i64) -> i64 {
+    let q = a / b;
+    if (a % b != 0) && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    }
+}
+
+fn div_ceil(a: i64, b: i64) -> i64 {
+    -div_floor(-a, b)
 }

@@ -84,6 +84,27 @@ impl Isl {
         Ok(ElementSet { isl: self, set })
     }
 
+    /// The value of the integer expression `expr` (ISL syntax, where `/` is exact: `N`, `floor(w / 16) * 16`, `k - 1`)
+    /// with its parameters fixed to `values` (names it does not use are ignored).
+    pub fn value_of(&self, expr: &str, values: &[(&str, i64)]) -> Result<i64> {
+        let names: Vec<&str> = values.iter().map(|(n, _)| *n).collect();
+        let text = format!("[{}] -> {{ [v] : v = {expr} }}", names.join(", "));
+        let set = self.set(&text)?.fix_params(values)?;
+        let (lo, hi) = bounds(&set, 0)?;
+        if lo != hi {
+            return Err(Error::Shape(format!("`{expr}` has no single value under {values:?}")));
+        }
+        Ok(lo)
+    }
+
+    /// Whether the parameter set `text` (`[N] -> { : N >= 1 }`) holds for `values`.
+    pub fn params_hold(&self, text: &str, values: &[(&str, i64)]) -> Result<bool> {
+        let set = self.set(text)?;
+        let names = set.params()?;
+        let used: Vec<(&str, i64)> = values.iter().copied().filter(|(n, _)| names.iter().any(|m| m == n)).collect();
+        Ok(!set.fix_params(&used)?.is_empty()?)
+    }
+
     /// The parameter constraint `[p...] -> { : p0 = v0 and ... }`.
     fn param_values(&self, values: &[(&str, i64)]) -> Result<isl::Set> {
         let names: Vec<&str> = values.iter().map(|(n, _)| *n).collect();
@@ -122,6 +143,32 @@ impl<'i> AccessMap<'i> {
             let (l, h) = (to_i32(lo[d])?, to_i32(hi[d] - 1)?);
             domain = domain.lower_bound_si(DimType::Set, d as u32, l)?.upper_bound_si(DimType::Set, d as u32, h)?;
         }
+        Ok(AccessMap { isl: self.isl, map: self.map.intersect_domain(domain)? })
+    }
+
+    /// Restricts the instances to a box whose bounds are the parameters `lo0 <= x0 < hi0`, ...
+    /// (named by [`box_param`]): one range computed this way serves every partition, each
+    /// fixing the bounds with [`ElementSet::fix_params`].
+    pub fn restrict_to_param_box(self) -> Result<AccessMap<'i>> {
+        let dims = self.map.dim(DimType::In)? as usize;
+        let names: Vec<String> = (0..dims).flat_map(|d| [box_param(d, false), box_param(d, true)]).collect();
+        let vars: Vec<String> = (0..dims).map(|d| format!("i{d}")).collect();
+        let cons: Vec<String> =
+            (0..dims).map(|d| format!("{} <= i{d} < {}", box_param(d, false), box_param(d, true))).collect();
+        let text = format!(
+            "[{}] -> {{ [{}] : {} }}",
+            names.join(", "),
+            vars.join(", "),
+            if cons.is_empty() { "true".to_string() } else { cons.join(" and ") }
+        );
+        let domain = isl::Set::read_from_str(&self.isl.ctx, &text)
+            .map_err(|e| Error::Parse { text: text.clone(), message: e.to_string() })?;
+        let space = self.map.copy()?.domain()?.get_space()?;
+        let name = space.get_tuple_name(DimType::Set).ok().map(|n| n.to_string());
+        let domain = match name {
+            Some(n) if !n.is_empty() => domain.set_tuple_name(&n)?,
+            _ => domain,
+        };
         Ok(AccessMap { isl: self.isl, map: self.map.intersect_domain(domain)? })
     }
 
@@ -247,6 +294,12 @@ impl<'i> AccessMap<'i> {
         }
         Ok(None)
     }
+}
+
+/// The parameter bounding instance dimension `d` of a box from below (inclusive) or above
+/// (exclusive) in [`AccessMap::restrict_to_param_box`].
+pub fn box_param(d: usize, upper: bool) -> String {
+    format!("hpvm_{}{d}", if upper { "hi" } else { "lo" })
 }
 
 fn to_i32(v: i64) -> Result<i32> {

@@ -141,3 +141,13 @@ fn a_deliberately_wrong_decomposition_is_caught() {
     let wrong = isl.set("{ A[i, j] : 0 <= i < 3 and 0 <= j < 2 }").unwrap();
     assert_ne!(s.runs(&[3, 3]).unwrap(), wrong.runs(&[3, 3]).unwrap());
 }
+
+#[test]
+fn values_of_expressions_and_parameter_conditions() {
+    let isl = Isl::new();
+    assert_eq!(isl.value_of("floor(w / 16) * 16", &[("w", 70), ("h", 3)]).unwrap(), 64);
+    assert_eq!(isl.value_of("16", &[]).unwrap(), 16);
+    assert!(isl.value_of("w", &[]).is_err());
+    assert!(isl.params_hold("[gx, n] -> { : gx >= 0 and n >= 16gx }", &[("gx", 2), ("n", 32), ("m", 1)]).unwrap());
+    assert!(!isl.params_hold("[gx, n] -> { : gx >= 0 and n >= 16gx }", &[("gx", 3), ("n", 32)]).unwrap());
+}

@@ -154,7 +154,7 @@ fn slab_count(b: Part, dims: &[usize], n: usize) -> usize {
     // The rest is cut among `n / a`; its cut length is approximated by the next dimension.
     let e1 = b.extent(dims[1]) as f64;
     let mut best = (f64::INFINITY, n);
-    for a in (1..=n).rev().filter(|a| n % a == 0) {
+    for a in (1..=n).rev().filter(|a| n.is_multiple_of(*a)) {
         let rest = (n / a) as f64;
         // (a - 1) cuts across the whole of dims[1], (rest - 1) cuts per slab across e0 / a.
         let cost = (a as f64 - 1.0) * e1 + (rest - 1.0) * e0;

@@ -26,17 +26,19 @@ fn guard<R>(what: &str, f: impl FnOnce() -> R) -> R {
 #[no_mangle]
 pub extern "C" fn __hpvm__init() {
     guard("__hpvm__init", || {
+        // Every setting is checked now, so a bad one stops the program before it starts work.
         crate::pool::pool();
+        crate::devices::devices();
+        crate::partitioned::check_settings();
     })
 }
 
 #[no_mangle]
 pub extern "C" fn __hpvm__cleanup() {
     guard("__hpvm__cleanup", || {
-        if stats::enabled() {
-            eprint!("{}", stats::report());
-        }
+        // Buffers first: the copies back to the host count in the statistics.
         memory::forget_all();
+        stats::emit();
         scratch::release_global();
         crate::trace::flush();
     })

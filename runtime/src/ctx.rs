@@ -46,20 +46,26 @@ impl GridBox {
         self.len() == 0
     }
 
-    /// Splits the grid into at most about `pieces` boxes along its outermost dimension with
-    /// more than one instance (then the next), keeping boxes contiguous in memory order.
+    /// Splits the grid into at most about `pieces` boxes (see [`GridBox::split_box`]).
     pub fn split(dim: [i64; 3], pieces: usize) -> Vec<GridBox> {
-        let whole = GridBox::whole(dim);
+        GridBox::whole(dim).split_box(pieces)
+    }
+
+    /// Splits the box into at most about `pieces` boxes along its outermost dimension with
+    /// more than one instance (then the next), keeping boxes contiguous in memory order.
+    pub fn split_box(&self, pieces: usize) -> Vec<GridBox> {
+        let whole = *self;
         if whole.is_empty() {
             return vec![];
         }
         let pieces = pieces.max(1) as i64;
-        let Some(d) = (0..3).rev().find(|&d| dim[d] > 1) else { return vec![whole] };
+        let ext = |d: usize| whole.hi[d] - whole.lo[d];
+        let Some(d) = (0..3).rev().find(|&d| ext(d) > 1) else { return vec![whole] };
         // Outer dimension too short to feed everyone: split the one inside it as well.
-        if dim[d] < pieces && d > 0 && dim[d - 1] > 1 {
-            let per_row = (pieces + dim[d] - 1) / dim[d];
+        if ext(d) < pieces && d > 0 && ext(d - 1) > 1 {
+            let per_row = (pieces + ext(d) - 1) / ext(d);
             let mut out = Vec::new();
-            for row in 0..dim[d] {
+            for row in whole.lo[d]..whole.hi[d] {
                 let mut outer = whole;
                 outer.lo[d] = row;
                 outer.hi[d] = row + 1;
@@ -68,6 +74,14 @@ impl GridBox {
             return out;
         }
         split_range(whole, d, pieces)
+    }
+
+    /// The linear indices (x fastest, in the whole grid) of the box's instances.
+    pub fn linear_indices(&self) -> impl Iterator<Item = i64> + '_ {
+        let b = *self;
+        (b.lo[2]..b.hi[2]).flat_map(move |z| {
+            (b.lo[1]..b.hi[1]).flat_map(move |y| (b.lo[0]..b.hi[0]).map(move |x| (z * b.dim[1] + y) * b.dim[0] + x))
+        })
     }
 }
 
@@ -124,6 +138,21 @@ mod tests {
             }
         }
         assert!(GridBox::split([0, 4, 1], 4).is_empty());
+    }
+
+    #[test]
+    fn sub_boxes_split_within_themselves() {
+        let dim = [7, 5, 3];
+        let part = GridBox { lo: [1, 2, 0], hi: [6, 4, 3], dim };
+        for pieces in [1, 2, 3, 8, 64] {
+            let boxes = part.split_box(pieces);
+            let mut lins: Vec<i64> = boxes.iter().flat_map(|b| b.linear_indices().collect::<Vec<_>>()).collect();
+            lins.sort();
+            let mut expected: Vec<i64> = part.linear_indices().collect();
+            expected.sort();
+            assert_eq!(lins, expected);
+            assert_eq!(expected.len() as i64, part.len());
+        }
     }
 
     #[test]

@@ -40,6 +40,10 @@ pub struct NodeDesc {
     /// The node's GPU kernel, when it has one.
     #[serde(default)]
     pub kernel: Option<KernelDesc>,
+    /// The node as a launch unit (how a GPU would run it; present whether or not a kernel
+    /// was compiled): what the runtime partitions across devices.
+    #[serde(default)]
+    pub shape: Option<KernelKind>,
 }
 
 /// A GPU kernel compiled for a node (its code is in the module's PTX).
@@ -257,6 +261,29 @@ impl Program {
                         || b.child_port as usize >= self.nodes[b.child as usize].outputs.len()
                     {
                         return Err(format!("node {}: output binding out of range", node.name));
+                    }
+                }
+            }
+            for kind in node.shape.iter().chain(node.kernel.iter().map(|k| &k.kind)) {
+                match kind {
+                    KernelKind::Blocks { leaf, alloc, .. } => {
+                        let KindDesc::Internal { children, .. } = &node.kind else {
+                            return Err(format!("node {}: a blocks launch of a leaf", node.name));
+                        };
+                        if !children.contains(leaf) || alloc.is_some_and(|a| !children.contains(&a)) {
+                            return Err(format!(
+                                "node {}: a blocks launch of nodes that are not its children",
+                                node.name
+                            ));
+                        }
+                        if !self.nodes[*leaf as usize].is_leaf() {
+                            return Err(format!("node {}: a blocks launch of an internal node", node.name));
+                        }
+                    }
+                    KernelKind::Grid => {
+                        if !node.is_leaf() {
+                            return Err(format!("node {}: a grid launch of an internal node", node.name));
+                        }
                     }
                 }
             }

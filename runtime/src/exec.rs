@@ -12,9 +12,10 @@
 //! - an allocation node runs once per parent instance, on the parent instance's thread, and
 //!   its memory lives until that parent instance's child graph has finished.
 
-use crate::ctx::{unlinearize, NodeCtx};
+use crate::ctx::{unlinearize, GridBox, NodeCtx};
 use crate::desc::{EdgeDesc, KindDesc, NodeDesc, ScalarKind};
-use crate::device::{Device, LeafJob};
+use crate::devices::host::{run_leaf, LeafJob};
+use crate::devices::Place;
 use crate::module::Module;
 use crate::{fatal, scratch};
 use rayon::prelude::*;
@@ -91,10 +92,11 @@ pub fn int_param(node: &NodeDesc, args: &[u8], i: u32) -> Option<i64> {
 
 pub struct Engine<'m> {
     pub module: &'m Module,
-    /// Where leaves run.
-    pub device: &'m dyn Device,
     /// Where nodes with a kernel run, if there is a GPU.
-    pub gpu: Option<&'m crate::cuda::Cuda>,
+    pub gpu: Option<&'m crate::devices::cuda::Cuda>,
+    /// Whose memory the pointers in arguments address: the host's, or (inside a partition)
+    /// a device's. Only the host engine dispatches launch units and keeps buffers coherent.
+    pub place: Place,
 }
 
 impl Engine<'_> {
@@ -132,29 +134,54 @@ impl Engine<'_> {
         let start = Instant::now();
         let node = self.node(n);
         let total: i64 = grid.iter().product();
-        let out_size = node.outputs_size();
         let parent = SendPtr(parent as *mut NodeCtx);
-        if let (Some(kernel), Some(gpu), Some(ptx)) = (&node.kernel, self.gpu, self.module.ptx) {
-            if self.run_kernel(n, kernel, gpu, ptx, args, parent, grid, outs) {
-                self.module.stats[n as usize].record(total as u64, start.elapsed().as_nanos() as u64);
-                return;
+        if self.place == Place::Host {
+            if let (Some(kernel), Some(gpu), Some(ptx)) = (&node.kernel, self.gpu, self.module.ptx) {
+                if self.run_kernel(n, kernel, gpu, ptx, args, parent, grid, outs) {
+                    self.module.stats[n as usize].record(total as u64, start.elapsed().as_nanos() as u64);
+                    return;
+                }
+            }
+            if let Some(shape) = &node.shape {
+                if crate::partitioned::run_unit(self, n, shape, args, parent, grid, outs) {
+                    self.module.stats[n as usize].record(total as u64, start.elapsed().as_nanos() as u64);
+                    return;
+                }
+            }
+            if node.is_leaf() && crate::devices::devices().count() > 0 {
+                // A device may hold the current copy of what this host leaf touches.
+                for p in node.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
+                    let Some(ptr) = read_u64(&args.base, p.offset as usize) else { continue };
+                    let bytes = p.size_param.and_then(|i| int_param(node, &args.base, i)).unwrap_or(0).max(0) as usize;
+                    crate::memory::host_access(ptr as usize, bytes, p.write || !p.read);
+                }
             }
         }
-        if self.gpu.is_some() && node.is_leaf() {
-            // The GPU may hold the current copy of what this CPU leaf touches.
-            for p in node.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
-                let Some(ptr) = read_u64(&args.base, p.offset as usize) else { continue };
-                let bytes = p.size_param.and_then(|i| int_param(node, &args.base, i)).unwrap_or(0).max(0) as usize;
-                crate::memory::host_access(ptr as usize, bytes, p.write || !p.read);
-            }
-        }
+        self.run_box(n, args, parent, grid, GridBox::whole(grid), outs);
+        self.module.stats[n as usize].record(total as u64, start.elapsed().as_nanos() as u64);
+    }
+
+    /// Runs the instances `bx` of node `n`'s grid `grid` where this engine is (no dispatch to
+    /// devices): a leaf's entry point, or an internal node's child graphs.
+    pub fn run_box(
+        &self,
+        n: u32,
+        args: &Args,
+        parent: SendPtr<NodeCtx>,
+        grid: [i64; 3],
+        bx: GridBox,
+        outs: SendPtr<u8>,
+    ) {
+        let node = self.node(n);
+        let out_size = node.outputs_size();
         match &node.kind {
-            KindDesc::Leaf { entry, barrier, allocation } => self.device.run_leaf(&LeafJob {
+            KindDesc::Leaf { entry, barrier, allocation } => run_leaf(&LeafJob {
                 node,
                 entry: self.module.entries[*entry as usize],
                 args,
                 parent,
                 grid,
+                bx,
                 outs,
                 barrier: *barrier,
                 allocation: *allocation,
@@ -169,14 +196,14 @@ impl Engine<'_> {
                     });
                     self.run_children(n, &args.for_instance(lin), &ctx, slot);
                 };
-                if total == 1 {
-                    instance(0);
+                if bx.len() == 1 {
+                    instance(bx.linear_indices().next().expect("one instance"));
                 } else {
-                    (0..total).into_par_iter().for_each(instance);
+                    let lins: Vec<i64> = bx.linear_indices().collect();
+                    lins.into_par_iter().for_each(instance);
                 }
             }
         }
-        self.module.stats[n as usize].record(total as u64, start.elapsed().as_nanos() as u64);
     }
 
     /// Runs the child graph of one instance of internal node `n`; writes its outputs at `out`.

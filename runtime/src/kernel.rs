@@ -5,8 +5,8 @@
 //! kernel is not used and the node runs on the CPU.
 
 use crate::ctx::{GridBox, NodeCtx};
-use crate::cuda::Cuda;
 use crate::desc::{KernelDesc, KernelKind, NodeDesc, ScalarKind};
+use crate::devices::cuda::Cuda;
 use crate::exec::{int_param, read_u64, Args, Engine, SendPtr};
 use crate::{fatal, scratch};
 use std::ffi::CStr;
@@ -19,7 +19,7 @@ static GPU_LOCK: Mutex<()> = Mutex::new(());
 const MAX_BLOCK: i64 = 1024;
 
 /// The block shape for a grid-shaped kernel of `dims` dimensions.
-fn block_shape(dims: u32) -> [i64; 3] {
+pub(crate) fn block_shape(dims: u32) -> [i64; 3] {
     match dims {
         0 | 1 => [256, 1, 1],
         2 => [32, 8, 1],
@@ -151,8 +151,8 @@ impl Engine<'_> {
             let bytes = &args[p.offset as usize..(p.offset + p.size) as usize];
             match pointers.iter().find(|x| x.0 == i) {
                 Some(&(_, v, size, write)) if v != 0 => {
-                    let d = crate::memory::device_access(gpu, v as usize, size, write)?
-                        .ok_or("buffer untracked meanwhile")?;
+                    let d =
+                        crate::memory::device_access(v as usize, size, write)?.ok_or("buffer untracked meanwhile")?;
                     params.push(d.to_le_bytes().to_vec());
                 }
                 _ => params.push(bytes.to_vec()),
@@ -202,7 +202,7 @@ fn bench_repeat() -> Option<usize> {
 }
 
 /// The argument buffer shared by all instances, if their one-to-one inputs all agree.
-fn uniform_args(args: &Args, total: i64) -> Option<Vec<u8>> {
+pub(crate) fn uniform_args(args: &Args, total: i64) -> Option<Vec<u8>> {
     if args.patches.is_empty() {
         return Some(args.base.clone());
     }

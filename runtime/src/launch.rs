@@ -32,11 +32,11 @@ struct Stream {
 const ROOT_CTX: NodeCtx = NodeCtx { id: [0; 3], dim: [1; 3], parent: std::ptr::null() };
 
 fn engine(module: &Module) -> Engine<'_> {
-    let devices = crate::device::devices();
+    let devices = crate::devices::devices();
     if module.ptx.is_some() && devices.gpu.is_none() {
-        crate::device::notice_gpu_nodes_on_cpu();
+        crate::devices::notice_gpu_nodes_on_cpu();
     }
-    Engine { module, device: &devices.cpu, gpu: devices.gpu.as_ref() }
+    Engine { module, gpu: devices.gpu.as_ref(), place: crate::devices::Place::Host }
 }
 
 impl Launch {

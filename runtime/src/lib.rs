@@ -17,15 +17,15 @@
 
 pub mod abi;
 pub mod ctx;
-pub mod cuda;
 pub mod desc;
-pub mod device;
+pub mod devices;
 pub mod exec;
 pub mod fiber;
 mod kernel;
 pub mod launch;
 pub mod memory;
 pub mod module;
+pub mod partitioned;
 pub mod pool;
 pub mod scratch;
 pub mod stats;

@@ -18,6 +18,8 @@ pub struct Module {
     pub stats: Vec<NodeStats>,
     /// The analysis database the build embedded (validated, of this schema version).
     pub analysis: Option<dashdb::Database>,
+    /// Plans of partitioned launches by launch key.
+    pub launches: crate::partitioned::cache::Launches,
 }
 
 #[derive(Default)]
@@ -29,9 +31,57 @@ pub struct NodeStats {
     pub nanos: AtomicU64,
     /// Time of each GPU kernel run of the node, in milliseconds (CUDA events).
     pub kernel_ms: Mutex<Vec<f32>>,
+    /// Runs as a launch unit on the devices, and how many of them were split across more
+    /// than one device (over at most `max_devices`).
+    pub unit_launches: AtomicU64,
+    pub partitioned: AtomicU64,
+    pub max_devices: AtomicU64,
+    pub plan_hits: AtomicU64,
+    pub plan_misses: AtomicU64,
+    pub copy_hits: AtomicU64,
+    pub copy_misses: AtomicU64,
+    /// Time computing plans (intervals, with ISL), planning copies, copying, and running
+    /// the partitions.
+    pub nanos_intervals: AtomicU64,
+    /// Time making device allocations (a buffer's first use on a device).
+    pub nanos_alloc: AtomicU64,
+    pub nanos_copy_plan: AtomicU64,
+    pub nanos_copies: AtomicU64,
+    pub nanos_kernels: AtomicU64,
+    /// Bytes its launches moved: host to device, device to device, device to host.
+    pub bytes_h2d: AtomicU64,
+    pub bytes_d2d: AtomicU64,
+    pub bytes_d2h: AtomicU64,
+    /// Why it ran unsplit or on the host (the first reason seen of each).
+    pub unpartitioned_reason: Mutex<Option<String>>,
+    pub host_reason: Mutex<Option<String>>,
 }
 
 impl NodeStats {
+    pub fn note_unpartitioned(&self, reason: &str) {
+        let mut r = self.unpartitioned_reason.lock().unwrap_or_else(|e| e.into_inner());
+        if r.is_none() {
+            *r = Some(reason.to_string());
+        }
+    }
+
+    pub fn note_host(&self, reason: &str) {
+        let mut r = self.host_reason.lock().unwrap_or_else(|e| e.into_inner());
+        if r.is_none() {
+            *r = Some(reason.to_string());
+        }
+    }
+
+    pub fn count_bytes(&self, c: &crate::devices::Copy) {
+        use crate::devices::Place;
+        let slot = match (c.src, c.dst) {
+            (Place::Host, _) => &self.bytes_h2d,
+            (_, Place::Host) => &self.bytes_d2h,
+            _ => &self.bytes_d2d,
+        };
+        slot.fetch_add(c.bytes(), Ordering::Relaxed);
+    }
+
     pub fn record(&self, instances: u64, nanos: u64) {
         self.runs.fetch_add(1, Ordering::Relaxed);
         self.instances.fetch_add(instances, Ordering::Relaxed);
@@ -65,7 +115,7 @@ impl Module {
                 })?),
                 None => None,
             };
-        Ok(Module { program, entries, ptx, order, stats, analysis })
+        Ok(Module { program, entries, ptx, order, stats, analysis, launches: Default::default() })
     }
 }
 

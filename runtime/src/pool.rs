@@ -14,10 +14,17 @@ pub fn pool() -> &'static rayon::ThreadPool {
     })
 }
 
+/// The most worker threads the environment may ask for: far beyond any machine's cores, far
+/// below what would exhaust the system starting them.
+pub const MAX_THREADS: usize = 4096;
+
 fn threads_from_env() -> Option<usize> {
     let v = std::env::var("HPVM_MGPU_THREADS").ok()?;
-    match v.trim().parse::<usize>() {
-        Ok(n) if n > 0 => Some(n),
+    match v.trim().parse::<u64>() {
+        Ok(n) if n > MAX_THREADS as u64 => {
+            crate::fatal(&format!("HPVM_MGPU_THREADS={v}: at most {MAX_THREADS} worker threads"))
+        }
+        Ok(n) if n > 0 => Some(n as usize),
         _ => crate::fatal(&format!("HPVM_MGPU_THREADS={v}: expected a positive number of threads")),
     }
 }

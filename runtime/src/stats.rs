@@ -1,34 +1,123 @@
-//! The `HPVM_MGPU_STATS=1` report, printed to stderr at `__hpvm__cleanup`.
+//! Statistics, reported at `__hpvm__cleanup`: `HPVM_MGPU_STATS=1` prints them to stderr,
+//! `HPVM_MGPU_STATS=FILE.json` writes them as JSON (schema: [`Report`]).
+//!
+//! Per node: runs, instances, wall time; for launch units, launches on the devices, how many
+//! were split and over how many devices, plan and copy-plan cache hits and misses, time in
+//! interval computation, copy planning, copies and partitions (the Mekong thesis's runtime
+//! breakdown, its section 4), and bytes moved. Globally: bytes per (source, destination).
 
+use crate::devices::{Copy, MAX_DEVICES};
 use crate::memory;
 use crate::module;
+use serde::Serialize;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub static LAUNCHES: AtomicU64 = AtomicU64::new(0);
 pub static STREAM_ITEMS: AtomicU64 = AtomicU64::new(0);
 
-pub fn enabled() -> bool {
-    std::env::var("HPVM_MGPU_STATS").is_ok_and(|v| !v.is_empty() && v != "0")
+/// Bytes copied from place `i` to place `j` (0 the host, `1 + k` device `k`).
+static BYTES: [[AtomicU64; MAX_DEVICES + 1]; MAX_DEVICES + 1] =
+    [const { [const { AtomicU64::new(0) }; MAX_DEVICES + 1] }; MAX_DEVICES + 1];
+
+pub fn count_copy(c: &Copy) {
+    BYTES[c.src.index()][c.dst.index()].fetch_add(c.bytes(), Ordering::Relaxed);
 }
 
-pub fn report() -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "hpvm-mgpu stats: {} launches, {} stream items, devices {} ({} worker threads)",
-        LAUNCHES.load(Ordering::Relaxed),
-        STREAM_ITEMS.load(Ordering::Relaxed),
-        {
-            let d = crate::device::devices();
-            match &d.gpu {
-                Some(g) => format!("cpu0 + GPU ({})", g.name),
-                None => "cpu0".to_string(),
+/// Where the report goes.
+enum Sink {
+    Print,
+    Json(String),
+}
+
+fn sink() -> Option<Sink> {
+    let v = std::env::var("HPVM_MGPU_STATS").ok()?;
+    match v.trim() {
+        "" | "0" => None,
+        "1" => Some(Sink::Print),
+        path => Some(Sink::Json(path.to_string())),
+    }
+}
+
+/// Emits the report where `HPVM_MGPU_STATS` says, if anywhere.
+pub fn emit() {
+    match sink() {
+        None => {}
+        Some(Sink::Print) => eprint!("{}", report()),
+        Some(Sink::Json(path)) => {
+            let json = serde_json::to_string_pretty(&collect()).expect("the report serializes");
+            if let Err(e) = std::fs::write(&path, json + "\n") {
+                eprintln!("hpvm-mgpu: cannot write the statistics to {path}: {e}");
             }
-        },
-        crate::pool::pool().current_num_threads()
-    );
-    let _ = writeln!(s, "  {:<28} {:>10} {:>14} {:>12}", "node", "runs", "instances", "time ms");
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct Report {
+    pub launches: u64,
+    pub stream_items: u64,
+    pub devices: String,
+    pub device_count: usize,
+    pub worker_threads: usize,
+    pub nodes: Vec<NodeReport>,
+    /// Every (source, destination) pair that moved bytes.
+    pub bytes: Vec<Transfer>,
+    pub bytes_requested_by_host: u64,
+}
+
+#[derive(Serialize)]
+pub struct NodeReport {
+    pub node: String,
+    pub runs: u64,
+    pub instances: u64,
+    pub ms: f64,
+    pub gpu_kernels_ms: Vec<f32>,
+    /// Launches as a unit on the devices; of those, split over more than one device.
+    pub unit_launches: u64,
+    pub partitioned_launches: u64,
+    pub max_devices: u64,
+    pub plan_cache: Hits,
+    pub copy_plan_cache: Hits,
+    pub ms_intervals: f64,
+    pub ms_allocation: f64,
+    pub ms_copy_planning: f64,
+    pub ms_copies: f64,
+    pub ms_partitions: f64,
+    pub bytes_host_to_device: u64,
+    pub bytes_device_to_device: u64,
+    pub bytes_device_to_host: u64,
+    /// The analysis's verdict, when the executable has a database entry for the node.
+    pub analysis: Option<String>,
+    pub unpartitioned_because: Option<String>,
+    pub on_host_because: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct Hits {
+    pub hits: u64,
+    pub misses: u64,
+}
+
+#[derive(Serialize)]
+pub struct Transfer {
+    pub from: String,
+    pub to: String,
+    pub bytes: u64,
+}
+
+fn place_name(i: usize) -> String {
+    if i == 0 {
+        "host".into()
+    } else {
+        format!("device{}", i - 1)
+    }
+}
+
+pub fn collect() -> Report {
+    let devs = crate::devices::devices();
+    let ms = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e6;
+    let mut nodes = Vec::new();
     let mut modules = module::loaded();
     modules.sort_by(|a, b| a.program.source.cmp(&b.program.source));
     for m in modules {
@@ -37,38 +126,122 @@ pub fn report() -> String {
             if runs == 0 {
                 continue;
             }
-            let _ = write!(
-                s,
-                "  {:<28} {:>10} {:>14} {:>12.3}",
-                node.name,
+            // A blocks launch is analysed under its leaf's name.
+            let analysed = match &node.shape {
+                Some(crate::desc::KernelKind::Blocks { leaf, .. }) => &m.program.nodes[*leaf as usize].name,
+                _ => &node.name,
+            };
+            let analysis = m.analysis.as_ref().and_then(|db| db.node(analysed)).map(|n| match n.split.dims.first() {
+                Some(d) if n.partitionable => format!("partitionable along {}", ["x", "y", "z"][*d as usize]),
+                _ => "not partitionable".to_string(),
+            });
+            let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+            nodes.push(NodeReport {
+                node: node.name.clone(),
                 runs,
-                st.instances.load(Ordering::Relaxed),
-                st.nanos.load(Ordering::Relaxed) as f64 / 1e6
-            );
-            let mut ms = st.kernel_ms.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            if !ms.is_empty() {
-                ms.sort_by(f32::total_cmp);
-                let total: f32 = ms.iter().sum();
-                let _ =
-                    write!(s, "   GPU: {} kernels, median {:.4} ms, total {:.4} ms", ms.len(), ms[ms.len() / 2], total);
-            }
-            if let Some(n) = m.analysis.as_ref().and_then(|db| db.node(&node.name)) {
-                let _ = match n.split.dims.first() {
-                    Some(d) if n.partitionable => {
-                        write!(s, "   analysis: partitionable along {}", ["x", "y", "z"][*d as usize])
-                    }
-                    _ => write!(s, "   analysis: not partitionable"),
-                };
-            }
-            let _ = writeln!(s);
+                instances: load(&st.instances),
+                ms: ms(&st.nanos),
+                gpu_kernels_ms: st.kernel_ms.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                unit_launches: load(&st.unit_launches),
+                partitioned_launches: load(&st.partitioned),
+                max_devices: load(&st.max_devices),
+                plan_cache: Hits { hits: load(&st.plan_hits), misses: load(&st.plan_misses) },
+                copy_plan_cache: Hits { hits: load(&st.copy_hits), misses: load(&st.copy_misses) },
+                ms_intervals: ms(&st.nanos_intervals),
+                ms_allocation: ms(&st.nanos_alloc),
+                ms_copy_planning: ms(&st.nanos_copy_plan),
+                ms_copies: ms(&st.nanos_copies),
+                ms_partitions: ms(&st.nanos_kernels),
+                bytes_host_to_device: load(&st.bytes_h2d),
+                bytes_device_to_device: load(&st.bytes_d2d),
+                bytes_device_to_host: load(&st.bytes_d2h),
+                analysis,
+                unpartitioned_because: st.unpartitioned_reason.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                on_host_because: st.host_reason.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            });
         }
     }
+    let mut bytes = Vec::new();
+    for (i, row) in BYTES.iter().enumerate() {
+        for (j, b) in row.iter().enumerate() {
+            let b = b.load(Ordering::Relaxed);
+            if b > 0 {
+                bytes.push(Transfer { from: place_name(i), to: place_name(j), bytes: b });
+            }
+        }
+    }
+    Report {
+        launches: LAUNCHES.load(Ordering::Relaxed),
+        stream_items: STREAM_ITEMS.load(Ordering::Relaxed),
+        devices: devs.describe(),
+        device_count: devs.count(),
+        worker_threads: crate::pool::pool().current_num_threads(),
+        nodes,
+        bytes,
+        bytes_requested_by_host: memory::BYTES_REQUESTED.load(Ordering::Relaxed),
+    }
+}
+
+pub fn report() -> String {
+    let r = collect();
+    let mut s = String::new();
     let _ = writeln!(
         s,
-        "  bytes moved: host->device {}, device->host {}; requested by the host {}",
-        memory::BYTES_TO_DEVICE.load(Ordering::Relaxed),
-        memory::BYTES_TO_HOST.load(Ordering::Relaxed),
-        memory::BYTES_REQUESTED.load(Ordering::Relaxed)
+        "hpvm-mgpu stats: {} launches, {} stream items, devices: {} ({} worker threads)",
+        r.launches, r.stream_items, r.devices, r.worker_threads
+    );
+    let _ = writeln!(s, "  {:<28} {:>10} {:>14} {:>12}", "node", "runs", "instances", "time ms");
+    for n in &r.nodes {
+        let _ = write!(s, "  {:<28} {:>10} {:>14} {:>12.3}", n.node, n.runs, n.instances, n.ms);
+        let mut kms = n.gpu_kernels_ms.clone();
+        if !kms.is_empty() {
+            kms.sort_by(f32::total_cmp);
+            let total: f32 = kms.iter().sum();
+            let _ =
+                write!(s, "   GPU: {} kernels, median {:.4} ms, total {:.4} ms", kms.len(), kms[kms.len() / 2], total);
+        }
+        if let Some(a) = &n.analysis {
+            let _ = write!(s, "   analysis: {a}");
+        }
+        let _ = writeln!(s);
+        if n.unit_launches > 0 {
+            let _ = writeln!(
+                s,
+                "    on devices: {} launches, {} partitioned (up to {} devices); plans {} hits / {} misses, copy plans {} hits / {} misses",
+                n.unit_launches,
+                n.partitioned_launches,
+                n.max_devices,
+                n.plan_cache.hits,
+                n.plan_cache.misses,
+                n.copy_plan_cache.hits,
+                n.copy_plan_cache.misses
+            );
+            let _ = writeln!(
+                s,
+                "    time ms: intervals {:.3}, allocation {:.3}, copy planning {:.3}, copies {:.3}, partitions {:.3}; bytes host->device {}, device->device {}, device->host {}",
+                n.ms_intervals,
+                n.ms_allocation,
+                n.ms_copy_planning,
+                n.ms_copies,
+                n.ms_partitions,
+                n.bytes_host_to_device,
+                n.bytes_device_to_device,
+                n.bytes_device_to_host
+            );
+        }
+        if let Some(why) = &n.unpartitioned_because {
+            let _ = writeln!(s, "    not split: {why}");
+        }
+        if let Some(why) = &n.on_host_because {
+            let _ = writeln!(s, "    ran on the host: {why}");
+        }
+    }
+    let moved: Vec<String> = r.bytes.iter().map(|t| format!("{}->{} {}", t.from, t.to, t.bytes)).collect();
+    let _ = writeln!(
+        s,
+        "  bytes moved: {}; requested by the host {}",
+        if moved.is_empty() { "none".to_string() } else { moved.join(", ") },
+        r.bytes_requested_by_host
     );
     s
 }

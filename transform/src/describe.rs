@@ -127,6 +127,7 @@ pub fn describe(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Result
             outputs,
             kind,
             kernel: None,
+            shape: None,
         });
     }
     // Internal nodes, children before parents, so a bound child's outputs are known.
@@ -176,6 +177,18 @@ pub fn describe(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Result
         };
     }
     let launches = graph.launches.iter().map(|l| launch(module, graph, data, l, &nodes)).collect::<Result<_>>()?;
+    // Launch units: the nodes a GPU would run as one launch, whether or not kernels are
+    // compiled (the runtime partitions them on simulated devices too).
+    for k in hpvm_core::plan::plan(graph).0 {
+        nodes[k.node.index()].shape = Some(match k.shape {
+            hpvm_core::plan::Shape::Blocks { leaf, alloc } => KernelKind::Blocks {
+                leaf: leaf.index() as u32,
+                alloc: alloc.map(|a| a.index() as u32),
+                shared_params: hpvm_core::plan::shared_params(graph, k.node, leaf, alloc),
+            },
+            hpvm_core::plan::Shape::Grid => KernelKind::Grid,
+        });
+    }
     Ok(Program { version: VERSION, source: graph.source.clone(), nodes, launches, analysis: None })
 }
 

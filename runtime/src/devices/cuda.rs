@@ -11,6 +11,8 @@ use std::sync::Mutex;
 pub struct Cuda {
     ctx: sys::CUcontext,
     pub name: String,
+    /// GPUs the driver sees (`CUDA_VISIBLE_DEVICES` applies).
+    pub visible: usize,
     /// Loaded PTX modules by the address of their text, and their kernels by name.
     modules: Mutex<HashMap<usize, sys::CUmodule>>,
     functions: Mutex<HashMap<(usize, String), sys::CUfunction>>,
@@ -44,7 +46,7 @@ impl Cuda {
         let name = check("cuDeviceGetName", result::device::get_name(dev))?;
         // SAFETY: `dev` comes from cuDeviceGet.
         let ctx = check("cuDevicePrimaryCtxRetain", unsafe { result::primary_ctx::retain(dev) })?;
-        let cuda = Cuda { ctx, name, modules: Mutex::default(), functions: Mutex::default() };
+        let cuda = Cuda { ctx, name, visible: count as usize, modules: Mutex::default(), functions: Mutex::default() };
         cuda.bind()?;
         Ok(Some(cuda))
     }
@@ -177,5 +179,54 @@ impl Cuda {
             let _ = result::event::destroy(stop);
         }
         Ok(ms)
+    }
+}
+
+impl super::Device for Cuda {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<u64, String> {
+        Cuda::alloc(self, bytes)
+    }
+
+    fn free(&self, addr: u64) -> Result<(), String> {
+        Cuda::free(self, addr)
+    }
+
+    fn pin_host(&self, host: *mut u8, bytes: usize) -> bool {
+        self.pin(host, bytes)
+    }
+
+    fn unpin_host(&self, host: *mut u8) {
+        self.unpin(host)
+    }
+
+    /// Host to device or device to host, row by row (a contiguous run is one row). Peer
+    /// copies come with multi-GPU runs.
+    fn copy(&self, c: &super::Copy) -> Result<(), String> {
+        use super::Place;
+        for r in 0..c.rows {
+            let (src, dst) = (c.src_addr + r * c.pitch, c.dst_addr + r * c.pitch);
+            let n = c.row_bytes as usize;
+            match (c.src, c.dst) {
+                (Place::Host, Place::Device(_)) => {
+                    // SAFETY: the memory manager hands host ranges inside a tracked buffer.
+                    self.to_device(dst, unsafe { std::slice::from_raw_parts(src as *const u8, n) })?
+                }
+                (Place::Device(_), Place::Host) => {
+                    // SAFETY: as above.
+                    self.to_host(unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, n) }, src)?
+                }
+                _ => return Err(format!("unsupported copy on one GPU: {c:?}")),
+            }
+        }
+        Ok(())
+    }
+
+    fn synchronize(&self) -> Result<(), String> {
+        // Copies are synchronous for now.
+        Ok(())
     }
 }

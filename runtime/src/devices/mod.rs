@@ -1,0 +1,219 @@
+//! Devices: where partitions run and where copies of buffers live.
+//!
+//! The host always runs the graph's interpreter and the nodes that are not launch units
+//! ([`host`]). Launch units (GPU-shaped nodes) run on the devices of the run:
+//! - `cuda`: the machine's GPU ([`cuda`]), one device;
+//! - `cpu:N`: N simulated devices ([`sim`]), each with its OWN memory (a partition reading the
+//!   host's copy by mistake reads poison, so such bugs fail tests) and its share of the cores;
+//! - `cpu` (and no GPU found): none; units run on the host like every other node.
+//!
+//! Every device implements [`Device`]: allocations, copies (host to device, device to host,
+//! device to device, 2-D strided) ordered on the device's stream, and a way to wait for them.
+//! The simulated device runs its stream synchronously, which is one valid ordering; the CUDA
+//! device implements the same operations with the driver's streams and events.
+//!
+//! `HPVM_MGPU_DEVICES` chooses (`cpu`, `cpu:N`, `cuda`, `cuda:N`; unset: a GPU if there is one).
+
+pub mod cuda;
+pub mod host;
+pub mod sim;
+
+use crate::fatal;
+pub use crate::memory::coherence::{Place, MAX_DEVICES};
+use cuda::Cuda;
+use sim::SimDevice;
+use std::sync::OnceLock;
+
+/// One copy of a rectangle of bytes: `rows` rows of `row_bytes` bytes, consecutive rows
+/// `pitch` bytes apart at both ends (a contiguous run is one row). Addresses are the host's
+/// (for [`Place::Host`]) or the device's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Copy {
+    pub src: Place,
+    pub src_addr: u64,
+    pub dst: Place,
+    pub dst_addr: u64,
+    pub rows: u64,
+    pub row_bytes: u64,
+    pub pitch: u64,
+}
+
+impl Copy {
+    pub fn bytes(&self) -> u64 {
+        self.rows * self.row_bytes
+    }
+
+    /// The device whose stream carries the copy: the receiving device, or the sending one
+    /// when the host receives.
+    pub fn executor(&self) -> usize {
+        match (self.dst, self.src) {
+            (Place::Device(k), _) | (Place::Host, Place::Device(k)) => k,
+            (Place::Host, Place::Host) => unreachable!("host-to-host copies are never planned"),
+        }
+    }
+}
+
+/// What the memory manager and the partitioned launch need of a device.
+pub trait Device: Send + Sync {
+    fn name(&self) -> &str;
+    /// A new allocation of `bytes` on the device; its address.
+    fn alloc(&self, bytes: usize) -> Result<u64, String>;
+    /// Frees an address `alloc` returned, once.
+    fn free(&self, addr: u64) -> Result<(), String>;
+    /// Page-locks host memory for faster copies; false when not done (copies still work).
+    fn pin_host(&self, _host: *mut u8, _bytes: usize) -> bool {
+        false
+    }
+    fn unpin_host(&self, _host: *mut u8) {}
+    /// Enqueues `c` on this device's stream (this device is `c.executor()`), after everything
+    /// enqueued there before. The source must stay unchanged until [`Device::synchronize`].
+    fn copy(&self, c: &Copy) -> Result<(), String>;
+    /// Waits for everything enqueued on the device.
+    fn synchronize(&self) -> Result<(), String>;
+}
+
+/// The devices of this run.
+pub struct Devices {
+    /// The GPU, when this run uses one.
+    pub gpu: Option<Cuda>,
+    /// Simulated devices (`cpu:N`).
+    pub sims: Vec<SimDevice>,
+    /// GPU nodes run on the host because no GPU was found (not because the user chose so).
+    pub no_gpu_found: bool,
+}
+
+impl Devices {
+    /// The number of devices holding copies of buffers (indices of [`Place::Device`]).
+    pub fn count(&self) -> usize {
+        if self.gpu.is_some() {
+            1
+        } else {
+            self.sims.len()
+        }
+    }
+
+    /// Device `k` (`k < count()`).
+    pub fn get(&self, k: usize) -> &dyn Device {
+        match &self.gpu {
+            Some(g) => g,
+            None => &self.sims[k],
+        }
+    }
+
+    /// A description for messages and statistics.
+    pub fn describe(&self) -> String {
+        match (&self.gpu, self.sims.len()) {
+            (Some(g), _) => format!("1 GPU ({})", g.name),
+            (None, 0) => "the host only".to_string(),
+            (None, n) => format!(
+                "{n} simulated CPU device{} ({} worker thread{} each)",
+                if n == 1 { "" } else { "s" },
+                self.sims[0].threads(),
+                if self.sims[0].threads() == 1 { "" } else { "s" }
+            ),
+        }
+    }
+}
+
+pub fn devices() -> &'static Devices {
+    static DEVICES: OnceLock<Devices> = OnceLock::new();
+    DEVICES.get_or_init(|| {
+        let text = std::env::var("HPVM_MGPU_DEVICES").unwrap_or_default();
+        let choice = parse_choice(&text).unwrap_or_else(|e| fatal(&format!("HPVM_MGPU_DEVICES={text}: {e}")));
+        match choice {
+            Choice::Cpu => Devices { gpu: None, sims: Vec::new(), no_gpu_found: false },
+            Choice::Sim(n) => {
+                let threads = (crate::pool::pool().current_num_threads() / n).max(1);
+                let sims = (0..n).map(|k| SimDevice::new(k, threads)).collect();
+                Devices { gpu: None, sims, no_gpu_found: false }
+            }
+            Choice::Auto => match Cuda::open() {
+                Ok(Some(g)) => Devices { gpu: Some(g), sims: Vec::new(), no_gpu_found: false },
+                Ok(None) => Devices { gpu: None, sims: Vec::new(), no_gpu_found: true },
+                Err(e) => {
+                    eprintln!("hpvm-mgpu: the GPU is unusable ({e}); GPU nodes run on the CPU");
+                    Devices { gpu: None, sims: Vec::new(), no_gpu_found: true }
+                }
+            },
+            Choice::Cuda(n) => match Cuda::open() {
+                Ok(Some(g)) => {
+                    let visible = g.visible;
+                    if n > visible {
+                        fatal(&format!("HPVM_MGPU_DEVICES={text}: asks for {n} GPUs but {visible} are visible"));
+                    }
+                    if n > 1 {
+                        fatal(&format!(
+                            "HPVM_MGPU_DEVICES={text}: runs on more than one GPU are not supported yet; use `cuda:1`, or `cpu:{n}` to simulate {n} devices"
+                        ));
+                    }
+                    Devices { gpu: Some(g), sims: Vec::new(), no_gpu_found: false }
+                }
+                Ok(None) => fatal(&format!("HPVM_MGPU_DEVICES={text} but no CUDA GPU was found")),
+                Err(e) => fatal(&format!("HPVM_MGPU_DEVICES={text}: {e}")),
+            },
+        }
+    })
+}
+
+/// The GPU, if this run uses one.
+pub fn gpu() -> Option<&'static Cuda> {
+    devices().gpu.as_ref()
+}
+
+/// Says once, when a program with GPU nodes first runs without a GPU, where they run.
+pub fn notice_gpu_nodes_on_cpu() {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    if devices().no_gpu_found {
+        SAID.call_once(|| eprintln!("hpvm-mgpu: no GPU found; GPU nodes run on the CPU"));
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Choice {
+    /// A GPU if there is one, else the host.
+    Auto,
+    /// The host only.
+    Cpu,
+    /// N simulated devices.
+    Sim(usize),
+    /// The first N GPUs.
+    Cuda(usize),
+}
+
+fn parse_choice(choice: &str) -> Result<Choice, String> {
+    let count = |n: &str, what: &str| -> Result<usize, String> {
+        match n.trim().parse::<usize>() {
+            Ok(k) if (1..=MAX_DEVICES).contains(&k) => Ok(k),
+            _ => Err(format!("the number of {what} must be between 1 and {MAX_DEVICES}, not `{n}`")),
+        }
+    };
+    match choice.trim() {
+        "" => Ok(Choice::Auto),
+        "cpu" => Ok(Choice::Cpu),
+        "cuda" => Ok(Choice::Cuda(1)),
+        other => match other.split_once(':') {
+            Some(("cpu", n)) => Ok(Choice::Sim(count(n, "simulated devices")?)),
+            Some(("cuda", n)) => Ok(Choice::Cuda(count(n, "GPUs")?)),
+            _ => Err(format!("unsupported device choice `{other}` (expected `cpu`, `cpu:N`, `cuda` or `cuda:N`)")),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_choice, Choice};
+
+    #[test]
+    fn device_choices() {
+        assert_eq!(parse_choice(""), Ok(Choice::Auto));
+        assert_eq!(parse_choice("cpu"), Ok(Choice::Cpu));
+        assert_eq!(parse_choice("cpu:1"), Ok(Choice::Sim(1)));
+        assert_eq!(parse_choice("cpu:8"), Ok(Choice::Sim(8)));
+        assert_eq!(parse_choice("cuda"), Ok(Choice::Cuda(1)));
+        assert_eq!(parse_choice("cuda:2"), Ok(Choice::Cuda(2)));
+        assert!(parse_choice("tpu").is_err_and(|e| e.contains("unsupported")));
+        for bad in ["cpu:0", "cpu:64", "cpu:x", "cpu:", "cuda:0", "cuda:999999999999"] {
+            assert!(parse_choice(bad).is_err_and(|e| e.contains("between 1 and")), "{bad}");
+        }
+    }
+}

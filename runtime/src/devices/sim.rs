@@ -1,0 +1,147 @@
+//! A simulated device (`HPVM_MGPU_DEVICES=cpu:N`): its own memory and its own worker pool,
+//! running the CPU-compiled code of the partitions given to it.
+//!
+//! Its memory is separate from the host's and from every other device's: allocations up to
+//! [`POISON_UP_TO`] are filled with `0xFF` bytes (NaN as floats, -1 as integers), so a
+//! partition that reads something no copy brought shows up as a wrong result; larger ones
+//! (benchmark sizes) are zeroed lazily by the system instead of touched up front. Its stream runs synchronously: each
+//! copy is done when [`Device::copy`] returns.
+
+use super::{Copy, Device};
+use std::alloc::Layout;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Allocations are aligned as a GPU's are (at least 256 bytes).
+const ALIGN: usize = 256;
+
+/// Allocations up to this size are poisoned.
+pub const POISON_UP_TO: usize = 64 << 20;
+
+pub struct SimDevice {
+    name: String,
+    pool: rayon::ThreadPool,
+    threads: usize,
+    allocations: Mutex<HashMap<u64, Layout>>,
+}
+
+impl SimDevice {
+    pub fn new(index: usize, threads: usize) -> SimDevice {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(move |i| format!("hpvm-sim{index}-{i}"))
+            .build()
+            .unwrap_or_else(|e| crate::fatal(&format!("cannot start the pool of simulated device {index}: {e}")));
+        SimDevice { name: format!("sim{index}"), pool, threads, allocations: Mutex::default() }
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Runs `f` on the device's workers.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(f)
+    }
+}
+
+impl Device for SimDevice {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<u64, String> {
+        let layout = Layout::from_size_align(bytes.max(1), ALIGN).map_err(|e| e.to_string())?;
+        let poison = layout.size() <= POISON_UP_TO;
+        // SAFETY: a layout of non-zero size.
+        let p = unsafe {
+            if poison {
+                std::alloc::alloc(layout)
+            } else {
+                std::alloc::alloc_zeroed(layout)
+            }
+        };
+        if p.is_null() {
+            return Err(format!("{}: out of memory allocating {bytes} bytes", self.name));
+        }
+        if poison {
+            // SAFETY: `p` has `layout.size()` bytes.
+            unsafe { std::ptr::write_bytes(p, 0xFF, layout.size()) };
+        }
+        self.allocations.lock().unwrap_or_else(|e| e.into_inner()).insert(p as u64, layout);
+        Ok(p as u64)
+    }
+
+    fn free(&self, addr: u64) -> Result<(), String> {
+        let layout = self.allocations.lock().unwrap_or_else(|e| e.into_inner()).remove(&addr);
+        let layout = layout.ok_or_else(|| format!("{}: freeing {addr:#x}, which it did not allocate", self.name))?;
+        // SAFETY: allocated by `alloc` with this layout, freed once (removed from the table).
+        unsafe { std::alloc::dealloc(addr as *mut u8, layout) };
+        Ok(())
+    }
+
+    fn copy(&self, c: &Copy) -> Result<(), String> {
+        for r in 0..c.rows {
+            // SAFETY: the memory manager plans copies inside allocations of the buffer's size
+            // (device side) and inside the tracked buffer (host side); source and destination
+            // are different memories.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (c.src_addr + r * c.pitch) as *const u8,
+                    (c.dst_addr + r * c.pitch) as *mut u8,
+                    c.row_bytes as usize,
+                )
+            };
+        }
+        Ok(())
+    }
+
+    fn synchronize(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Drop for SimDevice {
+    fn drop(&mut self) {
+        for (addr, layout) in self.allocations.get_mut().unwrap_or_else(|e| e.into_inner()).drain() {
+            // SAFETY: still allocated (never freed: it is in the table).
+            unsafe { std::alloc::dealloc(addr as *mut u8, layout) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::devices::Place;
+
+    #[test]
+    fn memory_is_its_own_and_poisoned() {
+        let d = SimDevice::new(0, 1);
+        let a = d.alloc(64).unwrap();
+        assert_eq!(a % ALIGN as u64, 0);
+        // SAFETY: 64 bytes just allocated.
+        let bytes = unsafe { std::slice::from_raw_parts(a as *const u8, 64) };
+        assert!(bytes.iter().all(|&b| b == 0xFF));
+        let host: Vec<u8> = (0..64).collect();
+        // Rows 1 and 2 of an 4 x 16 array, columns 4..12.
+        let c = Copy {
+            src: Place::Host,
+            src_addr: host.as_ptr() as u64 + 16 + 4,
+            dst: Place::Device(0),
+            dst_addr: a + 16 + 4,
+            rows: 2,
+            row_bytes: 8,
+            pitch: 16,
+        };
+        d.copy(&c).unwrap();
+        let bytes = unsafe { std::slice::from_raw_parts(a as *const u8, 64) };
+        for (i, &b) in bytes.iter().enumerate() {
+            let (row, col) = (i / 16, i % 16);
+            let copied = (1..3).contains(&row) && (4..12).contains(&col);
+            assert_eq!(b, if copied { i as u8 } else { 0xFF }, "byte {i}");
+        }
+        d.free(a).unwrap();
+        assert!(d.free(a).is_err());
+    }
+}

@@ -1,0 +1,246 @@
+//! The coherence map of one virtual buffer: for every byte interval, the set of holders (the
+//! host, device 0..n-1) whose copy of it is current.
+//!
+//! Invariants:
+//! - the segments are sorted, disjoint, cover `0..size` exactly, and no two neighbours have
+//!   the same holders (so equal states compare equal, which the copy-plan cache relies on);
+//! - every byte has at least one holder: a write makes the writer the only holder, a read adds
+//!   the reader, nothing removes the last holder.
+//!
+//! Byte intervals, not elements: nodes may view one buffer with different element types.
+
+/// A set of holders: bit 0 is the host, bit `1 + k` device `k`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Holders(pub u64);
+
+/// Most devices a coherence map can name (bit 0 is the host).
+pub const MAX_DEVICES: usize = 63;
+
+/// Who holds or receives data: the host or device `k`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Place {
+    Host,
+    Device(usize),
+}
+
+impl Place {
+    pub fn holders(self) -> Holders {
+        match self {
+            Place::Host => Holders::HOST,
+            Place::Device(k) => Holders::device(k),
+        }
+    }
+
+    /// Row of the byte-count tables in the statistics: 0 the host, `1 + k` device `k`.
+    pub fn index(self) -> usize {
+        match self {
+            Place::Host => 0,
+            Place::Device(k) => 1 + k,
+        }
+    }
+}
+
+impl Holders {
+    pub const HOST: Holders = Holders(1);
+
+    pub fn device(k: usize) -> Holders {
+        debug_assert!(k < MAX_DEVICES);
+        Holders(1 << (1 + k))
+    }
+
+    pub fn contains(self, other: Holders) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    pub fn has(self, p: Place) -> bool {
+        self.contains(p.holders())
+    }
+
+    pub fn with(self, other: Holders) -> Holders {
+        Holders(self.0 | other.0)
+    }
+
+    /// The holder to copy from: a device when one holds the data (peer copies are the fast
+    /// path on GPUs), the lowest-numbered; else the host.
+    pub fn source(self) -> Option<Place> {
+        let devices = self.0 >> 1;
+        if devices != 0 {
+            Some(Place::Device(devices.trailing_zeros() as usize))
+        } else if self.has(Place::Host) {
+            Some(Place::Host)
+        } else {
+            None
+        }
+    }
+}
+
+/// `start..end` (bytes, half open) held by `holders`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Segment {
+    pub start: u64,
+    pub end: u64,
+    pub holders: Holders,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Coherence {
+    size: u64,
+    segments: Vec<Segment>,
+}
+
+impl Coherence {
+    /// A buffer of `size` bytes current at `holders` only.
+    pub fn new(size: u64, holders: Holders) -> Coherence {
+        let segments = if size == 0 { Vec::new() } else { vec![Segment { start: 0, end: size, holders }] };
+        Coherence { size, segments }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// The pieces of `start..end` (clipped to the buffer) with their holders, in order.
+    pub fn query(&self, start: u64, end: u64) -> impl Iterator<Item = Segment> + '_ {
+        let (start, end) = (start.min(self.size), end.min(self.size));
+        let first = self.segments.partition_point(|s| s.end <= start);
+        self.segments[first..].iter().take_while(move |s| s.start < end).map(move |s| Segment {
+            start: s.start.max(start),
+            end: s.end.min(end),
+            holders: s.holders,
+        })
+    }
+
+    /// The pieces of `start..end` that `place` does not hold, with their holders.
+    pub fn missing(&self, start: u64, end: u64, place: Place) -> Vec<Segment> {
+        self.query(start, end).filter(|s| !s.holders.has(place)).collect()
+    }
+
+    /// `place` now holds `start..end` too (it received a copy).
+    pub fn add(&mut self, start: u64, end: u64, place: Place) {
+        let h = place.holders();
+        self.update(start, end, |old| old.with(h));
+    }
+
+    /// `place` is now the only holder of `start..end` (it wrote it).
+    pub fn set_only(&mut self, start: u64, end: u64, place: Place) {
+        let h = place.holders();
+        self.update(start, end, |_| h);
+    }
+
+    fn update(&mut self, start: u64, end: u64, f: impl Fn(Holders) -> Holders) {
+        let (start, end) = (start.min(self.size), end.min(self.size));
+        if start >= end {
+            return;
+        }
+        let i = self.segments.partition_point(|s| s.end <= start);
+        let j = self.segments.partition_point(|s| s.start < end);
+        let mut mid = Vec::with_capacity(j - i + 2);
+        for s in &self.segments[i..j] {
+            if s.start < start {
+                mid.push(Segment { start: s.start, end: start, holders: s.holders });
+            }
+            mid.push(Segment { start: s.start.max(start), end: s.end.min(end), holders: f(s.holders) });
+            if s.end > end {
+                mid.push(Segment { start: end, end: s.end, holders: s.holders });
+            }
+        }
+        // Merge with the untouched neighbours too, so equal states stay equal.
+        let lo = i.saturating_sub(1);
+        let hi = (j + 1).min(self.segments.len());
+        let mut merged: Vec<Segment> = Vec::with_capacity(mid.len() + 2);
+        for s in self.segments[lo..i].iter().copied().chain(mid).chain(self.segments[j..hi].iter().copied()) {
+            match merged.last_mut() {
+                Some(l) if l.holders == s.holders && l.end == s.start => l.end = s.end,
+                _ => merged.push(s),
+            }
+        }
+        self.segments.splice(lo..hi, merged);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One holder set per byte: the obvious model the map must agree with.
+    fn model_check(c: &Coherence, model: &[Holders]) {
+        let mut at = 0;
+        for (k, s) in c.segments().iter().enumerate() {
+            assert_eq!(s.start, at, "gap or overlap at {at}: {:?}", c.segments());
+            assert!(s.end > s.start);
+            assert!(s.holders.0 != 0, "a segment without holders");
+            if k > 0 {
+                assert_ne!(c.segments()[k - 1].holders, s.holders, "unmerged neighbours");
+            }
+            for b in s.start..s.end {
+                assert_eq!(model[b as usize], s.holders, "byte {b}");
+            }
+            at = s.end;
+        }
+        assert_eq!(at, c.size());
+    }
+
+    #[test]
+    fn agrees_with_a_per_byte_model() {
+        let mut seed = 1u64;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for size in [1u64, 7, 64, 300] {
+            let mut c = Coherence::new(size, Holders::HOST);
+            let mut model = vec![Holders::HOST; size as usize];
+            for _ in 0..400 {
+                let a = next(size + 2);
+                let b = next(size + 2);
+                let (lo, hi) = (a.min(b), a.max(b));
+                let place = if next(4) == 0 { Place::Host } else { Place::Device(next(5) as usize) };
+                let missing = c.missing(lo, hi, place);
+                for s in &missing {
+                    for byte in s.start..s.end {
+                        assert!(!model[byte as usize].has(place));
+                    }
+                }
+                let lacking = (lo.min(size)..hi.min(size)).filter(|&x| !model[x as usize].has(place)).count() as u64;
+                assert_eq!(missing.iter().map(|s| s.end - s.start).sum::<u64>(), lacking);
+                if next(2) == 0 {
+                    c.add(lo, hi, place);
+                    for x in lo.min(size)..hi.min(size) {
+                        model[x as usize] = model[x as usize].with(place.holders());
+                    }
+                } else {
+                    c.set_only(lo, hi, place);
+                    for x in lo.min(size)..hi.min(size) {
+                        model[x as usize] = place.holders();
+                    }
+                }
+                model_check(&c, &model);
+            }
+        }
+    }
+
+    #[test]
+    fn equal_states_compare_equal() {
+        let mut a = Coherence::new(100, Holders::HOST);
+        a.set_only(0, 50, Place::Device(0));
+        a.set_only(50, 100, Place::Device(1));
+        a.add(40, 60, Place::Device(0));
+        a.add(40, 50, Place::Device(1));
+        let mut b = Coherence::new(100, Holders::HOST);
+        b.set_only(0, 100, Place::Device(1));
+        b.set_only(0, 40, Place::Device(0));
+        b.add(40, 60, Place::Device(0));
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn sources_prefer_devices() {
+        assert_eq!(Holders::HOST.with(Holders::device(3)).source(), Some(Place::Device(3)));
+        assert_eq!(Holders::HOST.source(), Some(Place::Host));
+        assert_eq!(Holders(0).source(), None);
+    }
+}

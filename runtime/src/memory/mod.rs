@@ -1,0 +1,355 @@
+//! Virtual buffers: the host buffers the program tracks (`llvm_hpvm_track_mem`), one lazily
+//! made allocation per device, and a coherence map saying who holds the current copy of each
+//! byte interval ([`coherence`]).
+//!
+//! Rules (the Mekong thesis's "last writer" model, generalized to intervals and made lazy):
+//! - nothing moves before someone needs it: a device receives exactly the intervals it is
+//!   about to read and does not hold, each from one current holder (another device first,
+//!   else the host);
+//! - after a write, the writer is the only holder of what it wrote;
+//! - the host receives exactly what it asks for (`llvm_hpvm_request_mem`) or what a host node
+//!   touches, and only the intervals it lacks.
+//!
+//! One table, under one lock: a launch decides and applies its copies and coherence updates
+//! while holding it, so no one sees a half-updated map. Sources are chosen in the state before
+//! the launch's copies, so the copies of one launch never depend on each other.
+
+pub mod coherence;
+
+use crate::devices::{devices, Copy, Devices};
+use crate::stats;
+use coherence::{Coherence, Holders, Place};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// Bytes the host asked for with `llvm_hpvm_request_mem`.
+pub static BYTES_REQUESTED: AtomicU64 = AtomicU64::new(0);
+
+/// Buffers at least this large are page-locked when they first go to a GPU.
+const PIN_AT_LEAST: u64 = 1 << 20;
+
+pub struct Buffer {
+    /// Distinct for every `llvm_hpvm_track_mem`, so caches notice a buffer tracked anew.
+    pub id: u64,
+    pub start: u64,
+    pub size: u64,
+    pub coherence: Coherence,
+    /// Each device's allocation, made on first need.
+    allocs: Vec<Option<u64>>,
+    pinned: bool,
+}
+
+/// A rectangle of a buffer's bytes: `rows` rows of `row_bytes`, `pitch` apart, from `start`
+/// (an offset into the buffer). A contiguous run is one row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ByteRect {
+    pub start: u64,
+    pub rows: u64,
+    pub row_bytes: u64,
+    pub pitch: u64,
+}
+
+impl ByteRect {
+    pub fn run(start: u64, end: u64) -> ByteRect {
+        ByteRect { start, rows: 1, row_bytes: end - start, pitch: end - start }
+    }
+
+    pub fn is_contiguous(&self) -> bool {
+        self.rows <= 1 || self.row_bytes == self.pitch
+    }
+
+    /// One past the last byte.
+    pub fn end(&self) -> u64 {
+        if self.rows == 0 {
+            self.start
+        } else {
+            self.start + (self.rows - 1) * self.pitch + self.row_bytes
+        }
+    }
+
+    /// The byte runs of the rectangle, in order.
+    pub fn row_runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let whole = self.is_contiguous();
+        let rows = if whole { self.rows.min(1) } else { self.rows };
+        (0..rows).map(move |r| {
+            let s = self.start + r * self.pitch;
+            (s, if whole { self.end() } else { s + self.row_bytes })
+        })
+    }
+}
+
+#[derive(Default)]
+pub struct Table {
+    buffers: BTreeMap<u64, Buffer>,
+    next_id: u64,
+}
+
+static TABLE: Mutex<Table> = Mutex::new(Table { buffers: BTreeMap::new(), next_id: 0 });
+
+/// The table, locked.
+pub fn table() -> MutexGuard<'static, Table> {
+    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Table {
+    /// The start of the tracked buffer holding `[ptr, ptr + bytes)`.
+    pub fn containing(&self, ptr: u64, bytes: u64) -> Option<u64> {
+        let (&start, buf) = self.buffers.range(..=ptr).next_back()?;
+        (ptr.checked_add(bytes)? <= start + buf.size).then_some(start)
+    }
+
+    pub fn get(&self, start: u64) -> Option<&Buffer> {
+        self.buffers.get(&start)
+    }
+
+    pub fn get_mut(&mut self, start: u64) -> Option<&mut Buffer> {
+        self.buffers.get_mut(&start)
+    }
+
+    fn track(&mut self, ptr: u64, bytes: u64) {
+        self.next_id += 1;
+        let buf = Buffer {
+            id: self.next_id,
+            start: ptr,
+            size: bytes,
+            coherence: Coherence::new(bytes, Holders::HOST),
+            allocs: Vec::new(),
+            pinned: false,
+        };
+        // Re-tracking a buffer forgets its device copies: the host's is the current one.
+        if let Some(old) = self.buffers.insert(ptr, buf) {
+            old.release();
+        }
+    }
+}
+
+impl Buffer {
+    /// The buffer's address at `place`: the host's own, or device `k`'s allocation (made now
+    /// if this is its first need).
+    pub fn addr(&mut self, place: Place) -> Result<u64, String> {
+        let Place::Device(k) = place else { return Ok(self.start) };
+        if self.allocs.len() <= k {
+            self.allocs.resize(k + 1, None);
+        }
+        if let Some(a) = self.allocs[k] {
+            return Ok(a);
+        }
+        let devs = devices();
+        let device = devs.get(k);
+        let a = device.alloc(self.size as usize).map_err(|e| {
+            format!(
+                "cannot allocate the buffer at {:#x} ({} bytes, {:.1} MiB) on {}: {e}",
+                self.start,
+                self.size,
+                self.size as f64 / (1 << 20) as f64,
+                device.name()
+            )
+        })?;
+        self.allocs[k] = Some(a);
+        if devs.gpu.is_some() && self.size >= PIN_AT_LEAST && !self.pinned {
+            self.pinned = device.pin_host(self.start as *mut u8, self.size as usize);
+        }
+        Ok(a)
+    }
+
+    /// Plans the copies that make `place` current on `rect`, choosing each source among the
+    /// holders in `before`; records `place` as a holder. Copies go to `out`.
+    pub fn plan_current(&mut self, place: Place, rect: &ByteRect, before: &Coherence, out: &mut Vec<Copy>) {
+        let dst_base = self.addr(place).unwrap_or_else(|e| crate::fatal(&e));
+        if rect.is_contiguous() {
+            self.plan_run(place, rect.start, rect.end(), before, dst_base, out);
+            return;
+        }
+        // Row by row, then merged: when every row lacks the same columns from the same
+        // source (a halo column, a tile), that is one strided copy per piece.
+        let mut rows: Vec<Vec<(u64, u64, Place)>> = Vec::with_capacity(rect.rows as usize);
+        for (lo, hi) in rect.row_runs() {
+            let mut pieces = Vec::new();
+            for m in self.coherence.missing(lo, hi, place) {
+                for b in before.query(m.start, m.end) {
+                    let src = b.holders.source().expect("every byte has a holder");
+                    pieces.push((b.start - lo, b.end - lo, src));
+                }
+            }
+            rows.push(pieces);
+        }
+        let same = rows.windows(2).all(|w| w[0] == w[1]);
+        for (r, pieces) in rows.iter().enumerate() {
+            if same && r > 0 {
+                break;
+            }
+            let row_start = rect.start + r as u64 * rect.pitch;
+            for &(lo, hi, src) in pieces {
+                let src_base = self.addr(src).unwrap_or_else(|e| crate::fatal(&e));
+                out.push(Copy {
+                    src,
+                    src_addr: src_base + row_start + lo,
+                    dst: place,
+                    dst_addr: dst_base + row_start + lo,
+                    rows: if same { rect.rows } else { 1 },
+                    row_bytes: hi - lo,
+                    pitch: rect.pitch,
+                });
+            }
+        }
+        for (lo, hi) in rect.row_runs() {
+            self.coherence.add(lo, hi, place);
+        }
+    }
+
+    fn plan_run(&mut self, place: Place, lo: u64, hi: u64, before: &Coherence, dst_base: u64, out: &mut Vec<Copy>) {
+        for m in self.coherence.missing(lo, hi, place) {
+            for b in before.query(m.start, m.end) {
+                let src = b.holders.source().expect("every byte has a holder");
+                let src_base = self.addr(src).unwrap_or_else(|e| crate::fatal(&e));
+                let n = b.end - b.start;
+                out.push(Copy {
+                    src,
+                    src_addr: src_base + b.start,
+                    dst: place,
+                    dst_addr: dst_base + b.start,
+                    rows: 1,
+                    row_bytes: n,
+                    pitch: n,
+                });
+            }
+        }
+        self.coherence.add(lo, hi, place);
+    }
+
+    /// Makes the host current on `lo..hi` now.
+    fn host_current(&mut self, lo: u64, hi: u64) {
+        if self.coherence.missing(lo, hi, Place::Host).is_empty() {
+            return;
+        }
+        let before = self.coherence.clone();
+        let mut copies = Vec::new();
+        self.plan_run(Place::Host, lo, hi, &before, self.start, &mut copies);
+        execute(&copies).unwrap_or_else(|e| crate::fatal(&format!("copying a buffer back to the host: {e}")));
+    }
+
+    /// Frees the device copies and unlocks the pages.
+    fn release(self) {
+        if self.allocs.iter().all(Option::is_none) && !self.pinned {
+            return;
+        }
+        let devs = devices();
+        for (k, a) in self.allocs.iter().enumerate() {
+            if let Some(a) = a {
+                if let Err(e) = devs.get(k).free(*a) {
+                    crate::fatal(&format!("freeing a buffer on {}: {e}", devs.get(k).name()));
+                }
+            }
+        }
+        if self.pinned {
+            devs.get(0).unpin_host(self.start as *mut u8);
+        }
+    }
+}
+
+/// Runs copies (each on its device's stream), waits for them, and counts their bytes.
+pub fn execute(copies: &[Copy]) -> Result<(), String> {
+    if copies.is_empty() {
+        return Ok(());
+    }
+    let devs: &Devices = devices();
+    let mut used = 0u64;
+    for c in copies {
+        let k = c.executor();
+        devs.get(k).copy(c).map_err(|e| format!("{}: {e}", devs.get(k).name()))?;
+        stats::count_copy(c);
+        used |= 1 << k;
+    }
+    for k in 0..devs.count() {
+        if used & (1 << k) != 0 {
+            devs.get(k).synchronize()?;
+        }
+    }
+    Ok(())
+}
+
+pub fn track(ptr: usize, bytes: usize) {
+    table().track(ptr as u64, bytes as u64);
+}
+
+pub fn untrack(ptr: usize) {
+    let mut t = table();
+    if let Some(buf) = t.buffers.get_mut(&(ptr as u64)) {
+        let size = buf.size;
+        buf.host_current(0, size);
+    }
+    if let Some(buf) = t.buffers.remove(&(ptr as u64)) {
+        buf.release();
+    }
+}
+
+/// `llvm_hpvm_request_mem`: the host copy of `[ptr, ptr + bytes)` becomes current.
+pub fn request(ptr: usize, bytes: usize) {
+    BYTES_REQUESTED.fetch_add(bytes as u64, Ordering::Relaxed);
+    host_access(ptr, bytes, false);
+}
+
+/// Before the host touches `[ptr, ptr + bytes)` (a host node, a request): the host copy is
+/// made current there, and if the host writes it, the devices' copies of it become stale.
+/// Untracked memory is the host's alone. `bytes` 0 means the rest of the buffer.
+pub fn host_access(ptr: usize, bytes: usize, write: bool) {
+    let mut t = table();
+    let (ptr, bytes) = (ptr as u64, bytes as u64);
+    let Some(start) = t.containing(ptr, bytes) else { return };
+    let buf = t.buffers.get_mut(&start).expect("found above");
+    let lo = ptr - start;
+    let hi = if bytes == 0 { buf.size } else { lo + bytes };
+    buf.host_current(lo, hi);
+    if write {
+        buf.coherence.set_only(lo, hi, Place::Host);
+    }
+}
+
+/// Whether `[ptr, ptr + bytes)` lies in a tracked buffer (so a device may use it).
+pub fn is_tracked(ptr: usize, bytes: usize) -> bool {
+    table().containing(ptr as u64, bytes as u64).is_some()
+}
+
+/// The device address of `ptr` for a one-device kernel that reads and/or writes the buffer
+/// holding `[ptr, ptr + bytes)`, which it may touch anywhere: device 0 is made current on
+/// all of it, and if the kernel writes, becomes its only holder. `None` if not tracked.
+pub fn device_access(ptr: usize, bytes: usize, write: bool) -> Result<Option<u64>, String> {
+    let mut t = table();
+    let Some(start) = t.containing(ptr as u64, bytes as u64) else { return Ok(None) };
+    let buf = t.buffers.get_mut(&start).expect("found above");
+    let dev = Place::Device(0);
+    let base = buf.addr(dev)?;
+    let before = buf.coherence.clone();
+    let mut copies = Vec::new();
+    buf.plan_current(dev, &ByteRect::run(0, buf.size), &before, &mut copies);
+    execute(&copies)?;
+    if write {
+        let size = buf.size;
+        buf.coherence.set_only(0, size, dev);
+    }
+    Ok(Some(base + (ptr as u64 - start)))
+}
+
+/// At cleanup: host copies made current, device copies freed.
+pub fn forget_all() {
+    let starts: Vec<u64> = table().buffers.keys().copied().collect();
+    for s in starts {
+        untrack(s as usize);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ByteRect;
+
+    #[test]
+    fn rectangles_as_runs() {
+        let r = ByteRect { start: 10, rows: 3, row_bytes: 4, pitch: 16 };
+        assert_eq!(r.row_runs().collect::<Vec<_>>(), vec![(10, 14), (26, 30), (42, 46)]);
+        assert_eq!(r.end(), 46);
+        let whole = ByteRect { start: 0, rows: 4, row_bytes: 16, pitch: 16 };
+        assert_eq!(whole.row_runs().collect::<Vec<_>>(), vec![(0, 64)]);
+        assert_eq!(ByteRect::run(5, 9).row_runs().collect::<Vec<_>>(), vec![(5, 9)]);
+    }
+}

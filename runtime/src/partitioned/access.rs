@@ -1,0 +1,476 @@
+//! A launch's plan: its partitions and, per partition and buffer, the bytes it reads and
+//! writes, computed with ISL from the analysis database (the Mekong thesis's section 3.4,
+//! `setPartitionBoundaries` then the ranges of the access maps).
+//!
+//! Nothing is guessed: whenever the database does not prove the split safe for THIS launch
+//! (node not analysed or not partitionable, its assumptions `valid_when` false for these
+//! parameters, a block size other than the analysed one, partitions writing the same bytes,
+//! a parameter the runtime cannot read), the plan is one partition on device 0 that reads
+//! and may write every buffer whole, with the reason kept for the statistics.
+
+use super::{LaunchPlan, Outcome, PartPlan};
+use crate::ctx::GridBox;
+use crate::desc::{KernelKind, NodeDesc, ScalarKind};
+use crate::exec::{int_param, read_u64, Engine};
+use crate::memory::{ByteRect, Table};
+use dashdb::{ReadKind, WriteKind};
+use isl_glue::{AccessMap, Isl, Rect};
+use rayon::prelude::*;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// What a plan is computed from.
+pub(crate) struct Launch<'a> {
+    pub engine: &'a Engine<'a>,
+    pub node: u32,
+    pub shape: &'a KernelKind,
+    /// The unit's argument buffer (host addresses).
+    pub args: &'a [u8],
+    pub parent: ([i64; 3], [i64; 3]),
+    pub grid: [i64; 3],
+    pub devices: usize,
+}
+
+/// One pointer argument of the unit's leaf that points into a tracked buffer.
+struct BufArg {
+    /// Index into the plan's buffers.
+    buffer: usize,
+    /// Byte offset of the pointer from the buffer's start.
+    offset: u64,
+    size: u64,
+    param: u32,
+}
+
+pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
+    let program = &l.engine.module.program;
+    let unit = &program.nodes[l.node as usize];
+    // The unit's pointers become device addresses: each must be in a tracked buffer.
+    let mut buffers: Vec<(u64, u64)> = Vec::new();
+    let mut unit_ptrs: Vec<(usize, usize)> = Vec::new(); // (param offset in args, buffer index)
+    for p in unit.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
+        let Some(v) = read_u64(l.args, p.offset as usize) else { continue };
+        if v == 0 {
+            continue;
+        }
+        let Some(start) = table.containing(v, 0) else {
+            return Outcome::Host(format!("`{}` points to memory the program did not track", p.name));
+        };
+        let id = table.get(start).expect("found").id;
+        let b = buffers.iter().position(|x| x.0 == start).unwrap_or_else(|| {
+            buffers.push((start, id));
+            buffers.len() - 1
+        });
+        unit_ptrs.push((p.offset as usize, b));
+    }
+    let (leaf, leaf_args, block, shared) = match l.shape {
+        KernelKind::Blocks { leaf, alloc, shared_params } => {
+            let zeros = alloc.map(|a| vec![0u8; program.nodes[a as usize].outputs_size()]).unwrap_or_default();
+            let args = l.engine.child_args(l.node, *leaf, l.args, &|_| (&zeros[..], 1));
+            let block = l.engine.grid(*leaf, Some((l.node, l.args)));
+            (*leaf, args.base, Some(block), shared_params.clone())
+        }
+        KernelKind::Grid => (l.node, l.args.to_vec(), None, Vec::new()),
+    };
+    let leaf_desc = &program.nodes[leaf as usize];
+    let mut args: Vec<BufArg> = Vec::new();
+    for (i, p) in leaf_desc.params.iter().enumerate() {
+        if p.kind != ScalarKind::Pointer || shared.contains(&(i as u32)) {
+            continue;
+        }
+        let Some(v) = read_u64(&leaf_args, p.offset as usize) else { continue };
+        if v == 0 {
+            continue;
+        }
+        let Some(start) = table.containing(v, 0) else {
+            return Outcome::Host(format!("`{}` points to memory the program did not track", p.name));
+        };
+        let Some(buffer) = buffers.iter().position(|x| x.0 == start) else {
+            return Outcome::Host(format!("`{}` does not come from the launch's own arguments", p.name));
+        };
+        let size = table.get(start).expect("found").size;
+        args.push(BufArg { buffer, offset: v - start, size, param: i as u32 });
+    }
+    match split(l, table, leaf_desc, &leaf_args, block, &args, &buffers) {
+        Ok(parts) => {
+            let t = std::time::Instant::now();
+            let parts: Vec<PartPlan> = parts
+                .into_iter()
+                .map(|(device, bx, reads, writes)| PartPlan {
+                    device,
+                    bx,
+                    args: device_args(l.args, &unit_ptrs, &buffers, device, table),
+                    reads,
+                    writes,
+                })
+                .collect();
+            let mut plan = LaunchPlan::new(buffers, parts, None);
+            plan.alloc_nanos = t.elapsed().as_nanos() as u64;
+            Outcome::Devices(plan)
+        }
+        Err(reason) => unpartitioned(l, table, &buffers, &unit_ptrs, &args, leaf_desc, reason),
+    }
+}
+
+/// The unit's arguments with every tracked pointer moved to device `k`'s allocation.
+fn device_args(args: &[u8], ptrs: &[(usize, usize)], buffers: &[(u64, u64)], k: usize, table: &mut Table) -> Vec<u8> {
+    let mut out = args.to_vec();
+    for &(off, b) in ptrs {
+        let v = read_u64(args, off).expect("read when planning");
+        let buf = table.get_mut(buffers[b].0).expect("tracked");
+        let base = buf.addr(crate::devices::Place::Device(k)).unwrap_or_else(|e| crate::fatal(&e));
+        out[off..off + 8].copy_from_slice(&(base + (v - buffers[b].0)).to_le_bytes());
+    }
+    out
+}
+
+/// The safe plan: one partition on device 0, reading every buffer whole and (unless the
+/// database proves a buffer only read) maybe writing it whole.
+fn unpartitioned(
+    l: &Launch<'_>,
+    table: &mut Table,
+    buffers: &[(u64, u64)],
+    ptrs: &[(usize, usize)],
+    args: &[BufArg],
+    leaf: &NodeDesc,
+    reason: String,
+) -> Outcome {
+    let db_node = l.engine.module.analysis.as_ref().and_then(|db| db.node(&leaf.name));
+    let mut reads = Vec::new();
+    let mut writes = Vec::new();
+    for (b, &(start, _)) in buffers.iter().enumerate() {
+        let size = table.get(start).expect("tracked").size;
+        let whole = ByteRect::run(0, size);
+        reads.push((b, whole));
+        let only_read = db_node.is_some_and(|n| {
+            let mine: Vec<&BufArg> = args.iter().filter(|a| a.buffer == b).collect();
+            !mine.is_empty() && mine.iter().all(|a| n.arg(a.param).is_some_and(|x| x.write == WriteKind::None))
+        });
+        if !only_read {
+            writes.push((b, whole));
+        }
+    }
+    let t = std::time::Instant::now();
+    let args = device_args(l.args, ptrs, buffers, 0, table);
+    let part = PartPlan { device: 0, bx: GridBox::whole(l.grid), args, reads, writes };
+    let mut plan = LaunchPlan::new(buffers.to_vec(), vec![part], Some(reason));
+    plan.alloc_nanos = t.elapsed().as_nanos() as u64;
+    Outcome::Devices(plan)
+}
+
+type Parts = Vec<(usize, GridBox, Vec<(usize, ByteRect)>, Vec<(usize, ByteRect)>)>;
+
+/// The partitions and their accesses, or why the launch may not be split.
+fn split(
+    l: &Launch<'_>,
+    table: &Table,
+    leaf: &NodeDesc,
+    leaf_args: &[u8],
+    block: Option<[i64; 3]>,
+    args: &[BufArg],
+    buffers: &[(u64, u64)],
+) -> Result<Parts, String> {
+    if super::partitioning_off() {
+        return Err("HPVM_MGPU_PARTITION=off".into());
+    }
+    let module = l.engine.module;
+    let db = module.analysis.as_ref().ok_or("the executable has no analysis database")?;
+    let dn = db.node(&leaf.name).ok_or_else(|| format!("the analysis did not cover node {}", leaf.name))?;
+    if !dn.partitionable {
+        let why = dn.reasons.first().map_or("the analysis found it not partitionable".to_string(), |r| {
+            format!("{}{}", r.message, r.location.as_ref().map(|l| format!(" ({l})")).unwrap_or_default())
+        });
+        return Err(why);
+    }
+    let dims = dn.dims as usize;
+    if dims == 0 || dn.split.dims.is_empty() {
+        return Err("no grid dimension to split".into());
+    }
+    // The instance box of a partition of blocks, and the blocks of the grid.
+    let unit = &module.program.nodes[l.node as usize];
+    let (blocks, per_block): ([i64; 3], [i64; 3]) = match (block, &dn.block) {
+        (Some(b), Some(analysed)) => {
+            let same = (0..dims).all(|d| analysed.get(d).is_some_and(|&a| a as i64 == b[d]));
+            if !same {
+                return Err(format!("its block is {b:?} at this launch but the analysis assumed {analysed:?}"));
+            }
+            (l.grid, b)
+        }
+        (None, None) => {
+            if matches!(unit.kind, crate::desc::KindDesc::Leaf { barrier: true, .. }) {
+                return Err("its instances use __hpvm__barrier across the grid".into());
+            }
+            let b = crate::kernel::block_shape(unit.dims);
+            (std::array::from_fn(|d| (l.grid[d] + b[d] - 1) / b[d]), b)
+        }
+        _ => return Err("the analysis modelled another launch shape".into()),
+    };
+    // Parameter values of the maps: grid and parent, then the node's integer parameters.
+    let mut values: Vec<(String, i64)> = Vec::new();
+    // `gx`...: the unit's grid (blocks of a blocks launch, instances of a grid-shaped leaf).
+    for (d, name) in ["gx", "gy", "gz"].iter().enumerate() {
+        values.push((name.to_string(), l.grid[d]));
+    }
+    for (d, (id, n)) in ["px", "py", "pz"].iter().zip(["pnx", "pny", "pnz"]).enumerate() {
+        values.push((id.to_string(), l.parent.0[d]));
+        values.push((n.to_string(), l.parent.1[d]));
+    }
+    for (i, name) in dn.param_names.iter().enumerate() {
+        if let Some(v) = int_param(leaf, leaf_args, i as u32) {
+            values.push((name.clone(), v));
+        }
+    }
+    let value_refs: Vec<(&str, i64)> = values.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+    let needed = |names: &[String]| -> Result<Vec<(&str, i64)>, String> {
+        names
+            .iter()
+            .map(|n| {
+                value_refs
+                    .iter()
+                    .find(|(m, _)| m == n)
+                    .copied()
+                    .ok_or_else(|| format!("its maps use `{n}`, which is not an integer parameter"))
+            })
+            .collect()
+    };
+    let isl = Isl::new();
+    if let Some(cond) = &dn.valid_when {
+        let holds = isl.params_hold(cond, &value_refs).map_err(|e| format!("checking its assumptions: {e}"))?;
+        if !holds {
+            return Err(format!("the analysis's assumptions `{cond}` do not hold for this launch"));
+        }
+    }
+    // Every pointer the leaf uses must have maps.
+    for a in args {
+        if dn.arg(a.param).is_none() {
+            return Err(format!("the analysis has no maps for `{}`", leaf.params[a.param as usize].name));
+        }
+    }
+    // Array shapes, from expressions over the parameters.
+    let mut shapes: HashMap<u32, Vec<i64>> = HashMap::new();
+    for a in args {
+        let arg = dn.arg(a.param).expect("checked above");
+        let fixed = needed(&arg.params)?;
+        let shape = arg
+            .shape
+            .iter()
+            .map(|s| if s == "*" { Ok(0) } else { isl.value_of(s, &fixed).map_err(|e| e.to_string()) })
+            .collect::<Result<Vec<i64>, String>>()?;
+        shapes.insert(a.param, shape);
+    }
+    let split: Vec<usize> = dn.split.dims.iter().map(|&d| d as usize).collect();
+    let parts = partition::even(blocks.map(|b| b.max(0) as u64), &split, l.devices).map_err(|e| e.to_string())?;
+    let node_name = &leaf.name;
+    let loc = &unit.loc;
+    let computed: Vec<Result<_, String>> = parts
+        .par_iter()
+        .enumerate()
+        .filter(|(_, p)| !p.is_empty())
+        .map(|(k, p)| {
+            let lo: Vec<i64> = (0..dims).map(|d| p.lo[d] as i64 * per_block[d]).collect();
+            let hi: Vec<i64> =
+                (0..dims).map(|d| (p.hi[d] as i64 * per_block[d]).min(instances(l.grid, block, d))).collect();
+            let mut reads = Vec::new();
+            let mut writes = Vec::new();
+            for a in args {
+                let arg = dn.arg(a.param).expect("checked above");
+                if arg.pointer_level != 1 {
+                    return Err(format!("`{}` is reached through {} pointers", arg.name, arg.pointer_level));
+                }
+                let ctx = Ctx { arg, a, lo: &lo, hi: &hi, node: node_name, loc };
+                let fixed = needed(&arg.params)?;
+                let shape = &shapes[&a.param];
+                let whole = || vec![ByteRect::run(0, a.size)];
+                let r = match (arg.read, &arg.read_map) {
+                    (ReadKind::None, _) => vec![],
+                    (_, Some(m)) => ctx.rects(m, &fixed, shape, "reads")?,
+                    (_, None) => whole(),
+                };
+                let (w, may) = match (arg.write, &arg.write_map) {
+                    (WriteKind::None, _) => (vec![], false),
+                    (WriteKind::Exact, Some(m)) => (ctx.rects(m, &fixed, shape, "writes")?, false),
+                    (WriteKind::May, Some(m)) => (ctx.rects(m, &fixed, shape, "may write")?, true),
+                    (kind, _) => return Err(format!("`{}`: its writes are {kind}", arg.name)),
+                };
+                reads.extend(r.into_iter().map(|x| (a.buffer, x)));
+                if may {
+                    // A may-write region: current first, so elements left alone stay right.
+                    reads.extend(w.iter().map(|x| (a.buffer, *x)));
+                }
+                writes.extend(w.into_iter().map(|x| (a.buffer, x)));
+            }
+            let bx = GridBox {
+                lo: std::array::from_fn(|d| p.lo[d] as i64),
+                hi: std::array::from_fn(|d| p.hi[d] as i64),
+                dim: l.grid,
+            };
+            // Partitions of a grid-shaped leaf count blocks: back to instances.
+            let bx = if block.is_none() {
+                GridBox {
+                    lo: std::array::from_fn(|d| bx.lo[d] * per_block[d]),
+                    hi: std::array::from_fn(|d| (bx.hi[d] * per_block[d]).min(l.grid[d])),
+                    dim: l.grid,
+                }
+            } else {
+                bx
+            };
+            Ok((k % l.devices, bx, reads, writes))
+        })
+        .collect();
+    let parts: Parts = computed.into_iter().collect::<Result<_, _>>()?;
+    disjoint_writes(&parts, buffers, table)?;
+    Ok(parts)
+}
+
+/// Instances of the grid in dimension `d` (threads for a blocks launch).
+fn instances(grid: [i64; 3], block: Option<[i64; 3]>, d: usize) -> i64 {
+    match block {
+        Some(b) => grid[d] * b[d],
+        None => grid[d],
+    }
+}
+
+/// Two partitions writing the same byte would leave it to whichever ran last: refuse.
+fn disjoint_writes(parts: &Parts, buffers: &[(u64, u64)], _table: &Table) -> Result<(), String> {
+    for b in 0..buffers.len() {
+        let mut runs: Vec<(u64, u64, usize)> = Vec::new();
+        for (k, p) in parts.iter().enumerate() {
+            for (_, r) in p.3.iter().filter(|(x, _)| *x == b) {
+                runs.extend(r.row_runs().map(|(lo, hi)| (lo, hi, k)));
+            }
+        }
+        runs.sort();
+        for w in runs.windows(2) {
+            if w[1].0 < w[0].1 && w[0].2 != w[1].2 {
+                return Err(format!("partitions {} and {} would write the same bytes of a buffer", w[0].2, w[1].2));
+            }
+        }
+    }
+    Ok(())
+}
+
+struct Ctx<'a> {
+    arg: &'a dashdb::Arg,
+    a: &'a BufArg,
+    lo: &'a [i64],
+    hi: &'a [i64],
+    node: &'a str,
+    loc: &'a str,
+}
+
+impl Ctx<'_> {
+    /// The bytes of the buffer the map reaches from the partition's instances, clipped to the
+    /// buffer (an access outside it is reported).
+    fn rects(&self, map: &str, fixed: &[(&str, i64)], shape: &[i64], what: &str) -> Result<Vec<ByteRect>, String> {
+        let rects =
+            element_rects(map, fixed, self.lo, self.hi, shape).map_err(|e| format!("`{}`: {e}", self.arg.name))?;
+        let es = self.arg.element_size as i64;
+        let (base, size) = (self.a.offset as i64, self.a.size as i64);
+        let mut out = Vec::with_capacity(rects.len());
+        for r in rects.iter() {
+            let first = base + (r.first_row * r.row_len + r.first_col) * es;
+            let last = base + ((r.first_row + r.rows - 1) * r.row_len + r.first_col + r.cols) * es;
+            if first < 0 || last > size {
+                super::report_outside(
+                    self.node,
+                    self.loc,
+                    &self.arg.name,
+                    what,
+                    (first - base) / es,
+                    (last - base) / es,
+                    (size - base) / es,
+                );
+                // Clipped row by row: no copy reaches past the allocation.
+                for row in 0..r.rows {
+                    let s = base + ((r.first_row + row) * r.row_len + r.first_col) * es;
+                    let (lo, hi) = (s.max(0), (s + r.cols * es).min(size));
+                    if lo < hi {
+                        out.push(ByteRect::run(lo as u64, hi as u64));
+                    }
+                }
+                continue;
+            }
+            out.push(ByteRect {
+                start: first as u64,
+                rows: r.rows as u64,
+                row_bytes: (r.cols * es) as u64,
+                pitch: (r.row_len * es) as u64,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// What the elements a map reaches from a box of instances depend on: nothing else, so
+/// launches that differ only in their buffers (a stencil's two directions) share them.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct RectKey {
+    map: String,
+    fixed: Vec<(String, i64)>,
+    lo: Vec<i64>,
+    hi: Vec<i64>,
+    shape: Vec<i64>,
+}
+
+/// Entries kept in each cache below before it starts over.
+const KEPT: usize = 1 << 14;
+
+/// The elements `map` reaches from the instances `lo..hi`, as rectangles of `shape`.
+fn element_rects(
+    map: &str,
+    fixed: &[(&str, i64)],
+    lo: &[i64],
+    hi: &[i64],
+    shape: &[i64],
+) -> Result<Arc<Vec<Rect>>, isl_glue::Error> {
+    static RECTS: Mutex<Option<HashMap<RectKey, Arc<Vec<Rect>>>>> = Mutex::new(None);
+    let fixed: Vec<(String, i64)> = fixed.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+    let key = RectKey { map: map.to_string(), fixed, lo: lo.to_vec(), hi: hi.to_vec(), shape: shape.to_vec() };
+    if let Some(r) = RECTS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
+        return Ok(r.clone());
+    }
+    let rects = Arc::new(with_fixed_map(&key.map, &key.fixed, |m| {
+        m.copy()?.restrict_to_box(lo, hi)?.range()?.rectangles(shape)
+    })?);
+    let mut cache = RECTS.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if cache.len() >= KEPT {
+        cache.clear();
+    }
+    cache.insert(key, rects.clone());
+    Ok(rects)
+}
+
+/// A map's text and the values its parameters are fixed to.
+type FixedKey = (String, Vec<(String, i64)>);
+
+thread_local! {
+    /// This thread's ISL context (contexts are single-threaded); plans are computed on the
+    /// worker pool, whose threads live as long as the program, so one per worker.
+    static ISL: &'static Isl = Box::leak(Box::new(Isl::new()));
+    /// Maps parsed with their parameters fixed, by text and values: parsing is the costliest
+    /// step, and every partition of a launch (and every launch of the node) needs the same.
+    static FIXED: RefCell<HashMap<FixedKey, AccessMap<'static>>> = RefCell::new(HashMap::new());
+}
+
+fn with_fixed_map<R>(
+    map: &str,
+    fixed: &[(String, i64)],
+    f: impl FnOnce(&AccessMap<'static>) -> Result<R, isl_glue::Error>,
+) -> Result<R, isl_glue::Error> {
+    ISL.with(|isl| {
+        FIXED.with(|cache| {
+            let key = (map.to_string(), fixed.to_vec());
+            let mut cache = cache.borrow_mut();
+            if !cache.contains_key(&key) {
+                let values: Vec<(&str, i64)> = fixed.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                let m = isl.map(map)?.fix_params(&values)?;
+                if cache.len() >= 64 {
+                    cache.clear();
+                }
+                cache.insert(key.clone(), m);
+            }
+            f(&cache[&key])
+        })
+    })
+}

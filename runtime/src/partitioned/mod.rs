@@ -1,0 +1,287 @@
+//! Partitioned launches: a launch unit (a GPU-shaped node: an internal node launched as blocks
+//! of its leaf, or a leaf over a grid cut into blocks) runs as one sub-grid per device.
+//!
+//! Per launch:
+//! 1. the plan ([`access`]): partitions and each one's read and write bytes per buffer,
+//!    cached per launch key (node, grid, parent instance, argument bytes, which include the
+//!    buffer bindings and every scalar) in [`cache::Launches`];
+//! 2. the copies that make every partition's device current on what it reads, cached per
+//!    coherence state of the buffers in [`LaunchPlan::copies`] (with the state after the
+//!    launch, so a hit computes nothing);
+//! 3. the copies, then the partitions, concurrently, each on its device;
+//! 4. the coherence maps take the state after the launch: each writer the only holder of
+//!    what it wrote.
+//!
+//! Invariant: the table of buffers is locked from step 1 to step 4, so coherence decisions and
+//! their use are atomic with respect to other launches and to the host's accesses.
+
+pub(crate) mod access;
+pub(crate) mod cache;
+
+use crate::ctx::{GridBox, NodeCtx};
+use crate::desc::KernelKind;
+use crate::devices::{devices, Copy, Place};
+use crate::exec::{Args, Engine, SendPtr};
+use crate::memory::coherence::Coherence;
+use crate::memory::{self, ByteRect, Table};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// A computed plan, or why the launch runs on the host instead of the devices.
+pub(crate) enum Outcome {
+    Host(String),
+    Devices(LaunchPlan),
+}
+
+pub(crate) struct LaunchPlan {
+    /// The tracked buffers the launch touches: start and id (the plan is stale if either
+    /// changed).
+    pub buffers: Vec<(u64, u64)>,
+    pub parts: Vec<PartPlan>,
+    /// Why the launch is not split, when it is not.
+    pub unpartitioned: Option<String>,
+    /// Copy plans by the coherence states they start from, most recent first.
+    copies: Mutex<Vec<Arc<CopyPlan>>>,
+    /// Time spent making device allocations while planning (first use of a buffer).
+    pub alloc_nanos: u64,
+}
+
+pub(crate) struct PartPlan {
+    pub device: usize,
+    /// The part of the unit's grid it runs.
+    pub bx: GridBox,
+    /// The unit's arguments with device addresses.
+    pub args: Vec<u8>,
+    /// (buffer index, bytes) it reads, may-write regions included.
+    pub reads: Vec<(usize, ByteRect)>,
+    pub writes: Vec<(usize, ByteRect)>,
+}
+
+struct CopyPlan {
+    before: Vec<Coherence>,
+    copies: Vec<Copy>,
+    after: Vec<Coherence>,
+}
+
+/// Copy plans kept per launch plan: enough for the states a loop cycles through.
+const COPY_PLANS_KEPT: usize = 4;
+
+impl LaunchPlan {
+    pub fn new(buffers: Vec<(u64, u64)>, parts: Vec<PartPlan>, unpartitioned: Option<String>) -> LaunchPlan {
+        LaunchPlan { buffers, parts, unpartitioned, copies: Mutex::new(Vec::new()), alloc_nanos: 0 }
+    }
+
+    /// Whether the buffers are still the ones planned for.
+    fn current(&self, table: &Table) -> bool {
+        self.buffers.iter().all(|&(start, id)| table.get(start).is_some_and(|b| b.id == id))
+    }
+
+    /// The copies this launch needs in the present state; moves the coherence maps to the
+    /// state after the launch. Returns the copies and whether the plan came from the cache.
+    fn copies(&self, table: &mut Table) -> (Vec<Copy>, bool) {
+        let mut cached = self.copies.lock().unwrap_or_else(|e| e.into_inner());
+        let hit = cached.iter().position(|cp| {
+            self.buffers.iter().zip(&cp.before).all(|(&(s, _), st)| table.get(s).is_some_and(|b| &b.coherence == st))
+        });
+        if let Some(i) = hit {
+            let cp = cached[i].clone();
+            if i > 0 {
+                cached.remove(i);
+                cached.insert(0, cp.clone());
+            }
+            for (&(s, _), st) in self.buffers.iter().zip(&cp.after) {
+                table.get_mut(s).expect("current").coherence.clone_from(st);
+            }
+            return (cp.copies.clone(), true);
+        }
+        let before: Vec<Coherence> =
+            self.buffers.iter().map(|&(s, _)| table.get(s).expect("current").coherence.clone()).collect();
+        let mut copies = Vec::new();
+        for p in &self.parts {
+            for &(b, rect) in &p.reads {
+                let buf = table.get_mut(self.buffers[b].0).expect("current");
+                buf.plan_current(Place::Device(p.device), &rect, &before[b], &mut copies);
+            }
+        }
+        for p in &self.parts {
+            for &(b, rect) in &p.writes {
+                let buf = table.get_mut(self.buffers[b].0).expect("current");
+                for (lo, hi) in rect.row_runs() {
+                    buf.coherence.set_only(lo, hi, Place::Device(p.device));
+                }
+            }
+        }
+        let after = self.buffers.iter().map(|&(s, _)| table.get(s).expect("current").coherence.clone()).collect();
+        cached.insert(0, Arc::new(CopyPlan { before, copies: copies.clone(), after }));
+        cached.truncate(COPY_PLANS_KEPT);
+        (copies, false)
+    }
+}
+
+/// Reads the settings of partitioned launches (ending the program on a bad one).
+pub fn check_settings() {
+    partitioning_off();
+    strict();
+}
+
+/// `HPVM_MGPU_PARTITION=off`: every unit runs whole on device 0.
+pub(crate) fn partitioning_off() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OFF.get_or_init(|| match std::env::var("HPVM_MGPU_PARTITION").unwrap_or_default().trim() {
+        "" | "on" | "1" => false,
+        "off" | "0" => true,
+        other => crate::fatal(&format!("HPVM_MGPU_PARTITION={other}: expected `on` or `off`")),
+    })
+}
+
+/// `HPVM_MGPU_CHECK=strict`: an access outside a buffer is an error, not a warning.
+fn strict() -> bool {
+    static STRICT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *STRICT.get_or_init(|| match std::env::var("HPVM_MGPU_CHECK").unwrap_or_default().trim() {
+        "" | "warn" => false,
+        "strict" => true,
+        other => crate::fatal(&format!("HPVM_MGPU_CHECK={other}: expected `warn` or `strict`")),
+    })
+}
+
+/// Reports, once per node and buffer, that a launch's accesses reach outside the buffer.
+pub(crate) fn report_outside(node: &str, loc: &str, arg: &str, what: &str, first: i64, end: i64, len: i64) {
+    static SAID: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+    let outside = if first < 0 {
+        format!("elements {first}..{} before its start", end.min(0))
+    } else {
+        format!("elements {}..{end} past its end", first.max(len))
+    };
+    let msg = format!("node {node} ({loc}) {what} {outside}: `{arg}` has {len} elements from where it points");
+    if strict() {
+        crate::fatal(&format!("{msg} (HPVM_MGPU_CHECK=strict)"));
+    }
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.iter().any(|(n, a)| n == node && a == arg) {
+        said.push((node.to_string(), arg.to_string()));
+        eprintln!(
+            "hpvm-mgpu: warning: {msg}; copies are clipped to the buffer (HPVM_MGPU_CHECK=strict makes this an error)"
+        );
+    }
+}
+
+/// Runs unit `n` on the devices; false when it must run on the host instead (no devices, or
+/// a reason the plan gives, such as an untracked pointer).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_unit(
+    e: &Engine<'_>,
+    n: u32,
+    shape: &KernelKind,
+    args: &Args,
+    parent: SendPtr<NodeCtx>,
+    grid: [i64; 3],
+    outs: SendPtr<u8>,
+) -> bool {
+    let devs = devices();
+    if devs.sims.is_empty() {
+        return false;
+    }
+    let total: i64 = grid.iter().product();
+    let st = &e.module.stats[n as usize];
+    let Some(base) = crate::kernel::uniform_args(args, total) else {
+        st.note_host("its instances get different arguments through one-to-one edges");
+        return false;
+    };
+    // SAFETY: the parent context outlives this call (it is the caller's).
+    let (pid, pdim) = unsafe { parent.get().as_ref() }.map_or(([0; 3], [1; 3]), |p| (p.id, p.dim));
+    let key = cache::Key { node: n, grid, parent: (pid, pdim), args: base };
+
+    let mut table = memory::table();
+    let t0 = Instant::now();
+    let plan = match e.module.launches.get(&key, &table) {
+        Some(p) => {
+            st.plan_hits.fetch_add(1, Ordering::Relaxed);
+            p
+        }
+        None => {
+            let launch = access::Launch {
+                engine: e,
+                node: n,
+                shape,
+                args: &key.args,
+                parent: key.parent,
+                grid,
+                devices: devs.count(),
+            };
+            let p = Arc::new(access::plan(&launch, &mut table));
+            st.plan_misses.fetch_add(1, Ordering::Relaxed);
+            let alloc = match &*p {
+                Outcome::Devices(lp) => lp.alloc_nanos,
+                Outcome::Host(_) => 0,
+            };
+            st.nanos_alloc.fetch_add(alloc, Ordering::Relaxed);
+            st.nanos_intervals.fetch_add((t0.elapsed().as_nanos() as u64).saturating_sub(alloc), Ordering::Relaxed);
+            e.module.launches.insert(key, p.clone());
+            p
+        }
+    };
+    let lp = match &*plan {
+        Outcome::Host(reason) => {
+            st.note_host(reason);
+            return false;
+        }
+        Outcome::Devices(lp) => lp,
+    };
+    if let Some(reason) = &lp.unpartitioned {
+        st.note_unpartitioned(reason);
+    }
+
+    let t1 = Instant::now();
+    let (copies, hit) = lp.copies(&mut table);
+    st.nanos_copy_plan.fetch_add(t1.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    if hit { &st.copy_hits } else { &st.copy_misses }.fetch_add(1, Ordering::Relaxed);
+
+    let t2 = Instant::now();
+    memory::execute(&copies).unwrap_or_else(|err| {
+        crate::fatal(&format!(
+            "node {} ({}): copying its inputs: {err}",
+            e.module.program.nodes[n as usize].name, e.module.program.nodes[n as usize].loc
+        ))
+    });
+    for c in &copies {
+        st.count_bytes(c);
+    }
+    st.nanos_copies.fetch_add(t2.elapsed().as_nanos() as u64, Ordering::Relaxed);
+
+    let t3 = Instant::now();
+    run_parts(e, n, lp, parent, grid, outs);
+    st.nanos_kernels.fetch_add(t3.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    drop(table);
+
+    st.unit_launches.fetch_add(1, Ordering::Relaxed);
+    let used = lp.parts.iter().map(|p| p.device).collect::<std::collections::BTreeSet<_>>().len() as u64;
+    if used > 1 {
+        st.partitioned.fetch_add(1, Ordering::Relaxed);
+    }
+    st.max_devices.fetch_max(used, Ordering::Relaxed);
+    true
+}
+
+/// Every partition on its device, concurrently; returns when all have finished.
+fn run_parts(e: &Engine<'_>, n: u32, lp: &LaunchPlan, parent: SendPtr<NodeCtx>, grid: [i64; 3], outs: SendPtr<u8>) {
+    let sims = &devices().sims;
+    let run = |p: &PartPlan| {
+        let engine = Engine { module: e.module, gpu: None, place: Place::Device(p.device) };
+        let args = Args::uniform(p.args.clone());
+        sims[p.device].install(|| engine.run_box(n, &args, parent, grid, p.bx, outs));
+    };
+    match &lp.parts[..] {
+        [] => {}
+        [one] => run(one),
+        [first, rest @ ..] => std::thread::scope(|s| {
+            for p in rest {
+                std::thread::Builder::new()
+                    .name(format!("hpvm-part-{}", p.device))
+                    .spawn_scoped(s, move || run(p))
+                    .unwrap_or_else(|err| crate::fatal(&format!("cannot start a partition's thread: {err}")));
+            }
+            run(first);
+        }),
+    }
+}

@@ -1,0 +1,172 @@
+//! Partitioned execution on simulated devices (`HPVM_MGPU_DEVICES=cpu:N`): every example and
+//! every program of `tests/programs/` gives output bit-identical to a host run and to an
+//! unpartitioned run, on 1 to 8 devices and at sizes that do not divide evenly or give fewer
+//! blocks than devices; the statistics show that partitionable nodes really ran split.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+
+/// Device counts of the differential test.
+const DEVICES: [usize; 6] = [1, 2, 3, 4, 7, 8];
+
+/// Programs and the argument lists to run each with. The last size of each is large enough
+/// that every partitionable node has more blocks than the devices of the statistics check.
+const PROGRAMS: [(&str, &[&[&str]]); 11] = [
+    ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
+    ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
+    ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
+    ("examples/pipeline.c", &[&["5", "3"], &["37", "23"], &["200", "90"]]),
+    ("examples/sgemm_tiled.c", &[&["16", "16", "16"], &["32", "48", "16"], &["160", "48", "32"]]),
+    ("examples/stencil2d.c", &[&["16", "16", "2"], &["48", "32", "3"], &["64", "160", "4"]]),
+    ("examples/vecadd.c", &[&["7"], &["1001"], &["5000"]]),
+    ("tests/programs/mesh.c", &[&["9"], &["1000"], &["5003"]]),
+    ("tests/programs/transpose.c", &[&["3", "5"], &["40", "24"], &["130", "70"]]),
+    ("tests/programs/mixed.c", &[&["7", "3"], &["3000", "10"]]),
+    ("tests/programs/oob.c", &[&["10"], &["3000"]]),
+];
+
+fn build(dir: &TempDir, src: &str) -> PathBuf {
+    let name = Path::new(src).file_stem().unwrap().to_string_lossy().into_owned();
+    let exe = dir.join(&name);
+    let out = hpvm_mgpu(&["build", "-O2", src, "-o", exe.to_str().unwrap()]);
+    assert!(out.status.success(), "build {src}:\n{}", stderr(&out));
+    exe
+}
+
+/// Runs and returns the checksum line, asserting PASS.
+fn run_ok(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = run_program(exe, args, env);
+    let text = stdout(&out);
+    assert!(
+        out.status.success() && text.contains("PASS"),
+        "{} {args:?} with {env:?}:\n{text}{}",
+        exe.display(),
+        stderr(&out)
+    );
+    checksum(&text).unwrap_or_else(|| panic!("{} printed no checksum", exe.display()))
+}
+
+/// The statistics of one run, written as JSON.
+fn stats(exe: &Path, args: &[&str], devices: &str, dir: &TempDir) -> serde_json::Value {
+    let file = dir.path_str("stats.json");
+    let _ = std::fs::remove_file(&file);
+    run_ok(exe, args, &[("HPVM_MGPU_DEVICES", devices), ("HPVM_MGPU_STATS", &file)]);
+    serde_json::from_str(&std::fs::read_to_string(&file).expect("statistics written")).expect("valid JSON")
+}
+
+fn node<'a>(s: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    s["nodes"].as_array().unwrap().iter().find(|n| n["node"] == name).unwrap_or_else(|| panic!("no node {name}"))
+}
+
+#[test]
+fn programs_are_bit_identical_on_simulated_devices() {
+    let dir = TempDir::new("partitioned");
+    for (src, sizes) in PROGRAMS {
+        let exe = build(&dir, src);
+        for args in sizes {
+            let host = run_ok(&exe, args, &[("HPVM_MGPU_DEVICES", "cpu")]);
+            for n in DEVICES {
+                let devices = format!("cpu:{n}");
+                let got = run_ok(&exe, args, &[("HPVM_MGPU_DEVICES", &devices)]);
+                assert_eq!(got, host, "{src} {args:?} on {devices} differs from the host run");
+            }
+            let off = run_ok(&exe, args, &[("HPVM_MGPU_DEVICES", "cpu:3"), ("HPVM_MGPU_PARTITION", "off")]);
+            assert_eq!(off, host, "{src} {args:?} unpartitioned differs from the host run");
+        }
+        // At the largest size, every node the analysis proved partitionable ran split.
+        let largest = sizes.last().unwrap();
+        let s = stats(&exe, largest, "cpu:3", &dir);
+        for n in s["nodes"].as_array().unwrap() {
+            if n["unit_launches"].as_u64().unwrap() == 0 {
+                continue;
+            }
+            let proven = n["analysis"].as_str().is_some_and(|a| a.starts_with("partitionable"));
+            assert_eq!(
+                n["partitioned_launches"].as_u64().unwrap() > 0,
+                proven,
+                "{src} {largest:?}: node {} (analysis: {}) partitioned {} times",
+                n["node"],
+                n["analysis"],
+                n["partitioned_launches"]
+            );
+            if proven {
+                assert!(n["max_devices"].as_u64().unwrap() >= 2);
+            } else {
+                assert!(n["unpartitioned_because"].is_string(), "{src}: no reason for {}", n["node"]);
+            }
+        }
+    }
+}
+
+#[test]
+fn stencil_steady_state_is_all_cache_hits() {
+    let dir = TempDir::new("steady");
+    let exe = build(&dir, "examples/stencil2d.c");
+    let iterations = 12;
+    let s = stats(&exe, &["64", "64", &iterations.to_string()], "cpu:4", &dir);
+    let n = node(&s, "StencilBlocks");
+    assert_eq!(n["unit_launches"], iterations);
+    assert_eq!(n["partitioned_launches"], iterations);
+    // One plan per direction; then the coherence states repeat every two launches after the
+    // first two launches (host-only inputs, then the first written buffer).
+    assert_eq!(n["plan_cache"]["misses"], 2, "{n}");
+    assert!(n["copy_plan_cache"]["misses"].as_u64().unwrap() <= 4, "{n}");
+    assert_eq!(
+        n["copy_plan_cache"]["hits"].as_u64().unwrap() + n["copy_plan_cache"]["misses"].as_u64().unwrap(),
+        iterations
+    );
+    // Halo rows moved between neighbours, never the whole grid.
+    assert!(n["bytes_device_to_device"].as_u64().unwrap() > 0);
+    assert!(n["bytes_host_to_device"].as_u64().unwrap() <= 2 * 64 * 64 * 4 + 8 * 64 * 4, "{n}");
+}
+
+#[test]
+fn fallback_is_visible_and_data_crosses_it() {
+    let dir = TempDir::new("fallback");
+    let exe = build(&dir, "tests/programs/mixed.c");
+    let s = stats(&exe, &["3000", "10"], "cpu:4", &dir);
+    assert!(node(&s, "Scale")["partitioned_launches"].as_u64().unwrap() > 0);
+    let h = node(&s, "Histogram");
+    assert_eq!(h["partitioned_launches"], 0);
+    assert!(h["unit_launches"].as_u64().unwrap() > 0, "the fallback runs on a device: {h}");
+    assert!(h["unpartitioned_because"].as_str().unwrap().contains("mixed.c:"), "{h}");
+    // Data went from the split Scale's devices to the device of the fallback.
+    let moved = s["bytes"].as_array().unwrap();
+    assert!(moved.iter().any(|t| t["from"] != "host" && t["to"] != "host"), "{moved:?}");
+}
+
+#[test]
+fn accesses_outside_a_buffer_are_reported_once_and_strict_mode_stops() {
+    let dir = TempDir::new("oob");
+    let exe = build(&dir, "tests/programs/oob.c");
+    let out = run_program(&exe, &["1000"], &[("HPVM_MGPU_DEVICES", "cpu:2")]);
+    let err = stderr(&out);
+    assert!(out.status.success() && stdout(&out).contains("PASS"), "{err}");
+    assert_eq!(err.matches("warning").count(), 1, "{err}");
+    assert!(err.contains("node Pairs (tests/programs/oob.c:14) reads elements 1000..1001 past its end"), "{err}");
+    let out = run_program(&exe, &["1000"], &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_CHECK", "strict")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("error: node Pairs"), "{}", stderr(&out));
+}
+
+#[test]
+fn bad_settings_are_refused_with_a_message() {
+    let dir = TempDir::new("settings");
+    let exe = build(&dir, "examples/vecadd.c");
+    for (var, value, says) in [
+        ("HPVM_MGPU_DEVICES", "cpu:0", "between 1 and"),
+        ("HPVM_MGPU_DEVICES", "cpu:1000", "between 1 and"),
+        ("HPVM_MGPU_DEVICES", "gpu", "unsupported device choice"),
+        ("HPVM_MGPU_THREADS", "999999999", "at most"),
+        ("HPVM_MGPU_THREADS", "0", "positive"),
+        ("HPVM_MGPU_PARTITION", "maybe", "expected `on` or `off`"),
+        ("HPVM_MGPU_CHECK", "loose", "expected `warn` or `strict`"),
+    ] {
+        let env = [(var, value), ("HPVM_MGPU_DEVICES", if var == "HPVM_MGPU_DEVICES" { value } else { "cpu:2" })];
+        let out = run_program(&exe, &["100"], &env);
+        assert_eq!(out.status.code(), Some(1), "{var}={value}");
+        assert!(stderr(&out).contains(says), "{var}={value}: {}", stderr(&out));
+    }
+}
