@@ -164,6 +164,9 @@ pub unsafe fn get(
     let entries = unsafe { std::slice::from_raw_parts(entries, n_entries as usize) }.to_vec();
     let ptx = (!ptx.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(ptx) });
     let module = Program::parse(&json).and_then(|p| Module::new(p, entries, ptx)).unwrap_or_else(|e| fatal(&e));
+    if let Some(db) = &module.analysis {
+        crate::partitioned::prefetch(db);
+    }
     let module = Arc::new(module);
     reg.insert(desc as usize, module.clone());
     module

@@ -13,6 +13,8 @@
 //! device implements the same operations with the driver's streams and events.
 //!
 //! `HPVM_MGPU_DEVICES` chooses (`cpu`, `cpu:N`, `cuda`, `cuda:N`; unset: a GPU if there is one).
+//! `dry:N` (benchmarks only) gives N dry-run devices: the runtime plans and caches as for
+//! `cpu:N` but allocates, copies and runs nothing, so what is timed is its own work.
 
 pub mod cuda;
 pub mod host;
@@ -105,6 +107,7 @@ impl Devices {
         match (&self.gpu, self.sims.len()) {
             (Some(g), _) => format!("1 GPU ({})", g.name),
             (None, 0) => "the host only".to_string(),
+            (None, n) if self.sims[0].is_dry() => format!("{n} dry-run devices (nothing runs)"),
             (None, n) => format!(
                 "{n} simulated CPU device{} ({} worker thread{} each)",
                 if n == 1 { "" } else { "s" },
@@ -127,6 +130,7 @@ pub fn devices() -> &'static Devices {
                 let sims = (0..n).map(|k| SimDevice::new(k, threads)).collect();
                 Devices { gpu: None, sims, no_gpu_found: false }
             }
+            Choice::Dry(n) => Devices { gpu: None, sims: (0..n).map(SimDevice::dry).collect(), no_gpu_found: false },
             Choice::Auto => match Cuda::open() {
                 Ok(Some(g)) => Devices { gpu: Some(g), sims: Vec::new(), no_gpu_found: false },
                 Ok(None) => Devices { gpu: None, sims: Vec::new(), no_gpu_found: true },
@@ -176,6 +180,8 @@ enum Choice {
     Cpu,
     /// N simulated devices.
     Sim(usize),
+    /// N dry-run devices.
+    Dry(usize),
     /// The first N GPUs.
     Cuda(usize),
 }
@@ -193,6 +199,7 @@ fn parse_choice(choice: &str) -> Result<Choice, String> {
         "cuda" => Ok(Choice::Cuda(1)),
         other => match other.split_once(':') {
             Some(("cpu", n)) => Ok(Choice::Sim(count(n, "simulated devices")?)),
+            Some(("dry", n)) => Ok(Choice::Dry(count(n, "dry-run devices")?)),
             Some(("cuda", n)) => Ok(Choice::Cuda(count(n, "GPUs")?)),
             _ => Err(format!("unsupported device choice `{other}` (expected `cpu`, `cpu:N`, `cuda` or `cuda:N`)")),
         },
@@ -209,6 +216,7 @@ mod tests {
         assert_eq!(parse_choice("cpu"), Ok(Choice::Cpu));
         assert_eq!(parse_choice("cpu:1"), Ok(Choice::Sim(1)));
         assert_eq!(parse_choice("cpu:8"), Ok(Choice::Sim(8)));
+        assert_eq!(parse_choice("dry:16"), Ok(Choice::Dry(16)));
         assert_eq!(parse_choice("cuda"), Ok(Choice::Cuda(1)));
         assert_eq!(parse_choice("cuda:2"), Ok(Choice::Cuda(2)));
         assert!(parse_choice("tpu").is_err_and(|e| e.contains("unsupported")));

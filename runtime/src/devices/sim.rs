@@ -23,16 +23,41 @@ pub struct SimDevice {
     pool: rayon::ThreadPool,
     threads: usize,
     allocations: Mutex<HashMap<u64, Layout>>,
+    /// A dry-run device (`dry:N`): allocations are addresses only, copies and partitions are
+    /// skipped. What is left is the runtime's own work, which benchmarks measure.
+    dry: bool,
+    next_fake: std::sync::atomic::AtomicU64,
 }
 
 impl SimDevice {
+    /// A dry-run device (see [`SimDevice::is_dry`]).
+    pub fn dry(index: usize) -> SimDevice {
+        let mut d = SimDevice::new(index, 1);
+        d.name = format!("dry{index}");
+        d.dry = true;
+        d
+    }
+
+    /// Whether the device only pretends: nothing it is given runs, and its results are garbage.
+    pub fn is_dry(&self) -> bool {
+        self.dry
+    }
+
     pub fn new(index: usize, threads: usize) -> SimDevice {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(move |i| format!("hpvm-sim{index}-{i}"))
             .build()
             .unwrap_or_else(|e| crate::fatal(&format!("cannot start the pool of simulated device {index}: {e}")));
-        SimDevice { name: format!("sim{index}"), pool, threads, allocations: Mutex::default() }
+        SimDevice {
+            name: format!("sim{index}"),
+            pool,
+            threads,
+            allocations: Mutex::default(),
+            dry: false,
+            // Far from any real address, distinct per device.
+            next_fake: std::sync::atomic::AtomicU64::new((0x7000 + index as u64) << 36),
+        }
     }
 
     pub fn threads(&self) -> usize {
@@ -51,6 +76,10 @@ impl Device for SimDevice {
     }
 
     fn alloc(&self, bytes: usize) -> Result<u64, String> {
+        if self.dry {
+            let size = (bytes as u64).max(1).next_multiple_of(ALIGN as u64);
+            return Ok(self.next_fake.fetch_add(size, std::sync::atomic::Ordering::Relaxed));
+        }
         let layout = Layout::from_size_align(bytes.max(1), ALIGN).map_err(|e| e.to_string())?;
         let poison = layout.size() <= POISON_UP_TO;
         // SAFETY: a layout of non-zero size.
@@ -73,6 +102,9 @@ impl Device for SimDevice {
     }
 
     fn free(&self, addr: u64) -> Result<(), String> {
+        if self.dry {
+            return Ok(());
+        }
         let layout = self.allocations.lock().unwrap_or_else(|e| e.into_inner()).remove(&addr);
         let layout = layout.ok_or_else(|| format!("{}: freeing {addr:#x}, which it did not allocate", self.name))?;
         // SAFETY: allocated by `alloc` with this layout, freed once (removed from the table).
@@ -81,6 +113,9 @@ impl Device for SimDevice {
     }
 
     fn copy(&self, c: &Copy) -> Result<(), String> {
+        if self.dry {
+            return Ok(());
+        }
         for r in 0..c.rows {
             // SAFETY: the memory manager plans copies inside allocations of the buffer's size
             // (device side) and inside the tracked buffer (host side); source and destination

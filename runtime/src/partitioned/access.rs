@@ -18,6 +18,7 @@ use isl_glue::{AccessMap, Isl, Rect};
 use rayon::prelude::*;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What a plan is computed from.
@@ -233,9 +234,8 @@ fn split(
             })
             .collect()
     };
-    let isl = Isl::new();
     if let Some(cond) = &dn.valid_when {
-        let holds = isl.params_hold(cond, &value_refs).map_err(|e| format!("checking its assumptions: {e}"))?;
+        let holds = assumptions_hold(cond, &value_refs).map_err(|e| format!("checking its assumptions: {e}"))?;
         if !holds {
             return Err(format!("the analysis's assumptions `{cond}` do not hold for this launch"));
         }
@@ -254,7 +254,7 @@ fn split(
         let shape = arg
             .shape
             .iter()
-            .map(|s| if s == "*" { Ok(0) } else { isl.value_of(s, &fixed).map_err(|e| e.to_string()) })
+            .map(|s| extent(s, &fixed).map_err(|e| e.to_string()))
             .collect::<Result<Vec<i64>, String>>()?;
         shapes.insert(a.param, shape);
     }
@@ -320,6 +320,38 @@ fn split(
     let parts: Parts = computed.into_iter().collect::<Result<_, _>>()?;
     disjoint_writes(&parts, buffers, table)?;
     Ok(parts)
+}
+
+/// The value of an array extent: `*` (unknown, outermost) is 0; a number or a parameter
+/// name directly; anything else through ISL.
+fn extent(text: &str, fixed: &[(&str, i64)]) -> Result<i64, isl_glue::Error> {
+    let text = text.trim();
+    if text == "*" {
+        return Ok(0);
+    }
+    if let Ok(v) = text.parse::<i64>() {
+        return Ok(v);
+    }
+    if let Some((_, v)) = fixed.iter().find(|(n, _)| *n == text) {
+        return Ok(*v);
+    }
+    ISL.with(|isl| isl.value_of(text, fixed))
+}
+
+/// Whether the parameter condition `cond` holds for `values`, remembered per values.
+fn assumptions_hold(cond: &str, values: &[(&str, i64)]) -> Result<bool, isl_glue::Error> {
+    let key: FixedKey = (cond.to_string(), values.iter().map(|(n, v)| (n.to_string(), *v)).collect());
+    if let Some(&b) = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
+        return Ok(b);
+    }
+    let holds = ISL.with(|isl| isl.params_hold(cond, values))?;
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    let known = known.get_or_insert_with(HashMap::new);
+    if known.len() >= KEPT {
+        known.clear();
+    }
+    known.insert(key, holds);
+    Ok(holds)
 }
 
 /// Instances of the grid in dimension `d` (threads for a blocks launch).
@@ -415,6 +447,48 @@ struct RectKey {
 /// Entries kept in each cache below before it starts over.
 const KEPT: usize = 1 << 14;
 
+static RECTS: Mutex<Option<HashMap<RectKey, Arc<Vec<Rect>>>>> = Mutex::new(None);
+
+/// Parameter conditions (`valid_when`) already decided, by text and values.
+static KNOWN: Mutex<Option<HashMap<FixedKey, bool>>> = Mutex::new(None);
+
+/// Bumped to make every thread drop its maps with fixed parameters, and its parsed maps.
+static FIXED_GENERATION: AtomicU64 = AtomicU64::new(0);
+static PARSED_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Forgets every interval and map with fixed parameters, and with `parsed` the parsed maps
+/// too (benchmarks of cold plans).
+pub(crate) fn forget_intervals(parsed: bool) {
+    *RECTS.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    *KNOWN.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    FIXED_GENERATION.fetch_add(1, Ordering::Relaxed);
+    if parsed {
+        PARSED_GENERATION.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Parses the maps of every node the database proves partitionable on every worker of the
+/// pool, in the background: parsing is the costliest ISL step of a plan, and each worker
+/// needs its own copy (ISL contexts are single-threaded). Called when a module is loaded.
+pub(crate) fn prefetch(db: &dashdb::Database) {
+    let texts: Vec<String> = db
+        .nodes
+        .iter()
+        .filter(|n| n.partitionable)
+        .flat_map(|n| n.args.iter().flat_map(|a| a.read_map.iter().chain(a.write_map.iter()).cloned()))
+        .collect();
+    if texts.is_empty() {
+        return;
+    }
+    let texts = Arc::new(texts);
+    crate::pool::pool().spawn_broadcast(move |_| {
+        for t in texts.iter() {
+            // A map that does not parse is reported when a launch needs it.
+            let _ = with_parsed_map(t, |_| Ok(()));
+        }
+    });
+}
+
 /// The elements `map` reaches from the instances `lo..hi`, as rectangles of `shape`.
 fn element_rects(
     map: &str,
@@ -423,7 +497,6 @@ fn element_rects(
     hi: &[i64],
     shape: &[i64],
 ) -> Result<Arc<Vec<Rect>>, isl_glue::Error> {
-    static RECTS: Mutex<Option<HashMap<RectKey, Arc<Vec<Rect>>>>> = Mutex::new(None);
     let fixed: Vec<(String, i64)> = fixed.iter().map(|(n, v)| (n.to_string(), *v)).collect();
     let key = RectKey { map: map.to_string(), fixed, lo: lo.to_vec(), hi: hi.to_vec(), shape: shape.to_vec() };
     if let Some(r) = RECTS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
@@ -448,9 +521,35 @@ thread_local! {
     /// This thread's ISL context (contexts are single-threaded); plans are computed on the
     /// worker pool, whose threads live as long as the program, so one per worker.
     static ISL: &'static Isl = Box::leak(Box::new(Isl::new()));
-    /// Maps parsed with their parameters fixed, by text and values: parsing is the costliest
-    /// step, and every partition of a launch (and every launch of the node) needs the same.
-    static FIXED: RefCell<HashMap<FixedKey, AccessMap<'static>>> = RefCell::new(HashMap::new());
+    /// Maps parsed, by text: parsing is the costliest step, and every partition of a launch
+    /// (and every launch of the node) needs the same maps.
+    static PARSED: RefCell<(u64, HashMap<String, AccessMap<'static>>)> = RefCell::new((0, HashMap::new()));
+    /// Maps with their parameters fixed, by text and values.
+    static FIXED: RefCell<(u64, HashMap<FixedKey, AccessMap<'static>>)> = RefCell::new((0, HashMap::new()));
+}
+
+fn with_parsed_map<R>(
+    map: &str,
+    f: impl FnOnce(&AccessMap<'static>) -> Result<R, isl_glue::Error>,
+) -> Result<R, isl_glue::Error> {
+    ISL.with(|isl| {
+        PARSED.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            let generation = PARSED_GENERATION.load(Ordering::Relaxed);
+            if cache.0 != generation {
+                *cache = (generation, HashMap::new());
+            }
+            let cache = &mut cache.1;
+            if !cache.contains_key(map) {
+                let m = isl.map(map)?;
+                if cache.len() >= 256 {
+                    cache.clear();
+                }
+                cache.insert(map.to_string(), m);
+            }
+            f(&cache[map])
+        })
+    })
 }
 
 fn with_fixed_map<R>(
@@ -458,19 +557,22 @@ fn with_fixed_map<R>(
     fixed: &[(String, i64)],
     f: impl FnOnce(&AccessMap<'static>) -> Result<R, isl_glue::Error>,
 ) -> Result<R, isl_glue::Error> {
-    ISL.with(|isl| {
-        FIXED.with(|cache| {
-            let key = (map.to_string(), fixed.to_vec());
-            let mut cache = cache.borrow_mut();
-            if !cache.contains_key(&key) {
-                let values: Vec<(&str, i64)> = fixed.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-                let m = isl.map(map)?.fix_params(&values)?;
-                if cache.len() >= 64 {
-                    cache.clear();
-                }
-                cache.insert(key.clone(), m);
+    FIXED.with(|cache| {
+        let key = (map.to_string(), fixed.to_vec());
+        let mut cache = cache.borrow_mut();
+        let generation = FIXED_GENERATION.load(Ordering::Relaxed) + PARSED_GENERATION.load(Ordering::Relaxed);
+        if cache.0 != generation {
+            *cache = (generation, HashMap::new());
+        }
+        let cache = &mut cache.1;
+        if !cache.contains_key(&key) {
+            let values: Vec<(&str, i64)> = fixed.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+            let m = with_parsed_map(map, |m| m.copy()?.fix_params(&values))?;
+            if cache.len() >= 64 {
+                cache.clear();
             }
-            f(&cache[&key])
-        })
+            cache.insert(key.clone(), m);
+        }
+        f(&cache[&key])
     })
 }

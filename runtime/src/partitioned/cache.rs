@@ -37,6 +37,10 @@ impl Launches {
         }
     }
 
+    pub(crate) fn clear(&self) {
+        self.plans.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
     pub(crate) fn insert(&self, key: Key, plan: Arc<Outcome>) {
         let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
         if plans.len() >= MAX_PLANS {

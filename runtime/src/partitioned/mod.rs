@@ -266,6 +266,9 @@ pub(crate) fn run_unit(
 /// Every partition on its device, concurrently; returns when all have finished.
 fn run_parts(e: &Engine<'_>, n: u32, lp: &LaunchPlan, parent: SendPtr<NodeCtx>, grid: [i64; 3], outs: SendPtr<u8>) {
     let sims = &devices().sims;
+    if sims.first().is_some_and(|d| d.is_dry()) {
+        return;
+    }
     let run = |p: &PartPlan| {
         let engine = Engine { module: e.module, gpu: None, place: Place::Device(p.device) };
         let args = Args::uniform(p.args.clone());
@@ -283,5 +286,44 @@ fn run_parts(e: &Engine<'_>, n: u32, lp: &LaunchPlan, parent: SendPtr<NodeCtx>, 
             }
             run(first);
         }),
+    }
+}
+
+/// Benchmarks only: one launch of unit `node` (a child of a root) with the argument buffer
+/// `args` over `grid`, as the engine would make it. False when it ran on the host.
+#[doc(hidden)]
+pub fn bench_launch(module: &crate::module::Module, node: u32, args: Vec<u8>, grid: [i64; 3]) -> bool {
+    let e = Engine { module, gpu: None, place: Place::Host };
+    let Some(shape) = &module.program.nodes[node as usize].shape else { return false };
+    let root = NodeCtx { id: [0; 3], dim: [1; 3], parent: std::ptr::null() };
+    let parent = SendPtr(&root as *const NodeCtx as *mut NodeCtx);
+    run_unit(&e, node, shape, &Args::uniform(args), parent, grid, SendPtr(std::ptr::null_mut()))
+}
+
+/// What [`bench_forget`] forgets.
+#[doc(hidden)]
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Forget {
+    /// The module's launch plans.
+    Plans,
+    /// Plans and every access interval (kept: the maps parsed from the database).
+    Intervals,
+    /// Everything: the next launch starts from the database's text.
+    All,
+}
+
+/// Benchmarks only: forgets what the runtime has computed, so the next launch misses.
+#[doc(hidden)]
+pub fn bench_forget(module: &crate::module::Module, what: Forget) {
+    module.launches.clear();
+    if what != Forget::Plans {
+        access::forget_intervals(what == Forget::All);
+    }
+}
+
+/// Parses the database's maps on every worker, in the background (see [`access::prefetch`]).
+pub(crate) fn prefetch(db: &dashdb::Database) {
+    if devices().sims.len() > 1 {
+        access::prefetch(db);
     }
 }
