@@ -4,9 +4,8 @@
 //! the barrier's meaning, at the cost of a function call per switch instead of a thread
 //! wake-up. Blocks still run in parallel: each pool thread schedules its own fibers.
 //!
-//! The switch is a dozen instructions of x86-64 assembly (System V: callee-saved registers,
-//! MXCSR and the x87 control word). Elsewhere [`supported`] is false and the engine uses one
-//! thread per instance instead.
+//! Stacks and switches come from `corosensei` (guard pages, x86-64, AArch64, RISC-V and more);
+//! where it has no support [`supported`] is false and the engine uses one thread per instance.
 //!
 //! Compiled code keeps its instance context in thread-local variables; the `__hpvm__barrier`
 //! body the compiler emits saves them before the runtime call and restores them after, so
@@ -14,217 +13,101 @@
 
 /// Whether this target has fibers.
 pub const fn supported() -> bool {
-    cfg!(target_arch = "x86_64")
+    cfg!(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))]
 mod imp {
+    use corosensei::stack::DefaultStack;
+    use corosensei::{Coroutine, CoroutineResult, Yielder};
     use std::cell::{Cell, RefCell};
-    use std::ffi::c_void;
 
     const STACK_SIZE: usize = 256 * 1024;
-    const GUARD: usize = 4096;
     /// Stacks kept per thread for the next parent instance.
     const POOL_MAX: usize = 1024;
 
-    extern "C" {
-        fn mmap(addr: *mut c_void, len: usize, prot: i32, flags: i32, fd: i32, off: i64) -> *mut c_void;
-        fn munmap(addr: *mut c_void, len: usize) -> i32;
-        fn mprotect(addr: *mut c_void, len: usize, prot: i32) -> i32;
-        /// Saves the running context's stack pointer in `*save` and resumes the one at `to`.
-        fn hpvm_fiber_switch(save: *mut *mut u8, to: *mut u8);
-        /// Where a new fiber starts: calls `fiber_main(r12)`.
-        fn hpvm_fiber_start();
-    }
-
-    std::arch::global_asm!(
-        ".pushsection .text.hpvm_fiber,\"ax\",@progbits",
-        ".globl hpvm_fiber_switch",
-        ".hidden hpvm_fiber_switch",
-        "hpvm_fiber_switch:",
-        "push rbp",
-        "push rbx",
-        "push r12",
-        "push r13",
-        "push r14",
-        "push r15",
-        "sub rsp, 8",
-        "stmxcsr [rsp]",
-        "fnstcw [rsp + 4]",
-        "mov [rdi], rsp",
-        "mov rsp, rsi",
-        "ldmxcsr [rsp]",
-        "fldcw [rsp + 4]",
-        "add rsp, 8",
-        "pop r15",
-        "pop r14",
-        "pop r13",
-        "pop r12",
-        "pop rbx",
-        "pop rbp",
-        "ret",
-        ".globl hpvm_fiber_start",
-        ".hidden hpvm_fiber_start",
-        "hpvm_fiber_start:",
-        "mov rdi, r12",
-        "call {main}",
-        "ud2",
-        ".popsection",
-        main = sym fiber_main,
-    );
-
-    const PROT_NONE: i32 = 0;
-    const PROT_RW: i32 = 3;
-    const MAP_PRIVATE_ANON_NORESERVE: i32 = 0x02 | 0x20 | 0x4000;
-
-    struct Stack {
-        base: *mut u8,
-    }
-
-    impl Stack {
-        fn new() -> Stack {
-            // SAFETY: an anonymous private mapping; its lowest page becomes the guard.
-            unsafe {
-                let p = mmap(std::ptr::null_mut(), STACK_SIZE + GUARD, PROT_RW, MAP_PRIVATE_ANON_NORESERVE, -1, 0);
-                if p as isize == -1 {
-                    crate::fatal("cannot allocate a stack for a barrier instance");
-                }
-                mprotect(p, GUARD, PROT_NONE);
-                Stack { base: p as *mut u8 }
-            }
-        }
-
-        fn top(&self) -> *mut u8 {
-            // Mappings are page aligned, so the top is 16-byte aligned.
-            unsafe { self.base.add(STACK_SIZE + GUARD) }
-        }
-    }
-
-    impl Drop for Stack {
-        fn drop(&mut self) {
-            unsafe { munmap(self.base as *mut c_void, STACK_SIZE + GUARD) };
-        }
-    }
-
-    struct Fiber {
-        sp: *mut u8,
-        done: bool,
-        stack: Stack,
-    }
-
-    struct Scheduler<'t> {
-        sp: *mut u8,
-        fibers: Vec<Fiber>,
-        current: usize,
-        task: &'t (dyn Fn(usize) + Sync),
-    }
+    type Fiber = Coroutine<(), (), (), DefaultStack>;
 
     thread_local! {
-        static STACKS: RefCell<Vec<Stack>> = const { RefCell::new(Vec::new()) };
-        static ACTIVE: Cell<*mut c_void> = const { Cell::new(std::ptr::null_mut()) };
-    }
-
-    extern "C" fn fiber_main(sched: *mut c_void) -> ! {
-        let sched = sched as *mut Scheduler<'static>;
-        // SAFETY: the scheduler outlives its fibers and only the running fiber touches it.
-        let (i, task) = unsafe { ((*sched).current, (*sched).task) };
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task(i))).is_err() {
-            eprintln!("hpvm-mgpu runtime: internal error in a barrier instance");
-            std::process::abort();
-        }
-        unsafe {
-            let s = &mut *sched;
-            s.fibers[i].done = true;
-            let save = &raw mut s.fibers[i].sp;
-            hpvm_fiber_switch(save, s.sp);
-        }
-        std::process::abort()
+        static STACKS: RefCell<Vec<DefaultStack>> = const { RefCell::new(Vec::new()) };
+        /// The running fiber's way back to the scheduler (null outside fibers).
+        static YIELDER: Cell<*const Yielder<(), ()>> = const { Cell::new(std::ptr::null()) };
     }
 
     /// Runs `task(0..n)` as fibers of this thread, switching at every barrier.
     pub fn run(n: usize, task: &(dyn Fn(usize) + Sync)) {
         let mut stacks = STACKS.with(|s| std::mem::take(&mut *s.borrow_mut()));
-        // Boxed and reached only through this pointer from here on: the fibers use it too.
-        let sched: *mut Scheduler = Box::into_raw(Box::new(Scheduler {
-            sp: std::ptr::null_mut(),
-            fibers: Vec::with_capacity(n),
-            current: 0,
-            task,
-        }));
-        let sched_ptr = sched as *mut c_void;
-        for _ in 0..n {
-            let stack = stacks.pop().unwrap_or_else(Stack::new);
-            // The first switch into the fiber pops: MXCSR/FPU word, r15, r14, r13, r12 (the
-            // scheduler, for fiber_main), rbx, rbp, then returns into hpvm_fiber_start.
-            let sp = unsafe { stack.top().sub(64) } as *mut u64;
-            let mut mxcsr_fpcw = 0u64;
-            unsafe {
-                std::arch::asm!("stmxcsr [{0}]", "fnstcw [{0} + 4]", in(reg) &mut mxcsr_fpcw as *mut u64);
-                let frame = [mxcsr_fpcw, 0, 0, 0, sched_ptr as u64, 0, 0, hpvm_fiber_start as *const () as u64];
-                std::ptr::copy_nonoverlapping(frame.as_ptr(), sp, frame.len());
-            }
-            unsafe { (*sched).fibers.push(Fiber { sp: sp as *mut u8, done: false, stack }) };
-        }
-        let outer = ACTIVE.with(|a| a.replace(sched_ptr));
-        loop {
-            let mut running = false;
-            for i in 0..n {
-                // SAFETY: no fiber runs while the scheduler does; `to` is a context saved by a
-                // switch (or prepared above) on a live stack.
-                unsafe {
-                    let s = &mut *sched;
-                    if s.fibers[i].done {
-                        continue;
+        // SAFETY: the fibers' closures outlive this call only as dead values: every fiber
+        // has returned (or the process has aborted) before `run` returns.
+        let task: &'static (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(task) };
+        let mut fibers: Vec<Option<Fiber>> = (0..n)
+            .map(|i| {
+                let stack = stacks
+                    .pop()
+                    .map_or_else(|| DefaultStack::new(STACK_SIZE), Ok)
+                    .unwrap_or_else(|e| crate::fatal(&format!("cannot allocate a stack for a barrier instance: {e}")));
+                Some(Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
+                    YIELDER.with(|c| c.set(y));
+                    task(i)
+                }))
+            })
+            .collect();
+        let outer = YIELDER.with(|c| c.get());
+        let mut live = n;
+        while live > 0 {
+            for slot in fibers.iter_mut() {
+                let Some(fiber) = slot else { continue };
+                let resumed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fiber.resume(())));
+                match resumed {
+                    Ok(CoroutineResult::Yield(())) => {}
+                    Ok(CoroutineResult::Return(())) => {
+                        live -= 1;
+                        let done = slot.take().expect("a live fiber");
+                        if stacks.len() < POOL_MAX {
+                            stacks.push(done.into_stack());
+                        }
                     }
-                    running = true;
-                    s.current = i;
-                    let to = s.fibers[i].sp;
-                    hpvm_fiber_switch(&raw mut s.sp, to);
+                    Err(_) => {
+                        eprintln!("hpvm-mgpu runtime: internal error in a barrier instance");
+                        std::process::abort();
+                    }
                 }
             }
-            if !running {
-                break;
-            }
         }
-        ACTIVE.with(|a| a.set(outer));
-        // SAFETY: every fiber has finished; nothing refers to the scheduler any more.
-        let sched = unsafe { Box::from_raw(sched) };
-        stacks.extend(sched.fibers.into_iter().map(|f| f.stack));
-        stacks.truncate(POOL_MAX);
+        YIELDER.with(|c| c.set(outer));
         STACKS.with(|s| *s.borrow_mut() = stacks);
     }
 
     /// In a fiber: back to the scheduler until every instance reached the barrier. Returns
     /// false outside fibers.
     pub fn barrier() -> bool {
-        let sched = ACTIVE.with(|a| a.get()) as *mut Scheduler<'static>;
-        if sched.is_null() {
+        let y = YIELDER.with(|c| c.get());
+        if y.is_null() {
             return false;
         }
-        // SAFETY: set by `run` on this thread while its fibers run.
-        unsafe {
-            let s = &mut *sched;
-            let save = &raw mut s.fibers[s.current].sp;
-            hpvm_fiber_switch(save, s.sp);
-        }
+        // SAFETY: set by this fiber's body on this thread; the yielder lives on the fiber's
+        // stack, which is suspended here, not freed.
+        unsafe { (*y).suspend(()) };
+        // Other fibers ran meanwhile and set their own: this one's is current again.
+        YIELDER.with(|c| c.set(y));
         true
     }
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))]
 pub use imp::{barrier, run};
 
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
 pub fn run(_n: usize, _task: &(dyn Fn(usize) + Sync)) {
     unreachable!("fibers are not supported on this target")
 }
 
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
 pub fn barrier() -> bool {
     false
 }
 
-#[cfg(all(test, target_arch = "x86_64"))]
+#[cfg(all(test, any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
