@@ -468,7 +468,7 @@ pub(crate) fn forget_intervals(parsed: bool) {
 }
 
 /// Parses the maps of every node the database proves partitionable on every worker of the
-/// pool, in the background: parsing is the costliest ISL step of a plan, and each worker
+/// planning pool, in the background: parsing is the costliest ISL step of a plan, and each worker
 /// needs its own copy (ISL contexts are single-threaded). Called when a module is loaded.
 pub(crate) fn prefetch(db: &dashdb::Database) {
     let texts: Vec<String> = db
@@ -481,7 +481,7 @@ pub(crate) fn prefetch(db: &dashdb::Database) {
         return;
     }
     let texts = Arc::new(texts);
-    crate::pool::pool().spawn_broadcast(move |_| {
+    super::planner().spawn_broadcast(move |_| {
         for t in texts.iter() {
             // A map that does not parse is reported when a launch needs it.
             let _ = with_parsed_map(t, |_| Ok(()));
@@ -519,7 +519,7 @@ type FixedKey = (String, Vec<(String, i64)>);
 
 thread_local! {
     /// This thread's ISL context (contexts are single-threaded); plans are computed on the
-    /// worker pool, whose threads live as long as the program, so one per worker.
+    /// planning pool, whose threads live as long as the program, so one per worker.
     static ISL: &'static Isl = Box::leak(Box::new(Isl::new()));
     /// Maps parsed, by text: parsing is the costliest step, and every partition of a launch
     /// (and every launch of the node) needs the same maps.

@@ -12,8 +12,14 @@
 //! 4. the coherence maps take the state after the launch: each writer the only holder of
 //!    what it wrote.
 //!
-//! Invariant: the table of buffers is locked from step 1 to step 4, so coherence decisions and
-//! their use are atomic with respect to other launches and to the host's accesses.
+//! Invariants:
+//! - the table of buffers is locked from step 1 to step 4, so coherence decisions and their
+//!   use are atomic with respect to other launches and to the host's accesses;
+//! - while it holds that lock, a worker of the main pool never waits inside rayon (a rayon
+//!   wait runs other jobs of its pool on the same thread, and one of them may want the lock:
+//!   a deadlock, seen with streaming pipelines). Plans are computed on the [`planner`] pool
+//!   and partitions run on their devices' pools, each reached from a plain thread that the
+//!   worker joins.
 
 pub(crate) mod access;
 pub(crate) mod cache;
@@ -209,7 +215,15 @@ pub(crate) fn run_unit(
                 grid,
                 devices: devs.count(),
             };
-            let p = Arc::new(access::plan(&launch, &mut table));
+            let table = &mut *table;
+            let p = Arc::new(std::thread::scope(|s| {
+                std::thread::Builder::new()
+                    .name("hpvm-plan".into())
+                    .spawn_scoped(s, || planner().install(|| access::plan(&launch, table)))
+                    .unwrap_or_else(|err| crate::fatal(&format!("cannot start a planning thread: {err}")))
+                    .join()
+                    .unwrap_or_else(|_| crate::fatal("planning a partitioned launch failed"))
+            }));
             st.plan_misses.fetch_add(1, Ordering::Relaxed);
             let alloc = match &*p {
                 Outcome::Devices(lp) => lp.alloc_nanos,
@@ -274,19 +288,28 @@ fn run_parts(e: &Engine<'_>, n: u32, lp: &LaunchPlan, parent: SendPtr<NodeCtx>, 
         let args = Args::uniform(p.args.clone());
         sims[p.device].install(|| engine.run_box(n, &args, parent, grid, p.bx, outs));
     };
-    match &lp.parts[..] {
-        [] => {}
-        [one] => run(one),
-        [first, rest @ ..] => std::thread::scope(|s| {
-            for p in rest {
-                std::thread::Builder::new()
-                    .name(format!("hpvm-part-{}", p.device))
-                    .spawn_scoped(s, move || run(p))
-                    .unwrap_or_else(|err| crate::fatal(&format!("cannot start a partition's thread: {err}")));
-            }
-            run(first);
-        }),
-    }
+    // Plain threads (see the module's invariants), joined at the end of the scope.
+    std::thread::scope(|s| {
+        for p in &lp.parts {
+            std::thread::Builder::new()
+                .name(format!("hpvm-part-{}", p.device))
+                .spawn_scoped(s, move || run(p))
+                .unwrap_or_else(|err| crate::fatal(&format!("cannot start a partition's thread: {err}")));
+        }
+    });
+}
+
+/// The pool plans are computed on (ISL work, in parallel over partitions): separate from the
+/// main pool, so that no main-pool worker waits in rayon while it holds the buffer table.
+pub(crate) fn planner() -> &'static rayon::ThreadPool {
+    static PLANNER: std::sync::OnceLock<rayon::ThreadPool> = std::sync::OnceLock::new();
+    PLANNER.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(crate::pool::pool().current_num_threads())
+            .thread_name(|i| format!("hpvm-plan-{i}"))
+            .build()
+            .unwrap_or_else(|e| crate::fatal(&format!("cannot start the planning pool: {e}")))
+    })
 }
 
 /// Benchmarks only: one launch of unit `node` (a child of a root) with the argument buffer
