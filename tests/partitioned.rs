@@ -74,6 +74,11 @@ fn programs_are_bit_identical_on_simulated_devices() {
             }
             let off = run_ok(&exe, args, &[("HPVM_MGPU_DEVICES", "cpu:3"), ("HPVM_MGPU_PARTITION", "off")]);
             assert_eq!(off, host, "{src} {args:?} unpartitioned differs from the host run");
+            // More partitions than devices, and unequal shares (one device gets none).
+            let more = run_ok(&exe, args, &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_PARTITIONS", "3")]);
+            assert_eq!(more, host, "{src} {args:?} with 3 partitions per device differs from the host run");
+            let weighted = run_ok(&exe, args, &[("HPVM_MGPU_DEVICES", "cpu:3"), ("HPVM_MGPU_WEIGHTS", "3,0,1")]);
+            assert_eq!(weighted, host, "{src} {args:?} with weights 3,0,1 differs from the host run");
         }
         // At the largest size, every node the analysis proved partitionable ran split.
         let largest = sizes.last().unwrap();
@@ -163,6 +168,9 @@ fn bad_settings_are_refused_with_a_message() {
         ("HPVM_MGPU_THREADS", "0", "positive"),
         ("HPVM_MGPU_PARTITION", "maybe", "expected `on` or `off`"),
         ("HPVM_MGPU_CHECK", "loose", "expected `warn` or `strict`"),
+        ("HPVM_MGPU_PARTITIONS", "0", "1 to 64"),
+        ("HPVM_MGPU_WEIGHTS", "1,2,3", "one per device"),
+        ("HPVM_MGPU_WEIGHTS", "0,0", "not all zero"),
     ] {
         let env = [(var, value), ("HPVM_MGPU_DEVICES", if var == "HPVM_MGPU_DEVICES" { value } else { "cpu:2" })];
         let out = run_program(&exe, &["100"], &env);

@@ -259,7 +259,10 @@ fn split(
         shapes.insert(a.param, shape);
     }
     let split: Vec<usize> = dn.split.dims.iter().map(|&d| d as usize).collect();
-    let parts = partition::even(blocks.map(|b| b.max(0) as u64), &split, l.devices).map_err(|e| e.to_string())?;
+    // Partition k runs on device k % devices, with that device's weight.
+    let weights: Vec<f64> =
+        (0..l.devices * super::partitions_per_device()).map(|k| super::device_weight(k % l.devices)).collect();
+    let parts = partition::weighted(blocks.map(|b| b.max(0) as u64), &split, &weights).map_err(|e| e.to_string())?;
     let node_name = &leaf.name;
     let loc = &unit.loc;
     let computed: Vec<Result<_, String>> = parts

@@ -129,6 +129,40 @@ impl LaunchPlan {
 pub fn check_settings() {
     partitioning_off();
     strict();
+    partitions_per_device();
+    device_weight(0);
+}
+
+/// `HPVM_MGPU_PARTITIONS=K`: each device gets K partitions of a split launch (default 1).
+pub(crate) fn partitions_per_device() -> usize {
+    static K: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *K.get_or_init(|| {
+        let Ok(v) = std::env::var("HPVM_MGPU_PARTITIONS") else { return 1 };
+        match v.trim().parse::<usize>() {
+            Ok(k) if (1..=64).contains(&k) => k,
+            _ => {
+                crate::fatal(&format!("HPVM_MGPU_PARTITIONS={v}: expected a number of partitions per device, 1 to 64"))
+            }
+        }
+    })
+}
+
+/// `HPVM_MGPU_WEIGHTS=w0,w1,...`: device `k` gets a share of a split launch proportional to
+/// `wk` (default: equal shares). One weight per device, non-negative, not all zero.
+pub(crate) fn device_weight(k: usize) -> f64 {
+    static W: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    let w = W.get_or_init(|| {
+        let Ok(v) = std::env::var("HPVM_MGPU_WEIGHTS") else { return Vec::new() };
+        let n = devices().count();
+        let parsed: Option<Vec<f64>> = v.split(',').map(|x| x.trim().parse::<f64>().ok()).collect();
+        match parsed {
+            Some(w) if w.len() == n && w.iter().all(|x| x.is_finite() && *x >= 0.0) && w.iter().any(|x| *x > 0.0) => w,
+            _ => crate::fatal(&format!(
+                "HPVM_MGPU_WEIGHTS={v}: expected {n} comma-separated non-negative weights, one per device, not all zero"
+            )),
+        }
+    });
+    w.get(k).copied().unwrap_or(1.0)
 }
 
 /// `HPVM_MGPU_PARTITION=off`: every unit runs whole on device 0.
