@@ -5,7 +5,12 @@
 //! ([`desc::Program`]), and host code calling the C ABI in [`abi`] (`__hpvm__init`,
 //! `hpvm_rt_launch`, `__hpvm__wait`, the memory tracker...). At a launch the runtime parses
 //! the description once ([`module`]), then interprets internal nodes and runs leaves on a
-//! thread pool ([`exec`]); streaming launches become pipelines ([`launch`]).
+//! thread pool ([`launch::engine`]); streaming launches become pipelines ([`launch`]).
+//!
+//! Where things live: [`launch`] (launches, the graph interpreter, GPU kernel launches),
+//! [`partitioned`] (launches split across devices: access intervals, plan caches),
+//! [`memory`] (virtual buffers and their coherence maps), [`devices`] (the host, simulated,
+//! dry-run and CUDA devices), [`stats`], and [`abi`], the C functions over all of them.
 //!
 //! Invariants:
 //! - A description is checked on load ([`desc::Program::parse`]): afterwards every node, port
@@ -19,9 +24,7 @@ pub mod abi;
 pub mod ctx;
 pub mod desc;
 pub mod devices;
-pub mod exec;
 pub mod fiber;
-mod kernel;
 pub mod launch;
 pub mod memory;
 pub mod module;

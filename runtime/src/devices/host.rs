@@ -4,7 +4,7 @@
 
 use crate::ctx::{EntryFn, GridBox, NodeCtx};
 use crate::desc::NodeDesc;
-use crate::exec::{Args, SendPtr};
+use crate::launch::engine::{Args, SendPtr};
 use crate::{fatal, fiber, scratch};
 use rayon::prelude::*;
 use std::sync::{Arc, Barrier};

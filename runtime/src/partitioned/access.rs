@@ -11,7 +11,7 @@
 use super::{LaunchPlan, Outcome, PartPlan};
 use crate::ctx::GridBox;
 use crate::desc::{KernelKind, NodeDesc, ScalarKind};
-use crate::exec::{int_param, read_u64, Engine};
+use crate::launch::engine::{int_param, read_u64, Engine};
 use crate::memory::{ByteRect, Table};
 use dashdb::{ReadKind, WriteKind};
 use isl_glue::{AccessMap, Isl, Rect};
@@ -201,7 +201,7 @@ fn split(
             if matches!(unit.kind, crate::desc::KindDesc::Leaf { barrier: true, .. }) {
                 return Err("its instances use __hpvm__barrier across the grid".into());
             }
-            let b = crate::kernel::block_shape(unit.dims);
+            let b = crate::launch::kernel::block_shape(unit.dims);
             (std::array::from_fn(|d| (l.grid[d] + b[d] - 1) / b[d]), b)
         }
         _ => return Err("the analysis modelled another launch shape".into()),

@@ -27,7 +27,7 @@ pub(crate) mod cache;
 use crate::ctx::{GridBox, NodeCtx};
 use crate::desc::KernelKind;
 use crate::devices::{devices, Copy, Place};
-use crate::exec::{Args, Engine, SendPtr};
+use crate::launch::engine::{Args, Engine, SendPtr};
 use crate::memory::coherence::Coherence;
 use crate::memory::{self, ByteRect, Table};
 use std::sync::atomic::Ordering;
@@ -224,7 +224,7 @@ pub(crate) fn run_unit(
     }
     let total: i64 = grid.iter().product();
     let st = &e.module.stats[n as usize];
-    let Some(base) = crate::kernel::uniform_args(args, total) else {
+    let Some(base) = crate::launch::kernel::uniform_args(args, total) else {
         st.note_host("its instances get different arguments through one-to-one edges");
         return false;
     };

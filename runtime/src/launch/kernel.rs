@@ -7,7 +7,7 @@
 use crate::ctx::{GridBox, NodeCtx};
 use crate::desc::{KernelDesc, KernelKind, NodeDesc, ScalarKind};
 use crate::devices::cuda::Cuda;
-use crate::exec::{int_param, read_u64, Args, Engine, SendPtr};
+use crate::launch::engine::{int_param, read_u64, Args, Engine, SendPtr};
 use crate::{fatal, scratch};
 use std::ffi::CStr;
 use std::sync::Mutex;

@@ -1,9 +1,13 @@
 //! Launches: a graph run on its own thread (`__hpvm__launch` returns at once, `__hpvm__wait`
-//! joins), or a streaming pipeline with one thread per child of the root.
+//! joins), or a streaming pipeline with one thread per child of the root. The graph itself is
+//! interpreted by [`engine`]; nodes with a GPU kernel run through [`kernel`].
+
+pub mod engine;
+pub(crate) mod kernel;
 
 use crate::ctx::NodeCtx;
 use crate::desc::{KindDesc, LaunchDesc};
-use crate::exec::{Args, Engine, SendPtr};
+use crate::launch::engine::{Args, Engine, SendPtr};
 use crate::module::Module;
 use crate::{fatal, pool, scratch, stats};
 use std::sync::atomic::Ordering;
