@@ -97,10 +97,15 @@ impl Isl {
         Ok(lo)
     }
 
-    /// Whether the parameter set `text` (`[N] -> { : N >= 1 }`) holds for `values`.
+    /// Whether the parameter set `text` (`[N] -> { : N >= 1 }`) holds for `values`, which
+    /// must give every parameter it names (an unfixed one would make the answer "for some
+    /// value", not "for these").
     pub fn params_hold(&self, text: &str, values: &[(&str, i64)]) -> Result<bool> {
         let set = self.set(text)?;
         let names = set.params()?;
+        if let Some(missing) = names.iter().find(|m| !values.iter().any(|(n, _)| n == m)) {
+            return Err(Error::UnknownParam(missing.clone()));
+        }
         let used: Vec<(&str, i64)> = values.iter().copied().filter(|(n, _)| names.iter().any(|m| m == n)).collect();
         Ok(!set.fix_params(&used)?.is_empty()?)
     }

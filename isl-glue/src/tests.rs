@@ -150,4 +150,8 @@ fn values_of_expressions_and_parameter_conditions() {
     assert!(isl.value_of("w", &[]).is_err());
     assert!(isl.params_hold("[gx, n] -> { : gx >= 0 and n >= 16gx }", &[("gx", 2), ("n", 32), ("m", 1)]).unwrap());
     assert!(!isl.params_hold("[gx, n] -> { : gx >= 0 and n >= 16gx }", &[("gx", 3), ("n", 32)]).unwrap());
+    // A parameter left free would answer for some value of it: refused.
+    assert!(
+        matches!(isl.params_hold("[gx, n] -> { : n >= 16gx }", &[("n", 32)]), Err(Error::UnknownParam(p)) if p == "gx")
+    );
 }

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "check.h"
+
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 
 void Refine(float *a, size_t bytes_a, long off, long len, float k) {
@@ -74,14 +76,6 @@ typedef struct __attribute__((__packed__)) {
   long n;
 } SmoothIn;
 
-static unsigned long long fnv1a(const void *data, size_t n) {
-  unsigned long long h = 14695981039346656037ULL;
-  const unsigned char *p = data;
-  for (size_t i = 0; i < n; ++i) {
-    h = (h ^ p[i]) * 1099511628211ULL;
-  }
-  return h;
-}
 
 int main(int argc, char **argv) {
   long n = argc > 1 ? atol(argv[1]) : 1000;

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "check.h"
+
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 
 void Scale(int *v, size_t bytes_v, int *bins, size_t bytes_bins, int *w, size_t bytes_w, long n, long nb) {
@@ -88,14 +90,6 @@ typedef struct __attribute__((__packed__)) {
   long nb;
 } In;
 
-static unsigned long long fnv1a(const void *data, size_t n) {
-  unsigned long long h = 14695981039346656037ULL;
-  const unsigned char *p = data;
-  for (size_t i = 0; i < n; ++i) {
-    h = (h ^ p[i]) * 1099511628211ULL;
-  }
-  return h;
-}
 
 int main(int argc, char **argv) {
   long n = argc > 1 ? atol(argv[1]) : 3000;

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "check.h"
+
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 
 void Transpose(float *m, size_t bytes_m, float *t, size_t bytes_t, long w, long h) {
@@ -72,14 +74,6 @@ typedef struct __attribute__((__packed__)) {
   long h;
 } In;
 
-static unsigned long long fnv1a(const void *data, size_t n) {
-  unsigned long long h = 14695981039346656037ULL;
-  const unsigned char *p = data;
-  for (size_t i = 0; i < n; ++i) {
-    h = (h ^ p[i]) * 1099511628211ULL;
-  }
-  return h;
-}
 
 int main(int argc, char **argv) {
   long w = argc > 1 ? atol(argv[1]) : 40;

@@ -570,7 +570,14 @@ fn with_fixed_map<R>(
         let cache = &mut cache.1;
         if !cache.contains_key(&key) {
             let values: Vec<(&str, i64)> = fixed.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-            let m = with_parsed_map(map, |m| m.copy()?.fix_params(&values))?;
+            let m = with_parsed_map(map, |m| {
+                // Every parameter fixed: a free one would stand for all its values, which
+                // over-approximates a write map.
+                if let Some(free) = m.params()?.into_iter().find(|p| !fixed.iter().any(|(n, _)| n == p)) {
+                    return Err(isl_glue::Error::UnknownParam(free));
+                }
+                m.copy()?.fix_params(&values)
+            })?;
             if cache.len() >= 64 {
                 cache.clear();
             }
