@@ -136,12 +136,6 @@ impl Engine<'_> {
         let total: i64 = grid.iter().product();
         let parent = SendPtr(parent as *mut NodeCtx);
         if self.place == Place::Host {
-            if let (Some(kernel), Some(gpu), Some(ptx)) = (&node.kernel, self.gpu, self.module.ptx) {
-                if self.run_kernel(n, kernel, gpu, ptx, args, parent, grid, outs) {
-                    self.module.stats[n as usize].record(total as u64, start.elapsed().as_nanos() as u64);
-                    return;
-                }
-            }
             if let Some(shape) = &node.shape {
                 if crate::partitioned::run_unit(self, n, shape, args, parent, grid, outs) {
                     self.module.stats[n as usize].record(total as u64, start.elapsed().as_nanos() as u64);

@@ -311,26 +311,6 @@ pub fn is_tracked(ptr: usize, bytes: usize) -> bool {
     table().containing(ptr as u64, bytes as u64).is_some()
 }
 
-/// The device address of `ptr` for a one-device kernel that reads and/or writes the buffer
-/// holding `[ptr, ptr + bytes)`, which it may touch anywhere: device 0 is made current on
-/// all of it, and if the kernel writes, becomes its only holder. `None` if not tracked.
-pub fn device_access(ptr: usize, bytes: usize, write: bool) -> Result<Option<u64>, String> {
-    let mut t = table();
-    let Some(start) = t.containing(ptr as u64, bytes as u64) else { return Ok(None) };
-    let buf = t.buffers.get_mut(&start).expect("found above");
-    let dev = Place::Device(0);
-    let base = buf.addr(dev)?;
-    let before = buf.coherence.clone();
-    let mut copies = Vec::new();
-    buf.plan_current(dev, &ByteRect::run(0, buf.size), &before, &mut copies);
-    execute(&copies)?;
-    if write {
-        let size = buf.size;
-        buf.coherence.set_only(0, size, dev);
-    }
-    Ok(Some(base + (ptr as u64 - start)))
-}
-
 /// At cleanup: host copies made current, device copies freed.
 pub fn forget_all() {
     let starts: Vec<u64> = table().buffers.keys().copied().collect();

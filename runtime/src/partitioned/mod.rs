@@ -1,5 +1,6 @@
 //! Partitioned launches: a launch unit (a GPU-shaped node: an internal node launched as blocks
-//! of its leaf, or a leaf over a grid cut into blocks) runs as one sub-grid per device.
+//! of its leaf, or a leaf over a grid cut into blocks) runs as one sub-grid per device. One
+//! GPU is the case of one device: its kernels run through here too, with the same memory model.
 //!
 //! Per launch:
 //! 1. the plan ([`access`]): partitions and each one's read and write bytes per buffer,
@@ -28,6 +29,7 @@ use crate::ctx::{GridBox, NodeCtx};
 use crate::desc::KernelKind;
 use crate::devices::{devices, Copy, Place};
 use crate::launch::engine::{Args, Engine, SendPtr};
+use crate::launch::kernel;
 use crate::memory::coherence::Coherence;
 use crate::memory::{self, ByteRect, Table};
 use std::sync::atomic::Ordering;
@@ -219,7 +221,7 @@ pub(crate) fn run_unit(
     outs: SendPtr<u8>,
 ) -> bool {
     let devs = devices();
-    if devs.sims.is_empty() {
+    if devs.count() == 0 {
         return false;
     }
     let total: i64 = grid.iter().product();
@@ -227,6 +229,24 @@ pub(crate) fn run_unit(
     let Some(base) = crate::launch::kernel::uniform_args(args, total) else {
         st.note_host("its instances get different arguments through one-to-one edges");
         return false;
+    };
+    // On a GPU, a unit runs as its compiled kernel, if it has one that can launch; that is
+    // decided before anything moves.
+    let gpu_launch = match (&devs.gpu, &e.module.program.nodes[n as usize].kernel, e.module.ptx) {
+        (None, _, _) => None,
+        (Some(gpu), Some(kernel), Some(ptx)) => match kernel::prepare(e, n, kernel, &base, parent, grid) {
+            Some(prepared) => Some((gpu, kernel, ptx, prepared)),
+            None => {
+                st.note_host(
+                    "its launch does not fit the GPU (block size, grid, or arguments that differ per instance)",
+                );
+                return false;
+            }
+        },
+        (Some(_), _, _) => {
+            st.note_host("it has no GPU kernel (the build said why)");
+            return false;
+        }
     };
     // SAFETY: the parent context outlives this call (it is the caller's).
     let (pid, pdim) = unsafe { parent.get().as_ref() }.map_or(([0; 3], [1; 3]), |p| (p.id, p.dim));
@@ -298,7 +318,19 @@ pub(crate) fn run_unit(
     st.nanos_copies.fetch_add(t2.elapsed().as_nanos() as u64, Ordering::Relaxed);
 
     let t3 = Instant::now();
-    run_parts(e, n, lp, parent, grid, outs);
+    match &gpu_launch {
+        Some((gpu, kernel, ptx, prepared)) => {
+            // One GPU: every part on device 0, one launch each, outputs back once.
+            let boxes: Vec<GridBox> = lp.parts.iter().map(|p| p.bx).collect();
+            let times = kernel::run(e, n, kernel, prepared, gpu, ptx, &lp.parts[0].args, parent, grid, &boxes, outs)
+                .unwrap_or_else(|err| {
+                    let node = &e.module.program.nodes[n as usize];
+                    crate::fatal(&format!("node {} ({}) on the GPU: {err}", node.name, node.loc))
+                });
+            st.kernel_ms.lock().unwrap_or_else(|e| e.into_inner()).extend(times);
+        }
+        None => run_parts(e, n, lp, parent, grid, outs),
+    }
     st.nanos_kernels.fetch_add(t3.elapsed().as_nanos() as u64, Ordering::Relaxed);
     drop(table);
 
