@@ -31,6 +31,8 @@ pub struct NodeStats {
     pub nanos: AtomicU64,
     /// Time of each GPU kernel run of the node, in milliseconds (CUDA events).
     pub kernel_ms: Mutex<Vec<f32>>,
+    /// GPU launches that used the read-only-cache variant of the kernel.
+    pub read_only_cache_launches: AtomicU64,
     /// Runs as a launch unit on the devices, and how many of them were split across more
     /// than one device (over at most `max_devices`).
     pub unit_launches: AtomicU64,

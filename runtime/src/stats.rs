@@ -73,6 +73,8 @@ pub struct NodeReport {
     pub instances: u64,
     pub ms: f64,
     pub gpu_kernels_ms: Vec<f32>,
+    /// GPU launches that read `in`-only buffers through the read-only data cache.
+    pub gpu_read_only_cache_launches: u64,
     /// Launches as a unit on the devices; of those, split over more than one device.
     pub unit_launches: u64,
     pub partitioned_launches: u64,
@@ -142,6 +144,7 @@ pub fn collect() -> Report {
                 instances: load(&st.instances),
                 ms: ms(&st.nanos),
                 gpu_kernels_ms: st.kernel_ms.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                gpu_read_only_cache_launches: load(&st.read_only_cache_launches),
                 unit_launches: load(&st.unit_launches),
                 partitioned_launches: load(&st.partitioned),
                 max_devices: load(&st.max_devices),

@@ -86,15 +86,16 @@ pub(crate) fn prepare(
     }
 }
 
-/// Runs the kernel of unit `n` over the parts `boxes` of `grid` (blocks for a blocks launch,
-/// instances for a grid-shaped leaf), one launch each, with the unit's arguments `args`
-/// (device addresses). Output records come back to `outs` once all have run. Returns each
-/// launch's kernel time in milliseconds.
+/// Runs the kernel `name` (the unit's, or its read-only-cache variant) of unit `n` over the
+/// parts `boxes` of `grid` (blocks for a blocks launch, instances for a grid-shaped leaf),
+/// one launch each, with the unit's arguments `args` (device addresses). Output records come
+/// back to `outs` once all have run. Returns each launch's kernel time in milliseconds.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     e: &Engine<'_>,
     n: u32,
     kernel: &KernelDesc,
+    name: &str,
     prepared: &Prepared,
     gpu: &Cuda,
     ptx: &'static CStr,
@@ -141,7 +142,7 @@ pub(crate) fn run(
         let mut launch = || {
             gpu.launch(
                 ptx,
-                &kernel.name,
+                name,
                 blocks.map(|b| b as u32),
                 prepared.block.map(|b| b as u32),
                 prepared.shared as u32,

@@ -92,7 +92,7 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
         let size = table.get(start).expect("found").size;
         args.push(BufArg { buffer, offset: v - start, size, param: i as u32 });
     }
-    match split(l, table, leaf_desc, &leaf_args, block, &args, &buffers) {
+    let mut outcome = match split(l, table, leaf_desc, &leaf_args, block, &args, &buffers) {
         Ok(parts) => {
             let t = std::time::Instant::now();
             let parts: Vec<PartPlan> = parts
@@ -110,7 +110,19 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
             Outcome::Devices(plan)
         }
         Err(reason) => unpartitioned(l, table, &buffers, &unit_ptrs, &args, leaf_desc, reason),
+    };
+    if let (Outcome::Devices(plan), Some(kernel)) = (&mut outcome, &unit.kernel) {
+        plan.read_only_cache = read_only_cache_legal(&kernel.readonly, &args, plan);
     }
+    outcome
+}
+
+/// Whether the kernel variant reading its `in`-only pointers through the read-only data
+/// cache may run: no buffer one of them points into is written by the launch (through
+/// another pointer, or an alias).
+fn read_only_cache_legal(readonly: &[u32], args: &[BufArg], plan: &LaunchPlan) -> bool {
+    let written = |b: usize| plan.parts.iter().any(|p| p.writes.iter().any(|(x, _)| *x == b));
+    !readonly.is_empty() && args.iter().filter(|a| readonly.contains(&a.param)).all(|a| !written(a.buffer))
 }
 
 /// The unit's arguments with every tracked pointer moved to device `k`'s allocation.

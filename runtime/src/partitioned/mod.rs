@@ -53,6 +53,8 @@ pub(crate) struct LaunchPlan {
     copies: Mutex<Vec<Arc<CopyPlan>>>,
     /// Time spent making device allocations while planning (first use of a buffer).
     pub alloc_nanos: u64,
+    /// The GPU kernel may read its `in`-only buffers through the read-only data cache.
+    pub read_only_cache: bool,
 }
 
 pub(crate) struct PartPlan {
@@ -77,7 +79,14 @@ const COPY_PLANS_KEPT: usize = 4;
 
 impl LaunchPlan {
     pub fn new(buffers: Vec<(u64, u64)>, parts: Vec<PartPlan>, unpartitioned: Option<String>) -> LaunchPlan {
-        LaunchPlan { buffers, parts, unpartitioned, copies: Mutex::new(Vec::new()), alloc_nanos: 0 }
+        LaunchPlan {
+            buffers,
+            parts,
+            unpartitioned,
+            copies: Mutex::new(Vec::new()),
+            alloc_nanos: 0,
+            read_only_cache: false,
+        }
     }
 
     /// Whether the buffers are still the ones planned for.
@@ -322,11 +331,19 @@ pub(crate) fn run_unit(
         Some((gpu, kernel, ptx, prepared)) => {
             // One GPU: every part on device 0, one launch each, outputs back once.
             let boxes: Vec<GridBox> = lp.parts.iter().map(|p| p.bx).collect();
-            let times = kernel::run(e, n, kernel, prepared, gpu, ptx, &lp.parts[0].args, parent, grid, &boxes, outs)
-                .unwrap_or_else(|err| {
-                    let node = &e.module.program.nodes[n as usize];
-                    crate::fatal(&format!("node {} ({}) on the GPU: {err}", node.name, node.loc))
-                });
+            let name = match (&kernel.nc_name, lp.read_only_cache) {
+                (Some(nc), true) => {
+                    st.read_only_cache_launches.fetch_add(1, Ordering::Relaxed);
+                    nc
+                }
+                _ => &kernel.name,
+            };
+            let times =
+                kernel::run(e, n, kernel, name, prepared, gpu, ptx, &lp.parts[0].args, parent, grid, &boxes, outs)
+                    .unwrap_or_else(|err| {
+                        let node = &e.module.program.nodes[n as usize];
+                        crate::fatal(&format!("node {} ({}) on the GPU: {err}", node.name, node.loc))
+                    });
             st.kernel_ms.lock().unwrap_or_else(|e| e.into_inner()).extend(times);
         }
         None => run_parts(e, n, lp, parent, grid, outs),
