@@ -202,6 +202,9 @@ pub fn report() -> String {
             let total: f32 = kms.iter().sum();
             let _ =
                 write!(s, "   GPU: {} kernels, median {:.4} ms, total {:.4} ms", kms.len(), kms[kms.len() / 2], total);
+            if n.gpu_read_only_cache_launches > 0 {
+                let _ = write!(s, " ({} through the read-only cache)", n.gpu_read_only_cache_launches);
+            }
         }
         if let Some(a) = &n.analysis {
             let _ = write!(s, "   analysis: {a}");
