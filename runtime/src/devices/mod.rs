@@ -159,11 +159,6 @@ pub fn devices() -> &'static Devices {
     })
 }
 
-/// The GPU, if this run uses one.
-pub fn gpu() -> Option<&'static Cuda> {
-    devices().gpu.as_ref()
-}
-
 /// Says once, when a program with GPU nodes first runs without a GPU, where they run.
 pub fn notice_gpu_nodes_on_cpu() {
     static SAID: std::sync::Once = std::sync::Once::new();

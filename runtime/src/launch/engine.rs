@@ -92,8 +92,6 @@ pub fn int_param(node: &NodeDesc, args: &[u8], i: u32) -> Option<i64> {
 
 pub struct Engine<'m> {
     pub module: &'m Module,
-    /// Where nodes with a kernel run, if there is a GPU.
-    pub gpu: Option<&'m crate::devices::cuda::Cuda>,
     /// Whose memory the pointers in arguments address: the host's, or (inside a partition)
     /// a device's. Only the host engine dispatches launch units and keeps buffers coherent.
     pub place: Place,

@@ -40,7 +40,7 @@ fn engine(module: &Module) -> Engine<'_> {
     if module.ptx.is_some() && devices.gpu.is_none() {
         crate::devices::notice_gpu_nodes_on_cpu();
     }
-    Engine { module, gpu: devices.gpu.as_ref(), place: crate::devices::Place::Host }
+    Engine { module, place: crate::devices::Place::Host }
 }
 
 impl Launch {

@@ -306,11 +306,6 @@ pub fn host_access(ptr: usize, bytes: usize, write: bool) {
     }
 }
 
-/// Whether `[ptr, ptr + bytes)` lies in a tracked buffer (so a device may use it).
-pub fn is_tracked(ptr: usize, bytes: usize) -> bool {
-    table().containing(ptr as u64, bytes as u64).is_some()
-}
-
 /// At cleanup: host copies made current, device copies freed.
 pub fn forget_all() {
     let starts: Vec<u64> = table().buffers.keys().copied().collect();

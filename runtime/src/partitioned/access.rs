@@ -92,7 +92,7 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
         let size = table.get(start).expect("found").size;
         args.push(BufArg { buffer, offset: v - start, size, param: i as u32 });
     }
-    let mut outcome = match split(l, table, leaf_desc, &leaf_args, block, &args, &buffers) {
+    let mut outcome = match split(l, leaf_desc, &leaf_args, block, &args, buffers.len()) {
         Ok(parts) => {
             let t = std::time::Instant::now();
             let parts: Vec<PartPlan> = parts
@@ -176,12 +176,11 @@ type Parts = Vec<(usize, GridBox, Vec<(usize, ByteRect)>, Vec<(usize, ByteRect)>
 /// The partitions and their accesses, or why the launch may not be split.
 fn split(
     l: &Launch<'_>,
-    table: &Table,
     leaf: &NodeDesc,
     leaf_args: &[u8],
     block: Option<[i64; 3]>,
     args: &[BufArg],
-    buffers: &[(u64, u64)],
+    buffers: usize,
 ) -> Result<Parts, String> {
     if super::partitioning_off() {
         return Err("HPVM_MGPU_PARTITION=off".into());
@@ -333,7 +332,7 @@ fn split(
         })
         .collect();
     let parts: Parts = computed.into_iter().collect::<Result<_, _>>()?;
-    disjoint_writes(&parts, buffers, table)?;
+    disjoint_writes(&parts, buffers)?;
     Ok(parts)
 }
 
@@ -378,8 +377,8 @@ fn instances(grid: [i64; 3], block: Option<[i64; 3]>, d: usize) -> i64 {
 }
 
 /// Two partitions writing the same byte would leave it to whichever ran last: refuse.
-fn disjoint_writes(parts: &Parts, buffers: &[(u64, u64)], _table: &Table) -> Result<(), String> {
-    for b in 0..buffers.len() {
+fn disjoint_writes(parts: &Parts, buffers: usize) -> Result<(), String> {
+    for b in 0..buffers {
         let mut runs: Vec<(u64, u64, usize)> = Vec::new();
         for (k, p) in parts.iter().enumerate() {
             for (_, r) in p.3.iter().filter(|(x, _)| *x == b) {

@@ -367,7 +367,7 @@ fn run_parts(e: &Engine<'_>, n: u32, lp: &LaunchPlan, parent: SendPtr<NodeCtx>, 
         return;
     }
     let run = |p: &PartPlan| {
-        let engine = Engine { module: e.module, gpu: None, place: Place::Device(p.device) };
+        let engine = Engine { module: e.module, place: Place::Device(p.device) };
         let args = Args::uniform(p.args.clone());
         sims[p.device].install(|| engine.run_box(n, &args, parent, grid, p.bx, outs));
     };
@@ -399,7 +399,7 @@ pub(crate) fn planner() -> &'static rayon::ThreadPool {
 /// `args` over `grid`, as the engine would make it. False when it ran on the host.
 #[doc(hidden)]
 pub fn bench_launch(module: &crate::module::Module, node: u32, args: Vec<u8>, grid: [i64; 3]) -> bool {
-    let e = Engine { module, gpu: None, place: Place::Host };
+    let e = Engine { module, place: Place::Host };
     let Some(shape) = &module.program.nodes[node as usize].shape else { return false };
     let root = NodeCtx { id: [0; 3], dim: [1; 3], parent: std::ptr::null() };
     let parent = SendPtr(&root as *const NodeCtx as *mut NodeCtx);
