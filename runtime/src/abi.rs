@@ -30,6 +30,7 @@ pub extern "C" fn __hpvm__init() {
         crate::pool::pool();
         crate::devices::devices();
         crate::partitioned::check_settings();
+        memory::check_settings();
     })
 }
 

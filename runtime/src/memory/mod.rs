@@ -29,6 +29,22 @@ pub static BYTES_REQUESTED: AtomicU64 = AtomicU64::new(0);
 /// Buffers at least this large are page-locked when they first go to a GPU.
 const PIN_AT_LEAST: u64 = 1 << 20;
 
+/// `HPVM_MGPU_PIN=off`: never page-lock the program's buffers (copies are slower; the
+/// program's own pages stay as the system made them).
+fn pinning() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| match std::env::var("HPVM_MGPU_PIN").unwrap_or_default().trim() {
+        "" | "on" => true,
+        "off" => false,
+        other => crate::fatal(&format!("HPVM_MGPU_PIN={other}: expected `on` or `off`")),
+    })
+}
+
+/// Reads the memory settings (ending the program on a bad one).
+pub fn check_settings() {
+    pinning();
+}
+
 pub struct Buffer {
     /// Distinct for every `llvm_hpvm_track_mem`, so caches notice a buffer tracked anew.
     pub id: u64,
@@ -147,7 +163,7 @@ impl Buffer {
             )
         })?;
         self.allocs[k] = Some(a);
-        if devs.gpu.is_some() && self.size >= PIN_AT_LEAST && !self.pinned {
+        if devs.gpu.is_some() && self.size >= PIN_AT_LEAST && !self.pinned && pinning() {
             self.pinned = device.pin_host(self.start as *mut u8, self.size as usize);
         }
         Ok(a)

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Run ON THE GPU MACHINE after scripts/device/prepare here: how long the matmul example's
+# sequential reference check (plain host code after the launch) takes after a GPU run, with
+# and without page-locked buffers, against the host-only run (issue: host code must not get
+# slower). Whole-program seconds with the check minus without it, median of 3.
+set -u
+n=${1:-1024}
+secs() { local s=$(date +%s.%N); env "$@" carry/bin/matmul $n >/dev/null 2>&1; python3 -c "print(round($(date +%s.%N) - $s, 3))"; }
+for mode in "HPVM_MGPU_DEVICES=cpu" "HPVM_MGPU_DEVICES=cuda" "HPVM_MGPU_DEVICES=cuda HPVM_MGPU_PIN=off" "HPVM_MGPU_DEVICES=cuda HPVM_MGPU_THREADS=1"; do
+  with=(); without=()
+  for i in 1 2 3; do
+    with+=("$(secs $mode)"); without+=("$(secs $mode HPVM_EXAMPLE_SKIP_CHECK=1)")
+  done
+  echo "$mode: with check ${with[*]} s; without ${without[*]} s"
+done
+grep -i AnonHugePages /proc/meminfo; cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null
