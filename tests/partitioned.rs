@@ -13,7 +13,7 @@ const DEVICES: [usize; 6] = [1, 2, 3, 4, 7, 8];
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-const PROGRAMS: [(&str, &[&[&str]]); 12] = [
+const PROGRAMS: [(&str, &[&[&str]]); 13] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -25,6 +25,7 @@ const PROGRAMS: [(&str, &[&[&str]]); 12] = [
     ("tests/programs/transpose.c", &[&["3", "5"], &["40", "24"], &["130", "70"]]),
     ("tests/programs/mixed.c", &[&["7", "3"], &["3000", "10"]]),
     ("tests/programs/oob.c", &[&["10"], &["3000"]]),
+    ("tests/programs/helpers.c", &[&["3"], &["1000"]]),
     ("tests/programs/volume.c", &[&["3", "2", "1"], &["20", "12", "9"], &["17", "5", "40"]]),
 ];
 

@@ -140,12 +140,18 @@ pub fn host_machine() -> Result<TargetMachine> {
         .ok_or_else(|| Error::Llvm(format!("no target machine for {}", triple.as_str().to_string_lossy())))
 }
 
-/// Promotes stack slots to SSA values so that the builder sees handles and ports directly.
+/// Promotes stack slots to SSA values so that the builder sees handles and ports directly,
+/// and inlines launch helpers so that every launch names its root ([`crate::helpers`]).
 pub fn prepare(module: &Module<'_>) -> Result<()> {
     let tm = host_machine()?;
-    module
-        .run_passes("function(sroa,early-cse)", &tm, PassBuilderOptions::create())
-        .map_err(|e| Error::Llvm(e.to_string()))
+    let run = |passes: &str| {
+        module.run_passes(passes, &tm, PassBuilderOptions::create()).map_err(|e| Error::Llvm(e.to_string()))
+    };
+    run("function(sroa,early-cse)")?;
+    if crate::helpers::mark_launch_helpers(module) {
+        run("always-inline,globaldce,function(sroa,early-cse)")?;
+    }
+    Ok(())
 }
 
 /// Loads any supported input into `ctx`, compiled (if source) and prepared.

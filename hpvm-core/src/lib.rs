@@ -24,6 +24,7 @@ pub mod expr;
 pub mod frontend;
 pub mod graph;
 pub mod handles;
+pub mod helpers;
 pub mod intrinsics;
 mod ir;
 pub mod loc;
