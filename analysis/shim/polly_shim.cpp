@@ -9,6 +9,8 @@
 #include "llvm/IR/DebugInfoMetadata.h"
 #include "llvm/IR/InstIterator.h"
 #include "llvm/IR/Module.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/CommandLine.h"
 #include <cstdlib>
@@ -38,6 +40,29 @@ static std::string where(const Instruction *I) {
 static std::string base_name(const Value *P) {
   const Value *B = getUnderlyingObject(P, 0);
   return B && B->hasName() ? B->getName().str() : std::string("?");
+}
+
+// Why an access no SCoP models is beyond the model: `atomic` (an atomic update), `data`
+// (its address depends on a value loaded from memory: a data-dependent index) or `shape`
+// (anything else Polly could not express, such as a non-affine index).
+static const char *why_unmodeled(const Instruction &I, const Value *P) {
+  if (isa<AtomicRMWInst>(I) || isa<AtomicCmpXchgInst>(I))
+    return "atomic";
+  SmallVector<const Value *, 16> work{P};
+  SmallPtrSet<const Value *, 32> seen;
+  while (!work.empty()) {
+    const Value *V = work.pop_back_val();
+    if (!seen.insert(V).second || seen.size() > 256)
+      continue;
+    if (isa<LoadInst>(V))
+      return "data";
+    if (auto *U = dyn_cast<Instruction>(V))
+      if (isa<GetElementPtrInst>(U) || isa<CastInst>(U) || isa<BinaryOperator>(U) || isa<SelectInst>(U) ||
+          isa<PHINode>(U))
+        for (const Value *Op : U->operands())
+          work.push_back(Op);
+  }
+  return "shape";
 }
 
 static std::string type_name(Type *T) {
@@ -142,7 +167,7 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
     else if (auto *CB = dyn_cast<CallBase>(&I)) {
       if (CB->doesNotAccessMemory())
         continue;
-      out += std::string("outside\tcall\t?\t") + where(&I) + "\n";
+      out += std::string("outside\tcall\t?\tshape\t") + where(&I) + "\n";
       continue;
     } else
       continue;
@@ -151,7 +176,7 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
       if (It.second && It.second->contains(&I))
         modeled = true;
     if (!modeled)
-      out += std::string("outside\t") + kind + "\t" + base_name(P) + "\t" + where(&I) + "\n";
+      out += std::string("outside\t") + kind + "\t" + base_name(P) + "\t" + why_unmodeled(I, P) + "\t" + where(&I) + "\n";
   }
   return copy_out(out);
 }

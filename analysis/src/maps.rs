@@ -107,12 +107,24 @@ pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str) -> Arg
     let mut a = ArgAccesses::default();
     let arrays: Vec<&crate::polly::Array> = scops.arrays.iter().filter(|x| x.base == param).collect();
     for u in scops.unmodeled.iter().filter(|u| u.base == param) {
+        use crate::polly::Unmodelable;
         if u.kind == "write" {
             a.write = WriteKind::Unanalysable;
-            a.notes.push((format!("`{name}` is written where the analysis cannot model the code"), u.location.clone()));
+            let why = match u.why {
+                Unmodelable::Atomic => format!("`{name}` is updated atomically"),
+                Unmodelable::DataDependent => format!("`{name}` is written at a data-dependent index"),
+                Unmodelable::Shape => {
+                    format!("`{name}` is written in code Polly could not model (a non-affine index or condition there)")
+                }
+            };
+            a.notes.push((why, u.location.clone()));
         } else {
             a.read = ReadKind::DataDependent;
-            a.notes.push((format!("reads `{name}` entirely: the analysis cannot model the code"), u.location.clone()));
+            let why = match u.why {
+                Unmodelable::DataDependent => "at a data-dependent index",
+                _ => "in code Polly could not model",
+            };
+            a.notes.push((format!("reads `{name}` {why}: the whole array is assumed read"), u.location.clone()));
         }
     }
     if arrays.len() > 1 {

@@ -64,7 +64,19 @@ pub struct Unmodeled {
     pub kind: String,
     /// The name of the object the address is based on, `?` if unknown.
     pub base: String,
+    pub why: Unmodelable,
     pub location: String,
+}
+
+/// Why Polly could not model an access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unmodelable {
+    /// An atomic update (`__hpvm__atomic_*`).
+    Atomic,
+    /// The address depends on a value loaded from memory.
+    DataDependent,
+    /// Anything else: a non-affine index, control flow Polly cannot model.
+    Shape,
 }
 
 /// What Polly found in a function.
@@ -120,9 +132,14 @@ fn parse(text: &str) -> Result<Scops> {
                 loops: if *loops == "-" { vec![] } else { loops.split(',').map(str::to_string).collect() },
                 region: *kind == "region",
             }),
-            ["outside", kind, base, loc] => s.unmodeled.push(Unmodeled {
+            ["outside", kind, base, why, loc] => s.unmodeled.push(Unmodeled {
                 kind: kind.to_string(),
                 base: base.to_string(),
+                why: match *why {
+                    "atomic" => Unmodelable::Atomic,
+                    "data" => Unmodelable::DataDependent,
+                    _ => Unmodelable::Shape,
+                },
                 location: loc.to_string(),
             }),
             ["access", stmt, kind, affine, rel, loc] => s.accesses.push(Access {
