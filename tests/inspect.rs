@@ -107,3 +107,14 @@ fn llvm_ir_input_gives_the_same_graph() {
     let body = |s: String| s.lines().skip(1).collect::<Vec<_>>().join("\n");
     assert_eq!(body(stdout(&from_ll)), body(stdout(&from_c)));
 }
+
+#[test]
+fn launch_helpers_are_resolved_per_call_site() {
+    let out = hpvm_mgpu(&["inspect", "tests/programs/helpers.c"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let launches: Vec<String> =
+        stdout(&out).lines().filter(|l| l.starts_with("launch of")).map(str::to_string).collect();
+    let roots: Vec<&str> = launches.iter().map(|l| l.split_whitespace().nth(2).unwrap()).collect();
+    assert_eq!(roots, ["ScaleRoot", "ShiftRoot", "ShiftRoot", "MixRoot"], "{launches:?}");
+    assert!(launches[0].contains("(through a helper called at tests/programs/helpers.c:83:3) in main"), "{launches:?}");
+}

@@ -116,10 +116,12 @@ impl Builder {
             }
         };
         let Some(root_fn) = args[1].as_function() else {
+            let via =
+                call.inlined_at().map(|at| format!(" (the launch is in a helper called at {at})")).unwrap_or_default();
             self.diag(
                 Rule::NotAFunction,
                 loc.clone(),
-                format!("the root of __hpvm__launch must be a node function, not `{}`", describe(args[1])),
+                format!("the root of __hpvm__launch must be a node function, not `{}`{via}", describe(args[1])),
             );
             return None;
         };
@@ -127,7 +129,15 @@ impl Builder {
             Some(&id) => id,
             None => self.node(root_fn, None, loc.clone()),
         };
-        Some(Launch { root, host_function: host.name(), streaming, args: arg_struct(args[2]), loc, uses: Vec::new() })
+        Some(Launch {
+            root,
+            host_function: host.name(),
+            streaming,
+            args: arg_struct(args[2]),
+            loc,
+            called_at: call.inlined_at(),
+            uses: Vec::new(),
+        })
     }
 
     /// Builds the node of `f` and, for an internal node, its whole subgraph.

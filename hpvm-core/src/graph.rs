@@ -395,6 +395,9 @@ pub struct Launch {
     pub streaming: bool,
     pub args: Option<ArgStruct>,
     pub loc: Option<SrcLoc>,
+    /// When the launch sits in a launch helper that was inlined (`crate::helpers`): where the
+    /// helper was called.
+    pub called_at: Option<SrcLoc>,
     /// Waits, pushes and pops on this launch's handle, in program order.
     pub uses: Vec<HostUse>,
 }

@@ -197,6 +197,30 @@ impl Val {
         Some(SrcLoc { file: scope_file(scope)?, line, column })
     }
 
+    /// For an instruction that inlining put here: the call site it was inlined from, in the
+    /// function it now belongs to (the outermost `inlinedAt`); `None` if it was not inlined.
+    pub fn inlined_at(self) -> Option<SrcLoc> {
+        let dl = unsafe { LLVMInstructionGetDebugLoc(self.0) };
+        if dl.is_null() {
+            return None;
+        }
+        let mut at = unsafe { LLVMDILocationGetInlinedAt(dl) };
+        if at.is_null() {
+            return None;
+        }
+        loop {
+            let next = unsafe { LLVMDILocationGetInlinedAt(at) };
+            if next.is_null() {
+                break;
+            }
+            at = next;
+        }
+        let line = unsafe { LLVMDILocationGetLine(at) };
+        let column = unsafe { LLVMDILocationGetColumn(at) };
+        let scope = unsafe { LLVMDILocationGetScope(at) };
+        Some(SrcLoc { file: scope_file(scope)?, line, column })
+    }
+
     /// For a call: the function called directly, if any.
     pub fn called_function(self) -> Option<Val> {
         if unsafe { LLVMIsACallInst(self.0).is_null() } {

@@ -18,9 +18,10 @@ fn write_graph(s: &mut String, g: &Graph) -> std::fmt::Result {
         writeln!(s)?;
         writeln!(
             s,
-            "launch of {} at {} in {}{}",
+            "launch of {} at {}{} in {}{}",
             g.nodes[l.root].name,
             loc::show(&l.loc),
+            l.called_at.as_ref().map(|at| format!(" (through a helper called at {at})")).unwrap_or_default(),
             l.host_function,
             if l.streaming { " (streaming)" } else { "" }
         )?;
