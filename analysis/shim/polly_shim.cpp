@@ -83,8 +83,10 @@ static std::string loops_of(polly::ScopStmt &Stmt) {
 }
 
 extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *function) {
-  static bool options_set = false;
-  if (!options_set) {
+  // A function-local static is initialized exactly once even when several threads analyse at
+  // the same time (the test harness does): parsing the options twice registers `-h` twice and
+  // LLVM aborts with "Option 'h' registered more than once".
+  static const bool options_set = [] {
     // Small kernels are "unprofitable" to Polly's optimizer; we only want the analysis.
     // LLVM's value names for parameters and arrays (`N`, `A`), not `p_0`, `MemRef3`.
     // Data-dependent subscripts, branches and loops: keep the SCoP and over-approximate them
@@ -97,8 +99,9 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
                           "--polly-allow-nonaffine-loops",
                           "--polly-allow-error-blocks=false"};
     cl::ParseCommandLineOptions(sizeof argv / sizeof *argv, argv, "", nullptr, nullptr, true);
-    options_set = true;
-  }
+    return true;
+  }();
+  (void)options_set;
   Module *M = unwrap(module_ref);
   Function *F = M->getFunction(function);
   if (!F || F->isDeclaration())

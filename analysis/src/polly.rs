@@ -258,6 +258,29 @@ mod tests {
         assert_eq!(s.assumed.len(), 1);
     }
 
+    /// Analyses from several threads at once (the test harness and `build` both do this): the
+    /// first call sets Polly's options, and two threads doing so together once aborted CI with
+    /// LLVM's "Option 'h' registered more than once".
+    #[test]
+    fn concurrent_first_analyses() {
+        let barrier = std::sync::Barrier::new(4);
+        let results: Vec<String> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let ctx = Context::create();
+                        let m = matmul_module(&ctx);
+                        barrier.wait();
+                        format!("{:#?}", analyze(&m, "wrapped").unwrap())
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        assert!(results.iter().all(|r| r == &results[0]), "{results:#?}");
+        assert_eq!(results[0].matches("MustWrite").count(), 1, "{}", results[0]);
+    }
+
     #[test]
     fn unknown_function_is_an_error() {
         let ctx = Context::create();
