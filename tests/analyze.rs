@@ -22,6 +22,16 @@ fn reports_and_databases_of_the_examples() {
     }
 }
 
+/// Programs in the shapes users write (`tests/programs/`): the report of each, snapshotted.
+#[test]
+fn reports_of_programs_written_the_common_way() {
+    for program in ["jacobi1d", "gemm_nt"] {
+        let o = hpvm_mgpu(&["analyze", &format!("tests/programs/{program}.c")]);
+        assert!(o.status.success(), "{program}: {}", stderr(&o));
+        check_snapshot(&format!("analyze-program-{program}.txt"), &stdout(&o));
+    }
+}
+
 #[test]
 fn data_dependent_writes_are_not_partitionable() {
     let o = hpvm_mgpu(&["analyze", "examples/histogram.c"]);
@@ -97,7 +107,9 @@ fn build_uses_a_database_only_for_its_source() {
     assert!(stderr(&o).contains("vecadd.c"), "{}", stderr(&o));
     assert!(!other.exists());
     // Another schema version: refused with a message about versions.
-    let text = std::fs::read_to_string(&db).unwrap().replace("\"schema_version\": 1", "\"schema_version\": 99");
+    let text = std::fs::read_to_string(&db)
+        .unwrap()
+        .replace(&format!("\"schema_version\": {}", dashdb::SCHEMA_VERSION), "\"schema_version\": 99");
     std::fs::write(&db, text).unwrap();
     let o = hpvm_mgpu(&[
         "build",

@@ -70,15 +70,21 @@ fn run_of(node: &Node, a: &Access) -> Run {
     for (d, g) in ["gx", "gy", "gz"].iter().enumerate() {
         params.push((g.to_string(), grid[d]));
     }
+    // A run-time block size is a parameter; the block's id and offset are the instance's own
+    // (`block_params`).
+    for r in node.block.iter().flat_map(|b| &b.runtime) {
+        params.push((r.size.clone(), a.counts[r.dim as usize]));
+    }
     if node.block.is_none() {
         for (d, (p, pn)) in [("px", "pnx"), ("py", "pny"), ("pz", "pnz")].iter().enumerate() {
             params.push((p.to_string(), a.pids[d]));
             params.push((pn.to_string(), a.pcounts[d]));
         }
     }
+    // The threads of a block are the leaf's own instances: `counts` is the block size.
     let extent = (0..node.dims as usize)
         .map(|d| match &node.block {
-            Some(b) => a.pcounts[d] * b.get(d).copied().unwrap_or(1) as i64,
+            Some(_) => a.pcounts[d] * a.counts[d],
             None => a.counts[d],
         })
         .collect();
@@ -88,10 +94,23 @@ fn run_of(node: &Node, a: &Access) -> Run {
 fn coords_of(node: &Node, a: &Access) -> Vec<i64> {
     (0..node.dims as usize)
         .map(|d| match &node.block {
-            Some(b) => a.pids[d] * b.get(d).copied().unwrap_or(1) as i64 + a.ids[d],
+            Some(_) => a.pids[d] * a.counts[d] + a.ids[d],
             None => a.ids[d],
         })
         .collect()
+}
+
+/// The parameters of a run plus, for a run-time block size, the id and offset of the block
+/// holding the instance at `at`.
+fn block_params(node: &Node, run: &Run, at: &[i64]) -> Vec<(String, i64)> {
+    let mut params = run.params.clone();
+    for r in node.block.iter().flat_map(|b| &b.runtime) {
+        let size = run.params.iter().find(|(n, _)| n == &r.size).expect("block size").1;
+        let id = at[r.dim as usize] / size;
+        params.push((r.id.clone(), id));
+        params.push((r.offset.clone(), id * size));
+    }
+    params
 }
 
 /// The value of a shape expression (`N`, `w`, `16`) under `params`.
@@ -181,6 +200,19 @@ fn oracle(db: &Database, trace: &[Access]) -> Vec<String> {
                 all = all.into_iter().flat_map(|p| (0..e).map(move |x| [p.clone(), vec![x]].concat())).collect();
             }
             for at in &all {
+                let with_block = block_params(node, run, at);
+                if let (Some(valid), Some(_)) = (&node.valid_when, &node.block) {
+                    let v = isl.set(valid).unwrap();
+                    let names = v.params().unwrap();
+                    let f: Vec<(&str, i64)> = with_block
+                        .iter()
+                        .filter(|(n, _)| names.iter().any(|m| m == n))
+                        .map(|(n, v)| (n.as_str(), *v))
+                        .collect();
+                    if v.fix_params(&f).unwrap().is_empty().unwrap() {
+                        continue; // not claimed for this block
+                    }
+                }
                 let empty = PerArg::new();
                 let traced = instances.get(at).unwrap_or(&empty);
                 for arg in &node.args {
@@ -191,7 +223,7 @@ fn oracle(db: &Database, trace: &[Access]) -> Vec<String> {
                     let here = format!("{} instance {at:?} ({:?}), `{}`", node.name, run.params, arg.name);
                     match (arg.write, &arg.write_map) {
                         (WriteKind::Exact, Some(map)) => {
-                            let claimed = elements(&isl, map, &run.params, at, &shape);
+                            let claimed = elements(&isl, map, &with_block, at, &shape);
                             if &claimed != writes {
                                 problems.push(format!("{here}: wrote {writes:?}, the write map says {claimed:?}"));
                             }
@@ -207,7 +239,7 @@ fn oracle(db: &Database, trace: &[Access]) -> Vec<String> {
                         }
                         (ReadKind::None, _) | (_, None) => {}
                         (_, Some(map)) => {
-                            let claimed = elements(&isl, map, &run.params, at, &shape);
+                            let claimed = elements(&isl, map, &with_block, at, &shape);
                             let missing: Vec<&i64> = reads.difference(&claimed).collect();
                             if !missing.is_empty() {
                                 problems.push(format!("{here}: read {missing:?}, which the read map leaves out"));
@@ -221,11 +253,15 @@ fn oracle(db: &Database, trace: &[Access]) -> Vec<String> {
     problems
 }
 
-/// Builds `example` traced and analyses it: (their directory, executable, database).
+/// Builds `example` (a name in `examples/`, or a path) traced and analyses it: (their
+/// directory, executable, database).
 fn prepare(example: &str) -> (TempDir, PathBuf, Database) {
+    let (src, example) = match example.rsplit_once('/') {
+        Some((_, file)) => (example.to_string(), file.trim_end_matches(".c")),
+        None => (format!("examples/{example}.c"), example),
+    };
     let dir = TempDir::new(&format!("oracle-{example}"));
     let exe = dir.join(example);
-    let src = format!("examples/{example}.c");
     let o = hpvm_mgpu(&["build", &src, "--no-gpu", "--trace-accesses", "-o", exe.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let dbfile = dir.join("db.json");
@@ -276,6 +312,25 @@ fn maps_match_what_the_examples_do() {
         for args in runs {
             let problems = oracle(&db, &trace(&exe, args));
             assert!(problems.is_empty(), "{example} {args:?}:\n{}", problems[..problems.len().min(10)].join("\n"));
+        }
+    }
+}
+
+/// Programs written the common way rather than around the analysis (`tests/programs/`): block
+/// sizes chosen at run time (and not dividing the grid), `int` indices, helpers.
+#[test]
+fn maps_match_programs_written_the_common_way() {
+    type Case<'a> = (&'a str, &'a [&'a [&'a str]], &'a [&'a str]);
+    let cases: [Case; 1] =
+        [("tests/programs/jacobi1d.c", &[&["37", "8", "1"], &["64", "16", "2"], &["5", "7", "1"]], &["Sweep"])];
+    for (program, runs, exact) in cases {
+        let (_dir, exe, db) = prepare(program);
+        for node in exact {
+            assert_exact(&db, node);
+        }
+        for args in runs {
+            let problems = oracle(&db, &trace(&exe, args));
+            assert!(problems.is_empty(), "{program} {args:?}:\n{}", problems[..problems.len().min(10)].join("\n"));
         }
     }
 }

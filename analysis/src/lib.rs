@@ -20,6 +20,7 @@
 
 pub mod crop;
 pub mod maps;
+pub mod offsets;
 pub mod polly;
 pub mod report;
 pub mod split;
@@ -130,6 +131,7 @@ pub fn analyze_program(
     let mut cropped = Vec::new();
     for (leaf, shape, w) in &wrappers {
         if let (Ok(w), false) = (w, failed.iter().any(|(l, _)| l == leaf)) {
+            w.rewrite_block_offsets();
             let shared = shape.map_or(vec![], |(p, alloc)| shared_params(graph, p, *leaf, alloc));
             cropped.push((*leaf, crop::crop(w.function, &shared)));
         }
@@ -166,16 +168,30 @@ pub fn analyze_program(
             }
         };
         entry.param_names = w.params[..node.params.len()].to_vec();
-        if let (wrap::Coords::Blocks { block }, Some((p, _))) = (&w.coords, shape) {
-            entry.block = Some(block.iter().map(|&b| b as u64).collect());
+        if let (wrap::Coords::Blocks { .. }, Some((p, _))) = (&w.coords, shape) {
+            let size: Vec<String> = node.counts.iter().map(|c| c.to_string()).collect();
+            let runtime = w
+                .runtime_blocks()
+                .into_iter()
+                .map(|d| dashdb::RuntimeBlock {
+                    dim: d as u32,
+                    size: wrap::BLOCK_SIZES[d].into(),
+                    id: wrap::BLOCK_IDS[d].into(),
+                    offset: wrap::BLOCK_OFFSETS[d].into(),
+                })
+                .collect();
             entry.dims = w.dims as u32;
             let parent = &graph.nodes[*p];
             entry.grid = (0..w.dims)
                 .map(|d| {
                     let blocks = parent.counts.get(d).map_or("1".into(), |c| c.to_string());
-                    format!("({blocks}) * {}", block.get(d).copied().unwrap_or(1))
+                    match size.get(d).map_or("1", |s| s.as_str()) {
+                        b if b.parse::<i64>().is_ok() => format!("({blocks}) * {b}"),
+                        b => format!("({blocks}) * ({b})"),
+                    }
                 })
                 .collect();
+            entry.block = Some(dashdb::Block { size, runtime });
         }
         let scops = match polly::analyze(&m, &w.function.get_name().to_string_lossy()) {
             Ok(s) => s,

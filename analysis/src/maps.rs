@@ -4,7 +4,7 @@
 //! per argument and coalesced (the thesis's section 3.4.2), and classified.
 
 use crate::polly::{AccessKind, Scops};
-use crate::wrap::{Coords, Wrapper, COORD_NAMES};
+use crate::wrap::{Coords, Wrapper, BLOCK_OFFSETS, COORD_NAMES};
 use dashdb::{ReadKind, WriteKind};
 use isl_glue::{AccessMap, Isl};
 
@@ -86,8 +86,12 @@ fn to_instances(stmt: &str, loops: &[String], w: &Wrapper<'_>) -> Option<String>
     let coords: Vec<String> = (0..w.dims)
         .map(|d| match &w.coords {
             Coords::Instances => var(0, d).unwrap_or_else(|| "0".into()),
+            Coords::Blocks { block } if block.get(d).is_some_and(|b| b.is_none()) => match var(0, d) {
+                Some(t) => format!("{} + {t}", BLOCK_OFFSETS[d]),
+                None => BLOCK_OFFSETS[d].to_string(),
+            },
             Coords::Blocks { block } => {
-                let b = var(1, d).map(|b| format!("{} * {b}", block.get(d).copied().unwrap_or(1)));
+                let b = var(1, d).map(|b| format!("{} * {b}", block.get(d).copied().flatten().unwrap_or(1)));
                 let t = var(0, d);
                 match (b, t) {
                     (Some(b), Some(t)) => format!("{b} + {t}"),
@@ -98,7 +102,8 @@ fn to_instances(stmt: &str, loops: &[String], w: &Wrapper<'_>) -> Option<String>
             }
         })
         .collect();
-    Some(format!("{{ {stmt}[{}] -> I[{}] }}", vars.join(", "), coords.join(", ")))
+    let offsets: Vec<&str> = w.runtime_blocks().into_iter().map(|d| BLOCK_OFFSETS[d]).collect();
+    Some(format!("[{}] -> {{ {stmt}[{}] -> I[{}] }}", offsets.join(", "), vars.join(", "), coords.join(", ")))
 }
 
 /// The accesses of the wrapper's pointer parameter `name`.

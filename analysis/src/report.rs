@@ -38,8 +38,19 @@ fn node(s: &mut String, n: &Node) {
         }
     }
     if let Some(b) = &n.block {
-        let b: Vec<String> = b.iter().map(u64::to_string).collect();
-        let _ = writeln!(s, "  instances: blocks of {} threads; I = block id × block + thread id", b.join(" × "));
+        let size: Vec<String> =
+            b.size.iter().map(|e| if e.parse::<i64>().is_ok() { e.clone() } else { format!("`{e}`") }).collect();
+        let _ = writeln!(s, "  instances: blocks of {} threads; I = block id × block + thread id", size.join(" × "));
+        for r in &b.runtime {
+            let _ = writeln!(
+                s,
+                "  block size in {} known at the launch: maps are per block, {} = {} × {} (the block's first instance)",
+                ["x", "y", "z"][r.dim as usize],
+                r.offset,
+                r.id,
+                r.size
+            );
+        }
     }
     for a in &n.args {
         let shape: String = a.shape.iter().map(|d| format!("[{d}]")).collect();

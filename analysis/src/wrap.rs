@@ -9,6 +9,14 @@
 //! coordinate is `block × block size + thread`; any other leaf loops over its own instances.
 //! Loop headers are named `hpvm.instance.<b|t><d>` so the Polly shim can say which statement
 //! dimension is which loop.
+//!
+//! A block size known only at the launch makes `block × block size` a product of two unknowns,
+//! which no polyhedral model holds. Such a dimension gets no block loop: the wrapper describes
+//! ONE block, whose id, size and first coordinate (`block × block size`, the mekong-cuda
+//! "block offset") are the parameters `bid<d>`, `bs<d>` and `boff<d>`; the thread loop runs to
+//! `bs<d>`, and [`crate::offsets`] turns each product of the id and the size into the offset.
+//! The global coordinate is then `boff<d> + thread`, affine; the runtime, which knows the size,
+//! ties the three together and ranges them over a partition's blocks (`dashdb::RuntimeBlock`).
 
 use hpvm_core::expr::Expr;
 use hpvm_core::graph::{Graph, NodeId};
@@ -22,10 +30,10 @@ use inkwell::values::{BasicMetadataValueEnum, FunctionValue, IntValue};
 pub enum Coords {
     /// The leaf's own instance ids (`gx`, `gy`, `gz`: its instance counts).
     Instances,
-    /// `block × block + thread`: the leaf's instances are the threads of one block (`block`
-    /// threads per dimension, constants), its parent's instances the blocks (`gx`...: the
-    /// number of blocks).
-    Blocks { block: Vec<i64> },
+    /// `block × block size + thread`: the leaf's instances are the threads of one block, its
+    /// parent's instances the blocks (`gx`...: the number of blocks). Per dimension the block
+    /// size, `None` where it is known only at the launch (see the module docs).
+    Blocks { block: Vec<Option<i64>> },
 }
 
 /// A wrapper function built for one leaf.
@@ -50,6 +58,11 @@ pub const GRID_PARAMS: [&str; 3] = ["gx", "gy", "gz"];
 const PARENT_IDS: [&str; 3] = ["px", "py", "pz"];
 const PARENT_COUNTS: [&str; 3] = ["pnx", "pny", "pnz"];
 pub const COORD_NAMES: [&str; 3] = ["x", "y", "z"];
+/// Parameters of one block, per dimension, for block sizes known only at the launch: the
+/// block size, the block id and their product, the block offset.
+pub const BLOCK_SIZES: [&str; 3] = ["bsx", "bsy", "bsz"];
+pub const BLOCK_IDS: [&str; 3] = ["bidx", "bidy", "bidz"];
+pub const BLOCK_OFFSETS: [&str; 3] = ["boffx", "boffy", "boffz"];
 
 /// A C identifier turned into one ISL accepts as a parameter, distinct from `taken`.
 fn isl_name(name: &str, index: usize, taken: &[String]) -> String {
@@ -62,7 +75,8 @@ fn isl_name(name: &str, index: usize, taken: &[String]) -> String {
         "gx", "gy", "gz", "px", "py", "pz", "pnx", "pny", "pnz", "x", "y", "z", "and", "or", "not", "exists", "mod",
         "floor", "ceil", "min",
     ];
-    while RESERVED.contains(&s.as_str()) || s == "max" || s == "I" || taken.contains(&s) {
+    let block_param = |s: &str| BLOCK_SIZES.contains(&s) || BLOCK_IDS.contains(&s) || BLOCK_OFFSETS.contains(&s);
+    while RESERVED.contains(&s.as_str()) || block_param(&s) || s == "max" || s == "I" || taken.contains(&s) {
         s.push('_');
     }
     s
@@ -84,19 +98,14 @@ pub fn wrap<'ctx>(
 
     let coords = match blocks_of {
         Some(_) => {
-            let mut block = Vec::new();
-            for (d, c) in node.counts.iter().enumerate() {
-                match c {
-                    Expr::Const(v) if *v > 0 => block.push(*v),
-                    other => {
-                        return Err(format!(
-                            "its block size in {} is `{other}`, not a constant, so its global coordinates \
-                             (block × block size + thread) are not affine",
-                            COORD_NAMES[d]
-                        ))
-                    }
-                }
-            }
+            let block = node
+                .counts
+                .iter()
+                .map(|c| match c {
+                    Expr::Const(v) if *v > 0 => Some(*v),
+                    _ => None,
+                })
+                .collect();
             Coords::Blocks { block }
         }
         None => Coords::Instances,
@@ -113,7 +122,15 @@ pub fn wrap<'ctx>(
     }
     let mut types: Vec<inkwell::types::BasicMetadataTypeEnum> =
         lf.get_params().iter().map(|p| p.get_type().into()).collect();
-    let grid_names: Vec<&str> = GRID_PARAMS.iter().chain(&PARENT_IDS).chain(&PARENT_COUNTS).copied().collect();
+    let grid_names: Vec<&str> = GRID_PARAMS
+        .iter()
+        .chain(&PARENT_IDS)
+        .chain(&PARENT_COUNTS)
+        .chain(&BLOCK_SIZES)
+        .chain(&BLOCK_IDS)
+        .chain(&BLOCK_OFFSETS)
+        .copied()
+        .collect();
     for n in &grid_names {
         params.push(n.to_string());
         types.push(i64t.into());
@@ -128,6 +145,8 @@ pub fn wrap<'ctx>(
     let gx: Vec<IntValue> = (0..3).map(grid_param).collect();
     let pid: Vec<IntValue> = (3..6).map(grid_param).collect();
     let pcount: Vec<IntValue> = (6..9).map(grid_param).collect();
+    let block_size: Vec<IntValue> = (9..12).map(grid_param).collect();
+    let block_id: Vec<IntValue> = (12..15).map(grid_param).collect();
 
     // The loop nest: blocks (outer) then threads, z outermost within each.
     let one = i64t.const_int(1, false);
@@ -135,11 +154,16 @@ pub fn wrap<'ctx>(
     let mut bounds: Vec<(String, usize, usize, IntValue)> = Vec::new();
     match (&coords, blocks_of) {
         (Coords::Blocks { block }, Some(p)) => {
+            // A dimension whose block size is known only at the launch has no block loop: the
+            // wrapper is one block of it.
             for d in (0..graph.nodes[p].dims as usize).rev() {
-                bounds.push((format!("hpvm.instance.b{d}"), 1, d, gx[d]));
+                if block.get(d).is_none_or(|b| b.is_some()) {
+                    bounds.push((format!("hpvm.instance.b{d}"), 1, d, gx[d]));
+                }
             }
             for d in (0..block.len()).rev() {
-                bounds.push((format!("hpvm.instance.t{d}"), 0, d, i64t.const_int(block[d] as u64, false)));
+                let n = block[d].map_or(block_size[d], |b| i64t.const_int(b as u64, false));
+                bounds.push((format!("hpvm.instance.t{d}"), 0, d, n));
             }
         }
         _ => {
@@ -177,11 +201,18 @@ pub fn wrap<'ctx>(
         Coords::Blocks { block } => Levels {
             id: vec![
                 std::array::from_fn(|d| iv(0, d).unwrap_or(zero)),
-                std::array::from_fn(|d| iv(1, d).unwrap_or(zero)),
+                std::array::from_fn(|d| match block.get(d) {
+                    Some(None) => block_id[d],
+                    _ => iv(1, d).unwrap_or(zero),
+                }),
                 [pid[0], pid[1], pid[2]],
             ],
             count: vec![
-                std::array::from_fn(|d| block.get(d).map_or(one, |&v| i64t.const_int(v as u64, false))),
+                std::array::from_fn(|d| match block.get(d) {
+                    Some(Some(v)) => i64t.const_int(*v as u64, false),
+                    Some(None) => block_size[d],
+                    None => one,
+                }),
                 std::array::from_fn(|d| {
                     if d < graph.nodes[blocks_of.expect("blocks")].dims as usize {
                         gx[d]
@@ -215,6 +246,36 @@ pub fn wrap<'ctx>(
 }
 
 impl<'ctx> Wrapper<'ctx> {
+    /// The grid dimensions whose block size is known only at the launch.
+    pub fn runtime_blocks(&self) -> Vec<usize> {
+        match &self.coords {
+            Coords::Blocks { block } => (0..block.len()).filter(|&d| block[d].is_none()).collect(),
+            Coords::Instances => vec![],
+        }
+    }
+
+    /// Turns `block id × block size` into the block offset in the dimensions whose block size
+    /// is known only at the launch (see [`crate::offsets`]); after the leaf is inlined and its
+    /// values are in registers.
+    pub fn rewrite_block_offsets(&self) {
+        let param = |name: &str| {
+            let i = self.params.iter().position(|p| p == name).expect("block parameter");
+            self.function.get_nth_param(i as u32).expect("block parameter").into_int_value()
+        };
+        let dims: Vec<crate::offsets::BlockParams> = self
+            .runtime_blocks()
+            .into_iter()
+            .map(|d| crate::offsets::BlockParams {
+                id: param(BLOCK_IDS[d]),
+                size: param(BLOCK_SIZES[d]),
+                offset: param(BLOCK_OFFSETS[d]),
+            })
+            .collect();
+        if !dims.is_empty() {
+            crate::offsets::rewrite(self.function, &dims);
+        }
+    }
+
     /// Resolves the node queries, once the leaf is inlined into the wrapper.
     pub fn resolve(&self, b: &Builder<'ctx>) -> Result<(), String> {
         resolve_queries(b, self.function, &self.levels)

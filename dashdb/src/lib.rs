@@ -49,11 +49,11 @@ mod testdata;
 mod validate;
 
 pub use hash::source_hash;
-pub use schema::{Arg, Database, Node, ReadKind, Reason, Source, Split, SplitChoice, WriteKind};
+pub use schema::{Arg, Block, Database, Node, ReadKind, Reason, RuntimeBlock, Source, Split, SplitChoice, WriteKind};
 pub use show::show;
 
 /// The version of the JSON schema this crate reads and writes.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

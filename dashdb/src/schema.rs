@@ -49,11 +49,11 @@ pub struct Node {
     /// parent's parameters, e.g. `["N", "M / 2"]`.
     pub grid: Vec<String>,
     /// How instances become the coordinates `I[x, y, z]` of the maps. `None`: the node's own
-    /// instance ids. `Some(block)`: the node's instances are the threads of a block of
-    /// `block` threads per dimension and its parent's instances are the blocks (one GPU
-    /// launch); then `I = block id × block + thread id`, and the maps' `gx`, `gy`, `gz` count
-    /// blocks, not instances.
-    pub block: Option<Vec<u64>>,
+    /// instance ids. `Some(block)`: the node's instances are the threads of a block and its
+    /// parent's instances are the blocks (one GPU launch); then
+    /// `I = block id × block size + thread id`, and the maps' `gx`, `gy`, `gz` count blocks,
+    /// not instances.
+    pub block: Option<Block>,
     /// The parameter values for which the maps hold, as an ISL parameter set (for example
     /// `[N] -> { : N >= 1 }`); `None` when they always do. The analysis's assumptions
     /// (Polly's assumed context, e.g. that a delinearized index stays within its row) live
@@ -75,6 +75,39 @@ pub struct Node {
     /// The node's pointer arguments (scalars are not listed: they only appear as map
     /// parameters).
     pub args: Vec<Arg>,
+}
+
+/// The threads of one block, for a node whose instances are the threads of a block.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Block {
+    /// Threads per block in each dimension (`dims` of them), as expression text over the
+    /// parent's parameters, e.g. `["16", "16"]` or `["block"]`.
+    pub size: Vec<String>,
+    /// The dimensions whose block size is known only at the launch, in increasing order. Where
+    /// the size is a constant the maps have it built in (`I = 16 × block id + thread id`);
+    /// where it is not, `block id × block size` is not affine and the maps speak of one block
+    /// through the parameters named here.
+    pub runtime: Vec<RuntimeBlock>,
+}
+
+/// The map parameters of one grid dimension whose block size is a run-time value (the
+/// mekong-cuda "block offset" model). The maps give the accesses of the instances of ONE
+/// block, the one whose id is `id` and whose first instance is `offset`; whoever evaluates
+/// them fixes `size` to the launch's block size and ranges `id` over the blocks wanted, with
+/// `offset = id × size` (affine once `size` is a number), and `valid_when` must hold for
+/// every block of the launch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeBlock {
+    /// The grid dimension (0 for x).
+    pub dim: u32,
+    /// The parameter holding the block size (threads per block) in this dimension.
+    pub size: String,
+    /// The parameter holding the block id in this dimension.
+    pub id: String,
+    /// The parameter holding `id × size`, the block's first global coordinate.
+    pub offset: String,
 }
 
 /// One reason a node is not partitionable.

@@ -67,8 +67,17 @@ fn fmt_node(f: &mut Formatter<'_>, node: &Node) -> fmt::Result {
         writeln!(f, "  grid: {} ({} dimension{})", counts.join(", "), node.dims, plural(node.dims))?;
     }
     if let Some(block) = &node.block {
-        let b: Vec<String> = block.iter().map(u64::to_string).collect();
-        writeln!(f, "  coordinates: block id × block + thread id, blocks of {}", b.join(" × "))?;
+        writeln!(f, "  coordinates: block id × block size + thread id, blocks of {}", block.size.join(" × "))?;
+        for r in &block.runtime {
+            writeln!(
+                f,
+                "  block size in {} known at the launch: maps per block ({} = {} × {})",
+                dim_name(r.dim),
+                r.offset,
+                r.id,
+                r.size
+            )?;
+        }
     }
     if let Some(when) = &node.valid_when {
         writeln!(f, "  maps hold when: {when}")?;
@@ -141,7 +150,7 @@ mod tests {
         assert!(text.starts_with("analysis database of examples/matmul.c\n"), "{text}");
         for part in [
             &db.source.hash,
-            "schema version: 1",
+            "schema version: 2",
             "node matmul (examples/matmul.c:12)",
             "grid: x: N, y: N (2 dimensions)",
             "  partitionable\n",

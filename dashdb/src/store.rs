@@ -147,25 +147,28 @@ mod tests {
         // Written by hand: `to_json` of a future version would look the same apart from it.
         let text = serde_json::to_string(&db).unwrap();
         let err = Database::from_json(&text).unwrap_err();
-        assert!(matches!(err, Error::Version { found, expected, .. } if found == 2 && expected == 1));
+        assert!(
+            matches!(err, Error::Version { found, expected, .. } if found == SCHEMA_VERSION + 1 && expected == SCHEMA_VERSION)
+        );
         let msg = err.to_string();
-        assert!(msg.contains("schema version 2"), "{msg}");
-        assert!(msg.contains("reads version 1"), "{msg}");
+        assert!(msg.contains(&format!("schema version {}", SCHEMA_VERSION + 1)), "{msg}");
+        assert!(msg.contains(&format!("reads version {SCHEMA_VERSION}")), "{msg}");
         assert!(msg.contains("re-run `hpvm-mgpu analyze`"), "{msg}");
 
         // Refused on the version even when the rest no longer fits this schema.
         let err = Database::from_json(r#"{"schema_version": 0, "kernels": []}"#).unwrap_err();
-        assert!(matches!(err, Error::Version { found: 0, expected: 1, .. }), "{err}");
+        assert!(matches!(err, Error::Version { found: 0, expected: SCHEMA_VERSION, .. }), "{err}");
     }
 
     #[test]
     fn refuses_bad_json() {
+        let current = format!(r#"{{"schema_version": {SCHEMA_VERSION}}}"#);
         for (text, expect) in [
             ("", "EOF"),
             ("[1, 2]", "no `schema_version`"),
             (r#"{"nodes": []}"#, "no `schema_version`"),
             (r#"{"schema_version": "1"}"#, "not a version number"),
-            (r#"{"schema_version": 1}"#, "missing field"),
+            (current.as_str(), "missing field"),
         ] {
             let err = Database::from_json(text).unwrap_err();
             assert!(matches!(err, Error::Json { .. }), "{text}: {err}");

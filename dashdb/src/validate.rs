@@ -56,8 +56,17 @@ fn check_node(node: &Node, problems: &mut Vec<String>) {
     if node.grid.len() != node.dims as usize {
         bad(format!("{} dimensions but {} grid counts", node.dims, node.grid.len()));
     }
-    if node.block.as_ref().is_some_and(|b| b.len() > 3 || b.contains(&0)) {
-        bad("a block has more than 3 dimensions or an empty one".to_string());
+    if let Some(b) = &node.block {
+        if b.size.len() > 3 || b.size.iter().any(|s| s.trim() == "0") {
+            bad("a block has more than 3 dimensions or an empty one".to_string());
+        }
+        let mut last = None;
+        for r in &b.runtime {
+            if r.dim as usize >= b.size.len() || last.is_some_and(|l| r.dim <= l) {
+                bad(format!("run-time block dimension {} out of range or out of order", r.dim));
+            }
+            last = Some(r.dim);
+        }
     }
     let mut seen = HashSet::new();
     for &d in &node.split.dims {
@@ -160,7 +169,7 @@ mod tests {
 
     #[test]
     fn database_rules() {
-        fails("schema version 2", |db| db.schema_version = 2);
+        fails("schema version 99", |db| db.schema_version = 99);
         fails("source hash `abc`", |db| db.source.hash = "abc".into());
     }
 

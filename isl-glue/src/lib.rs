@@ -55,6 +55,37 @@ impl Default for Isl {
     }
 }
 
+/// The blocks a map with a run-time block size is evaluated over, in one grid dimension
+/// (`dashdb::RuntimeBlock`): the map speaks of one block through the parameters `id` and
+/// `offset`, which range over the blocks `lo..hi` with `offset = size × id`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BlockRange {
+    pub id: String,
+    pub offset: String,
+    pub size: i64,
+    pub lo: i64,
+    pub hi: i64,
+}
+
+/// `[id, offset, ...] -> { : offset = size * id and lo <= id < hi and ... }`.
+fn block_ranges_text(blocks: &[BlockRange]) -> String {
+    let names: Vec<&str> = blocks.iter().flat_map(|b| [b.id.as_str(), b.offset.as_str()]).collect();
+    let cons: Vec<String> = blocks
+        .iter()
+        .map(|b| {
+            format!(
+                "{off} = {size} * {id} and {lo} <= {id} < {hi}",
+                off = b.offset,
+                size = b.size,
+                id = b.id,
+                lo = b.lo,
+                hi = b.hi
+            )
+        })
+        .collect();
+    format!("[{}] -> {{ : {} }}", names.join(", "), cons.join(" and "))
+}
+
 /// An access relation: instances -> array elements.
 pub struct AccessMap<'i> {
     isl: &'i Isl,
@@ -110,6 +141,22 @@ impl Isl {
         Ok(!set.fix_params(&used)?.is_empty()?)
     }
 
+    /// Whether the parameter set `text` holds for `values` and for EVERY block of `blocks`
+    /// (the parameters of a run-time block size, see [`BlockRange`]); `values` must give every
+    /// other parameter it names.
+    pub fn params_hold_for_blocks(&self, text: &str, values: &[(&str, i64)], blocks: &[BlockRange]) -> Result<bool> {
+        let set = self.set(text)?;
+        let names = set.params()?;
+        let is_block = |m: &String| blocks.iter().any(|b| &b.id == m || &b.offset == m);
+        if let Some(missing) = names.iter().find(|m| !is_block(m) && !values.iter().any(|(n, _)| n == m)) {
+            return Err(Error::UnknownParam(missing.clone()));
+        }
+        let used: Vec<(&str, i64)> = values.iter().copied().filter(|(n, _)| names.iter().any(|m| m == n)).collect();
+        let launch = self.set(&block_ranges_text(blocks))?.fix_params(&used)?;
+        let fixed = set.fix_params(&used)?;
+        launch.subtract(fixed)?.is_empty()
+    }
+
     /// The parameter constraint `[p...] -> { : p0 = v0 and ... }`.
     fn param_values(&self, values: &[(&str, i64)]) -> Result<isl::Set> {
         let names: Vec<&str> = values.iter().map(|(n, _)| *n).collect();
@@ -134,6 +181,26 @@ impl<'i> AccessMap<'i> {
         }
         let params = self.isl.param_values(values)?;
         Ok(AccessMap { isl: self.isl, map: self.map.intersect_params(params)? })
+    }
+
+    /// The accesses of every block of `blocks` together: the map's block parameters ranged over
+    /// them and projected out (see [`BlockRange`]). Exact: each instance lies in exactly one
+    /// block, whose parameter values the map then uses.
+    pub fn over_blocks(self, blocks: &[BlockRange]) -> Result<AccessMap<'i>> {
+        if blocks.is_empty() {
+            return Ok(self);
+        }
+        let text = block_ranges_text(blocks);
+        let range = isl::Set::read_from_str(&self.isl.ctx, &text)
+            .map_err(|e| Error::Parse { text: text.clone(), message: e.to_string() })?;
+        let mut map = self.map.intersect_params(range)?;
+        for name in blocks.iter().flat_map(|b| [&b.id, &b.offset]) {
+            let pos = map.find_dim_by_name(DimType::Param, name)?;
+            if pos >= 0 {
+                map = map.project_out(DimType::Param, pos as u32, 1)?;
+            }
+        }
+        Ok(AccessMap { isl: self.isl, map: map.coalesce()? })
     }
 
     /// Restricts the instances to the half-open box `lo..hi` (one bound per instance dimension):

@@ -155,3 +155,45 @@ fn values_of_expressions_and_parameter_conditions() {
         matches!(isl.params_hold("[gx, n] -> { : n >= 16gx }", &[("n", 32)]), Err(Error::UnknownParam(p)) if p == "gx")
     );
 }
+
+fn blocks(size: i64, lo: i64, hi: i64) -> Vec<BlockRange> {
+    vec![BlockRange { id: "bidx".into(), offset: "boffx".into(), size, lo, hi }]
+}
+
+#[test]
+fn a_run_time_block_size_is_exact_over_a_range_of_blocks() {
+    let isl = Isl::new();
+    // One block of `bsx` threads: instance x = boffx + t reads in[x - 1 .. x + 1] and writes
+    // out[bidx], the block's own element, and tmp[x - boffx], its thread id.
+    let read = isl.map("[n, boffx, bsx] -> { I[x] -> in[e] : boffx <= x < boffx + bsx and x < n and x - 1 <= e <= x + 1 and 0 <= e < n }").unwrap();
+    let part = read.fix_params(&[("n", 100), ("bsx", 16)]).unwrap().over_blocks(&blocks(16, 2, 4)).unwrap();
+    let r = part.restrict_to_box(&[32], &[64]).unwrap().range().unwrap().runs(&[0]).unwrap();
+    assert_eq!(r, vec![Run { start: 31, end: 65 }]);
+    let per_block = isl.map("[bidx, boffx, bsx] -> { I[x] -> out[bidx] : boffx <= x < boffx + bsx }").unwrap();
+    let w = per_block.fix_params(&[("bsx", 16)]).unwrap().over_blocks(&blocks(16, 2, 5)).unwrap();
+    assert_eq!(
+        w.restrict_to_box(&[32], &[80]).unwrap().range().unwrap().runs(&[0]).unwrap(),
+        vec![Run { start: 2, end: 5 }]
+    );
+    // Instance 40 alone (block 2, thread 8) writes exactly tmp[8].
+    let thread = isl.map("[boffx, bsx] -> { I[x] -> tmp[x - boffx] : boffx <= x < boffx + bsx }").unwrap();
+    let t = thread.fix_params(&[("bsx", 16)]).unwrap().over_blocks(&blocks(16, 0, 7)).unwrap();
+    assert_eq!(
+        t.restrict_to_box(&[40], &[41]).unwrap().range().unwrap().runs(&[0]).unwrap(),
+        vec![Run { start: 8, end: 9 }]
+    );
+}
+
+#[test]
+fn assumptions_must_hold_for_every_block() {
+    let isl = Isl::new();
+    // An `int` index: valid while boffx + bsx stays below 2^31 (here, below 1000).
+    let cond = "[boffx, bsx, n] -> { : boffx + bsx <= 1000 and n > 0 }";
+    assert!(isl.params_hold_for_blocks(cond, &[("bsx", 100), ("n", 5)], &blocks(100, 0, 10)).unwrap());
+    assert!(!isl.params_hold_for_blocks(cond, &[("bsx", 100), ("n", 5)], &blocks(100, 0, 11)).unwrap());
+    assert!(!isl.params_hold_for_blocks(cond, &[("bsx", 100), ("n", 0)], &blocks(100, 0, 1)).unwrap());
+    assert!(matches!(
+        isl.params_hold_for_blocks(cond, &[("bsx", 100)], &blocks(100, 0, 1)),
+        Err(Error::UnknownParam(p)) if p == "n"
+    ));
+}

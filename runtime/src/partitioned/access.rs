@@ -14,7 +14,7 @@ use crate::desc::{KernelKind, NodeDesc, ScalarKind};
 use crate::launch::engine::{int_param, read_u64, Engine};
 use crate::memory::{ByteRect, Table};
 use dashdb::{ReadKind, WriteKind};
-use isl_glue::{AccessMap, Isl, Rect};
+use isl_glue::{AccessMap, BlockRange, Isl, Rect};
 use rayon::prelude::*;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -202,9 +202,17 @@ fn split(
     let unit = &module.program.nodes[l.node as usize];
     let (blocks, per_block): ([i64; 3], [i64; 3]) = match (block, &dn.block) {
         (Some(b), Some(analysed)) => {
-            let same = (0..dims).all(|d| analysed.get(d).is_some_and(|&a| a as i64 == b[d]));
+            // Constant block sizes are built into the maps: they must be this launch's.
+            let same = (0..dims).all(|d| {
+                analysed.runtime.iter().any(|r| r.dim as usize == d)
+                    || analysed.size.get(d).map_or(Some(1), |s| s.trim().parse::<i64>().ok()) == Some(b[d])
+            });
             if !same {
-                return Err(format!("its block is {b:?} at this launch but the analysis assumed {analysed:?}"));
+                return Err(format!(
+                    "its block is {:?} at this launch but the analysis assumed {}",
+                    &b[..dims],
+                    analysed.size.join(" × ")
+                ));
             }
             (l.grid, b)
         }
@@ -232,21 +240,63 @@ fn split(
             values.push((name.clone(), v));
         }
     }
+    // A block size known only now: the maps speak of one block, through parameters ranged
+    // over the blocks of each partition (`dashdb::RuntimeBlock`).
+    let runtime_blocks: Vec<&dashdb::RuntimeBlock> = dn.block.iter().flat_map(|b| &b.runtime).collect();
+    for r in &runtime_blocks {
+        let d = r.dim as usize;
+        values.push((r.size.clone(), per_block[d]));
+        if blocks[d].saturating_mul(per_block[d]) > dashdb::PARAM_LIMIT {
+            return Err(format!(
+                "its {} instances in dimension {d} exceed what the analysis assumed",
+                blocks[d] * per_block[d]
+            ));
+        }
+    }
+    let block_ranges = |lo: [u64; 3], hi: [u64; 3]| -> Vec<BlockRange> {
+        runtime_blocks
+            .iter()
+            .map(|r| {
+                let d = r.dim as usize;
+                BlockRange {
+                    id: r.id.clone(),
+                    offset: r.offset.clone(),
+                    size: per_block[d],
+                    lo: lo[d] as i64,
+                    hi: hi[d] as i64,
+                }
+            })
+            .collect()
+    };
     let value_refs: Vec<(&str, i64)> = values.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+    let grid_like = |n: &str| ["gx", "gy", "gz"].contains(&n) || runtime_blocks.iter().any(|r| r.size == n);
     let needed = |names: &[String]| -> Result<Vec<(&str, i64)>, String> {
         names
             .iter()
+            .filter(|n| !runtime_blocks.iter().any(|r| &&r.id == n || &&r.offset == n))
             .map(|n| {
-                value_refs
+                let (name, v) = value_refs
                     .iter()
                     .find(|(m, _)| m == n)
                     .copied()
-                    .ok_or_else(|| format!("its maps use `{n}`, which is not an integer parameter"))
+                    .ok_or_else(|| format!("its maps use `{n}`, which is not an integer parameter"))?;
+                // The maps were simplified under these bounds (`dashdb::GRID_LIMIT`).
+                let within = if grid_like(name) {
+                    (0..dashdb::GRID_LIMIT).contains(&v)
+                } else {
+                    (-dashdb::PARAM_LIMIT..=dashdb::PARAM_LIMIT).contains(&v)
+                };
+                if !within {
+                    return Err(format!("`{name}` = {v} is beyond the values the analysis assumed"));
+                }
+                Ok((name, v))
             })
             .collect()
     };
     if let Some(cond) = &dn.valid_when {
-        let holds = assumptions_hold(cond, &value_refs).map_err(|e| format!("checking its assumptions: {e}"))?;
+        let whole = block_ranges([0; 3], blocks.map(|b| b.max(0) as u64));
+        let holds =
+            assumptions_hold(cond, &value_refs, &whole).map_err(|e| format!("checking its assumptions: {e}"))?;
         if !holds {
             return Err(format!("the analysis's assumptions `{cond}` do not hold for this launch"));
         }
@@ -291,7 +341,8 @@ fn split(
                 if arg.pointer_level != 1 {
                     return Err(format!("`{}` is reached through {} pointers", arg.name, arg.pointer_level));
                 }
-                let ctx = Ctx { arg, a, lo: &lo, hi: &hi, node: node_name, loc };
+                let ranges = block_ranges(p.lo, p.hi);
+                let ctx = Ctx { arg, a, lo: &lo, hi: &hi, blocks: &ranges, node: node_name, loc };
                 let fixed = needed(&arg.params)?;
                 let shape = &shapes[&a.param];
                 let whole = || vec![ByteRect::run(0, a.size)];
@@ -352,13 +403,20 @@ fn extent(text: &str, fixed: &[(&str, i64)]) -> Result<i64, isl_glue::Error> {
     ISL.with(|isl| isl.value_of(text, fixed))
 }
 
-/// Whether the parameter condition `cond` holds for `values`, remembered per values.
-fn assumptions_hold(cond: &str, values: &[(&str, i64)]) -> Result<bool, isl_glue::Error> {
+/// Whether the parameter condition `cond` holds for `values` and every block of `blocks`,
+/// remembered per values (which determine the blocks).
+fn assumptions_hold(cond: &str, values: &[(&str, i64)], blocks: &[BlockRange]) -> Result<bool, isl_glue::Error> {
     let key: FixedKey = (cond.to_string(), values.iter().map(|(n, v)| (n.to_string(), *v)).collect());
     if let Some(&b) = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
         return Ok(b);
     }
-    let holds = ISL.with(|isl| isl.params_hold(cond, values))?;
+    let holds = ISL.with(|isl| {
+        if blocks.is_empty() {
+            isl.params_hold(cond, values)
+        } else {
+            isl.params_hold_for_blocks(cond, values, blocks)
+        }
+    })?;
     let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
     let known = known.get_or_insert_with(HashMap::new);
     if known.len() >= KEPT {
@@ -400,6 +458,7 @@ struct Ctx<'a> {
     a: &'a BufArg,
     lo: &'a [i64],
     hi: &'a [i64],
+    blocks: &'a [BlockRange],
     node: &'a str,
     loc: &'a str,
 }
@@ -408,8 +467,8 @@ impl Ctx<'_> {
     /// The bytes of the buffer the map reaches from the partition's instances, clipped to the
     /// buffer (an access outside it is reported).
     fn rects(&self, map: &str, fixed: &[(&str, i64)], shape: &[i64], what: &str) -> Result<Vec<ByteRect>, String> {
-        let rects =
-            element_rects(map, fixed, self.lo, self.hi, shape).map_err(|e| format!("`{}`: {e}", self.arg.name))?;
+        let rects = element_rects(map, fixed, self.lo, self.hi, self.blocks, shape)
+            .map_err(|e| format!("`{}`: {e}", self.arg.name))?;
         let es = self.arg.element_size as i64;
         let (base, size) = (self.a.offset as i64, self.a.size as i64);
         let mut out = Vec::with_capacity(rects.len());
@@ -455,6 +514,7 @@ struct RectKey {
     fixed: Vec<(String, i64)>,
     lo: Vec<i64>,
     hi: Vec<i64>,
+    blocks: Vec<BlockRange>,
     shape: Vec<i64>,
 }
 
@@ -509,15 +569,23 @@ fn element_rects(
     fixed: &[(&str, i64)],
     lo: &[i64],
     hi: &[i64],
+    blocks: &[BlockRange],
     shape: &[i64],
 ) -> Result<Arc<Vec<Rect>>, isl_glue::Error> {
     let fixed: Vec<(String, i64)> = fixed.iter().map(|(n, v)| (n.to_string(), *v)).collect();
-    let key = RectKey { map: map.to_string(), fixed, lo: lo.to_vec(), hi: hi.to_vec(), shape: shape.to_vec() };
+    let key = RectKey {
+        map: map.to_string(),
+        fixed,
+        lo: lo.to_vec(),
+        hi: hi.to_vec(),
+        blocks: blocks.to_vec(),
+        shape: shape.to_vec(),
+    };
     if let Some(r) = RECTS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
         return Ok(r.clone());
     }
-    let rects = Arc::new(with_fixed_map(&key.map, &key.fixed, |m| {
-        m.copy()?.restrict_to_box(lo, hi)?.range()?.rectangles(shape)
+    let rects = Arc::new(with_fixed_map(&key.map, &key.fixed, blocks, |m| {
+        m.copy()?.over_blocks(blocks)?.restrict_to_box(lo, hi)?.range()?.rectangles(shape)
     })?);
     let mut cache = RECTS.lock().unwrap_or_else(|e| e.into_inner());
     let cache = cache.get_or_insert_with(HashMap::new);
@@ -566,9 +634,12 @@ fn with_parsed_map<R>(
     })
 }
 
+/// `f` of `map` with its parameters fixed to `fixed`, but for the block parameters of
+/// `blocks`, which the caller ranges over blocks.
 fn with_fixed_map<R>(
     map: &str,
     fixed: &[(String, i64)],
+    blocks: &[BlockRange],
     f: impl FnOnce(&AccessMap<'static>) -> Result<R, isl_glue::Error>,
 ) -> Result<R, isl_glue::Error> {
     FIXED.with(|cache| {
@@ -584,7 +655,8 @@ fn with_fixed_map<R>(
             let m = with_parsed_map(map, |m| {
                 // Every parameter fixed: a free one would stand for all its values, which
                 // over-approximates a write map.
-                if let Some(free) = m.params()?.into_iter().find(|p| !fixed.iter().any(|(n, _)| n == p)) {
+                let ranged = |p: &String| blocks.iter().any(|b| &b.id == p || &b.offset == p);
+                if let Some(free) = m.params()?.into_iter().find(|p| !ranged(p) && !fixed.iter().any(|(n, _)| n == p)) {
                     return Err(isl_glue::Error::UnknownParam(free));
                 }
                 m.copy()?.fix_params(&values)
