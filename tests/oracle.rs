@@ -321,8 +321,10 @@ fn maps_match_what_the_examples_do() {
 #[test]
 fn maps_match_programs_written_the_common_way() {
     type Case<'a> = (&'a str, &'a [&'a [&'a str]], &'a [&'a str]);
-    let cases: [Case; 1] =
-        [("tests/programs/jacobi1d.c", &[&["37", "8", "1"], &["64", "16", "2"], &["5", "7", "1"]], &["Sweep"])];
+    let cases: [Case; 2] = [
+        ("tests/programs/jacobi1d.c", &[&["37", "8", "1"], &["64", "16", "2"], &["5", "7", "1"]], &["Sweep"]),
+        ("tests/programs/gemm_nt.c", &[&["12", "8", "5", "4", "2"], &["6", "9", "3", "3", "3"]], &["Gemm"]),
+    ];
     for (program, runs, exact) in cases {
         let (_dir, exe, db) = prepare(program);
         for node in exact {

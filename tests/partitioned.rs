@@ -13,7 +13,7 @@ const DEVICES: [usize; 6] = [1, 2, 3, 4, 7, 8];
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-const PROGRAMS: [(&str, &[&[&str]]); 14] = [
+const PROGRAMS: [(&str, &[&[&str]]); 15] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -28,6 +28,10 @@ const PROGRAMS: [(&str, &[&[&str]]); 14] = [
     ("tests/programs/helpers.c", &[&["3"], &["1000"]]),
     ("tests/programs/volume.c", &[&["3", "2", "1"], &["20", "12", "9"], &["17", "5", "40"]]),
     ("tests/programs/jacobi1d.c", &[&["5", "7", "1"], &["200", "16", "3"], &["1003", "50", "5"]]),
+    (
+        "tests/programs/gemm_nt.c",
+        &[&["8", "4", "3", "8", "4"], &["48", "40", "24", "8", "4"], &["96", "120", "16", "16", "8"]],
+    ),
 ];
 
 fn build(dir: &TempDir, src: &str) -> PathBuf {

@@ -24,6 +24,7 @@ pub mod offsets;
 pub mod polly;
 pub mod report;
 pub mod split;
+pub mod widen;
 pub mod wrap;
 
 use dashdb::{Arg, Database, Node, Reason, Split, SplitChoice, WriteKind};
@@ -132,8 +133,9 @@ pub fn analyze_program(
     for (leaf, shape, w) in &wrappers {
         if let (Ok(w), false) = (w, failed.iter().any(|(l, _)| l == leaf)) {
             w.rewrite_block_offsets();
+            let narrow = widen::widen(w.function);
             let shared = shape.map_or(vec![], |(p, alloc)| shared_params(graph, p, *leaf, alloc));
-            cropped.push((*leaf, crop::crop(w.function, &shared)));
+            cropped.push((*leaf, crop::crop(w.function, &shared), narrow));
         }
     }
     if let Some(path) = std::env::var_os("HPVM_MGPU_DUMP_ANALYSIS_IR") {
@@ -202,7 +204,7 @@ pub fn analyze_program(
                 continue;
             }
         };
-        let crop = &cropped.iter().find(|(l, _)| l == leaf).expect("cropped").1;
+        let (_, crop, narrow) = &cropped.iter().find(|(l, _, _)| l == leaf).expect("cropped");
         for (i, p) in node.params.iter().enumerate() {
             if !p.ty.is_pointer() || shared.contains(&(i as u32)) {
                 continue;
@@ -224,7 +226,11 @@ pub fn analyze_program(
                 ));
             }
             entry.args.push(arg_record(&w.params[i], i as u32, &acc, &isl));
-            if let (WriteKind::Exact, Some(map)) = (acc.write, &acc.write_map) {
+            // With a run-time block size the maps describe one block, whose size is unknown here:
+            // whether two blocks write the same element is decided per launch by the runtime,
+            // which refuses to split a launch whose partitions' writes overlap.
+            let per_block = !w.runtime_blocks().is_empty();
+            if let (WriteKind::Exact, Some(map), false) = (acc.write, &acc.write_map, per_block) {
                 if !isl.map(map).and_then(|m| m.is_injective()).unwrap_or(false) {
                     entry.reasons.push(reason(
                         format!("several instances write the same element of `{}`", w.params[i]),
@@ -246,7 +252,7 @@ pub fn analyze_program(
             };
             entry.reasons.push(reason(what, &u.location));
         }
-        entry.valid_when = valid_context(&isl, &scops);
+        entry.valid_when = valid_context(&isl, &scops, narrow);
         if node.dims == 0 && entry.block.is_none() {
             entry.reasons.push(reason("it runs as a single instance: there is nothing to split", &entry.location));
         }
@@ -271,9 +277,19 @@ pub fn analyze_program(
     Ok(db)
 }
 
-/// Polly's assumptions as one parameter set; `None` when there are none.
-fn valid_context(isl: &isl_glue::Isl, scops: &polly::Scops) -> Option<String> {
+/// Polly's assumptions and the conditions of `narrow` (see [`widen`]) as one parameter set;
+/// `None` when there are none.
+fn valid_context(isl: &isl_glue::Isl, scops: &polly::Scops, narrow: &[(String, String)]) -> Option<String> {
     let mut valid: Option<isl_glue::ElementSet> = None;
+    if !narrow.is_empty() {
+        let mut names: Vec<&str> = narrow.iter().map(|(n, _)| n.as_str()).collect();
+        names.dedup();
+        let cons: Vec<&str> = narrow.iter().map(|(_, c)| c.as_str()).collect();
+        let Ok(s) = isl.set(&format!("[{}] -> {{ : {} }}", names.join(", "), cons.join(" and "))) else {
+            return Some("false".into());
+        };
+        valid = Some(s);
+    }
     for (i, assumed) in scops.assumed.iter().enumerate() {
         let Ok(mut s) = isl.set(assumed) else { return Some("false".into()) };
         if let Some(inv) = scops.invalid.get(i).and_then(|t| isl.set(t).ok()) {
