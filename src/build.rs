@@ -18,6 +18,8 @@ use std::process::Command;
 
 pub struct BuildOptions {
     pub inputs: Vec<PathBuf>,
+    /// Per input, the language `-x` gave it (`None`: from its extension).
+    pub languages: Vec<Option<Language>>,
     pub output: Option<PathBuf>,
     pub opt_level: u8,
     pub clang: ClangOptions,
@@ -54,42 +56,72 @@ pub fn build(opts: &BuildOptions) -> Result<()> {
             return Err(hpvm_core::Error::MissingInput(input.display().to_string()).into());
         }
     }
+    let stem_of = |input: &Path| input.file_stem().map_or_else(|| "out".into(), |s| s.to_string_lossy().into_owned());
+    let outputs: Vec<PathBuf> = if stops_early {
+        let ext = if opts.emit_llvm { "ll" } else { "o" };
+        opts.inputs
+            .iter()
+            .map(|i| opts.output.clone().unwrap_or_else(|| PathBuf::from(format!("{}.{ext}", stem_of(i)))))
+            .collect()
+    } else {
+        vec![opts.output.clone().unwrap_or_else(|| PathBuf::from("a.out"))]
+    };
+    // As gcc does: never overwrite an input with an output.
+    for out in &outputs {
+        if let Some(input) = opts.inputs.iter().find(|i| same_file(i, out)) {
+            return Err(Error::Usage(format!(
+                "the output file `{}` is also an input (`{}`); refusing to overwrite it",
+                out.display(),
+                input.display()
+            )));
+        }
+    }
     let scratch = ScratchDir::new("build").map_err(|e| Error::io("temporary directory", e))?;
     let mut objects = Vec::new();
     let mut any_cxx = false;
     for (i, input) in opts.inputs.iter().enumerate() {
         let ext = input.extension().and_then(|e| e.to_str()).unwrap_or("");
-        if matches!(ext, "o" | "a" | "so") && opts.clang.language.is_none() {
+        let language = opts.languages.get(i).copied().flatten();
+        if matches!(ext, "o" | "a" | "so") && language.is_none() {
             objects.push(input.clone());
             continue;
         }
-        let lang = match InputKind::detect(input, opts.clang.language)? {
+        let lang = match InputKind::detect(input, language)? {
             InputKind::Source(l) => Some(l),
             InputKind::Ir => None,
         };
         any_cxx |= lang == Some(Language::Cxx);
-        let stem = input.file_stem().map_or_else(|| "out".into(), |s| s.to_string_lossy().into_owned());
-        let out = if stops_early {
-            let ext = if opts.emit_llvm { "ll" } else { "o" };
-            opts.output.clone().unwrap_or_else(|| PathBuf::from(format!("{stem}.{ext}")))
-        } else {
-            scratch.path().join(format!("{i}-{stem}.o"))
-        };
-        compile_one(input, opts, &out, stops_early)?;
+        let out =
+            if stops_early { outputs[i].clone() } else { scratch.path().join(format!("{i}-{}.o", stem_of(input))) };
+        compile_one(input, language, opts, &out, stops_early)?;
         objects.push(out);
     }
     if stops_early {
         return Ok(());
     }
-    let output = opts.output.clone().unwrap_or_else(|| PathBuf::from("a.out"));
-    link(&objects, &output, opts, any_cxx)
+    link(&objects, &outputs[0], opts, any_cxx)
+}
+
+/// Whether `a` and `b` name the same file (`b` may not exist yet).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
 }
 
 /// One source (or IR) file to an object (or `.ll` with `--emit-llvm`) at `out`.
-fn compile_one(input: &Path, opts: &BuildOptions, out: &Path, user_visible: bool) -> Result<()> {
+fn compile_one(
+    input: &Path,
+    language: Option<Language>,
+    opts: &BuildOptions,
+    out: &Path,
+    user_visible: bool,
+) -> Result<()> {
     let ctx = Context::create();
     let mut clang = opts.clang.clone();
     clang.opt_level = Some(opts.opt_level);
+    clang.language = language;
     tracing::info!("compiling {}", input.display());
     let module = frontend::load(&ctx, input, &clang)?;
     let tm = codegen_machine(opts.opt_level)?;

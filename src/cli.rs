@@ -136,6 +136,27 @@ pub enum Lang {
     Cxx,
 }
 
+impl From<Lang> for Language {
+    fn from(l: Lang) -> Language {
+        match l {
+            Lang::C => Language::C,
+            Lang::Cxx => Language::Cxx,
+        }
+    }
+}
+
+/// The language each input of `build` is to be read as: that of the last `-x` before it on
+/// the command line, as clang does (`-x c++ a.cc -x c b.c`); `None` where no `-x` precedes.
+pub fn input_languages(matches: &clap::ArgMatches) -> Vec<Option<Language>> {
+    let Some(("build", m)) = matches.subcommand() else { return vec![] };
+    let files: Vec<usize> = m.indices_of("files").map(|i| i.collect()).unwrap_or_default();
+    let langs: Vec<(usize, Lang)> = match (m.indices_of("lang"), m.get_many::<Lang>("lang")) {
+        (Some(i), Some(v)) => i.zip(v.copied()).collect(),
+        _ => vec![],
+    };
+    files.iter().map(|&f| langs.iter().rev().find(|(i, _)| *i < f).map(|&(_, l)| l.into())).collect()
+}
+
 /// Flags passed on to clang.
 #[derive(Debug, Args)]
 pub struct ClangArgs {
@@ -145,9 +166,10 @@ pub struct ClangArgs {
     /// Define a macro (NAME or NAME=VALUE).
     #[arg(short = 'D', value_name = "MACRO")]
     pub define: Vec<String>,
-    /// Treat the input as this language, whatever its extension.
+    /// Treat the inputs that follow as this language, whatever their extension (as with
+    /// clang, `-x` may be given again for later inputs).
     #[arg(short = 'x', value_name = "LANG")]
-    pub lang: Option<Lang>,
+    pub lang: Vec<Lang>,
     /// Language standard (-std=c11, -std=c++17...).
     #[arg(long = "std", value_name = "STD")]
     pub std: Option<String>,
@@ -158,10 +180,7 @@ impl ClangArgs {
         ClangOptions {
             include_dirs: self.include.clone(),
             defines: self.define.clone(),
-            language: self.lang.map(|l| match l {
-                Lang::C => Language::C,
-                Lang::Cxx => Language::Cxx,
-            }),
+            language: self.lang.last().map(|&l| l.into()),
             std: self.std.clone(),
             verbose,
             opt_level: None,
@@ -178,7 +197,8 @@ pub fn normalize_args(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
     .collect()
 }
 
-pub fn run(cli: Cli) -> Result<()> {
+/// Runs the command; `languages` are [`input_languages`] of the command line.
+pub fn run(cli: Cli, languages: Vec<Option<Language>>) -> Result<()> {
     let verbose = cli.verbose > 0;
     match cli.command {
         Command::Inspect { file, dot, clang } => {
@@ -220,6 +240,7 @@ pub fn run(cli: Cli) -> Result<()> {
             db,
             split: split.iter().map(|s| parse_split(s)).collect::<Result<Vec<_>>>()?,
             trace_accesses,
+            languages: if languages.len() == files.len() { languages } else { vec![None; files.len()] },
             inputs: files,
             output,
             opt_level: opt,

@@ -8,13 +8,14 @@ mod build;
 mod cli;
 mod error;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let args = cli::Cli::parse_from(cli::normalize_args(std::env::args_os()));
+    let matches = cli::Cli::command().get_matches_from(cli::normalize_args(std::env::args_os()));
+    let args = cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     init_logging(args.verbose);
-    match cli::run(args) {
+    match cli::run(args, cli::input_languages(&matches)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             cli::report(&e);

@@ -168,6 +168,47 @@ fn build_without_inputs_or_with_missing_file() {
     assert_ne!(out.status.code(), Some(0));
 }
 
+/// As with clang, each `-x` applies to the inputs after it.
+#[test]
+fn x_applies_to_the_inputs_after_it() {
+    let dir = TempDir::new("x-positional");
+    let cxx = dir.join("main.txt");
+    std::fs::write(
+        &cxx,
+        "extern \"C\" int helper(void);\n#include <cstdio>\nint main() { std::printf(\"%d\\n\", helper() + 1); }\n",
+    )
+    .unwrap();
+    let c = dir.join("helper.txt");
+    // `int class` is C, and not C++.
+    std::fs::write(&c, "int helper(void) { int class = 41; return class; }\n").unwrap();
+    let exe = dir.join("mixed");
+    let (cxx, c, exe) = (cxx.to_str().unwrap(), c.to_str().unwrap(), exe.to_str().unwrap());
+    let out = hpvm_mgpu(&["build", "--no-gpu", "-x", "c++", cxx, "-x", "c", c, "-o", exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&run_program(std::path::Path::new(exe), &[], &[])), "42\n");
+    // One `-x c++` for both: the C file is not C++.
+    let out = hpvm_mgpu(&["build", "--no-gpu", "-x", "c++", cxx, c, "-o", exe]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+}
+
+/// As gcc does, an output that is one of the inputs is refused, and the input is untouched.
+#[test]
+fn an_output_that_is_an_input_is_refused() {
+    let dir = TempDir::new("output-is-input");
+    let src = dir.join("vecadd.c");
+    std::fs::copy("examples/vecadd.c", &src).unwrap();
+    let before = std::fs::read(&src).unwrap();
+    for args in [vec!["--no-gpu", "-o"], vec!["-c", "-o"], vec!["--emit-llvm", "-o"]] {
+        let mut argv = vec!["build", src.to_str().unwrap()];
+        argv.extend(args);
+        argv.push(src.to_str().unwrap());
+        let out = hpvm_mgpu(&argv);
+        assert_eq!(out.status.code(), Some(1), "{argv:?}");
+        assert!(stderr(&out).contains("is also an input"), "{}", stderr(&out));
+        assert_eq!(std::fs::read(&src).unwrap(), before, "{argv:?} changed the source");
+    }
+}
+
 #[test]
 fn runtime_errors_name_the_node() {
     // The count `n - 10` is only known at run time, where it is negative: the runtime stops
