@@ -92,7 +92,12 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
     // Data-dependent subscripts, branches and loops: keep the SCoP and over-approximate them
     // (reads become "whole array", writes may-writes), so that the rest stays exact.
     // No error blocks: Polly would assume them never run, which is a guess about the input.
+    // Aliasing ignored: Polly wants run-time alias checks to reorder code, and drops a SCoP
+    // whose checks it cannot build (any non-affine access, e.g. a clamped read); we only read
+    // the access relations, which do not depend on aliasing, and the runtime resolves aliasing
+    // itself (pointers into one buffer share its coherence map).
     const char *argv[] = {"hpvm-mgpu",
+                          "--polly-ignore-aliasing",
                           "--polly-process-unprofitable",
                           "--polly-use-llvm-names",
                           "--polly-allow-nonaffine",
