@@ -206,9 +206,13 @@ pub enum WriteKind {
     None,
     /// `write_map` is exactly the elements written, every one of them on every run.
     Exact,
-    /// Some elements of `write_map` (when present) may or may not be written; the node is not
-    /// partitionable, since after a partitioned run nobody would know which device holds the
-    /// current value of such an element.
+    /// Some elements of `write_map` (when present) may or may not be written (a write under a
+    /// data-dependent condition). Whoever runs a part of the grid elsewhere MUST first make
+    /// that device current on the part's whole may-write region (as if it were read): an
+    /// element the run leaves alone then still holds its right value there, and the device can
+    /// be made its only current holder afterwards. The node is partitionable only if no
+    /// element may be written by two instances (the map is injective), so that the parts'
+    /// regions are disjoint; without a map it is not partitionable.
     May,
     /// The analysis could not describe the writes at all; the node is not partitionable.
     Unanalysable,

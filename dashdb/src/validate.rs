@@ -82,7 +82,8 @@ fn check_node(node: &Node, problems: &mut Vec<String>) {
             bad(format!("partitionable but has {} reason(s) not to be", node.reasons.len()));
         }
         for arg in &node.args {
-            if !matches!(arg.write, WriteKind::None | WriteKind::Exact) {
+            let may_with_map = arg.write == WriteKind::May && arg.write_map.is_some();
+            if !matches!(arg.write, WriteKind::None | WriteKind::Exact) && !may_with_map {
                 bad(format!("partitionable but argument `{}` has a {} write", arg.name, arg.write));
             }
         }
@@ -204,7 +205,13 @@ mod tests {
             db.nodes[0].reasons.push(reason);
         });
         fails("not partitionable but has split dimensions", |db| db.nodes[1].split.dims = vec![0]);
-        fails("partitionable but argument `C` has a may write", |db| db.nodes[0].args[2].write = WriteKind::May);
+        fails("partitionable but argument `C` has a may write", |db| {
+            db.nodes[0].args[2].write = WriteKind::May;
+            db.nodes[0].args[2].write_map = None;
+        });
+        fails("partitionable but argument `C` has a unanalysable write", |db| {
+            db.nodes[0].args[2].write = WriteKind::Unanalysable
+        });
     }
 
     #[test]
