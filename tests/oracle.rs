@@ -328,7 +328,12 @@ fn maps_match_what_the_examples_do() {
 #[test]
 fn maps_match_programs_written_the_common_way() {
     type Case<'a> = (&'a str, &'a [&'a [&'a str]], &'a [&'a str]);
-    let cases: [Case; 3] = [
+    let cases: [Case; 4] = [
+        (
+            "tests/programs/heat3d.c",
+            &[&["7", "6", "5", "3", "2", "2", "1"], &["5", "4", "6", "4", "3", "4", "1"]],
+            &["Cell"],
+        ),
         ("tests/programs/threshold.c", &[&["1"], &["77"]], &[]),
         ("tests/programs/jacobi1d.c", &[&["37", "8", "1"], &["64", "16", "2"], &["5", "7", "1"]], &["Sweep"]),
         ("tests/programs/gemm_nt.c", &[&["12", "8", "5", "4", "2"], &["6", "9", "3", "3", "3"]], &["Gemm"]),

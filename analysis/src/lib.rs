@@ -133,7 +133,7 @@ pub fn analyze_program(
     for (leaf, shape, w) in &wrappers {
         if let (Ok(w), false) = (w, failed.iter().any(|(l, _)| l == leaf)) {
             w.rewrite_block_offsets();
-            let narrow = widen::widen(w.function);
+            let narrow = widen::widen(w.function, &|counter| w.counter_bound(counter));
             let shared = shape.map_or(vec![], |(p, alloc)| shared_params(graph, p, *leaf, alloc));
             cropped.push((*leaf, crop::crop(w.function, &shared), narrow));
         }
@@ -296,10 +296,11 @@ pub fn analyze_program(
 
 /// Polly's assumptions and the conditions of `narrow` (see [`widen`]) as one parameter set;
 /// `None` when there are none.
-fn valid_context(isl: &isl_glue::Isl, scops: &polly::Scops, narrow: &[(String, String)]) -> Option<String> {
+fn valid_context(isl: &isl_glue::Isl, scops: &polly::Scops, narrow: &[(Vec<String>, String)]) -> Option<String> {
     let mut valid: Option<isl_glue::ElementSet> = None;
     if !narrow.is_empty() {
-        let mut names: Vec<&str> = narrow.iter().map(|(n, _)| n.as_str()).collect();
+        let mut names: Vec<&str> = narrow.iter().flat_map(|(n, _)| n.iter().map(String::as_str)).collect();
+        names.sort();
         names.dedup();
         let cons: Vec<&str> = narrow.iter().map(|(_, c)| c.as_str()).collect();
         let Ok(s) = isl.set(&format!("[{}] -> {{ : {} }}", names.join(", "), cons.join(" and "))) else {

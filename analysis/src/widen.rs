@@ -7,6 +7,10 @@
 //! - through `add`, `sub` and `mul` carrying `nsw` (for `sext`) or `nuw` (for `zext`): C says
 //!   such an operation never overflows in a run with defined behaviour, so extending its result
 //!   equals operating on the extended operands;
+//! - into signed and equality comparisons of narrow values: `icmp slt i32 a, b` becomes
+//!   `icmp slt i64 (sext a), (sext b)`, since sign extension keeps signed order and equality,
+//!   so the conditions of the code (bounds checks, boundary tests) are modelled in 64 bits,
+//!   without the wrap-around cases that would multiply the pieces of Polly's domains;
 //! - onto the value under a truncation, `ext(trunc v)` → `v`, where `v` is one of the wrapper's
 //!   instance loop counters (below 2^31, `dashdb::GRID_LIMIT`, so any truncation to 32 bits or
 //!   more keeps it) or one of its parameters, for which the identity holds only while the value
@@ -45,27 +49,104 @@ unsafe fn is_instance_counter(v: LLVMValueRef) -> bool {
     }
 }
 
-/// Widens the extensions of `f` (see the module docs). Returns the conditions under which the
-/// result equals the original: (parameter name, ISL constraint on it).
-pub fn widen(f: FunctionValue<'_>) -> Vec<(String, String)> {
-    let mut conditions: Vec<(String, String)> = Vec::new();
+/// The largest value `v` can take, as an ISL expression over the wrapper's parameters (with
+/// the names it uses), when `v` is a sum of non-negative terms: instance counters (up to
+/// `bound(counter) - 1`), block offsets, non-negative constants and their multiples. `None`
+/// for anything else.
+///
+/// # Safety
+/// `v` must be a live value.
+unsafe fn max_of(v: LLVMValueRef, bound: &dyn Fn(&str) -> Option<String>, names: &mut Vec<String>) -> Option<String> {
+    if !LLVMIsAConstantInt(v).is_null() {
+        let c = LLVMConstIntGetSExtValue(v);
+        return (c >= 0).then(|| c.to_string());
+    }
+    if !LLVMIsAArgument(v).is_null() {
+        let n = name_of(v);
+        // Block offsets are products of block ids and sizes: never negative.
+        return crate::wrap::BLOCK_OFFSETS.contains(&n.as_str()).then(|| {
+            names.push(n.clone());
+            n
+        });
+    }
+    if is_instance_counter(v) {
+        let b = bound(&name_of(v))?;
+        if b.parse::<i64>().is_err() {
+            names.push(b.clone());
+        }
+        return Some(format!("({b} - 1)"));
+    }
+    if LLVMIsAInstruction(v).is_null() {
+        return None;
+    }
+    match LLVMGetInstructionOpcode(v) {
+        LLVMOpcode::LLVMAdd if LLVMGetNSW(v) != 0 || LLVMGetNUW(v) != 0 => {
+            let a = max_of(LLVMGetOperand(v, 0), bound, names)?;
+            let b = max_of(LLVMGetOperand(v, 1), bound, names)?;
+            Some(format!("({a} + {b})"))
+        }
+        LLVMOpcode::LLVMMul if LLVMGetNSW(v) != 0 || LLVMGetNUW(v) != 0 => {
+            let (x, y) = (LLVMGetOperand(v, 0), LLVMGetOperand(v, 1));
+            let (c, other) = if !LLVMIsAConstantInt(x).is_null() { (x, y) } else { (y, x) };
+            if LLVMIsAConstantInt(c).is_null() || LLVMConstIntGetSExtValue(c) < 0 {
+                return None;
+            }
+            let m = max_of(other, bound, names)?;
+            Some(format!("{} * {m}", LLVMConstIntGetSExtValue(c)))
+        }
+        _ => None,
+    }
+}
+
+/// Widens the extensions of `f` (see the module docs); `bound` gives, by the name of an
+/// instance loop counter, its exclusive upper bound as an ISL expression (a number or a
+/// parameter). Returns the conditions under which the result equals the original: (the
+/// parameter names they use, an ISL constraint).
+pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Vec<(Vec<String>, String)> {
+    let mut conditions: Vec<(Vec<String>, String)> = Vec::new();
     // SAFETY: `f` belongs to a live module; an instruction is erased only after all its uses
     // are replaced, and the worklist never holds an erased one (each is taken once).
     unsafe {
         let f = f.as_value_ref();
         let mut work: Vec<LLVMValueRef> = Vec::new();
+        let mut compares: Vec<LLVMValueRef> = Vec::new();
         let mut bb = LLVMGetFirstBasicBlock(f);
         while !bb.is_null() {
             let mut inst = LLVMGetFirstInstruction(bb);
             while !inst.is_null() {
-                if matches!(LLVMGetInstructionOpcode(inst), LLVMOpcode::LLVMSExt | LLVMOpcode::LLVMZExt) {
-                    work.push(inst);
+                match LLVMGetInstructionOpcode(inst) {
+                    LLVMOpcode::LLVMSExt | LLVMOpcode::LLVMZExt => work.push(inst),
+                    LLVMOpcode::LLVMICmp => compares.push(inst),
+                    _ => {}
                 }
                 inst = LLVMGetNextInstruction(inst);
             }
             bb = LLVMGetNextBasicBlock(bb);
         }
         let builder = LLVMCreateBuilderInContext(LLVMGetTypeContext(LLVMTypeOf(f)));
+        let i64t = LLVMInt64TypeInContext(LLVMGetTypeContext(LLVMTypeOf(f)));
+        for cmp in compares {
+            use llvm_sys::LLVMIntPredicate::*;
+            let ty = LLVMTypeOf(LLVMGetOperand(cmp, 0));
+            if LLVMGetTypeKind(ty) != llvm_sys::LLVMTypeKind::LLVMIntegerTypeKind || LLVMGetIntTypeWidth(ty) >= 64 {
+                continue;
+            }
+            let pred = LLVMGetICmpPredicate(cmp);
+            if !matches!(pred, LLVMIntEQ | LLVMIntNE | LLVMIntSLT | LLVMIntSLE | LLVMIntSGT | LLVMIntSGE) {
+                continue;
+            }
+            LLVMPositionBuilderBefore(builder, cmp);
+            let a = LLVMBuildSExt(builder, LLVMGetOperand(cmp, 0), i64t, c"wide".as_ptr());
+            let b = LLVMBuildSExt(builder, LLVMGetOperand(cmp, 1), i64t, c"wide".as_ptr());
+            for v in [a, b] {
+                if !LLVMIsAInstruction(v).is_null() && LLVMGetInstructionOpcode(v) == LLVMOpcode::LLVMSExt {
+                    work.push(v);
+                }
+            }
+            let wide = LLVMBuildICmp(builder, pred, a, b, c"wide".as_ptr());
+            LLVMReplaceAllUsesWith(cmp, wide);
+            LLVMInstructionEraseFromParent(cmp);
+        }
         while let Some(ext) = work.pop() {
             let signed = LLVMGetInstructionOpcode(ext) == LLVMOpcode::LLVMSExt;
             let wide = LLVMTypeOf(ext);
@@ -122,10 +203,18 @@ pub fn widen(f: FunctionValue<'_>) -> Vec<(String, String)> {
                         } else {
                             format!("0 <= {name} < {}", half * 2)
                         };
-                        conditions.push((name, c));
+                        conditions.push((vec![name], c));
                         v
                     } else {
-                        continue;
+                        // A sum of non-negative terms (a global coordinate `offset + thread`):
+                        // kept while its largest value fits the narrow type.
+                        let mut names = Vec::new();
+                        let Some(max) = max_of(v, bound, &mut names) else { continue };
+                        let limit = if signed { 1i128 << (bits - 1) } else { 1i128 << bits };
+                        names.sort();
+                        names.dedup();
+                        conditions.push((names, format!("{max} < {limit}")));
+                        v
                     }
                 }
                 _ => continue,

@@ -246,6 +246,25 @@ pub fn wrap<'ctx>(
 }
 
 impl<'ctx> Wrapper<'ctx> {
+    /// The exclusive upper bound of the instance loop counter named `counter` (`iv.t0`...), as
+    /// an ISL expression: a number or a parameter.
+    pub fn counter_bound(&self, counter: &str) -> Option<String> {
+        let (level, d) = match counter.strip_prefix("iv.")?.as_bytes() {
+            [b't', d] => (0, (d - b'0') as usize),
+            [b'b', d] => (1, (d - b'0') as usize),
+            _ => return None,
+        };
+        if d > 2 {
+            return None;
+        }
+        match (&self.coords, level) {
+            (Coords::Blocks { block }, 0) => {
+                Some(block.get(d).copied()?.map_or(BLOCK_SIZES[d].to_string(), |b| b.to_string()))
+            }
+            _ => Some(GRID_PARAMS[d].to_string()),
+        }
+    }
+
     /// The grid dimensions whose block size is known only at the launch.
     pub fn runtime_blocks(&self) -> Vec<usize> {
         match &self.coords {
