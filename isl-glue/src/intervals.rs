@@ -26,7 +26,27 @@ impl Rect {
     }
 }
 
+/// Steps (rows visited, elements tested) one [`rectangles`] call may take before it gives up
+/// with [`Error::TooComplex`]: a set of isolated elements or many strided pieces over a large
+/// array would otherwise take minutes, and the caller has a safe answer (copy more).
+pub const STEP_BUDGET: u64 = 1 << 17;
+
+/// Counts the steps of one computation against [`STEP_BUDGET`].
+struct Budget(std::cell::Cell<u64>);
+
+impl Budget {
+    fn step(&self, n: u64) -> Result<()> {
+        let left = self.0.get();
+        if left < n {
+            return Err(Error::TooComplex);
+        }
+        self.0.set(left - n);
+        Ok(())
+    }
+}
+
 pub(crate) fn rectangles(set: &ElementSet<'_>, shape: &[i64]) -> Result<Vec<Rect>> {
+    let budget = Budget(std::cell::Cell::new(STEP_BUDGET));
     let n = set.dims()?;
     if shape.len() != n || n == 0 {
         return Err(Error::Shape(format!("a shape of {} extents for a set of {n} dimensions", shape.len())));
@@ -43,7 +63,7 @@ pub(crate) fn rectangles(set: &ElementSet<'_>, shape: &[i64]) -> Result<Vec<Rect
         if piece.is_empty()? {
             continue;
         }
-        rect_piece(&piece, shape, 0, 0, row_len, &mut out)?;
+        rect_piece(&piece, shape, 0, 0, row_len, &mut out, &budget)?;
     }
     out.sort();
     Ok(merge_rows(out))
@@ -58,10 +78,11 @@ fn rect_piece(
     outer: i64,
     row_len: i64,
     out: &mut Vec<Rect>,
+    budget: &Budget,
 ) -> Result<()> {
     let n = shape.len();
     if n == 1 {
-        for (lo, hi) in row_intervals(piece, 0)? {
+        for (lo, hi) in row_intervals(piece, 0, budget)? {
             out.push(Rect { first_row: 0, rows: 1, first_col: lo, cols: hi - lo + 1, row_len });
         }
         return Ok(());
@@ -82,8 +103,9 @@ fn rect_piece(
             return Ok(());
         }
         for r in r0..=r1 {
+            budget.step(1)?;
             let row = piece.wrap(fix(piece, n - 2, r)?);
-            for (lo, hi) in row_intervals(&row, n - 1)? {
+            for (lo, hi) in row_intervals(&row, n - 1, budget)? {
                 out.push(Rect {
                     first_row: outer * shape[n - 2] + r,
                     rows: 1,
@@ -97,16 +119,17 @@ fn rect_piece(
     }
     let (lo, hi) = bounds(piece, d)?;
     for v in lo..=hi {
+        budget.step(1)?;
         let sub = piece.wrap(fix(piece, d, v)?);
         if !sub.is_empty()? {
-            rect_piece(&sub, shape, d + 1, outer * shape[d] + v, row_len, out)?;
+            rect_piece(&sub, shape, d + 1, outer * shape[d] + v, row_len, out, budget)?;
         }
     }
     Ok(())
 }
 
 /// Inclusive intervals of dimension `d` in a set whose other dimensions are fixed.
-fn row_intervals(row: &ElementSet<'_>, d: usize) -> Result<Vec<(i64, i64)>> {
+fn row_intervals(row: &ElementSet<'_>, d: usize, budget: &Budget) -> Result<Vec<(i64, i64)>> {
     let mut out = Vec::new();
     if row.is_empty()? {
         return Ok(out);
@@ -123,6 +146,7 @@ fn row_intervals(row: &ElementSet<'_>, d: usize) -> Result<Vec<(i64, i64)>> {
             out.push((lo, hi));
         } else {
             let mut point: Vec<i64> = b.iter().map(|x| x.0).collect();
+            budget.step((hi - lo + 1) as u64)?;
             for v in lo..=hi {
                 point[d] = v;
                 if piece.contains(&point)? {

@@ -17,7 +17,7 @@
 
 mod intervals;
 
-pub use intervals::{Rect, Run};
+pub use intervals::{Rect, Run, STEP_BUDGET};
 
 use isl_rs as isl;
 use isl_rs::DimType;
@@ -34,6 +34,10 @@ pub enum Error {
     Unbounded(String),
     #[error("{0}")]
     Shape(String),
+    /// The set has too many pieces to list as intervals cheaply (see
+    /// [`intervals::STEP_BUDGET`]).
+    #[error("the element set is too fragmented to list its intervals")]
+    TooComplex,
 }
 
 impl From<isl::LibISLError> for Error {

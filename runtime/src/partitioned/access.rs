@@ -346,15 +346,22 @@ fn split(
                 let fixed = needed(&arg.params)?;
                 let shape = &shapes[&a.param];
                 let whole = || vec![ByteRect::run(0, a.size)];
+                // Reads too fragmented to list cheaply are read whole (more copying, still
+                // right); such writes cannot be over-approximated, so the launch runs whole.
+                let too_fragmented = || format!("`{}`: the elements it writes are too fragmented to plan", arg.name);
                 let r = match (arg.read, &arg.read_map) {
                     (ReadKind::None, _) => vec![],
-                    (_, Some(m)) => ctx.rects(m, &fixed, shape, "reads")?,
+                    (_, Some(m)) => ctx.rects(m, &fixed, shape, "reads")?.unwrap_or_else(whole),
                     (_, None) => whole(),
                 };
                 let (w, may) = match (arg.write, &arg.write_map) {
                     (WriteKind::None, _) => (vec![], false),
-                    (WriteKind::Exact, Some(m)) => (ctx.rects(m, &fixed, shape, "writes")?, false),
-                    (WriteKind::May, Some(m)) => (ctx.rects(m, &fixed, shape, "may write")?, true),
+                    (WriteKind::Exact, Some(m)) => {
+                        (ctx.rects(m, &fixed, shape, "writes")?.ok_or_else(too_fragmented)?, false)
+                    }
+                    (WriteKind::May, Some(m)) => {
+                        (ctx.rects(m, &fixed, shape, "may write")?.ok_or_else(too_fragmented)?, true)
+                    }
                     (kind, _) => return Err(format!("`{}`: its writes are {kind}", arg.name)),
                 };
                 reads.extend(r.into_iter().map(|x| (a.buffer, x)));
@@ -465,10 +472,20 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// The bytes of the buffer the map reaches from the partition's instances, clipped to the
-    /// buffer (an access outside it is reported).
-    fn rects(&self, map: &str, fixed: &[(&str, i64)], shape: &[i64], what: &str) -> Result<Vec<ByteRect>, String> {
-        let rects = element_rects(map, fixed, self.lo, self.hi, self.blocks, shape)
-            .map_err(|e| format!("`{}`: {e}", self.arg.name))?;
+    /// buffer (an access outside it is reported); `None` when they are too fragmented to list
+    /// cheaply (`isl_glue::STEP_BUDGET`).
+    fn rects(
+        &self,
+        map: &str,
+        fixed: &[(&str, i64)],
+        shape: &[i64],
+        what: &str,
+    ) -> Result<Option<Vec<ByteRect>>, String> {
+        let rects = match element_rects(map, fixed, self.lo, self.hi, self.blocks, shape) {
+            Ok(r) => r,
+            Err(isl_glue::Error::TooComplex) => return Ok(None),
+            Err(e) => return Err(format!("`{}`: {e}", self.arg.name)),
+        };
         let es = self.arg.element_size as i64;
         let (base, size) = (self.a.offset as i64, self.a.size as i64);
         let mut out = Vec::with_capacity(rects.len());
@@ -502,7 +519,7 @@ impl Ctx<'_> {
                 pitch: (r.row_len * es) as u64,
             });
         }
-        Ok(out)
+        Ok(Some(out))
     }
 }
 
