@@ -210,14 +210,15 @@ pub fn analyze_program(
                 continue;
             }
             let acc = maps::accesses_of(&isl, &scops, w, &w.params[i]);
-            // A may-write region stays partitionable when no element of it may be written by
-            // two instances: each part's region is then its own, made current before the part
-            // runs (dashdb's `WriteKind::May`). Per block, with a run-time block size, the
-            // runtime checks the disjointness of the parts' regions at each launch.
-            let disjoint_may = acc.write == WriteKind::May
-                && acc.write_map.as_ref().is_some_and(|m| {
-                    !w.runtime_blocks().is_empty() || isl.map(m).and_then(|m| m.is_injective()).unwrap_or(false)
-                });
+            // Whether no element of a write map is written by two instances. With a run-time
+            // block size the maps describe one block, whose size is unknown here: whether two
+            // blocks write the same element is decided per launch by the runtime, which refuses
+            // to split a launch whose partitions' writes overlap.
+            let per_block = !w.runtime_blocks().is_empty();
+            let once_each = |m: &str| per_block || isl.map(m).and_then(|m| m.is_injective()).unwrap_or(false);
+            // A may-write region stays partitionable under the same rule: each part's region is
+            // then its own, made current before the part runs (dashdb's `WriteKind::May`).
+            let disjoint_may = acc.write == WriteKind::May && acc.write_map.as_deref().is_some_and(once_each);
             for (msg, loc) in &acc.notes {
                 if matches!(acc.write, WriteKind::May | WriteKind::Unanalysable) && msg.contains("written") {
                     if disjoint_may && msg.contains("may or may not be written") {
@@ -243,12 +244,8 @@ pub fn analyze_program(
                 ));
             }
             entry.args.push(arg_record(&w.params[i], i as u32, &acc, &isl));
-            // With a run-time block size the maps describe one block, whose size is unknown here:
-            // whether two blocks write the same element is decided per launch by the runtime,
-            // which refuses to split a launch whose partitions' writes overlap.
-            let per_block = !w.runtime_blocks().is_empty();
-            if let (WriteKind::Exact, Some(map), false) = (acc.write, &acc.write_map, per_block) {
-                if !isl.map(map).and_then(|m| m.is_injective()).unwrap_or(false) {
+            if let (WriteKind::Exact, Some(map)) = (acc.write, &acc.write_map) {
+                if !once_each(map) {
                     entry.reasons.push(reason(
                         format!("several instances write the same element of `{}`", w.params[i]),
                         &entry.location,
