@@ -146,7 +146,7 @@ fn compile_one(
                 eprintln!(
                     "{}: note: node `{}` runs on the CPU: {}",
                     hpvm_core::loc::show(&node.def_loc),
-                    node.name,
+                    node.display,
                     f.reason
                 );
             }

@@ -73,7 +73,11 @@ pub fn analyze_program(
     opts: &Options,
 ) -> Result<Database> {
     for (name, _) in &opts.split {
-        if !graph.nodes.iter().any(|(_, n)| &n.name == name && n.leaf().is_some_and(|l| !l.is_allocation)) {
+        if !graph
+            .nodes
+            .iter()
+            .any(|(_, n)| hpvm_core::names::names(name, &n.name) && n.leaf().is_some_and(|l| !l.is_allocation))
+        {
             return Err(Error::Usage(format!("--split {name}=...: there is no leaf node `{name}`")));
         }
     }
@@ -147,6 +151,7 @@ pub fn analyze_program(
         let node = &graph.nodes[*leaf];
         let mut entry = Node {
             name: node.name.clone(),
+            display: (node.display != node.name).then(|| node.display.clone()),
             location: loc_text(&node.def_loc),
             hint: node.hint.to_string(),
             dims: node.dims,
@@ -273,12 +278,12 @@ pub fn analyze_program(
         entry.reasons.dedup();
         entry.partitionable = entry.reasons.is_empty();
         if entry.partitionable {
-            entry.split = match opts.split.iter().find(|(n, _)| *n == node.name) {
+            entry.split = match opts.split.iter().find(|(n, _)| hpvm_core::names::names(n, &node.name)) {
                 Some((_, dims)) => {
                     if let Some(d) = dims.iter().find(|&&d| d >= entry.dims) {
                         return Err(Error::Usage(format!(
                             "--split {}: the node has {} dimension(s), there is no dimension {d}",
-                            node.name, entry.dims
+                            node.display, entry.dims
                         )));
                     }
                     Split { dims: dims.clone(), chosen_by: SplitChoice::User }

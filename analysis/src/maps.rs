@@ -235,6 +235,17 @@ pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str) -> Arg
         a.write = WriteKind::Unanalysable;
         writes = None;
     }
+    // A linear index over constant extents (`A[15360 z + 128 y + x]`) stays one-dimensional
+    // in Polly's model (it delinearizes by parametric sizes only), so each plane of a
+    // partition is a strided piece the runtime lists slowly; seen through the extents the
+    // strides imply, those pieces are boxes. The change of view is exact whatever it finds.
+    if a.shape.len() == 1 {
+        if let Some((extents, r, w)) = delinearized(reads.as_ref(), writes.as_ref()) {
+            a.shape.extend(extents.iter().map(|e| e.to_string()));
+            reads = r;
+            writes = w;
+        }
+    }
     // A data-dependent read whose over-approximation is unbounded says nothing: whole array.
     if let Some(r) = reads {
         let bounded = r.has_bounded_range().unwrap_or(false);
@@ -261,6 +272,45 @@ pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str) -> Arg
         a.read = ReadKind::DataDependent;
     }
     a
+}
+
+/// The inner extents (outermost first) that the strides of a linear index imply, and the
+/// maps seen through them; `None` when there are none or the view has no fewer local
+/// variables (the pieces would not list faster).
+#[allow(clippy::type_complexity)]
+fn delinearized<'i>(
+    reads: Option<&AccessMap<'i>>,
+    writes: Option<&AccessMap<'i>>,
+) -> Option<(Vec<i64>, Option<AccessMap<'i>>, Option<AccessMap<'i>>)> {
+    let maps = [reads, writes];
+    let mut strides = Vec::new();
+    for m in maps.iter().flatten() {
+        strides.extend(m.index_strides().ok()?);
+    }
+    strides.sort_unstable();
+    // A chain of strides, each a multiple of the one before, from the smallest.
+    let mut chain: Vec<i64> = Vec::new();
+    for s in strides {
+        if s > *chain.last().unwrap_or(&1) && s % chain.last().unwrap_or(&1) == 0 {
+            chain.push(s);
+        }
+    }
+    if chain.is_empty() {
+        return None;
+    }
+    let mut extents: Vec<i64> = chain.windows(2).map(|w| w[1] / w[0]).rev().collect();
+    extents.push(chain[0]);
+    let view = |m: Option<&AccessMap<'i>>| -> Option<Option<AccessMap<'i>>> {
+        match m {
+            None => Some(None),
+            Some(m) => Some(Some(m.copy().ok()?.delinearize(&extents).ok()?)),
+        }
+    };
+    let (r, w) = (view(reads)?, view(writes)?);
+    // Writes decide (the runtime must list them exactly); a read-only argument, its reads.
+    let before = writes.or(reads)?.local_vars().ok()?;
+    let after = w.as_ref().or(r.as_ref())?.local_vars().ok()?;
+    (after <= before).then_some((extents, r, w))
 }
 
 /// `acc ∪ m`; `None` if ISL fails (the caller then assumes the worst).

@@ -16,7 +16,7 @@ pub fn report(db: &Database) -> String {
 }
 
 fn node(s: &mut String, n: &Node) {
-    let _ = write!(s, "node {} ({}): ", n.name, n.location);
+    let _ = write!(s, "node {} ({}): ", n.shown(), n.location);
     if n.partitionable {
         let dims: Vec<&str> = n.split.dims.iter().map(|&d| DIM[d as usize]).collect();
         let by = match n.split.chosen_by {

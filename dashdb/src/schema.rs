@@ -37,8 +37,11 @@ pub struct Source {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Node {
-    /// The node function's name; unique within a database.
+    /// The node function's name (its symbol); unique within a database.
     pub name: String,
+    /// The name people read, when it differs from `name` (a demangled C++ symbol).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<String>,
     /// `file:line` of the node function's definition.
     pub location: String,
     /// The node's `__hpvm__hint` target as text (`GPU`, `CPU`, ...).
@@ -290,6 +293,11 @@ impl Database {
 }
 
 impl Node {
+    /// The name to show people: [`Node::display`], else the symbol.
+    pub fn shown(&self) -> &str {
+        self.display.as_deref().unwrap_or(&self.name)
+    }
+
     /// The argument at parameter position `index`, if it is a listed pointer argument.
     pub fn arg(&self, index: u32) -> Option<&Arg> {
         self.args.iter().find(|a| a.index == index)

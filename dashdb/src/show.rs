@@ -10,12 +10,12 @@ use std::fmt::{self, Display, Formatter};
 pub fn show(db: &Database, node: Option<&str>) -> Result<String> {
     let nodes: Vec<&Node> = match node {
         None => db.nodes.iter().collect(),
-        Some(name) => match db.node(name) {
+        Some(name) => match db.node(name).or_else(|| db.nodes.iter().find(|n| n.display.as_deref() == Some(name))) {
             Some(n) => vec![n],
             None => {
                 return Err(Error::UnknownNode {
                     name: name.to_string(),
-                    known: db.nodes.iter().map(|n| n.name.clone()).collect(),
+                    known: db.nodes.iter().map(|n| n.shown().to_string()).collect(),
                 })
             }
         },
@@ -57,7 +57,7 @@ impl Display for Show<'_> {
 }
 
 fn fmt_node(f: &mut Formatter<'_>, node: &Node) -> fmt::Result {
-    writeln!(f, "node {} ({})", node.name, node.location)?;
+    writeln!(f, "node {} ({})", node.shown(), node.location)?;
     writeln!(f, "  hint: {}", node.hint)?;
     if node.grid.is_empty() {
         writeln!(f, "  grid: one instance")?;

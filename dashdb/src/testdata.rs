@@ -31,6 +31,7 @@ fn pointer(name: &str, index: u32, shape: &[&str], params: &[&str]) -> Arg {
 pub fn sample() -> Database {
     let dom = "0 <= x < N and 0 <= y < N";
     let matmul = Node {
+        display: None,
         name: "matmul".into(),
         location: "examples/matmul.c:12".into(),
         hint: "GPU".into(),
@@ -61,6 +62,7 @@ pub fn sample() -> Database {
         ],
     };
     let histogram = Node {
+        display: None,
         name: "histogram".into(),
         location: "examples/matmul.c:30".into(),
         hint: "GPU".into(),

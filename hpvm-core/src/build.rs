@@ -173,6 +173,7 @@ impl Builder {
         };
         let id = self.graph.nodes.push(Node {
             name: name.clone(),
+            display: crate::names::display_name(&name),
             def_loc: def_loc.clone(),
             parent,
             create_loc: None,

@@ -308,6 +308,8 @@ pub struct Edge {
 pub struct Node {
     /// The node function's symbol name, which is also the node's name.
     pub name: String,
+    /// The name people read: `name` demangled ([`crate::names::display_name`]).
+    pub display: String,
     /// Where the function is defined.
     pub def_loc: Option<SrcLoc>,
     /// The parent node; `None` for a root (launched) node.

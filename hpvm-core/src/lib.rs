@@ -28,6 +28,7 @@ pub mod helpers;
 pub mod intrinsics;
 mod ir;
 pub mod loc;
+pub mod names;
 pub mod plan;
 pub mod print;
 pub mod scratch;

@@ -42,7 +42,7 @@ impl Verifier<'_> {
     }
 
     fn grid(&mut self, node: &Node) {
-        let name = &node.name;
+        let name = &node.display;
         if node.dims > 3 {
             self.error(
                 Rule::TooManyDims,
@@ -71,7 +71,7 @@ impl Verifier<'_> {
     fn params(&mut self, node: &Node) {
         for (i, p) in node.params.iter().enumerate() {
             if p.ty.is_pointer() && p.size_param.is_none() {
-                self.error(Rule::PointerWithoutSize, node.def_loc.clone(), format!("pointer parameter `{}` (#{i}) of node `{}` must be followed by a size_t parameter holding its size in bytes", p.name, node.name));
+                self.error(Rule::PointerWithoutSize, node.def_loc.clone(), format!("pointer parameter `{}` (#{i}) of node `{}` must be followed by a size_t parameter holding its size in bytes", p.name, node.display));
             }
         }
     }
@@ -85,7 +85,7 @@ impl Verifier<'_> {
                         node.def_loc.clone(),
                         format!(
                             "node `{}` returns a struct of {} fields but never calls __hpvm__return",
-                            node.name,
+                            node.display,
                             fields.len()
                         ),
                     );
@@ -100,7 +100,7 @@ impl Verifier<'_> {
                     r.loc.clone(),
                     format!(
                         "this __hpvm__return of node `{}` returns ({}) but the one at {} returns ({})",
-                        node.name,
+                        node.display,
                         list(&r.types),
                         loc::show(&first.loc),
                         list(&first.types)
@@ -111,7 +111,7 @@ impl Verifier<'_> {
         if let Some(fields) = &node.declared_return {
             for r in &leaf.returns {
                 if r.types.len() != fields.len() {
-                    self.error(Rule::ReturnArity, r.loc.clone(), format!("__hpvm__return in node `{}` returns {} value{} but the function's return struct has {} field{}", node.name, r.types.len(), plural(r.types.len()), fields.len(), plural(fields.len())));
+                    self.error(Rule::ReturnArity, r.loc.clone(), format!("__hpvm__return in node `{}` returns {} value{} but the function's return struct has {} field{}", node.display, r.types.len(), plural(r.types.len()), fields.len(), plural(fields.len())));
                 }
             }
         }
@@ -132,7 +132,7 @@ impl Verifier<'_> {
                     b.loc.clone(),
                     format!(
                         "__hpvm__bindIn: `{}` has {} input{}, so there is no input {} to bind",
-                        node.name,
+                        node.display,
                         node.params.len(),
                         plural(node.params.len()),
                         b.parent_port
@@ -145,7 +145,7 @@ impl Verifier<'_> {
                     b.loc.clone(),
                     format!(
                         "__hpvm__bindIn: child `{}` has {} input{}, so there is no input {} to bind to",
-                        child.name,
+                        child.display,
                         child.params.len(),
                         plural(child.params.len()),
                         b.child_port
@@ -159,7 +159,7 @@ impl Verifier<'_> {
                         b.loc.clone(),
                         format!(
                             "__hpvm__bindIn: input {} `{}` of `{}` is {} but input {} `{}` of `{}` is {}",
-                            b.parent_port, pp.name, node.name, pp.ty, b.child_port, cp.name, child.name, cp.ty
+                            b.parent_port, pp.name, node.display, pp.ty, b.child_port, cp.name, child.display, cp.ty
                         ),
                     );
                 }
@@ -178,7 +178,7 @@ impl Verifier<'_> {
                     edge.loc.clone(),
                     format!(
                         "__hpvm__edge: `{}` has {} output{}, so there is no output {}",
-                        src.name,
+                        src.display,
                         src.outputs.len(),
                         plural(src.outputs.len()),
                         edge.src_port
@@ -191,7 +191,7 @@ impl Verifier<'_> {
                     edge.loc.clone(),
                     format!(
                         "__hpvm__edge: `{}` has {} input{}, so there is no input {}",
-                        dst.name,
+                        dst.display,
                         dst.params.len(),
                         plural(dst.params.len()),
                         edge.dst_port
@@ -205,7 +205,7 @@ impl Verifier<'_> {
                         edge.loc.clone(),
                         format!(
                             "__hpvm__edge: output {} of `{}` is {} but input {} `{}` of `{}` is {}",
-                            edge.src_port, src.name, out_ty, edge.dst_port, p.name, dst.name, p.ty
+                            edge.src_port, src.display, out_ty, edge.dst_port, p.name, dst.display, p.ty
                         ),
                     );
                 }
@@ -214,7 +214,7 @@ impl Verifier<'_> {
                 feeds.entry((edge.dst, edge.dst_port as usize)).or_default().push(edge.loc.clone());
             }
             if edge.replication == Replication::OneToOne && (src.dims != dst.dims || src.counts != dst.counts) {
-                self.error(Rule::OneToOneGridMismatch, edge.loc.clone(), format!("one-to-one edge between nodes of different grids: `{}` is {} but `{}` is {}; use an all-to-all edge", src.name, grid_text(src), dst.name, grid_text(dst)));
+                self.error(Rule::OneToOneGridMismatch, edge.loc.clone(), format!("one-to-one edge between nodes of different grids: `{}` is {} but `{}` is {}; use an all-to-all edge", src.display, grid_text(src), dst.display, grid_text(dst)));
             }
         }
 
@@ -222,11 +222,11 @@ impl Verifier<'_> {
             let child = &g.nodes[c];
             for (port, p) in child.params.iter().enumerate() {
                 match feeds.get(&(c, port)).map(Vec::as_slice) {
-                    None | Some([]) => self.error(Rule::InputNeverBound, child.create_loc.clone(), format!("input {port} `{}` of node `{}` is never bound: give it a __hpvm__bindIn or an incoming __hpvm__edge", p.name, child.name)),
+                    None | Some([]) => self.error(Rule::InputNeverBound, child.create_loc.clone(), format!("input {port} `{}` of node `{}` is never bound: give it a __hpvm__bindIn or an incoming __hpvm__edge", p.name, child.display)),
                     Some([_]) => {}
                     Some([first, rest @ ..]) => {
                         for l in rest {
-                            self.error(Rule::InputBoundTwice, l.clone(), format!("input {port} `{}` of node `{}` is bound twice (first at {})", p.name, child.name, loc::show(first)));
+                            self.error(Rule::InputBoundTwice, l.clone(), format!("input {port} `{}` of node `{}` is bound twice (first at {})", p.name, child.display, loc::show(first)));
                         }
                     }
                 }
@@ -243,7 +243,7 @@ impl Verifier<'_> {
                     b.loc.clone(),
                     format!(
                         "__hpvm__bindOut: child `{}` has {} output{}, so there is no output {}",
-                        child.name,
+                        child.display,
                         child.outputs.len(),
                         plural(child.outputs.len()),
                         b.child_port
@@ -252,8 +252,8 @@ impl Verifier<'_> {
                 Some(ty) => {
                     if let (Some(ty), Some(fields)) = (ty, &node.declared_return) {
                         match fields.get(b.parent_port as usize) {
-                            None => self.error(Rule::PortOutOfRange, b.loc.clone(), format!("__hpvm__bindOut: the return struct of `{}` has {} field{}, so there is no output {}", node.name, fields.len(), plural(fields.len()), b.parent_port)),
-                            Some(f) if f != ty => self.error(Rule::TypeMismatch, b.loc.clone(), format!("__hpvm__bindOut: output {} of `{}` is {} but output {} of `{}` is {}", b.child_port, child.name, ty, b.parent_port, node.name, f)),
+                            None => self.error(Rule::PortOutOfRange, b.loc.clone(), format!("__hpvm__bindOut: the return struct of `{}` has {} field{}, so there is no output {}", node.display, fields.len(), plural(fields.len()), b.parent_port)),
+                            Some(f) if f != ty => self.error(Rule::TypeMismatch, b.loc.clone(), format!("__hpvm__bindOut: output {} of `{}` is {} but output {} of `{}` is {}", b.child_port, child.display, ty, b.parent_port, node.display, f)),
                             Some(_) => {}
                         }
                     }
@@ -266,7 +266,7 @@ impl Verifier<'_> {
                     format!(
                         "output {} of `{}` is bound twice (first at {})",
                         b.parent_port,
-                        node.name,
+                        node.display,
                         loc::show(&first)
                     ),
                 );
@@ -278,7 +278,10 @@ impl Verifier<'_> {
                 self.error(
                     Rule::OutputBinding,
                     node.def_loc.clone(),
-                    format!("output {port} of internal node `{}` is never bound: give it a __hpvm__bindOut", node.name),
+                    format!(
+                        "output {port} of internal node `{}` is never bound: give it a __hpvm__bindOut",
+                        node.display
+                    ),
                 );
             }
         }
@@ -292,8 +295,8 @@ impl Verifier<'_> {
                 launch.loc.clone(),
                 format!(
                     "__hpvm__launch of `{}`, which is not a root: it is a child node of `{}` (created at {})",
-                    root.name,
-                    self.graph.nodes[parent].name,
+                    root.display,
+                    self.graph.nodes[parent].display,
                     loc::show(&root.create_loc)
                 ),
             );
@@ -306,7 +309,7 @@ impl Verifier<'_> {
                 launch.loc.clone(),
                 format!(
                     "`{}` has {} output{}, so its argument struct {} needs a last field: a struct receiving them",
-                    root.name,
+                    root.display,
                     root.outputs.len(),
                     plural(root.outputs.len()),
                     args.name
@@ -321,7 +324,7 @@ impl Verifier<'_> {
             self.error(
                 Rule::LaunchArgs,
                 launch.loc.clone(),
-                format!("the argument struct {} {{ {} }} of this launch does not match the parameters of `{}` ({}); it must hold them in order (then, optionally, a struct receiving the outputs)", args.name, list(&args.fields), root.name, params.iter().map(|t| t.0.as_str()).collect::<Vec<_>>().join(", ")),
+                format!("the argument struct {} {{ {} }} of this launch does not match the parameters of `{}` ({}); it must hold them in order (then, optionally, a struct receiving the outputs)", args.name, list(&args.fields), root.display, params.iter().map(|t| t.0.as_str()).collect::<Vec<_>>().join(", ")),
             );
         }
     }
@@ -359,6 +362,7 @@ mod tests {
     fn node(name: &str, parent: Option<NodeId>, params: Vec<Param>, kind: NodeKind) -> Node {
         Node {
             name: name.into(),
+            display: name.into(),
             def_loc: None,
             parent,
             create_loc: None,

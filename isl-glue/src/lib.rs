@@ -344,6 +344,82 @@ impl<'i> AccessMap<'i> {
         Ok(self.map.dim(DimType::Out)? as usize)
     }
 
+    /// The strides of a one-dimensional (linearized) index: the magnitudes above 1 of the
+    /// coefficients that the index's defining equalities give the instance dimensions,
+    /// parameters and local variables. `float A[150][120][128]` indexed as
+    /// `A[15360 z + 128 y + x]` gives `[128, 15360]`. Empty for a map of several outputs.
+    pub fn index_strides(&self) -> Result<Vec<i64>> {
+        let mut strides = Vec::new();
+        if self.output_dims()? != 1 {
+            return Ok(strides);
+        }
+        let list = self.map.get_basic_map_list()?;
+        for b in 0..list.size()? {
+            let piece = list.get_at(b)?;
+            let constraints = piece.get_constraint_list()?;
+            for c in 0..constraints.size()? {
+                let c = constraints.get_at(c)?;
+                let out = c.get_coefficient_val(DimType::Out, 0)?.get_num_si()?;
+                if out == 0 || !c.is_equality()? {
+                    continue;
+                }
+                for kind in [DimType::In, DimType::Param, DimType::Div] {
+                    for d in 0..piece.dim(kind)? {
+                        let v = c.get_coefficient_val(kind, d)?.get_num_si()?;
+                        if v % out == 0 && (v / out).abs() > 1 {
+                            strides.push((v / out).abs());
+                        }
+                    }
+                }
+            }
+        }
+        strides.sort_unstable();
+        strides.dedup();
+        Ok(strides)
+    }
+
+    /// The same accesses with the one-dimensional index seen as coordinates of an array whose
+    /// inner extents are `inner` (outermost first; the outermost extent stays unbounded):
+    /// index `i` becomes `[o0, .., ok]` with `i = sum oj * stride j` and every inner `oj` in
+    /// `0..extent`. Exact for any extents, since that correspondence is a bijection of the
+    /// integers; it makes strided pieces into boxes when the extents match the code's strides.
+    pub fn delinearize(self, inner: &[i64]) -> Result<AccessMap<'i>> {
+        let name = self.map.get_tuple_name(DimType::Out)?.to_string();
+        let k = inner.len();
+        let vars: Vec<String> = (0..=k).map(|d| format!("o{d}")).collect();
+        let mut stride = 1i64;
+        let mut terms = Vec::new();
+        let mut bounds = Vec::new();
+        for d in (0..=k).rev() {
+            terms.push(format!("{stride}{}", vars[d]));
+            if d > 0 {
+                bounds.push(format!("0 <= {} < {}", vars[d], inner[d - 1]));
+                stride = stride.checked_mul(inner[d - 1]).ok_or_else(|| Error::Shape("extents overflow".into()))?;
+            }
+        }
+        let text = format!(
+            "{{ {name}[i] -> {name}[{}] : i = {}{}{} }}",
+            vars.join(", "),
+            terms.join(" + "),
+            if bounds.is_empty() { "" } else { " and " },
+            bounds.join(" and ")
+        );
+        let f = isl::Map::read_from_str(&self.isl.ctx, &text)
+            .map_err(|e| Error::Parse { text: text.clone(), message: e.to_string() })?;
+        let map = self.map.apply_range(f)?.detect_equalities()?.remove_redundancies()?.coalesce()?;
+        Ok(AccessMap { isl: self.isl, map })
+    }
+
+    /// How many local (existentially quantified) variables the map's pieces hold in all.
+    pub fn local_vars(&self) -> Result<usize> {
+        let list = self.map.get_basic_map_list()?;
+        let mut n = 0;
+        for b in 0..list.size()? {
+            n += list.get_at(b)?.dim(DimType::Div)? as usize;
+        }
+        Ok(n)
+    }
+
     /// The outermost output dimension that changes when input dimension `d` steps by one
     /// (between two inputs of the domain), `None` when none does. The split heuristic: the
     /// further out that dimension, the larger the stride a step in `d` makes.
@@ -430,6 +506,17 @@ impl<'i> ElementSet<'i> {
 
     pub fn to_text(&self) -> Result<String> {
         Ok(self.set.to_str()?.to_string())
+    }
+
+    /// How many local (existentially quantified) variables the set's pieces hold in all: 0
+    /// for a union of plain polyhedra, which list fastest.
+    pub fn local_vars(&self) -> Result<usize> {
+        let list = self.set.get_basic_set_list()?;
+        let mut n = 0;
+        for b in 0..list.size()? {
+            n += list.get_at(b)?.dim(DimType::Div)? as usize;
+        }
+        Ok(n)
     }
 
     /// Simplifies the constraints under what `context` (a parameter set) already says.

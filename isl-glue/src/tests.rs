@@ -208,3 +208,38 @@ fn too_fragmented_sets_give_up_instead_of_taking_minutes() {
     let small = isl.set("{ A[i] : 0 <= i < 600 and i mod 2 = 0 }").unwrap();
     assert_eq!(small.runs(&[0]).unwrap().len(), 300);
 }
+
+/// Parboil lbm's shape: 19 planes of a `[*][120][128]` grid (constant extents, so the index
+/// stays linear), each written over whole rows of 120 of 128 columns.
+const LBM_WRITE: &str = "[boffx, bsx, gy, bidx] -> { I[x, y] -> dst[30720 - boffx + 128bidx + x + 15360y] : \
+    boffx <= x < boffx + bsx and 0 <= y < gy; I[x, y] -> dst[2396160 - boffx + 128bidx + x + 15360y] : \
+    boffx <= x < boffx + bsx and 0 <= y < gy }";
+
+#[test]
+fn constant_strides_are_found_and_delinearized_exactly() {
+    let isl = Isl::new();
+    let m = isl.map(LBM_WRITE).unwrap();
+    assert_eq!(m.index_strides().unwrap(), vec![128, 15360]);
+    let d = m.copy().unwrap().delinearize(&[120, 128]).unwrap();
+    // The same elements, linearized back, for one launch's values.
+    let values = [("boffx", 0), ("bsx", 120), ("gy", 3), ("bidx", 5)];
+    let linear = m.fix_params(&values).unwrap().range().unwrap();
+    let planes = d.fix_params(&values).unwrap().range().unwrap();
+    let a: Vec<Run> = linear.runs(&[1 << 40]).unwrap();
+    assert!(linear.local_vars().unwrap() > 0);
+    assert_eq!(planes.local_vars().unwrap(), 0, "{}", planes.to_text().unwrap());
+    let b: Vec<Run> = planes.runs(&[1 << 20, 120, 128]).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(b.len(), 6);
+}
+
+#[test]
+fn delinearizing_a_misaligned_index_stays_exact() {
+    let isl = Isl::new();
+    // x - 1 reaches into the previous row: a carry the local variables express.
+    let m = isl.map("[n] -> { I[x, y] -> a[128y + x - 1] : 0 <= x < 120 and 0 <= y < n }").unwrap();
+    let d = m.copy().unwrap().delinearize(&[128]).unwrap();
+    let linear = m.fix_params(&[("n", 4)]).unwrap().range().unwrap().runs(&[1 << 20]).unwrap();
+    let rows = d.fix_params(&[("n", 4)]).unwrap().range().unwrap().runs(&[1 << 20, 128]).unwrap();
+    assert_eq!(linear, rows);
+}

@@ -28,7 +28,11 @@ pub struct Program {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeDesc {
+    /// The node function's symbol (what the analysis database and entry points key on).
     pub name: String,
+    /// The name people read (demangled); empty in descriptions that predate it.
+    #[serde(default)]
+    pub display: String,
     /// `file:line` of the definition, for messages.
     pub loc: String,
     pub dims: u32,
@@ -74,6 +78,15 @@ pub enum KernelKind {
 }
 
 impl NodeDesc {
+    /// The name for messages: the demangled name, else the symbol.
+    pub fn shown(&self) -> &str {
+        if self.display.is_empty() {
+            &self.name
+        } else {
+            &self.display
+        }
+    }
+
     pub fn is_leaf(&self) -> bool {
         matches!(self.kind, KindDesc::Leaf { .. })
     }
@@ -233,7 +246,7 @@ impl Program {
         let node_ok = |i: u32| if i < n { Ok(()) } else { Err(format!("node index {i} out of range")) };
         for node in &self.nodes {
             if node.dims > 3 || node.counts.len() != node.dims as usize {
-                return Err(format!("node {}: bad grid", node.name));
+                return Err(format!("node {}: bad grid", node.shown()));
             }
             if let KindDesc::Internal { children, edges, bind_in, bind_out } = &node.kind {
                 for &c in children {
@@ -244,7 +257,7 @@ impl Program {
                     node_ok(e.dst)?;
                     let (s, d) = (&self.nodes[e.src as usize], &self.nodes[e.dst as usize]);
                     if e.src_port as usize >= s.outputs.len() || e.dst_port as usize >= d.params.len() {
-                        return Err(format!("node {}: edge port out of range", node.name));
+                        return Err(format!("node {}: edge port out of range", node.shown()));
                     }
                 }
                 for b in bind_in {
@@ -252,7 +265,7 @@ impl Program {
                     if b.parent_port as usize >= node.params.len()
                         || b.child_port as usize >= self.nodes[b.child as usize].params.len()
                     {
-                        return Err(format!("node {}: input binding out of range", node.name));
+                        return Err(format!("node {}: input binding out of range", node.shown()));
                     }
                 }
                 for b in bind_out {
@@ -260,7 +273,7 @@ impl Program {
                     if b.parent_port as usize >= node.outputs.len()
                         || b.child_port as usize >= self.nodes[b.child as usize].outputs.len()
                     {
-                        return Err(format!("node {}: output binding out of range", node.name));
+                        return Err(format!("node {}: output binding out of range", node.shown()));
                     }
                 }
             }
@@ -268,21 +281,21 @@ impl Program {
                 match kind {
                     KernelKind::Blocks { leaf, alloc, .. } => {
                         let KindDesc::Internal { children, .. } = &node.kind else {
-                            return Err(format!("node {}: a blocks launch of a leaf", node.name));
+                            return Err(format!("node {}: a blocks launch of a leaf", node.shown()));
                         };
                         if !children.contains(leaf) || alloc.is_some_and(|a| !children.contains(&a)) {
                             return Err(format!(
                                 "node {}: a blocks launch of nodes that are not its children",
-                                node.name
+                                node.shown()
                             ));
                         }
                         if !self.nodes[*leaf as usize].is_leaf() {
-                            return Err(format!("node {}: a blocks launch of an internal node", node.name));
+                            return Err(format!("node {}: a blocks launch of an internal node", node.shown()));
                         }
                     }
                     KernelKind::Grid => {
                         if !node.is_leaf() {
-                            return Err(format!("node {}: a grid launch of an internal node", node.name));
+                            return Err(format!("node {}: a grid launch of an internal node", node.shown()));
                         }
                     }
                 }
@@ -292,7 +305,7 @@ impl Program {
             node_ok(l.root)?;
             let root = &self.nodes[l.root as usize];
             if l.arg_offsets.len() != root.params.len() || l.out_offsets.len() != root.outputs.len() {
-                return Err(format!("launch at {}: argument layout does not match {}", l.loc, root.name));
+                return Err(format!("launch at {}: argument layout does not match {}", l.loc, root.shown()));
             }
         }
         Ok(())

@@ -98,12 +98,12 @@ impl Module {
             order.push(match &node.kind {
                 KindDesc::Internal { children, edges, .. } => {
                     topological(children, edges.iter().map(|e| (e.src, e.dst))).ok_or_else(|| {
-                        format!("node {} ({}): its child nodes' edges form a cycle", node.name, node.loc)
+                        format!("node {} ({}): its child nodes' edges form a cycle", node.shown(), node.loc)
                     })?
                 }
                 KindDesc::Leaf { entry, .. } => {
                     if *entry as usize >= entries.len() {
-                        return Err(format!("node {}: entry point {entry} missing", node.name));
+                        return Err(format!("node {}: entry point {entry} missing", node.shown()));
                     }
                     Vec::new()
                 }

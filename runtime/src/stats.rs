@@ -139,7 +139,7 @@ pub fn collect() -> Report {
             });
             let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
             nodes.push(NodeReport {
-                node: node.name.clone(),
+                node: node.shown().to_string(),
                 runs,
                 instances: load(&st.instances),
                 ms: ms(&st.nanos),

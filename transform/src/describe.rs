@@ -120,6 +120,7 @@ pub fn describe(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Result
         let counts = node.counts.iter().map(expr).collect::<Result<_>>()?;
         nodes.push(NodeDesc {
             name: node.name.clone(),
+            display: node.display.clone(),
             loc: loc::show(&node.def_loc),
             dims: node.dims,
             counts,
@@ -232,7 +233,7 @@ fn launch(
         return Err(Error::Internal(format!(
             "launch at {}: {} has {} outputs but the argument struct has no struct to receive them",
             loc::show(&l.loc),
-            graph.nodes[l.root].name,
+            graph.nodes[l.root].display,
             root.outputs.len()
         )));
     }

@@ -45,7 +45,7 @@ fn write_dot(s: &mut String, g: &Graph) -> std::fmt::Result {
 
 fn label(n: &Node) -> String {
     // `\n` is Graphviz's line break, so it is added after escaping.
-    format!("{}\\n{}", escape(&n.name), escape(&format!("{}, hint {}, {}", n.kind_name(), n.hint, grid_text(n))))
+    format!("{}\\n{}", escape(&n.display), escape(&format!("{}, hint {}, {}", n.kind_name(), n.hint, grid_text(n))))
 }
 
 fn write_node(s: &mut String, g: &Graph, nid: NodeId, depth: usize) -> std::fmt::Result {

@@ -19,7 +19,7 @@ fn write_graph(s: &mut String, g: &Graph) -> std::fmt::Result {
         writeln!(
             s,
             "launch of {} at {}{} in {}{}",
-            g.nodes[l.root].name,
+            g.nodes[l.root].display,
             loc::show(&l.loc),
             l.called_at.as_ref().map(|at| format!(" (through a helper called at {at})")).unwrap_or_default(),
             l.host_function,
@@ -50,10 +50,10 @@ fn write_graph(s: &mut String, g: &Graph) -> std::fmt::Result {
 
 fn write_node(s: &mut String, g: &Graph, id: NodeId) -> std::fmt::Result {
     let n = &g.nodes[id];
-    writeln!(s, "node {} ({}, hint {}, {})", n.name, n.kind_name(), n.hint, grid_text(n))?;
+    writeln!(s, "node {} ({}, hint {}, {})", n.display, n.kind_name(), n.hint, grid_text(n))?;
     writeln!(s, "  defined at {}", loc::show(&n.def_loc))?;
     if let Some(p) = n.parent {
-        writeln!(s, "  created by {} at {}", g.nodes[p].name, loc::show(&n.create_loc))?;
+        writeln!(s, "  created by {} at {}", g.nodes[p].display, loc::show(&n.create_loc))?;
     }
     if n.params.is_empty() {
         writeln!(s, "  inputs: none")?;
@@ -97,13 +97,13 @@ fn write_node(s: &mut String, g: &Graph, id: NodeId) -> std::fmt::Result {
             }
         }
         NodeKind::Internal(int) => {
-            let names: Vec<&str> = int.children.iter().map(|&c| g.nodes[c].name.as_str()).collect();
+            let names: Vec<&str> = int.children.iter().map(|&c| g.nodes[c].display.as_str()).collect();
             writeln!(s, "  children: {}", names.join(", "))?;
             for b in &int.bind_in {
                 writeln!(
                     s,
                     "  bind in:  {}.{} -> {}{}",
-                    n.name,
+                    n.display,
                     port(n, b.parent_port),
                     port_of(g, b.child, b.child_port),
                     stream(b.streaming)
@@ -114,7 +114,7 @@ fn write_node(s: &mut String, g: &Graph, id: NodeId) -> std::fmt::Result {
                 writeln!(
                     s,
                     "  edge:     {}.out{} -> {} ({}){}",
-                    g.nodes[e.src].name,
+                    g.nodes[e.src].display,
                     e.src_port,
                     port_of(g, e.dst, e.dst_port),
                     e.replication,
@@ -125,9 +125,9 @@ fn write_node(s: &mut String, g: &Graph, id: NodeId) -> std::fmt::Result {
                 writeln!(
                     s,
                     "  bind out: {}.out{} -> {}.out{}{}",
-                    g.nodes[b.child].name,
+                    g.nodes[b.child].display,
                     b.child_port,
-                    n.name,
+                    n.display,
                     b.parent_port,
                     stream(b.streaming)
                 )?;
@@ -145,7 +145,7 @@ fn port(n: &Node, p: u32) -> String {
 }
 
 fn port_of(g: &Graph, id: NodeId, p: u32) -> String {
-    format!("{}.{}", g.nodes[id].name, port(&g.nodes[id], p))
+    format!("{}.{}", g.nodes[id].display, port(&g.nodes[id], p))
 }
 
 fn stream(s: bool) -> &'static str {

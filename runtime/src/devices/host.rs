@@ -48,7 +48,7 @@ pub fn run_leaf(job: &LeafJob<'_>) {
         if total > MAX_BARRIER_INSTANCES {
             fatal(&format!(
                     "node {} ({}) uses __hpvm__barrier with {total} instances per parent instance; at most {MAX_BARRIER_INSTANCES} are supported",
-                    job.node.name, job.node.loc
+                    job.node.shown(), job.node.loc
                 ));
         }
         let lins: Vec<i64> = lins().collect();

@@ -187,7 +187,7 @@ fn split(
     }
     let module = l.engine.module;
     let db = module.analysis.as_ref().ok_or("the executable has no analysis database")?;
-    let dn = db.node(&leaf.name).ok_or_else(|| format!("the analysis did not cover node {}", leaf.name))?;
+    let dn = db.node(&leaf.name).ok_or_else(|| format!("the analysis did not cover node {}", leaf.shown()))?;
     if !dn.partitionable {
         let why = dn.reasons.first().map_or("the analysis found it not partitionable".to_string(), |r| {
             format!("{}{}", r.message, r.location.as_ref().map(|l| format!(" ({l})")).unwrap_or_default())
@@ -324,7 +324,7 @@ fn split(
     let weights: Vec<f64> =
         (0..l.devices * super::partitions_per_device()).map(|k| super::device_weight(k % l.devices)).collect();
     let parts = partition::weighted(blocks.map(|b| b.max(0) as u64), &split, &weights).map_err(|e| e.to_string())?;
-    let node_name = &leaf.name;
+    let node_name = leaf.shown();
     let loc = &unit.loc;
     let computed: Vec<Result<_, String>> = parts
         .par_iter()

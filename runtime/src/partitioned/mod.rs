@@ -318,7 +318,8 @@ pub(crate) fn run_unit(
     memory::execute(&copies).unwrap_or_else(|err| {
         crate::fatal(&format!(
             "node {} ({}): copying its inputs: {err}",
-            e.module.program.nodes[n as usize].name, e.module.program.nodes[n as usize].loc
+            e.module.program.nodes[n as usize].shown(),
+            e.module.program.nodes[n as usize].loc
         ))
     });
     for c in &copies {
@@ -342,7 +343,7 @@ pub(crate) fn run_unit(
                 kernel::run(e, n, kernel, name, prepared, gpu, ptx, &lp.parts[0].args, parent, grid, &boxes, outs)
                     .unwrap_or_else(|err| {
                         let node = &e.module.program.nodes[n as usize];
-                        crate::fatal(&format!("node {} ({}) on the GPU: {err}", node.name, node.loc))
+                        crate::fatal(&format!("node {} ({}) on the GPU: {err}", node.shown(), node.loc))
                     });
             st.kernel_ms.lock().unwrap_or_else(|e| e.into_inner()).extend(times);
         }

@@ -1,0 +1,47 @@
+//! Names as users read them: node functions of C++ programs are mangled symbols
+//! (`_Z9mysgemmNTPfmiS_miS_miiff`); every message, report and dump shows the demangled
+//! function name (`mysgemmNT`), qualified but without its parameter list. Symbols stay the
+//! identities (databases, kernels, entry points key on them); only text for people changes.
+
+/// The name a person knows `symbol` by: the demangled name without parameters for an
+/// Itanium-mangled C++ symbol, `symbol` itself otherwise (C functions, or anything the
+/// demangler does not understand, so no name is ever lost).
+pub fn display_name(symbol: &str) -> String {
+    if !symbol.starts_with("_Z") {
+        return symbol.to_string();
+    }
+    let options = cpp_demangle::DemangleOptions::new().no_params().no_return_type();
+    cpp_demangle::Symbol::new(symbol)
+        .ok()
+        .and_then(|s| s.demangle_with_options(&options).ok())
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| symbol.to_string())
+}
+
+/// Whether `given` (what a user typed, e.g. in `--split NODE=y`) names the node `symbol`:
+/// its symbol or its display name.
+pub fn names(given: &str, symbol: &str) -> bool {
+    given == symbol || given == display_name(symbol)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cxx_symbols_lose_mangling_and_parameters() {
+        assert_eq!(display_name("_Z9mysgemmNTPfmiS_miS_miiff"), "mysgemmNT");
+        assert_eq!(display_name("_Z27performStreamCollide_kernelPfmS_m"), "performStreamCollide_kernel");
+        assert_eq!(display_name("_ZN5stage4blurEPfm"), "stage::blur");
+        assert_eq!(display_name("_ZN12_GLOBAL__N_14leafEPfm"), "(anonymous namespace)::leaf");
+    }
+
+    #[test]
+    fn c_names_and_garbage_pass_through() {
+        assert_eq!(display_name("VecAdd"), "VecAdd");
+        assert_eq!(display_name("_Zgarbage"), "_Zgarbage");
+        assert!(names("mysgemmNT", "_Z9mysgemmNTPfmiS_miS_miiff"));
+        assert!(names("_Z9mysgemmNTPfmiS_miS_miiff", "_Z9mysgemmNTPfmiS_miS_miiff"));
+        assert!(!names("other", "_Z9mysgemmNTPfmiS_miS_miiff"));
+    }
+}
