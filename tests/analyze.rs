@@ -25,7 +25,7 @@ fn reports_and_databases_of_the_examples() {
 /// Programs in the shapes users write (`tests/programs/`): the report of each, snapshotted.
 #[test]
 fn reports_of_programs_written_the_common_way() {
-    for program in ["jacobi1d", "gemm_nt", "heat3d", "threshold"] {
+    for program in ["jacobi1d", "gemm_nt", "heat3d", "threshold", "blur"] {
         let o = hpvm_mgpu(&["analyze", &format!("tests/programs/{program}.c")]);
         assert!(o.status.success(), "{program}: {}", stderr(&o));
         check_snapshot(&format!("analyze-program-{program}.txt"), &stdout(&o));

@@ -328,7 +328,8 @@ fn maps_match_what_the_examples_do() {
 #[test]
 fn maps_match_programs_written_the_common_way() {
     type Case<'a> = (&'a str, &'a [&'a [&'a str]], &'a [&'a str]);
-    let cases: [Case; 4] = [
+    let cases: [Case; 5] = [
+        ("tests/programs/blur.c", &[&["13", "9", "4", "3", "1"], &["7", "11", "8", "2", "1"]], &[]),
         (
             "tests/programs/heat3d.c",
             &[&["7", "6", "5", "3", "2", "2", "1"], &["5", "4", "6", "4", "3", "4", "1"]],

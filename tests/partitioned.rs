@@ -13,7 +13,7 @@ const DEVICES: [usize; 6] = [1, 2, 3, 4, 7, 8];
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-const PROGRAMS: [(&str, &[&[&str]]); 17] = [
+const PROGRAMS: [(&str, &[&[&str]]); 18] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -29,6 +29,10 @@ const PROGRAMS: [(&str, &[&[&str]]); 17] = [
     ("tests/programs/volume.c", &[&["3", "2", "1"], &["20", "12", "9"], &["17", "5", "40"]]),
     ("tests/programs/heat3d.c", &[&["3", "3", "3", "4", "4", "4", "1"], &["20", "13", "17", "4", "3", "2", "3"]]),
     ("tests/programs/threshold.c", &[&["3"], &["1001"], &["5000"]]),
+    (
+        "tests/programs/blur.c",
+        &[&["5", "3", "2", "2", "1"], &["61", "37", "8", "4", "2"], &["130", "70", "16", "5", "3"]],
+    ),
     ("tests/programs/jacobi1d.c", &[&["5", "7", "1"], &["200", "16", "3"], &["1003", "50", "5"]]),
     (
         "tests/programs/gemm_nt.c",

@@ -26,11 +26,16 @@ pub struct Cropped {
     /// Atomic updates: the wrapper parameter the address is based on (if known) and the
     /// source location.
     pub atomics: Vec<(Option<u32>, String)>,
+    /// The cropped function fails LLVM's verifier (a bug of the cropping): its node must
+    /// not be analysed.
+    pub broken: bool,
+    /// Loads were split on clamps ([`split_selected_addresses`]).
+    pub split: bool,
 }
 
 /// Crops `f` in place. `shared` are the indices of `f`'s parameters that point to shared
-/// (per-block scratch) memory.
-pub fn crop(f: FunctionValue<'_>, shared: &[u32]) -> Cropped {
+/// (per-block scratch) memory; `split_clamps` unfolds clamped addresses into branches.
+pub fn crop(f: FunctionValue<'_>, shared: &[u32], split_clamps: bool) -> Cropped {
     let f = f.as_value_ref();
     let mut out = Cropped::default();
     // SAFETY: every instruction touched belongs to `f`, which the caller owns; uses are
@@ -94,13 +99,395 @@ pub fn crop(f: FunctionValue<'_>, shared: &[u32]) -> Cropped {
             }
         }
         LLVMDisposeBuilder(builder);
-        loop {
+        let settle = || loop {
             let dead = delete_dead(f, shared);
             let folded = fold_empty_diamonds(f);
             if !dead && !folded {
                 break;
             }
+        };
+        settle();
+        if split_clamps && split_selected_addresses(f, shared) {
+            out.split = true;
+            settle();
         }
+        // Cropping rewrites control flow; a function it broke must not reach Polly.
+        out.broken = llvm_sys::analysis::LLVMVerifyFunction(
+            f,
+            llvm_sys::analysis::LLVMVerifierFailureAction::LLVMReturnStatusAction,
+        ) != 0;
+    }
+    out
+}
+
+/// The most selects one load's address may be split on: each doubles its copies.
+const MAX_SPLIT_SELECTS: usize = 6;
+
+/// Clamped indices (`yy < 0 ? 0 : yy`) are selects inside addresses, which Polly can only
+/// over-approximate (and, multiplied by a row length, cannot delinearize at all). A load
+/// whose address goes through a select on an affine comparison becomes a branch on that
+/// comparison with one load per way, each at an address without the select: the maps are
+/// then exact pieces under affine conditions, which is what ISL's piecewise maps express.
+/// Only buffer loads (reads) are split; a select on a loaded value is left alone (the read
+/// stays over-approximated). True if anything changed.
+unsafe fn split_selected_addresses(f: LLVMValueRef, shared: &[u32]) -> bool {
+    let mut changed = false;
+    // At -O0 a `?:` is a diamond of empty blocks and a phi: the same choice as a select.
+    while let Some(phi) = instructions(f).into_iter().find_map(|i| {
+        if !is_buffer_load(f, i, shared) {
+            return None;
+        }
+        slice_through_phis(LLVMGetOperand(i, 0)).into_iter().find(|&v| diamond_choice(v).is_some())
+    }) {
+        let (head, cond, if_true, if_false, ways) = diamond_choice(phi).expect("found above");
+        let builder = LLVMCreateBuilderInContext(LLVMGetTypeContext(LLVMTypeOf(f)));
+        // The ways' arithmetic moves before the branch, so both values reach the merge.
+        LLVMPositionBuilderBefore(builder, LLVMGetBasicBlockTerminator(head));
+        for bb in ways {
+            loop {
+                let i = LLVMGetFirstInstruction(bb);
+                if i == LLVMGetBasicBlockTerminator(bb) {
+                    break;
+                }
+                LLVMInstructionRemoveFromParent(i);
+                LLVMInsertIntoBuilder(builder, i);
+            }
+        }
+        let mut at = LLVMGetFirstInstruction(LLVMGetInstructionParent(phi));
+        while LLVMGetInstructionOpcode(at) == LLVMOpcode::LLVMPHI {
+            at = LLVMGetNextInstruction(at);
+        }
+        LLVMPositionBuilderBefore(builder, at);
+        let select = LLVMBuildSelect(builder, cond, if_true, if_false, c"hpvm.choice".as_ptr());
+        LLVMReplaceAllUsesWith(phi, select);
+        LLVMInstructionEraseFromParent(phi);
+        LLVMDisposeBuilder(builder);
+        // The diamond now decides nothing: fold it, so an enclosing `?:` is a diamond too.
+        while fold_empty_diamonds(f) {}
+        changed = true;
+    }
+    let mut given_up: std::collections::HashSet<LLVMValueRef> = std::collections::HashSet::new();
+    // Each split replaces one load by two; bound the work whatever the code looks like.
+    let mut splits_left = 1024;
+    while splits_left > 0 {
+        let Some((load, select, dependent)) = instructions(f).into_iter().find_map(|i| {
+            if !is_buffer_load(f, i, shared) || given_up.contains(&i) {
+                return None;
+            }
+            let slice = address_slice(LLVMGetOperand(i, 0));
+            let selects: Vec<LLVMValueRef> =
+                slice.iter().copied().filter(|&v| LLVMGetInstructionOpcode(v) == LLVMOpcode::LLVMSelect).collect();
+            if selects.is_empty() {
+                return None;
+            }
+            // The first select of the slice (its order is def before use) that decides on an
+            // affine comparison; too many selects, or none usable: leave the load as it is.
+            let usable = selects.iter().copied().find(|&s| affine_comparison(LLVMGetOperand(s, 0)));
+            match usable {
+                Some(s) if selects.len() <= MAX_SPLIT_SELECTS => {
+                    let dependent = slice.iter().copied().filter(|&v| depends_on(v, s, &slice)).collect::<Vec<_>>();
+                    Some((i, s, dependent))
+                }
+                _ => {
+                    given_up.insert(i);
+                    None
+                }
+            }
+        }) else {
+            break;
+        };
+        split_load(f, load, select, &dependent);
+        changed = true;
+        splits_left -= 1;
+    }
+    changed
+}
+
+/// Whether `i` loads from a buffer (a pointer parameter that is not shared memory).
+unsafe fn is_buffer_load(f: LLVMValueRef, i: LLVMValueRef, shared: &[u32]) -> bool {
+    LLVMGetInstructionOpcode(i) == LLVMOpcode::LLVMLoad
+        && matches!(base_param(f, LLVMGetOperand(i, 0)), Some(p) if !shared.contains(&p))
+}
+
+/// The instructions an address is computed from by arithmetic, casts, comparisons, selects
+/// and GEPs (not through phis, loads or calls), each after those it uses.
+unsafe fn address_slice(addr: LLVMValueRef) -> Vec<LLVMValueRef> {
+    use LLVMOpcode::*;
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    // Iterative post-order: (value, operands pushed).
+    let mut stack = vec![(addr, false)];
+    while let Some((v, expanded)) = stack.pop() {
+        if LLVMIsAInstruction(v).is_null() {
+            continue;
+        }
+        let clonable = matches!(
+            LLVMGetInstructionOpcode(v),
+            LLVMAdd
+                | LLVMSub
+                | LLVMMul
+                | LLVMShl
+                | LLVMSDiv
+                | LLVMUDiv
+                | LLVMSRem
+                | LLVMURem
+                | LLVMAnd
+                | LLVMOr
+                | LLVMTrunc
+                | LLVMZExt
+                | LLVMSExt
+                | LLVMICmp
+                | LLVMSelect
+                | LLVMGetElementPtr
+                | LLVMFreeze
+        );
+        if !clonable {
+            continue;
+        }
+        if expanded {
+            out.push(v);
+            continue;
+        }
+        if !seen.insert(v) {
+            continue;
+        }
+        stack.push((v, true));
+        for k in 0..LLVMGetNumOperands(v) {
+            stack.push((LLVMGetOperand(v, k as u32), false));
+        }
+    }
+    out
+}
+
+/// The phis an address is computed from, through the operations [`address_slice`] follows.
+unsafe fn slice_through_phis(addr: LLVMValueRef) -> Vec<LLVMValueRef> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![addr];
+    while let Some(v) = stack.pop() {
+        if LLVMIsAInstruction(v).is_null() || !seen.insert(v) {
+            continue;
+        }
+        if LLVMGetInstructionOpcode(v) == LLVMOpcode::LLVMPHI {
+            out.push(v);
+        }
+        if address_slice(v).contains(&v) || LLVMGetInstructionOpcode(v) == LLVMOpcode::LLVMPHI {
+            (0..LLVMGetNumOperands(v)).for_each(|k| stack.push(LLVMGetOperand(v, k as u32)));
+        }
+    }
+    out
+}
+
+/// A phi that chooses between two values by one conditional branch, each way a straight
+/// run of blocks (one predecessor each) holding only arithmetic: `(block, condition, value if
+/// true, value if false, the ways' blocks)`, with the branch's block first. At -O0 every `?:` and inlined `min`/`max` is
+/// such a diamond (or a triangle, when one way is the branch itself).
+unsafe fn diamond_choice(
+    phi: LLVMValueRef,
+) -> Option<(LLVMBasicBlockRef, LLVMValueRef, LLVMValueRef, LLVMValueRef, Vec<LLVMBasicBlockRef>)> {
+    if LLVMGetInstructionOpcode(phi) != LLVMOpcode::LLVMPHI || LLVMCountIncoming(phi) != 2 {
+        return None;
+    }
+    let merge = LLVMGetInstructionParent(phi);
+    let mut ways = Vec::new();
+    for k in 0..2 {
+        let (head, index, path) = way_to(LLVMGetIncomingBlock(phi, k), merge)?;
+        ways.push((head, index, path, LLVMGetIncomingValue(phi, k)));
+    }
+    let (h0, i0, p0, v0) = ways.swap_remove(0);
+    let (h1, i1, p1, v1) = ways.swap_remove(0);
+    if h0 != h1 || i0 == i1 {
+        return None;
+    }
+    let term = LLVMGetBasicBlockTerminator(h0);
+    let (vt, ve) = if i0 == 0 { (v0, v1) } else { (v1, v0) };
+    Some((h0, LLVMGetCondition(term), vt, ve, p0.into_iter().chain(p1).collect()))
+}
+
+/// From the block `from` that enters `child`, back to the conditional branch that decides
+/// the way: `(its block, which successor, the straight blocks on the way, nearest first)`.
+unsafe fn way_to(
+    mut from: LLVMBasicBlockRef,
+    mut child: LLVMBasicBlockRef,
+) -> Option<(LLVMBasicBlockRef, u32, Vec<LLVMBasicBlockRef>)> {
+    let mut path = Vec::new();
+    for _ in 0..16 {
+        let term = LLVMGetBasicBlockTerminator(from);
+        if term.is_null() || LLVMGetInstructionOpcode(term) != LLVMOpcode::LLVMBr {
+            return None;
+        }
+        if LLVMIsConditional(term) != 0 {
+            let index = (0..2).find(|&i| LLVMGetSuccessor(term, i) == child)?;
+            if LLVMGetSuccessor(term, 0) == LLVMGetSuccessor(term, 1) {
+                return None;
+            }
+            path.reverse();
+            return Some((from, index, path));
+        }
+        // A straight block: one way in, nothing but arithmetic that may run early.
+        let mut i = LLVMGetFirstInstruction(from);
+        while i != term {
+            if !hoistable(i) {
+                return None;
+            }
+            i = LLVMGetNextInstruction(i);
+        }
+        // One way in: a single branch reaches it (what else names a block is no way in).
+        let preds: Vec<LLVMValueRef> =
+            uses_of(LLVMBasicBlockAsValue(from)).into_iter().filter(|&u| !LLVMIsATerminatorInst(u).is_null()).collect();
+        let [pred] = preds[..] else { return None };
+        path.push(from);
+        child = from;
+        from = LLVMGetInstructionParent(pred);
+    }
+    None
+}
+
+/// Arithmetic that cannot trap or touch memory, so it may be computed before the branch
+/// that guarded it.
+unsafe fn hoistable(i: LLVMValueRef) -> bool {
+    use LLVMOpcode::*;
+    matches!(
+        LLVMGetInstructionOpcode(i),
+        LLVMAdd
+            | LLVMSub
+            | LLVMMul
+            | LLVMShl
+            | LLVMLShr
+            | LLVMAShr
+            | LLVMAnd
+            | LLVMOr
+            | LLVMXor
+            | LLVMTrunc
+            | LLVMZExt
+            | LLVMSExt
+            | LLVMICmp
+            | LLVMSelect
+            | LLVMGetElementPtr
+            | LLVMFreeze
+    )
+}
+
+/// Whether `v` is `s` or uses it through instructions of `slice`.
+unsafe fn depends_on(v: LLVMValueRef, s: LLVMValueRef, slice: &[LLVMValueRef]) -> bool {
+    if v == s {
+        return true;
+    }
+    (0..LLVMGetNumOperands(v)).any(|k| {
+        let op = LLVMGetOperand(v, k as u32);
+        slice.contains(&op) && depends_on(op, s, slice)
+    })
+}
+
+/// An integer comparison computed without loads (so of instance counters, loop counters
+/// and parameters, as far as this can tell; Polly judges affinity itself).
+unsafe fn affine_comparison(c: LLVMValueRef) -> bool {
+    if LLVMIsAICmpInst(c).is_null() {
+        return false;
+    }
+    let mut stack = vec![c];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(v) = stack.pop() {
+        if LLVMIsAInstruction(v).is_null() || !seen.insert(v) {
+            continue;
+        }
+        match LLVMGetInstructionOpcode(v) {
+            LLVMOpcode::LLVMLoad | LLVMOpcode::LLVMCall => return false,
+            LLVMOpcode::LLVMPHI => continue,
+            _ => (0..LLVMGetNumOperands(v)).for_each(|k| stack.push(LLVMGetOperand(v, k as u32))),
+        }
+    }
+    true
+}
+
+/// Replaces `load` by `select`'s condition branching to two copies of it, each computing
+/// its address (`dependent`, the slice instructions that use the select, in order) with the
+/// select replaced by one of its values. The load's block is split before the load: the
+/// load and what follows move to a new block, which both ways enter.
+unsafe fn split_load(f: LLVMValueRef, load: LLVMValueRef, select: LLVMValueRef, dependent: &[LLVMValueRef]) {
+    let ctx = LLVMGetTypeContext(LLVMTypeOf(f));
+    let builder = LLVMCreateBuilderInContext(ctx);
+    let block = LLVMGetInstructionParent(load);
+    let next = LLVMGetNextBasicBlock(block);
+    let tail = if next.is_null() {
+        LLVMAppendBasicBlockInContext(ctx, f, c"hpvm.clamp.join".as_ptr())
+    } else {
+        LLVMInsertBasicBlockInContext(ctx, next, c"hpvm.clamp.join".as_ptr())
+    };
+    // The terminator moves to `tail`: its successors' phis must name `tail`, which replacing
+    // the block's uses does (LLVM updates successor phis with them); branches into `block`
+    // are then pointed back at it.
+    let entries: Vec<(LLVMValueRef, u32)> = uses_of(LLVMBasicBlockAsValue(block))
+        .into_iter()
+        .filter(|&u| !LLVMIsATerminatorInst(u).is_null())
+        .flat_map(|t| {
+            (0..LLVMGetNumSuccessors(t)).filter(move |&i| LLVMGetSuccessor(t, i) == block).map(move |i| (t, i))
+        })
+        .collect();
+    LLVMReplaceAllUsesWith(LLVMBasicBlockAsValue(block), LLVMBasicBlockAsValue(tail));
+    for (t, i) in entries {
+        LLVMSetSuccessor(t, i, block);
+    }
+    LLVMPositionBuilderAtEnd(builder, tail);
+    let mut i = load;
+    while !i.is_null() {
+        let after = LLVMGetNextInstruction(i);
+        LLVMInstructionRemoveFromParent(i);
+        LLVMInsertIntoBuilder(builder, i);
+        i = after;
+    }
+    let ways = [LLVMGetOperand(select, 1), LLVMGetOperand(select, 2)];
+    let names = [c"hpvm.clamp.then", c"hpvm.clamp.else"];
+    let mut blocks = [std::ptr::null_mut(); 2];
+    let stores: Vec<LLVMValueRef> = uses_of(load)
+        .into_iter()
+        .filter(|&st| LLVMGetInstructionOpcode(st) == LLVMOpcode::LLVMStore && LLVMGetOperand(st, 0) == load)
+        .collect();
+    for (w, value) in ways.into_iter().enumerate() {
+        let bb = LLVMInsertBasicBlockInContext(ctx, tail, names[w].as_ptr());
+        blocks[w] = bb;
+        LLVMPositionBuilderAtEnd(builder, bb);
+        let mut map: Vec<(LLVMValueRef, LLVMValueRef)> = vec![(select, value)];
+        for &d in dependent.iter().filter(|&&d| d != select) {
+            let c = LLVMInstructionClone(d);
+            for k in 0..LLVMGetNumOperands(c) {
+                let op = LLVMGetOperand(c, k as u32);
+                if let Some(&(_, new)) = map.iter().find(|(old, _)| *old == op) {
+                    LLVMSetOperand(c, k as u32, new);
+                }
+            }
+            LLVMInsertIntoBuilder(builder, c);
+            map.push((d, c));
+        }
+        let c = LLVMInstructionClone(load);
+        let addr = LLVMGetOperand(load, 0);
+        if let Some(&(_, new)) = map.iter().find(|(old, _)| *old == addr) {
+            LLVMSetOperand(c, 0, new);
+        }
+        LLVMInsertIntoBuilder(builder, c);
+        // The load's value only feeds its sink (stored values are poison by now).
+        for &st in &stores {
+            let copy = LLVMBuildStore(builder, c, LLVMGetOperand(st, 1));
+            LLVMSetAlignment(copy, LLVMGetAlignment(st));
+        }
+        LLVMBuildBr(builder, tail);
+    }
+    LLVMPositionBuilderAtEnd(builder, block);
+    LLVMBuildCondBr(builder, LLVMGetOperand(select, 0), blocks[0], blocks[1]);
+    for st in stores {
+        LLVMInstructionEraseFromParent(st);
+    }
+    LLVMReplaceAllUsesWith(load, LLVMGetPoison(LLVMTypeOf(load)));
+    LLVMInstructionEraseFromParent(load);
+    LLVMDisposeBuilder(builder);
+}
+
+unsafe fn uses_of(v: LLVMValueRef) -> Vec<LLVMValueRef> {
+    let mut out = Vec::new();
+    let mut u = LLVMGetFirstUse(v);
+    while !u.is_null() {
+        out.push(LLVMGetUser(u));
+        u = LLVMGetNextUse(u);
     }
     out
 }

@@ -133,13 +133,27 @@ pub fn analyze_program(
     // Polly's preparation while the values are still used (LLVM deletes unused loads, and
     // loops left without effects). Cropping comes after and keeps every load.
     run("function(sroa,early-cse,loop-simplify,loop-rotate,indvars)")?;
+    for (leaf, _, w) in &wrappers {
+        if let (Ok(w), false) = (w, failed.iter().any(|(l, _)| l == leaf)) {
+            w.rewrite_block_offsets();
+        }
+    }
+    // Unfolding clamps into branches makes their reads exact, but can make a node's domains
+    // too complex for Polly, which then dismisses the whole node: such a node is analysed
+    // again, from this copy, without unfolding.
+    let plain = m.clone();
+    let crop_and_widen = |f: inkwell::values::FunctionValue<'_>, w: &wrap::Wrapper<'_>, shared: &[u32], split: bool| {
+        // Cropping first: the clamps it unfolds compare and index with narrowed values too.
+        let c = crop::crop(f, shared, split);
+        let narrow = widen::widen(f, &|counter| w.counter_bound(counter));
+        (c, narrow)
+    };
     let mut cropped = Vec::new();
     for (leaf, shape, w) in &wrappers {
         if let (Ok(w), false) = (w, failed.iter().any(|(l, _)| l == leaf)) {
-            w.rewrite_block_offsets();
-            let narrow = widen::widen(w.function, &|counter| w.counter_bound(counter));
             let shared = shape.map_or(vec![], |(p, alloc)| shared_params(graph, p, *leaf, alloc));
-            cropped.push((*leaf, crop::crop(w.function, &shared), narrow));
+            let (c, narrow) = crop_and_widen(w.function, w, &shared, true);
+            cropped.push((*leaf, c, narrow));
         }
     }
     if let Some(path) = std::env::var_os("HPVM_MGPU_DUMP_ANALYSIS_IR") {
@@ -200,7 +214,32 @@ pub fn analyze_program(
                 .collect();
             entry.block = Some(dashdb::Block { size, runtime });
         }
-        let scops = match polly::analyze(&m, &w.function.get_name().to_string_lossy()) {
+        let (_, crop, narrow) = &cropped.iter().find(|(l, _, _)| l == leaf).expect("cropped");
+        let name = w.function.get_name().to_string_lossy().into_owned();
+        // A function the cropping broke never reaches Polly (checked by LLVM's verifier).
+        let mut scops =
+            if crop.broken { Err(Error::Llvm("broken by cropping".into())) } else { polly::analyze(&m, &name) };
+        let mut crop = crop;
+        let mut narrow = narrow;
+        let fallback;
+        let dismissed = scops.as_ref().map_or(true, |s| s.unmodeled.iter().any(|u| u.kind == "write"));
+        if crop.split && (crop.broken || dismissed) {
+            if let Some(f) = plain.get_function(&name) {
+                fallback = crop_and_widen(f, w, &shared, false);
+                (crop, narrow) = (&fallback.0, &fallback.1);
+                scops = polly::analyze(&plain, &name);
+            }
+        }
+        if crop.broken {
+            entry.reasons.push(reason(
+                "internal error: cropping the node for the analysis broke its code (please report it)",
+                &entry.location,
+            ));
+            entry.args = unknown_args(graph, *leaf, &shared);
+            db.nodes.push(entry);
+            continue;
+        }
+        let scops = match scops {
             Ok(s) => s,
             Err(e) => {
                 entry.reasons.push(reason(format!("the polyhedral analysis failed: {e}"), &entry.location));
@@ -209,7 +248,6 @@ pub fn analyze_program(
                 continue;
             }
         };
-        let (_, crop, narrow) = &cropped.iter().find(|(l, _, _)| l == leaf).expect("cropped");
         for (i, p) in node.params.iter().enumerate() {
             if !p.ty.is_pointer() || shared.contains(&(i as u32)) {
                 continue;

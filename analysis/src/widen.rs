@@ -98,6 +98,41 @@ unsafe fn max_of(v: LLVMValueRef, bound: &dyn Fn(&str) -> Option<String>, names:
     }
 }
 
+/// `v` as an ISL expression of the wrapper's parameters (named arguments, constants, and
+/// their sums, differences and multiples by constants, all without signed overflow), with
+/// the parameter names it uses; `None` for anything else.
+///
+/// # Safety
+/// `v` must be a live value.
+unsafe fn param_expr(v: LLVMValueRef) -> Option<(String, Vec<String>)> {
+    if !LLVMIsAConstantInt(v).is_null() {
+        return Some((format!("({})", LLVMConstIntGetSExtValue(v)), vec![]));
+    }
+    if !LLVMIsAArgument(v).is_null() {
+        let n = name_of(v);
+        return (!n.is_empty()).then(|| (n.clone(), vec![n]));
+    }
+    if LLVMIsAInstruction(v).is_null() || LLVMGetNSW(v) == 0 {
+        return None;
+    }
+    let op = LLVMGetInstructionOpcode(v);
+    let (a, b) = (LLVMGetOperand(v, 0), LLVMGetOperand(v, 1));
+    let mul_const = |c: LLVMValueRef| (!LLVMIsAConstantInt(c).is_null()).then(|| LLVMConstIntGetSExtValue(c));
+    let (ea, mut na) = match op {
+        LLVMOpcode::LLVMMul => match (mul_const(a), mul_const(b)) {
+            (Some(k), _) => return param_expr(b).map(|(e, n)| (format!("({k} * {e})"), n)),
+            (_, Some(k)) => return param_expr(a).map(|(e, n)| (format!("({k} * {e})"), n)),
+            _ => return None,
+        },
+        LLVMOpcode::LLVMAdd | LLVMOpcode::LLVMSub => param_expr(a)?,
+        _ => return None,
+    };
+    let (eb, nb) = param_expr(b)?;
+    na.extend(nb);
+    let sign = if op == LLVMOpcode::LLVMAdd { "+" } else { "-" };
+    Some((format!("({ea} {sign} {eb})"), na))
+}
+
 /// Widens the extensions of `f` (see the module docs); `bound` gives, by the name of an
 /// instance loop counter, its exclusive upper bound as an ISL expression (a number or a
 /// parameter). Returns the conditions under which the result equals the original: (the
@@ -204,6 +239,19 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Ve
                             format!("0 <= {name} < {}", half * 2)
                         };
                         conditions.push((vec![name], c));
+                        v
+                    } else if let Some((expr, mut names)) = param_expr(v) {
+                        // An expression of parameters (`h - 1`, the bound of a clamp): kept
+                        // while its value fits the narrow type, which the runtime checks.
+                        let half = 1i128 << (bits - 1);
+                        let c = if signed {
+                            format!("-{half} <= {expr} < {half}")
+                        } else {
+                            format!("0 <= {expr} < {}", half * 2)
+                        };
+                        names.sort();
+                        names.dedup();
+                        conditions.push((names, c));
                         v
                     } else {
                         // A sum of non-negative terms (a global coordinate `offset + thread`):
