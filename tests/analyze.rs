@@ -123,3 +123,19 @@ fn build_uses_a_database_only_for_its_source() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("version"), "{}", stderr(&o));
 }
+
+/// C++ node functions are mangled symbols; reports name them as the user wrote them.
+#[test]
+fn cxx_node_names_are_demangled() {
+    for cmd in ["analyze", "inspect"] {
+        let o = hpvm_mgpu(&[cmd, "tests/inputs/scale.cpp"]);
+        assert!(o.status.success(), "{cmd}: {}", stderr(&o));
+        let out = stdout(&o);
+        assert!(out.contains("node kernels::Scale ("), "{cmd}:\n{out}");
+        assert!(!out.contains("_Z"), "{cmd} shows a mangled name:\n{out}");
+    }
+    // The split is asked for by the name the report shows.
+    let o = hpvm_mgpu(&["analyze", "tests/inputs/scale.cpp", "--split", "kernels::Scale=x"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("split along x (as asked)"), "{}", stdout(&o));
+}
