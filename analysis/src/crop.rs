@@ -221,26 +221,8 @@ unsafe fn address_slice(addr: LLVMValueRef) -> Vec<LLVMValueRef> {
         if LLVMIsAInstruction(v).is_null() {
             continue;
         }
-        let clonable = matches!(
-            LLVMGetInstructionOpcode(v),
-            LLVMAdd
-                | LLVMSub
-                | LLVMMul
-                | LLVMShl
-                | LLVMSDiv
-                | LLVMUDiv
-                | LLVMSRem
-                | LLVMURem
-                | LLVMAnd
-                | LLVMOr
-                | LLVMTrunc
-                | LLVMZExt
-                | LLVMSExt
-                | LLVMICmp
-                | LLVMSelect
-                | LLVMGetElementPtr
-                | LLVMFreeze
-        );
+        // Copies run where the load is, after the guards: divisions may be cloned too.
+        let clonable = hoistable(v) || matches!(LLVMGetInstructionOpcode(v), LLVMSDiv | LLVMUDiv | LLVMSRem | LLVMURem);
         if !clonable {
             continue;
         }
