@@ -50,6 +50,11 @@ pub struct NodeStats {
     pub nanos_copy_plan: AtomicU64,
     pub nanos_copies: AtomicU64,
     pub nanos_kernels: AtomicU64,
+    /// On GPUs, the same phases on the devices' timelines (CUDA events), per launch the
+    /// slowest device's: copies from the host, copies between GPUs, kernels.
+    pub gpu_nanos_host_copies: AtomicU64,
+    pub gpu_nanos_peer_copies: AtomicU64,
+    pub gpu_nanos_kernels: AtomicU64,
     /// Bytes its launches moved: host to device, device to device, device to host.
     pub bytes_h2d: AtomicU64,
     pub bytes_d2d: AtomicU64,

@@ -64,6 +64,8 @@ pub struct Report {
     /// Every (source, destination) pair that moved bytes.
     pub bytes: Vec<Transfer>,
     pub bytes_requested_by_host: u64,
+    /// Time copying buffers back to the host (requests, host nodes, cleanup).
+    pub ms_to_host: f64,
 }
 
 #[derive(Serialize)]
@@ -86,6 +88,11 @@ pub struct NodeReport {
     pub ms_copy_planning: f64,
     pub ms_copies: f64,
     pub ms_partitions: f64,
+    /// On GPUs (CUDA events; per launch the slowest device): copies from the host, copies
+    /// between GPUs, kernels.
+    pub gpu_ms_host_copies: f64,
+    pub gpu_ms_peer_copies: f64,
+    pub gpu_ms_kernels: f64,
     pub bytes_host_to_device: u64,
     pub bytes_device_to_device: u64,
     pub bytes_device_to_host: u64,
@@ -155,6 +162,9 @@ pub fn collect() -> Report {
                 ms_copy_planning: ms(&st.nanos_copy_plan),
                 ms_copies: ms(&st.nanos_copies),
                 ms_partitions: ms(&st.nanos_kernels),
+                gpu_ms_host_copies: ms(&st.gpu_nanos_host_copies),
+                gpu_ms_peer_copies: ms(&st.gpu_nanos_peer_copies),
+                gpu_ms_kernels: ms(&st.gpu_nanos_kernels),
                 bytes_host_to_device: load(&st.bytes_h2d),
                 bytes_device_to_device: load(&st.bytes_d2d),
                 bytes_device_to_host: load(&st.bytes_d2h),
@@ -182,6 +192,7 @@ pub fn collect() -> Report {
         nodes,
         bytes,
         bytes_requested_by_host: memory::BYTES_REQUESTED.load(Ordering::Relaxed),
+        ms_to_host: memory::NANOS_TO_HOST.load(Ordering::Relaxed) as f64 / 1e6,
     }
 }
 
@@ -235,6 +246,13 @@ pub fn report() -> String {
                 n.bytes_device_to_host
             );
         }
+        if n.gpu_ms_kernels > 0.0 {
+            let _ = writeln!(
+                s,
+                "    on the GPUs, ms: copies from the host {:.3}, copies between GPUs {:.3}, kernels {:.3}",
+                n.gpu_ms_host_copies, n.gpu_ms_peer_copies, n.gpu_ms_kernels
+            );
+        }
         if let Some(why) = &n.unpartitioned_because {
             let _ = writeln!(s, "    not split: {why}");
         }
@@ -245,9 +263,10 @@ pub fn report() -> String {
     let moved: Vec<String> = r.bytes.iter().map(|t| format!("{}->{} {}", t.from, t.to, t.bytes)).collect();
     let _ = writeln!(
         s,
-        "  bytes moved: {}; requested by the host {}",
+        "  bytes moved: {}; requested by the host {}; copying back to the host {:.3} ms",
         if moved.is_empty() { "none".to_string() } else { moved.join(", ") },
-        r.bytes_requested_by_host
+        r.bytes_requested_by_host,
+        r.ms_to_host
     );
     s
 }

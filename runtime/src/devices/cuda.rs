@@ -1,25 +1,46 @@
-//! The CUDA device, through the driver API (`cudarc`, loaded at run time: an executable built
-//! here starts on machines without CUDA and falls back to the CPU).
+//! CUDA GPUs through the driver API (`cudarc`, loaded at run time: an executable built here
+//! starts on machines without CUDA and falls back to the CPU).
 //!
-//! Every driver call's error is checked; a failure ends the program with the node's name.
+//! Every visible GPU (`CUDA_VISIBLE_DEVICES` applies) is one [`Cuda`] device: its primary
+//! context and one non-blocking stream, on which its copies and kernels run in order.
+//!
+//! Invariants:
+//! - work is only ever enqueued on a device's own stream; ordering across devices is by events
+//!   (`Cuda::mark` / `Cuda::wait_for`), never by the null stream;
+//! - peer access is enabled for every pair of GPUs the hardware allows, at open; a copy
+//!   between two GPUs is a peer copy (the driver stages it through host memory for a pair
+//!   without peer access, at about a tenth of the speed);
+//! - host memory the runtime page-locks is registered PORTABLE, so every context's copies
+//!   see it as page-locked;
+//! - a copy from pageable host memory returns once the driver has taken the bytes, so the
+//!   host may change them afterwards; copies from page-locked memory are truly asynchronous:
+//!   the caller synchronizes before the host may touch what they read or write.
+//!
+//! Every driver call's error is checked and returned with what was being done.
 
+use super::Device;
 use cudarc::driver::{result, sys};
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
 use std::sync::Mutex;
 
 pub struct Cuda {
+    /// The device's index in this run (`Place::Device(index)`).
+    pub index: usize,
+    dev: sys::CUdevice,
     ctx: sys::CUcontext,
+    stream: sys::CUstream,
     pub name: String,
-    /// GPUs the driver sees (`CUDA_VISIBLE_DEVICES` applies).
-    pub visible: usize,
     /// Loaded PTX modules by the address of their text, and their kernels by name.
     modules: Mutex<HashMap<usize, sys::CUmodule>>,
     functions: Mutex<HashMap<(usize, String), sys::CUfunction>>,
+    /// Events marking points of the stream (see [`Cuda::mark`]), reused: a slot is recorded
+    /// again only after the stream was synchronized past its last use.
+    marks: Mutex<Vec<sys::CUevent>>,
 }
 
-// SAFETY: CUDA contexts, modules and functions may be used from any thread once the context
-// is made current there, which `bind` does before every use.
+// SAFETY: CUDA contexts, streams, modules, functions and events may be used from any thread
+// once the context is made current there, which `bind` does before every use.
 unsafe impl Send for Cuda {}
 unsafe impl Sync for Cuda {}
 
@@ -27,28 +48,90 @@ fn check<T>(what: &str, r: Result<T, result::DriverError>) -> Result<T, String> 
     r.map_err(|e| format!("{what}: {e}"))
 }
 
+/// A point of a GPU's stream, as recorded by [`Cuda::mark`]; valid until that slot is
+/// recorded again.
+#[derive(Clone, Copy, Debug)]
+pub struct Mark(sys::CUevent);
+
+/// The GPUs of a run.
+pub struct Gpus {
+    pub gpus: Vec<Cuda>,
+    /// GPUs the driver sees (`CUDA_VISIBLE_DEVICES` applies).
+    pub visible: usize,
+    /// Pairs (i, j) where i reads j's memory directly (peer access enabled).
+    pub peer: Vec<(usize, usize)>,
+}
+
+/// Opens the first `want` GPUs (all visible ones when `None`). `Ok(None)` when there is no
+/// driver or no GPU; `Err` when there is one but it is unusable, or fewer than `want`.
+pub fn open(want: Option<usize>) -> Result<Option<Gpus>, String> {
+    // SAFETY: probing for the driver library has no precondition.
+    if !unsafe { sys::is_culib_present() } {
+        return Ok(None);
+    }
+    if result::init().is_err() {
+        return Ok(None);
+    }
+    let visible = check("cuDeviceGetCount", result::device::get_count())? as usize;
+    if visible < 1 {
+        return Ok(None);
+    }
+    let n = want.unwrap_or(visible).min(super::MAX_DEVICES);
+    if n > visible {
+        return Err(format!("asks for {n} GPUs but {visible} {} visible", if visible == 1 { "is" } else { "are" }));
+    }
+    let gpus = (0..n).map(Cuda::open).collect::<Result<Vec<_>, _>>()?;
+    let mut peer = Vec::new();
+    for a in &gpus {
+        for b in &gpus {
+            if a.index != b.index && a.enable_peer(b)? {
+                peer.push((a.index, b.index));
+            }
+        }
+    }
+    Ok(Some(Gpus { gpus, visible, peer }))
+}
+
 impl Cuda {
-    /// The first GPU, if the driver is installed and sees one. `Err` when a GPU is there but
-    /// unusable.
-    pub fn open() -> Result<Option<Cuda>, String> {
-        // SAFETY: probing for the driver library has no precondition.
-        if !unsafe { sys::is_culib_present() } {
-            return Ok(None);
-        }
-        if result::init().is_err() {
-            return Ok(None);
-        }
-        let count = check("cuDeviceGetCount", result::device::get_count())?;
-        if count < 1 {
-            return Ok(None);
-        }
-        let dev = check("cuDeviceGet", result::device::get(0))?;
+    fn open(index: usize) -> Result<Cuda, String> {
+        let dev = check("cuDeviceGet", result::device::get(index as i32))?;
         let name = check("cuDeviceGetName", result::device::get_name(dev))?;
         // SAFETY: `dev` comes from cuDeviceGet.
         let ctx = check("cuDevicePrimaryCtxRetain", unsafe { result::primary_ctx::retain(dev) })?;
-        let cuda = Cuda { ctx, name, visible: count as usize, modules: Mutex::default(), functions: Mutex::default() };
-        cuda.bind()?;
-        Ok(Some(cuda))
+        // SAFETY: the context lives as long as the process (primary contexts are never released).
+        check("cuCtxSetCurrent", unsafe { result::ctx::set_current(ctx) })?;
+        let stream = check("cuStreamCreate", result::stream::create(result::stream::StreamKind::NonBlocking))?;
+        Ok(Cuda {
+            index,
+            dev,
+            ctx,
+            stream,
+            name,
+            modules: Mutex::default(),
+            functions: Mutex::default(),
+            marks: Mutex::default(),
+        })
+    }
+
+    /// Lets this GPU read and write `other`'s memory directly, if the hardware allows it.
+    fn enable_peer(&self, other: &Cuda) -> Result<bool, String> {
+        let mut can = 0;
+        // SAFETY: both handles come from cuDeviceGet.
+        check("cuDeviceCanAccessPeer", unsafe { sys::cuDeviceCanAccessPeer(&mut can, self.dev, other.dev) }.result())?;
+        if can == 0 {
+            return Ok(false);
+        }
+        self.bind()?;
+        // SAFETY: both contexts are alive; enabling twice reports an error we accept.
+        match unsafe { sys::cuCtxEnablePeerAccess(other.ctx, 0) } {
+            sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(true),
+            e => Err(format!("enabling peer access from {} to {}: {e:?}", self.label(), other.label())),
+        }
+    }
+
+    /// "GPU k (name)", for messages.
+    pub fn label(&self) -> String {
+        format!("GPU {} ({})", self.index, self.name)
     }
 
     /// Makes the context current on this thread.
@@ -60,43 +143,162 @@ impl Cuda {
     pub fn alloc(&self, bytes: usize) -> Result<u64, String> {
         self.bind()?;
         // SAFETY: plain device allocation.
-        check("cuMemAlloc", unsafe { result::malloc_sync(bytes.max(1)) })
+        unsafe { result::malloc_sync(bytes.max(1)) }.map_err(|e| {
+            let (free, total) = result::mem_get_info().unwrap_or((0, 0));
+            let mib = |b: usize| b as f64 / (1 << 20) as f64;
+            format!("cuMemAlloc: {e} ({:.1} MiB free of {:.1} MiB on {})", mib(free), mib(total), self.label())
+        })
     }
 
     pub fn free(&self, p: u64) -> Result<(), String> {
         self.bind()?;
+        // Kernels or copies still reading it must finish first (cuMemFree would wait for the
+        // whole device anyway).
+        self.synchronize()?;
         // SAFETY: `p` came from `alloc` and is freed once.
         check("cuMemFree", unsafe { result::free_sync(p) })
     }
 
     /// Page-locks host memory so copies from and to it run at full DMA speed (no staging
-    /// through the driver's bounce buffers). False when the driver refuses (for instance a
-    /// range sharing pages with one already locked): copies then still work, slower.
+    /// through the driver's bounce buffers), for every GPU's context. False when the driver
+    /// refuses (for instance a range sharing pages with one already locked): copies then
+    /// still work, slower.
     pub fn pin(&self, host: *mut u8, bytes: usize) -> bool {
         if self.bind().is_err() {
             return false;
         }
         // SAFETY: the range is host memory the program keeps alive while tracked.
-        unsafe { sys::cuMemHostRegister_v2(host as *mut c_void, bytes, 0) }.result().is_ok()
+        unsafe { sys::cuMemHostRegister_v2(host as *mut c_void, bytes, sys::CU_MEMHOSTREGISTER_PORTABLE) }
+            .result()
+            .is_ok()
     }
 
     pub fn unpin(&self, host: *mut u8) {
-        if self.bind().is_ok() {
-            // SAFETY: `host` was pinned by `pin`.
+        if self.bind().is_ok() && self.synchronize().is_ok() {
+            // SAFETY: `host` was pinned by `pin`, and no copy of this device uses it any more.
             let _ = unsafe { sys::cuMemHostUnregister(host as *mut c_void) };
         }
     }
 
-    pub fn to_device(&self, dst: u64, src: &[u8]) -> Result<(), String> {
-        self.bind()?;
-        // SAFETY: `dst` has at least `src.len()` bytes (the caller's buffer bookkeeping).
-        check("cuMemcpyHtoD", unsafe { result::memcpy_htod_sync(dst, src) })
-    }
-
+    /// Copies device memory to the host and waits.
     pub fn to_host(&self, dst: &mut [u8], src: u64) -> Result<(), String> {
         self.bind()?;
-        // SAFETY: `src` has at least `dst.len()` bytes.
-        check("cuMemcpyDtoH", unsafe { result::memcpy_dtoh_sync(dst, src) })
+        // SAFETY: `src` has at least `dst.len()` bytes; the stream is synchronized before
+        // `dst` is returned to the caller.
+        unsafe {
+            check("cuMemcpyDtoHAsync", result::memcpy_dtoh_async(dst, src, self.stream))?;
+        }
+        self.synchronize()
+    }
+
+    /// Enqueues a copy on this device's stream. `peer` is the other GPU of a device-to-device
+    /// copy.
+    fn enqueue_copy(&self, c: &super::Copy, peer: Option<&Cuda>) -> Result<(), String> {
+        use super::Place;
+        self.bind()?;
+        let n = c.row_bytes as usize;
+        let flat = c.rows <= 1 || c.row_bytes == c.pitch;
+        let total = c.bytes() as usize;
+        let s = self.stream;
+        // SAFETY (all arms): the memory manager hands ranges inside a tracked buffer's host
+        // copy or a device allocation of it; the source stays unchanged until the stream is
+        // synchronized (see the module's invariants).
+        unsafe {
+            match (c.src, c.dst) {
+                (Place::Host, Place::Device(_)) if flat => check(
+                    "cuMemcpyHtoDAsync",
+                    sys::cuMemcpyHtoDAsync_v2(c.dst_addr, c.src_addr as *const c_void, total, s).result(),
+                ),
+                (Place::Device(_), Place::Host) if flat => check(
+                    "cuMemcpyDtoHAsync",
+                    sys::cuMemcpyDtoHAsync_v2(c.dst_addr as *mut c_void, c.src_addr, total, s).result(),
+                ),
+                (Place::Device(_), Place::Device(_)) if flat => {
+                    let p = peer.ok_or("a device-to-device copy without its source GPU")?;
+                    check(
+                        &format!("cuMemcpyPeerAsync from {}", p.label()),
+                        result::memcpy_peer_async(self.ctx, c.dst_addr, p.ctx, c.src_addr, total, s),
+                    )
+                }
+                (Place::Device(_), Place::Device(_)) => {
+                    let p = peer.ok_or("a device-to-device copy without its source GPU")?;
+                    let mut d: sys::CUDA_MEMCPY3D_PEER = std::mem::zeroed();
+                    d.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+                    d.srcDevice = c.src_addr;
+                    d.srcContext = p.ctx;
+                    d.srcPitch = c.pitch as usize;
+                    d.srcHeight = c.rows as usize;
+                    d.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+                    d.dstDevice = c.dst_addr;
+                    d.dstContext = self.ctx;
+                    d.dstPitch = c.pitch as usize;
+                    d.dstHeight = c.rows as usize;
+                    d.WidthInBytes = n;
+                    d.Height = c.rows as usize;
+                    d.Depth = 1;
+                    check(&format!("cuMemcpy3DPeerAsync from {}", p.label()), sys::cuMemcpy3DPeerAsync(&d, s).result())
+                }
+                (src, dst) => {
+                    let mut d: sys::CUDA_MEMCPY2D = std::mem::zeroed();
+                    match src {
+                        Place::Host => {
+                            d.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_HOST;
+                            d.srcHost = c.src_addr as *const c_void;
+                        }
+                        Place::Device(_) => {
+                            d.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+                            d.srcDevice = c.src_addr;
+                        }
+                    }
+                    match dst {
+                        Place::Host => {
+                            d.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_HOST;
+                            d.dstHost = c.dst_addr as *mut c_void;
+                        }
+                        Place::Device(_) => {
+                            d.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+                            d.dstDevice = c.dst_addr;
+                        }
+                    }
+                    d.srcPitch = c.pitch as usize;
+                    d.dstPitch = c.pitch as usize;
+                    d.WidthInBytes = n;
+                    d.Height = c.rows as usize;
+                    check("cuMemcpy2DAsync", sys::cuMemcpy2DAsync_v2(&d, s).result())
+                }
+            }
+        }
+    }
+
+    /// Records mark `slot` at the present end of the stream (events made on first use).
+    pub fn mark(&self, slot: usize) -> Result<Mark, String> {
+        self.bind()?;
+        let mut marks = self.marks.lock().unwrap_or_else(|e| e.into_inner());
+        while marks.len() <= slot {
+            marks.push(check("cuEventCreate", result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT))?);
+        }
+        // SAFETY: an event of this context, recorded on its stream.
+        check("cuEventRecord", unsafe { result::event::record(marks[slot], self.stream) })?;
+        Ok(Mark(marks[slot]))
+    }
+
+    /// Milliseconds between two marks, both reached (the stream was synchronized since).
+    pub fn between(&self, from: usize, to: usize) -> Result<f32, String> {
+        let marks = self.marks.lock().unwrap_or_else(|e| e.into_inner());
+        let (Some(&a), Some(&b)) = (marks.get(from), marks.get(to)) else {
+            return Err(format!("marks {from} and {to} were never recorded"));
+        };
+        // SAFETY: both events recorded and completed.
+        check("cuEventElapsedTime", unsafe { result::event::elapsed(a, b) })
+    }
+
+    /// Work enqueued on this stream from now on starts after `event` (of any GPU) is reached.
+    pub fn wait_for(&self, mark: Mark) -> Result<(), String> {
+        self.bind()?;
+        // SAFETY: a recorded event; the stream is this device's.
+        check("cuStreamWaitEvent", unsafe {
+            result::stream::wait_event(self.stream, mark.0, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
+        })
     }
 
     fn function(&self, ptx: &'static CStr, kernel: &str) -> Result<sys::CUfunction, String> {
@@ -124,8 +326,10 @@ impl Cuda {
         Ok(f)
     }
 
-    /// Launches `kernel` and waits for it; returns its time on the GPU in milliseconds
-    /// (CUDA events around the launch). `params` holds each parameter's bytes.
+    /// Enqueues `kernel` on the stream, between marks `before` and `before + 1` (its time on
+    /// the GPU is [`Cuda::between`] of them once the stream is synchronized). `params` holds
+    /// each parameter's bytes; the driver copies them at the call.
+    #[allow(clippy::too_many_arguments)]
     pub fn launch(
         &self,
         ptx: &'static CStr,
@@ -134,14 +338,10 @@ impl Cuda {
         block: [u32; 3],
         shared: u32,
         params: &mut [Vec<u8>],
-    ) -> Result<f32, String> {
+        before: usize,
+    ) -> Result<(), String> {
         self.bind()?;
         let f = self.function(ptx, kernel)?;
-        let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
-        let (start, stop) = (
-            check("cuEventCreate", result::event::create(flags))?,
-            check("cuEventCreate", result::event::create(flags))?,
-        );
         if shared > 48 * 1024 {
             // SAFETY: a valid function handle; the attribute only raises a limit.
             check("cuFuncSetAttribute", unsafe {
@@ -153,32 +353,23 @@ impl Cuda {
             })?;
         }
         let mut ptrs: Vec<*mut c_void> = params.iter_mut().map(|p| p.as_mut_ptr() as *mut c_void).collect();
-        let stream = std::ptr::null_mut();
-        // SAFETY: events of this context on the null stream; one pointer per kernel parameter,
-        // each to bytes of the parameter's size.
+        self.mark(before)?;
+        // SAFETY: one pointer per kernel parameter, each to bytes of the parameter's size.
         unsafe {
-            check("cuEventRecord", result::event::record(start, stream))?;
             check(
-                &format!("launching {kernel}"),
+                &format!("launching {kernel} on {}", self.label()),
                 result::launch_kernel(
                     f,
                     (grid[0], grid[1], grid[2]),
                     (block[0], block[1], block[2]),
                     shared,
-                    stream,
+                    self.stream,
                     &mut ptrs,
                 ),
             )?;
-            check("cuEventRecord", result::event::record(stop, stream))?;
         }
-        check(&format!("running {kernel}"), result::ctx::synchronize())?;
-        // SAFETY: both events recorded and completed; destroyed once.
-        let ms = check("cuEventElapsedTime", unsafe { result::event::elapsed(start, stop) })?;
-        unsafe {
-            let _ = result::event::destroy(start);
-            let _ = result::event::destroy(stop);
-        }
-        Ok(ms)
+        self.mark(before + 1)?;
+        Ok(())
     }
 }
 
@@ -203,30 +394,17 @@ impl super::Device for Cuda {
         self.unpin(host)
     }
 
-    /// Host to device or device to host, row by row (a contiguous run is one row). Peer
-    /// copies come with multi-GPU runs.
     fn copy(&self, c: &super::Copy) -> Result<(), String> {
-        use super::Place;
-        for r in 0..c.rows {
-            let (src, dst) = (c.src_addr + r * c.pitch, c.dst_addr + r * c.pitch);
-            let n = c.row_bytes as usize;
-            match (c.src, c.dst) {
-                (Place::Host, Place::Device(_)) => {
-                    // SAFETY: the memory manager hands host ranges inside a tracked buffer.
-                    self.to_device(dst, unsafe { std::slice::from_raw_parts(src as *const u8, n) })?
-                }
-                (Place::Device(_), Place::Host) => {
-                    // SAFETY: as above.
-                    self.to_host(unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, n) }, src)?
-                }
-                _ => return Err(format!("unsupported copy on one GPU: {c:?}")),
-            }
-        }
-        Ok(())
+        let peer = match (c.src, c.dst) {
+            (super::Place::Device(s), super::Place::Device(_)) => Some(super::devices().get_gpu(s)),
+            _ => None,
+        };
+        self.enqueue_copy(c, peer)
     }
 
     fn synchronize(&self) -> Result<(), String> {
-        // Copies are synchronous for now.
-        Ok(())
+        self.bind()?;
+        // SAFETY: this device's stream.
+        check(&format!("waiting for {}", self.label()), unsafe { result::stream::synchronize(self.stream) })
     }
 }

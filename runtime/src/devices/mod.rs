@@ -2,7 +2,7 @@
 //!
 //! The host always runs the graph's interpreter and the nodes that are not launch units
 //! ([`host`]). Launch units (GPU-shaped nodes) run on the devices of the run:
-//! - `cuda`: the machine's GPU ([`cuda`]), one device;
+//! - `cuda`: the machine's GPUs ([`cuda`]), each a device (`CUDA_VISIBLE_DEVICES` applies);
 //! - `cpu:N`: N simulated devices ([`sim`]), each with its OWN memory (a partition reading the
 //!   host's copy by mistake reads poison, so such bugs fail tests) and its share of the cores;
 //! - `cpu` (and no GPU found): none; units run on the host like every other node.
@@ -12,7 +12,8 @@
 //! The simulated device runs its stream synchronously, which is one valid ordering; the CUDA
 //! device implements the same operations with the driver's streams and events.
 //!
-//! `HPVM_MGPU_DEVICES` chooses (`cpu`, `cpu:N`, `cuda`, `cuda:N`; unset: a GPU if there is one).
+//! `HPVM_MGPU_DEVICES` chooses (`cpu`, `cpu:N`, `cuda` (every GPU), `cuda:N` (the first N);
+//! unset: every GPU if there is one).
 //! `dry:N` (benchmarks only) gives N dry-run devices: the runtime plans and caches as for
 //! `cpu:N` but allocates, copies and runs nothing, so what is timed is its own work.
 
@@ -22,7 +23,7 @@ pub mod sim;
 
 use crate::fatal;
 pub use crate::memory::coherence::{Place, MAX_DEVICES};
-use cuda::Cuda;
+use cuda::{Cuda, Gpus};
 use sim::SimDevice;
 use std::sync::OnceLock;
 
@@ -76,8 +77,10 @@ pub trait Device: Send + Sync {
 
 /// The devices of this run.
 pub struct Devices {
-    /// The GPU, when this run uses one.
-    pub gpu: Option<Cuda>,
+    /// The GPUs, when this run uses them (device `k` is `gpus[k]`).
+    pub gpus: Vec<Cuda>,
+    /// Pairs (i, j) of GPUs where i reads j's memory directly.
+    pub peer: Vec<(usize, usize)>,
     /// Simulated devices (`cpu:N`).
     pub sims: Vec<SimDevice>,
     /// GPU nodes run on the host because no GPU was found (not because the user chose so).
@@ -87,28 +90,49 @@ pub struct Devices {
 impl Devices {
     /// The number of devices holding copies of buffers (indices of [`Place::Device`]).
     pub fn count(&self) -> usize {
-        if self.gpu.is_some() {
-            1
-        } else {
+        if self.gpus.is_empty() {
             self.sims.len()
+        } else {
+            self.gpus.len()
         }
+    }
+
+    /// Whether the devices are GPUs.
+    pub fn on_gpus(&self) -> bool {
+        !self.gpus.is_empty()
     }
 
     /// Device `k` (`k < count()`).
     pub fn get(&self, k: usize) -> &dyn Device {
-        match &self.gpu {
-            Some(g) => g,
-            None => &self.sims[k],
+        if self.gpus.is_empty() {
+            &self.sims[k]
+        } else {
+            &self.gpus[k]
         }
+    }
+
+    /// GPU `k` (`k < count()`, on a GPU run).
+    pub fn get_gpu(&self, k: usize) -> &Cuda {
+        &self.gpus[k]
     }
 
     /// A description for messages and statistics.
     pub fn describe(&self) -> String {
-        match (&self.gpu, self.sims.len()) {
-            (Some(g), _) => format!("1 GPU ({})", g.name),
-            (None, 0) => "the host only".to_string(),
-            (None, n) if self.sims[0].is_dry() => format!("{n} dry-run devices (nothing runs)"),
-            (None, n) => format!(
+        if let Some(g) = self.gpus.first() {
+            let n = self.gpus.len();
+            let pairs = n * (n - 1);
+            let peer = match self.peer.len() {
+                _ if n == 1 => String::new(),
+                p if p == pairs => ", peer access between all".to_string(),
+                0 => ", no peer access (copies between GPUs go through the host)".to_string(),
+                p => format!(", peer access for {p} of {pairs} ordered pairs"),
+            };
+            return format!("{n} GPU{} ({}{peer})", if n == 1 { "" } else { "s" }, g.name);
+        }
+        match self.sims.len() {
+            0 => "the host only".to_string(),
+            n if self.sims[0].is_dry() => format!("{n} dry-run devices (nothing runs)"),
+            n => format!(
                 "{n} simulated CPU device{} ({} worker thread{} each)",
                 if n == 1 { "" } else { "s" },
                 self.sims[0].threads(),
@@ -123,35 +147,25 @@ pub fn devices() -> &'static Devices {
     DEVICES.get_or_init(|| {
         let text = std::env::var("HPVM_MGPU_DEVICES").unwrap_or_default();
         let choice = parse_choice(&text).unwrap_or_else(|e| fatal(&format!("HPVM_MGPU_DEVICES={text}: {e}")));
+        let none = || Devices { gpus: Vec::new(), peer: Vec::new(), sims: Vec::new(), no_gpu_found: false };
+        let on = |g: Gpus| Devices { gpus: g.gpus, peer: g.peer, ..none() };
         match choice {
-            Choice::Cpu => Devices { gpu: None, sims: Vec::new(), no_gpu_found: false },
+            Choice::Cpu => none(),
             Choice::Sim(n) => {
                 let threads = (crate::pool::pool().current_num_threads() / n).max(1);
-                let sims = (0..n).map(|k| SimDevice::new(k, threads)).collect();
-                Devices { gpu: None, sims, no_gpu_found: false }
+                Devices { sims: (0..n).map(|k| SimDevice::new(k, threads)).collect(), ..none() }
             }
-            Choice::Dry(n) => Devices { gpu: None, sims: (0..n).map(SimDevice::dry).collect(), no_gpu_found: false },
-            Choice::Auto => match Cuda::open() {
-                Ok(Some(g)) => Devices { gpu: Some(g), sims: Vec::new(), no_gpu_found: false },
-                Ok(None) => Devices { gpu: None, sims: Vec::new(), no_gpu_found: true },
+            Choice::Dry(n) => Devices { sims: (0..n).map(SimDevice::dry).collect(), ..none() },
+            Choice::Auto => match cuda::open(None) {
+                Ok(Some(g)) => on(g),
+                Ok(None) => Devices { no_gpu_found: true, ..none() },
                 Err(e) => {
                     eprintln!("hpvm-mgpu: the GPU is unusable ({e}); GPU nodes run on the CPU");
-                    Devices { gpu: None, sims: Vec::new(), no_gpu_found: true }
+                    Devices { no_gpu_found: true, ..none() }
                 }
             },
-            Choice::Cuda(n) => match Cuda::open() {
-                Ok(Some(g)) => {
-                    let visible = g.visible;
-                    if n > visible {
-                        fatal(&format!("HPVM_MGPU_DEVICES={text}: asks for {n} GPUs but {visible} are visible"));
-                    }
-                    if n > 1 {
-                        fatal(&format!(
-                            "HPVM_MGPU_DEVICES={text}: runs on more than one GPU are not supported yet; use `cuda:1`, or `cpu:{n}` to simulate {n} devices"
-                        ));
-                    }
-                    Devices { gpu: Some(g), sims: Vec::new(), no_gpu_found: false }
-                }
+            Choice::Cuda(n) => match cuda::open(n) {
+                Ok(Some(g)) => on(g),
                 Ok(None) => fatal(&format!("HPVM_MGPU_DEVICES={text} but no CUDA GPU was found")),
                 Err(e) => fatal(&format!("HPVM_MGPU_DEVICES={text}: {e}")),
             },
@@ -177,8 +191,8 @@ enum Choice {
     Sim(usize),
     /// N dry-run devices.
     Dry(usize),
-    /// The first N GPUs.
-    Cuda(usize),
+    /// The first N GPUs (every one when `None`).
+    Cuda(Option<usize>),
 }
 
 fn parse_choice(choice: &str) -> Result<Choice, String> {
@@ -191,11 +205,11 @@ fn parse_choice(choice: &str) -> Result<Choice, String> {
     match choice.trim() {
         "" => Ok(Choice::Auto),
         "cpu" => Ok(Choice::Cpu),
-        "cuda" => Ok(Choice::Cuda(1)),
+        "cuda" => Ok(Choice::Cuda(None)),
         other => match other.split_once(':') {
             Some(("cpu", n)) => Ok(Choice::Sim(count(n, "simulated devices")?)),
             Some(("dry", n)) => Ok(Choice::Dry(count(n, "dry-run devices")?)),
-            Some(("cuda", n)) => Ok(Choice::Cuda(count(n, "GPUs")?)),
+            Some(("cuda", n)) => Ok(Choice::Cuda(Some(count(n, "GPUs")?))),
             _ => Err(format!("unsupported device choice `{other}` (expected `cpu`, `cpu:N`, `cuda` or `cuda:N`)")),
         },
     }
@@ -212,8 +226,8 @@ mod tests {
         assert_eq!(parse_choice("cpu:1"), Ok(Choice::Sim(1)));
         assert_eq!(parse_choice("cpu:8"), Ok(Choice::Sim(8)));
         assert_eq!(parse_choice("dry:16"), Ok(Choice::Dry(16)));
-        assert_eq!(parse_choice("cuda"), Ok(Choice::Cuda(1)));
-        assert_eq!(parse_choice("cuda:2"), Ok(Choice::Cuda(2)));
+        assert_eq!(parse_choice("cuda"), Ok(Choice::Cuda(None)));
+        assert_eq!(parse_choice("cuda:2"), Ok(Choice::Cuda(Some(2))));
         assert!(parse_choice("tpu").is_err_and(|e| e.contains("unsupported")));
         for bad in ["cpu:0", "cpu:64", "cpu:x", "cpu:", "cuda:0", "cuda:999999999999"] {
             assert!(parse_choice(bad).is_err_and(|e| e.contains("between 1 and")), "{bad}");

@@ -1,5 +1,5 @@
-//! Launching a unit's GPU kernel over one partition (the whole grid on one GPU): allocation
-//! nodes measured for shared memory, the launch shaped, outputs copied back. Arguments arrive
+//! Launching a unit's GPU kernel over its partitions, each on its GPU: allocation nodes
+//! measured for shared memory, the launch shaped, outputs copied back. Arguments arrive
 //! with device addresses already (the partitioned launch made the device current on what the
 //! partition reads, `crate::partitioned`). Whenever something would make the kernel's result
 //! differ from the CPU's (per-instance arguments that differ, a block too large, a grid the
@@ -7,7 +7,6 @@
 
 use crate::ctx::{GridBox, NodeCtx};
 use crate::desc::{KernelDesc, KernelKind, KindDesc};
-use crate::devices::cuda::Cuda;
 use crate::launch::engine::{Args, Engine, SendPtr};
 use crate::scratch;
 use std::ffi::CStr;
@@ -86,10 +85,33 @@ pub(crate) fn prepare(
     }
 }
 
-/// Runs the kernel `name` (the unit's, or its read-only-cache variant) of unit `n` over the
-/// parts `boxes` of `grid` (blocks for a blocks launch, instances for a grid-shaped leaf),
-/// one launch each, with the unit's arguments `args` (device addresses). Output records come
-/// back to `outs` once all have run. Returns each launch's kernel time in milliseconds.
+/// One partition of a launch on a GPU: the device, the unit's arguments with that device's
+/// addresses, and the part of the grid it runs.
+pub(crate) struct GpuPart<'a> {
+    pub device: usize,
+    pub args: &'a [u8],
+    pub bx: GridBox,
+}
+
+/// Mark slots of a device's stream during a launch (see [`Cuda::mark`]): the launch's start,
+/// after its copies from the host, after its copies from other GPUs; its kernels' marks follow.
+pub(crate) const MARK_START: usize = 0;
+pub(crate) const MARK_HOST_COPIES: usize = 1;
+pub(crate) const MARK_COPIES: usize = 2;
+const MARK_KERNELS: usize = 3;
+
+/// GPU-timeline times of one launch, in milliseconds: each kernel's, and per device the
+/// spans from [`MARK_START`] to the copies' marks and to its last kernel.
+pub(crate) struct GpuTimes {
+    pub kernels: Vec<f32>,
+    /// Per device used: (host copies, copies from other GPUs, kernels).
+    pub spans: Vec<(f32, f32, f32)>,
+}
+
+/// Enqueues the kernel `name` (the unit's, or its read-only-cache variant) of unit `n` for
+/// each part on its GPU's stream (after whatever that stream holds: the part's copies), then
+/// waits for every part. Output records come back to `outs`, each instance's from the GPU
+/// that ran it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     e: &Engine<'_>,
@@ -97,32 +119,47 @@ pub(crate) fn run(
     kernel: &KernelDesc,
     name: &str,
     prepared: &Prepared,
-    gpu: &Cuda,
     ptx: &'static CStr,
-    args: &[u8],
+    parts: &[GpuPart<'_>],
     parent: SendPtr<NodeCtx>,
     grid: [i64; 3],
-    boxes: &[GridBox],
     outs: SendPtr<u8>,
-) -> Result<Vec<f32>, String> {
+) -> Result<GpuTimes, String> {
+    let gpus = &crate::devices::devices().gpus;
     let node = &e.module.program.nodes[n as usize];
     // SAFETY: the parent context outlives this call (it is the caller's).
     let (pid, pdim) = unsafe { parent.get().as_ref() }.map_or(([0; 3], [1; 3]), |p| (p.id, p.dim));
-    let (leaf_args, record) = match &kernel.kind {
-        KernelKind::Blocks { leaf, .. } => {
-            (e.child_args(n, *leaf, args, &|_| (&prepared.alloc_records[..], 1)).base, 0)
-        }
-        KernelKind::Grid => (args.to_vec(), node.outputs_size()),
+    let record = match &kernel.kind {
+        KernelKind::Blocks { .. } => 0,
+        KernelKind::Grid => node.outputs_size(),
     };
     let leaf_desc = match &kernel.kind {
         KernelKind::Blocks { leaf, .. } => &e.module.program.nodes[*leaf as usize],
         KernelKind::Grid => node,
     };
     let total: i64 = grid.iter().product();
-    let device_outs = if record > 0 { Some(gpu.alloc(total as usize * record)?) } else { None };
-    let mut times = Vec::with_capacity(boxes.len());
+    let mut used: Vec<usize> = parts.iter().filter(|p| !p.bx.is_empty()).map(|p| p.device).collect();
+    used.sort_unstable();
+    used.dedup();
+    // Each GPU's output records for the whole grid (only its parts' instances get written).
+    let mut device_outs: Vec<Option<u64>> = vec![None; gpus.len()];
+    if record > 0 {
+        for &k in &used {
+            device_outs[k] = Some(gpus[k].alloc(total as usize * record)?);
+        }
+    }
+    let mut launched_per_device = vec![0usize; gpus.len()];
+    let mut kernels = Vec::new();
     let mut launched = Ok(());
-    for bx in boxes.iter().filter(|b| !b.is_empty()) {
+    for p in parts.iter().filter(|p| !p.bx.is_empty()) {
+        let gpu = &gpus[p.device];
+        let leaf_args = match &kernel.kind {
+            KernelKind::Blocks { leaf, .. } => {
+                e.child_args(n, *leaf, p.args, &|_| (&prepared.alloc_records[..], 1)).base
+            }
+            KernelKind::Grid => p.args.to_vec(),
+        };
+        let bx = p.bx;
         let extent: [i64; 3] = std::array::from_fn(|d| bx.hi[d] - bx.lo[d]);
         let blocks = match &kernel.kind {
             KernelKind::Blocks { .. } => extent,
@@ -131,14 +168,15 @@ pub(crate) fn run(
         let mut params: Vec<Vec<u8>> = leaf_desc
             .params
             .iter()
-            .map(|p| leaf_args[p.offset as usize..(p.offset + p.size) as usize].to_vec())
+            .map(|q| leaf_args[q.offset as usize..(q.offset + q.size) as usize].to_vec())
             .collect();
         // The partition's offset (blocks, or instances of a grid-shaped leaf), the full grid,
         // the parent of the grid; then the output records.
         for v in bx.lo.iter().chain(&grid).chain(&pid).chain(&pdim) {
             params.push(v.to_le_bytes().to_vec());
         }
-        params.push(device_outs.unwrap_or(0).to_le_bytes().to_vec());
+        params.push(device_outs[p.device].unwrap_or(0).to_le_bytes().to_vec());
+        let slot = MARK_KERNELS + 2 * launched_per_device[p.device];
         let mut launch = || {
             gpu.launch(
                 ptx,
@@ -147,39 +185,93 @@ pub(crate) fn run(
                 prepared.block.map(|b| b as u32),
                 prepared.shared as u32,
                 &mut params,
+                slot,
             )
         };
         // Benchmarks only: time the kernel as nvcc-side harnesses do, warm (3 unrecorded runs,
-        // then `repeat` recorded ones). Kernels that update memory in place then compute
-        // something else than the program asked: never set this outside a benchmark.
-        let ms = match bench_repeat() {
-            Some(repeat) => (|| {
-                for _ in 0..3 {
+        // then `repeat` recorded ones, each waited for). Kernels that update memory in place
+        // then compute something else than the program asked: never set this outside a
+        // benchmark.
+        if let Some(repeat) = bench_repeat() {
+            let timed = (|| {
+                let mut once = || -> Result<f32, String> {
                     launch()?;
+                    crate::devices::Device::synchronize(gpu)?;
+                    gpu.between(slot, slot + 1)
+                };
+                for _ in 0..3 {
+                    once()?;
                 }
-                let mut sorted = (0..repeat).map(|_| launch()).collect::<Result<Vec<f32>, String>>()?;
+                let mut sorted = (0..repeat).map(|_| once()).collect::<Result<Vec<f32>, String>>()?;
                 sorted.sort_by(f32::total_cmp);
                 Ok(sorted[sorted.len() / 2])
-            })(),
-            None => launch(),
-        };
-        match ms {
-            Ok(ms) => times.push(ms),
-            Err(err) => {
-                launched = Err(err);
-                break;
+            })();
+            match timed {
+                Ok(ms) => kernels.push(ms),
+                Err(err) => {
+                    launched = Err(err);
+                    break;
+                }
+            }
+        } else if let Err(err) = launch() {
+            launched = Err(err);
+            break;
+        }
+        launched_per_device[p.device] += 1;
+    }
+    // Every GPU is waited for, even after a failed launch, so nothing still runs on buffers
+    // the caller may free.
+    let mut waited = Ok(());
+    for &k in &used {
+        let w = crate::devices::Device::synchronize(&gpus[k]);
+        if waited.is_ok() {
+            waited = w;
+        }
+    }
+    launched?;
+    waited?;
+    let mut spans = Vec::with_capacity(used.len());
+    for &k in &used {
+        let gpu = &gpus[k];
+        let count = launched_per_device[k];
+        if bench_repeat().is_none() {
+            for i in 0..count {
+                kernels.push(gpu.between(MARK_KERNELS + 2 * i, MARK_KERNELS + 2 * i + 1)?);
+            }
+        }
+        let last = MARK_KERNELS + 2 * count.max(1) - 1;
+        spans.push((
+            gpu.between(MARK_START, MARK_HOST_COPIES)?,
+            gpu.between(MARK_HOST_COPIES, MARK_COPIES)?,
+            gpu.between(MARK_COPIES, last)?,
+        ));
+    }
+    if record > 0 {
+        let bytes = total as usize * record;
+        if let [k] = used[..] {
+            // SAFETY: the caller's output records, one per instance of the grid.
+            gpus[k]
+                .to_host(unsafe { std::slice::from_raw_parts_mut(outs.get(), bytes) }, device_outs[k].unwrap_or(0))?;
+        } else {
+            let mut staged = vec![0u8; bytes];
+            for &k in &used {
+                gpus[k].to_host(&mut staged, device_outs[k].unwrap_or(0))?;
+                for p in parts.iter().filter(|p| p.device == k) {
+                    for lin in p.bx.linear_indices() {
+                        let at = lin as usize * record;
+                        // SAFETY: as above; `lin` is an instance of the grid.
+                        unsafe { std::ptr::copy_nonoverlapping(staged.as_ptr().add(at), outs.get().add(at), record) };
+                    }
+                }
             }
         }
     }
-    if let Some(d) = device_outs {
-        if launched.is_ok() {
-            let bytes = total as usize * record;
-            // SAFETY: the caller's output records, one per instance of the grid.
-            gpu.to_host(unsafe { std::slice::from_raw_parts_mut(outs.get(), bytes) }, d)?;
+    for (k, d) in device_outs.iter().enumerate() {
+        if let Some(d) = d {
+            gpus[k].free(*d)?;
         }
-        gpu.free(d)?;
     }
-    launched.map(|()| times)
+    Ok(GpuTimes { kernels, spans })
 }
 
 /// `HPVM_MGPU_BENCH_REPEAT=N`: time every kernel over N warm runs (benchmarks only).

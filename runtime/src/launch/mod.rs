@@ -37,7 +37,7 @@ const ROOT_CTX: NodeCtx = NodeCtx { id: [0; 3], dim: [1; 3], parent: std::ptr::n
 
 fn engine(module: &Module) -> Engine<'_> {
     let devices = crate::devices::devices();
-    if module.ptx.is_some() && devices.gpu.is_none() {
+    if module.ptx.is_some() && !devices.on_gpus() {
         crate::devices::notice_gpu_nodes_on_cpu();
     }
     Engine { module, place: crate::devices::Place::Host }

@@ -26,6 +26,9 @@ use std::sync::{Mutex, MutexGuard};
 /// Bytes the host asked for with `llvm_hpvm_request_mem`.
 pub static BYTES_REQUESTED: AtomicU64 = AtomicU64::new(0);
 
+/// Time spent making the host current (copies back from the devices, waited for).
+pub static NANOS_TO_HOST: AtomicU64 = AtomicU64::new(0);
+
 /// Buffers at least this large are page-locked when they first go to a GPU.
 const PIN_AT_LEAST: u64 = 1 << 20;
 
@@ -163,7 +166,7 @@ impl Buffer {
             )
         })?;
         self.allocs[k] = Some(a);
-        if devs.gpu.is_some() && self.size >= PIN_AT_LEAST && !self.pinned && pinning() {
+        if devs.on_gpus() && self.size >= PIN_AT_LEAST && !self.pinned && pinning() {
             self.pinned = device.pin_host(self.start as *mut u8, self.size as usize);
         }
         Ok(a)
@@ -239,10 +242,12 @@ impl Buffer {
         if self.coherence.missing(lo, hi, Place::Host).is_empty() {
             return;
         }
+        let t = std::time::Instant::now();
         let before = self.coherence.clone();
         let mut copies = Vec::new();
         self.plan_run(Place::Host, lo, hi, &before, self.start, &mut copies);
         execute(&copies).unwrap_or_else(|e| crate::fatal(&format!("copying a buffer back to the host: {e}")));
+        NANOS_TO_HOST.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// Frees the device copies and unlocks the pages.
@@ -266,9 +271,19 @@ impl Buffer {
 
 /// Runs copies (each on its device's stream), waits for them, and counts their bytes.
 pub fn execute(copies: &[Copy]) -> Result<(), String> {
-    if copies.is_empty() {
-        return Ok(());
+    let used = enqueue(copies)?;
+    let devs: &Devices = devices();
+    for k in 0..devs.count() {
+        if used & (1 << k) != 0 {
+            devs.get(k).synchronize()?;
+        }
     }
+    Ok(())
+}
+
+/// Enqueues copies, each on its device's stream, and counts their bytes; returns the set of
+/// devices that got some (bit `k` for device `k`). The caller synchronizes them.
+pub fn enqueue(copies: &[Copy]) -> Result<u64, String> {
     let devs: &Devices = devices();
     let mut used = 0u64;
     for c in copies {
@@ -277,12 +292,7 @@ pub fn execute(copies: &[Copy]) -> Result<(), String> {
         stats::count_copy(c);
         used |= 1 << k;
     }
-    for k in 0..devs.count() {
-        if used & (1 << k) != 0 {
-            devs.get(k).synchronize()?;
-        }
-    }
-    Ok(())
+    Ok(used)
 }
 
 pub fn track(ptr: usize, bytes: usize) {

@@ -24,6 +24,7 @@
 
 pub(crate) mod access;
 pub(crate) mod cache;
+mod gpu;
 
 use crate::ctx::{GridBox, NodeCtx};
 use crate::desc::KernelKind;
@@ -241,10 +242,10 @@ pub(crate) fn run_unit(
     };
     // On a GPU, a unit runs as its compiled kernel, if it has one that can launch; that is
     // decided before anything moves.
-    let gpu_launch = match (&devs.gpu, &e.module.program.nodes[n as usize].kernel, e.module.ptx) {
-        (None, _, _) => None,
-        (Some(gpu), Some(kernel), Some(ptx)) => match kernel::prepare(e, n, kernel, &base, parent, grid) {
-            Some(prepared) => Some((gpu, kernel, ptx, prepared)),
+    let gpu_launch = match (devs.on_gpus(), &e.module.program.nodes[n as usize].kernel, e.module.ptx) {
+        (false, _, _) => None,
+        (true, Some(kernel), Some(ptx)) => match kernel::prepare(e, n, kernel, &base, parent, grid) {
+            Some(prepared) => Some((kernel, ptx, prepared)),
             None => {
                 st.note_host(
                     "its launch does not fit the GPU (block size, grid, or arguments that differ per instance)",
@@ -252,7 +253,7 @@ pub(crate) fn run_unit(
                 return false;
             }
         },
-        (Some(_), _, _) => {
+        (true, _, _) => {
             st.note_host("it has no GPU kernel (the build said why)");
             return false;
         }
@@ -314,24 +315,9 @@ pub(crate) fn run_unit(
     st.nanos_copy_plan.fetch_add(t1.elapsed().as_nanos() as u64, Ordering::Relaxed);
     if hit { &st.copy_hits } else { &st.copy_misses }.fetch_add(1, Ordering::Relaxed);
 
-    let t2 = Instant::now();
-    memory::execute(&copies).unwrap_or_else(|err| {
-        crate::fatal(&format!(
-            "node {} ({}): copying its inputs: {err}",
-            e.module.program.nodes[n as usize].shown(),
-            e.module.program.nodes[n as usize].loc
-        ))
-    });
-    for c in &copies {
-        st.count_bytes(c);
-    }
-    st.nanos_copies.fetch_add(t2.elapsed().as_nanos() as u64, Ordering::Relaxed);
-
-    let t3 = Instant::now();
     match &gpu_launch {
-        Some((gpu, kernel, ptx, prepared)) => {
-            // One GPU: every part on device 0, one launch each, outputs back once.
-            let boxes: Vec<GridBox> = lp.parts.iter().map(|p| p.bx).collect();
+        Some((kernel, ptx, prepared)) => {
+            let node = &e.module.program.nodes[n as usize];
             let name = match (&kernel.nc_name, lp.read_only_cache) {
                 (Some(nc), true) => {
                     st.read_only_cache_launches.fetch_add(1, Ordering::Relaxed);
@@ -339,17 +325,30 @@ pub(crate) fn run_unit(
                 }
                 _ => &kernel.name,
             };
-            let times =
-                kernel::run(e, n, kernel, name, prepared, gpu, ptx, &lp.parts[0].args, parent, grid, &boxes, outs)
-                    .unwrap_or_else(|err| {
-                        let node = &e.module.program.nodes[n as usize];
-                        crate::fatal(&format!("node {} ({}) on the GPU: {err}", node.shown(), node.loc))
-                    });
+            let times = gpu::run(e, n, st, lp, &copies, kernel, name, prepared, ptx, parent, grid, outs)
+                .unwrap_or_else(|err| {
+                    crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc))
+                });
             st.kernel_ms.lock().unwrap_or_else(|e| e.into_inner()).extend(times);
         }
-        None => run_parts(e, n, lp, parent, grid, outs),
+        None => {
+            let t2 = Instant::now();
+            memory::execute(&copies).unwrap_or_else(|err| {
+                crate::fatal(&format!(
+                    "node {} ({}): copying its inputs: {err}",
+                    e.module.program.nodes[n as usize].shown(),
+                    e.module.program.nodes[n as usize].loc
+                ))
+            });
+            for c in &copies {
+                st.count_bytes(c);
+            }
+            st.nanos_copies.fetch_add(t2.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            let t3 = Instant::now();
+            run_parts(e, n, lp, parent, grid, outs);
+            st.nanos_kernels.fetch_add(t3.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
     }
-    st.nanos_kernels.fetch_add(t3.elapsed().as_nanos() as u64, Ordering::Relaxed);
     drop(table);
 
     st.unit_launches.fetch_add(1, Ordering::Relaxed);
@@ -430,7 +429,7 @@ pub fn bench_forget(module: &crate::module::Module, what: Forget) {
 
 /// Parses the database's maps on every worker, in the background (see [`access::prefetch`]).
 pub(crate) fn prefetch(db: &dashdb::Database) {
-    if devices().sims.len() > 1 {
+    if devices().count() > 1 {
         access::prefetch(db);
     }
 }
