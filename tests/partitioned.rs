@@ -13,7 +13,7 @@ const DEVICES: [usize; 6] = [1, 2, 3, 4, 7, 8];
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-const PROGRAMS: [(&str, &[&[&str]]); 18] = [
+const PROGRAMS: [(&str, &[&[&str]]); 19] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -21,6 +21,7 @@ const PROGRAMS: [(&str, &[&[&str]]); 18] = [
     ("examples/sgemm_tiled.c", &[&["16", "16", "16"], &["32", "48", "16"], &["160", "48", "32"]]),
     ("examples/stencil2d.c", &[&["16", "16", "2"], &["48", "32", "3"], &["64", "160", "4"]]),
     ("examples/vecadd.c", &[&["7"], &["1001"], &["5000"]]),
+    ("bench/programs/exchange.c", &[&["16", "1"], &["48", "4"], &["160", "3"]]),
     ("tests/programs/mesh.c", &[&["9"], &["1000"], &["5003"]]),
     ("tests/programs/transpose.c", &[&["3", "5"], &["40", "24"], &["130", "70"]]),
     ("tests/programs/mixed.c", &[&["7", "3"], &["3000", "10"]]),

@@ -27,8 +27,11 @@ fn guard<R>(what: &str, f: impl FnOnce() -> R) -> R {
 pub extern "C" fn __hpvm__init() {
     guard("__hpvm__init", || {
         // Every setting is checked now, so a bad one stops the program before it starts work.
+        stats::session_started();
         crate::pool::pool();
+        let t = std::time::Instant::now();
         crate::devices::devices();
+        stats::DEVICE_SETUP_NANOS.fetch_add(t.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
         crate::partitioned::check_settings();
         memory::check_settings();
     })

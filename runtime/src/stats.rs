@@ -14,6 +14,14 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub static LAUNCHES: AtomicU64 = AtomicU64::new(0);
+/// Time `__hpvm__init` spent opening the devices (a GPU's context, peer access).
+pub static DEVICE_SETUP_NANOS: AtomicU64 = AtomicU64::new(0);
+static SESSION_START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// Marks `__hpvm__init`: the report's session time runs from here.
+pub fn session_started() {
+    SESSION_START.get_or_init(std::time::Instant::now);
+}
 pub static STREAM_ITEMS: AtomicU64 = AtomicU64::new(0);
 
 /// Bytes copied from place `i` to place `j` (0 the host, `1 + k` device `k`).
@@ -66,6 +74,11 @@ pub struct Report {
     pub bytes_requested_by_host: u64,
     /// Time copying buffers back to the host (requests, host nodes, cleanup).
     pub ms_to_host: f64,
+    /// From `__hpvm__init` to the report (at `__hpvm__cleanup`): the program's share that
+    /// the runtime serves, the devices' setup included.
+    pub ms_session: f64,
+    /// Of that, opening the devices.
+    pub ms_device_setup: f64,
 }
 
 #[derive(Serialize)]
@@ -193,6 +206,8 @@ pub fn collect() -> Report {
         bytes,
         bytes_requested_by_host: memory::BYTES_REQUESTED.load(Ordering::Relaxed),
         ms_to_host: memory::NANOS_TO_HOST.load(Ordering::Relaxed) as f64 / 1e6,
+        ms_session: SESSION_START.get().map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3),
+        ms_device_setup: DEVICE_SETUP_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
     }
 }
 
@@ -268,5 +283,6 @@ pub fn report() -> String {
         r.bytes_requested_by_host,
         r.ms_to_host
     );
+    let _ = writeln!(s, "  session {:.3} ms (opening the devices {:.3} ms)", r.ms_session, r.ms_device_setup);
     s
 }

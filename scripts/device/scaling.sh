@@ -43,7 +43,8 @@ print(json.dumps({
     "gpu_ms_kernels": tot("gpu_ms_kernels"), "ms_intervals": tot("ms_intervals"),
     "ms_copy_planning": tot("ms_copy_planning"), "ms_allocation": tot("ms_allocation"),
     "ms_copies_enqueue": tot("ms_copies"), "ms_partitions_wall": tot("ms_partitions"),
-    "ms_to_host": s.get("ms_to_host", 0), "bytes": s.get("bytes", []),
+    "ms_to_host": s.get("ms_to_host", 0), "ms_session": s.get("ms_session", 0),
+    "ms_device_setup": s.get("ms_device_setup", 0), "bytes": s.get("bytes", []),
     "launches": sum(x.get("unit_launches", 0) for x in n), "partitioned": sum(x.get("partitioned_launches", 0) for x in n),
     "devices": s.get("devices", ""),
 }))

@@ -6,13 +6,15 @@
 //! - a copy from GPU `i` reads what `i` held before the launch: the previous launch ended with
 //!   every stream synchronized, so nothing is still writing it;
 //! - GPU `i`'s kernels must not overwrite what another GPU is still copying from `i` (a
-//!   partition's over-approximated reads can include what another partition writes): `i`'s
-//!   stream waits for the copies of each GPU that copies from it, by an event, and for nothing
-//!   else, so independent copies and kernels overlap;
+//!   partition's over-approximated reads can include what another partition writes, and a
+//!   buffer updated in place is read by its neighbours): where a copy from `i` reads bytes
+//!   that one of `i`'s partitions writes (same buffer, overlapping byte hulls), `i`'s stream
+//!   waits for the copying GPU's copies, by an event. Nothing else waits, so a halo copied
+//!   out of one buffer overlaps the kernel writing another (ping-pong stencils);
 //! - the launch returns after every stream it used is synchronized, so the host may read or
 //!   change any buffer afterwards (copies from page-locked memory are asynchronous).
 
-use super::{LaunchPlan, PartPlan};
+use super::{LaunchPlan, PartPlan, Source};
 use crate::ctx::NodeCtx;
 use crate::desc::KernelDesc;
 use crate::devices::{devices, Copy, Device, Place};
@@ -33,6 +35,7 @@ pub(super) fn run(
     st: &NodeStats,
     lp: &LaunchPlan,
     copies: &[Copy],
+    sources: &[Source],
     kernel: &KernelDesc,
     name: &str,
     prepared: &Prepared,
@@ -52,6 +55,8 @@ pub(super) fn run(
         gpus[k].mark(MARK_START)?;
     }
     let (from_host, from_gpus): (Vec<Copy>, Vec<Copy>) = copies.iter().partition(|c| c.src == Place::Host);
+    // Copies that read what their source GPU's partitions write: (source GPU, copying GPU).
+    let mut waits = war_waits(lp, copies, sources);
     memory::enqueue(&from_host)?;
     for &k in &used {
         gpus[k].mark(MARK_HOST_COPIES)?;
@@ -62,13 +67,6 @@ pub(super) fn run(
         copied[k] = Some(gpus[k].mark(MARK_COPIES)?);
     }
     // Sources wait for their readers' copies before their own kernels (see the module doc).
-    let mut waits: Vec<(usize, usize)> = from_gpus
-        .iter()
-        .filter_map(|c| match c.src {
-            Place::Device(i) => Some((i, c.executor())),
-            Place::Host => None,
-        })
-        .collect();
     waits.sort_unstable();
     waits.dedup();
     for (src, reader) in waits {
@@ -98,4 +96,65 @@ pub(super) fn run(
     st.gpu_nanos_peer_copies.fetch_add(nanos(max(|s| s.1)), Ordering::Relaxed);
     st.gpu_nanos_kernels.fetch_add(nanos(max(|s| s.2)), Ordering::Relaxed);
     Ok(times.kernels)
+}
+
+/// The pairs (source GPU, copying GPU) where a copy reads bytes that a partition on its
+/// source GPU writes in this launch: the source's kernels must wait for that copy.
+fn war_waits(lp: &LaunchPlan, copies: &[Copy], sources: &[Source]) -> Vec<(usize, usize)> {
+    copies
+        .iter()
+        .zip(sources)
+        .filter_map(|(c, s)| {
+            let Place::Device(i) = c.src else { return None };
+            let overwritten = lp
+                .parts
+                .iter()
+                .filter(|p| p.device == i)
+                .any(|p| p.writes.iter().any(|&(b, w)| b == s.buffer && w.start < s.end && s.start < w.end()));
+            overwritten.then_some((i, c.executor()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ctx::GridBox;
+    use crate::memory::ByteRect;
+
+    fn part(device: usize, writes: Vec<(usize, ByteRect)>) -> PartPlan {
+        PartPlan { device, bx: GridBox::whole([1, 1, 1]), args: Vec::new(), reads: Vec::new(), writes }
+    }
+
+    fn peer(src: usize, dst: usize) -> Copy {
+        Copy {
+            src: Place::Device(src),
+            src_addr: 0,
+            dst: Place::Device(dst),
+            dst_addr: 0,
+            rows: 1,
+            row_bytes: 8,
+            pitch: 8,
+        }
+    }
+
+    /// A ping-pong stencil: each GPU copies its neighbour's halo of buffer 0 and writes its
+    /// half of buffer 1, so no kernel waits; updated in place (writes of buffer 0 overlapping
+    /// the halo), the source's kernel waits for the copy.
+    #[test]
+    fn kernels_wait_only_for_copies_of_what_they_overwrite() {
+        let halves = |b| vec![part(0, vec![(b, ByteRect::run(0, 100))]), part(1, vec![(b, ByteRect::run(100, 200))])];
+        let copies = [peer(0, 1), peer(1, 0)];
+        let halo = [Source { buffer: 0, start: 96, end: 100 }, Source { buffer: 0, start: 100, end: 104 }];
+        let ping_pong = LaunchPlan::new(vec![(1, 1), (2, 2)], halves(1), None);
+        assert!(war_waits(&ping_pong, &copies, &halo).is_empty());
+        let in_place = LaunchPlan::new(vec![(1, 1), (2, 2)], halves(0), None);
+        assert_eq!(war_waits(&in_place, &copies, &halo), vec![(0, 1), (1, 0)]);
+        // Bytes next to the writes, not in them: no wait.
+        let beside = [Source { buffer: 0, start: 100, end: 104 }];
+        assert!(war_waits(&in_place, &copies[..1], &beside).is_empty());
+        // Host copies never wait.
+        let from_host = Copy { src: Place::Host, ..peer(0, 1) };
+        assert!(war_waits(&in_place, &[from_host], &halo[..1]).is_empty());
+    }
 }

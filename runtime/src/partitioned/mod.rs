@@ -72,7 +72,17 @@ pub(crate) struct PartPlan {
 struct CopyPlan {
     before: Vec<Coherence>,
     copies: Vec<Copy>,
+    /// What each copy reads: (buffer index, byte range within the buffer).
+    sources: Vec<Source>,
     after: Vec<Coherence>,
+}
+
+/// The bytes a copy reads: `start..end` of buffer `buffer` (an index into the plan's buffers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Source {
+    pub buffer: usize,
+    pub start: u64,
+    pub end: u64,
 }
 
 /// Copy plans kept per launch plan: enough for the states a loop cycles through.
@@ -95,9 +105,10 @@ impl LaunchPlan {
         self.buffers.iter().all(|&(start, id)| table.get(start).is_some_and(|b| b.id == id))
     }
 
-    /// The copies this launch needs in the present state; moves the coherence maps to the
-    /// state after the launch. Returns the copies and whether the plan came from the cache.
-    fn copies(&self, table: &mut Table) -> (Vec<Copy>, bool) {
+    /// The copies this launch needs in the present state, with what each reads; moves the
+    /// coherence maps to the state after the launch. Returns the copies and whether the plan
+    /// came from the cache.
+    fn copies(&self, table: &mut Table) -> (Vec<Copy>, Vec<Source>, bool) {
         let mut cached = self.copies.lock().unwrap_or_else(|e| e.into_inner());
         let hit = cached.iter().position(|cp| {
             self.buffers.iter().zip(&cp.before).all(|(&(s, _), st)| table.get(s).is_some_and(|b| &b.coherence == st))
@@ -111,15 +122,22 @@ impl LaunchPlan {
             for (&(s, _), st) in self.buffers.iter().zip(&cp.after) {
                 table.get_mut(s).expect("current").coherence.clone_from(st);
             }
-            return (cp.copies.clone(), true);
+            return (cp.copies.clone(), cp.sources.clone(), true);
         }
         let before: Vec<Coherence> =
             self.buffers.iter().map(|&(s, _)| table.get(s).expect("current").coherence.clone()).collect();
         let mut copies = Vec::new();
+        let mut sources = Vec::new();
         for p in &self.parts {
             for &(b, rect) in &p.reads {
                 let buf = table.get_mut(self.buffers[b].0).expect("current");
+                let first = copies.len();
                 buf.plan_current(Place::Device(p.device), &rect, &before[b], &mut copies);
+                let base = buf.addr(Place::Device(p.device)).unwrap_or_else(|e| crate::fatal(&e));
+                sources.extend(copies[first..].iter().map(|c| {
+                    let start = c.dst_addr - base;
+                    Source { buffer: b, start, end: start + (c.rows - 1) * c.pitch + c.row_bytes }
+                }));
             }
         }
         for p in &self.parts {
@@ -131,9 +149,9 @@ impl LaunchPlan {
             }
         }
         let after = self.buffers.iter().map(|&(s, _)| table.get(s).expect("current").coherence.clone()).collect();
-        cached.insert(0, Arc::new(CopyPlan { before, copies: copies.clone(), after }));
+        cached.insert(0, Arc::new(CopyPlan { before, copies: copies.clone(), sources: sources.clone(), after }));
         cached.truncate(COPY_PLANS_KEPT);
-        (copies, false)
+        (copies, sources, false)
     }
 }
 
@@ -311,7 +329,7 @@ pub(crate) fn run_unit(
     }
 
     let t1 = Instant::now();
-    let (copies, hit) = lp.copies(&mut table);
+    let (copies, sources, hit) = lp.copies(&mut table);
     st.nanos_copy_plan.fetch_add(t1.elapsed().as_nanos() as u64, Ordering::Relaxed);
     if hit { &st.copy_hits } else { &st.copy_misses }.fetch_add(1, Ordering::Relaxed);
 
@@ -325,7 +343,7 @@ pub(crate) fn run_unit(
                 }
                 _ => &kernel.name,
             };
-            let times = gpu::run(e, n, st, lp, &copies, kernel, name, prepared, ptx, parent, grid, outs)
+            let times = gpu::run(e, n, st, lp, &copies, &sources, kernel, name, prepared, ptx, parent, grid, outs)
                 .unwrap_or_else(|err| {
                     crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc))
                 });

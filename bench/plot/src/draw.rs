@@ -1,0 +1,217 @@
+//! The figures: one panel per program, laid out in a grid.
+
+use crate::results::Point;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+
+const FONT: &str = "sans-serif";
+
+/// Makes `bytes` (a TrueType font) the font of every label.
+pub fn register_font(bytes: Vec<u8>) -> Result<(), String> {
+    // The font lives as long as the program (plotters keeps a static reference).
+    let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+    plotters::style::register_font(FONT, FontStyle::Normal, bytes).map_err(|_| "not a usable TrueType font".to_string())
+}
+
+fn err<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
+}
+
+/// The programs in the order they first appear, each with its points.
+fn by_program(points: &[Point]) -> Vec<(String, Vec<&Point>)> {
+    let mut out: Vec<(String, Vec<&Point>)> = Vec::new();
+    for p in points {
+        match out.iter_mut().find(|(b, _)| *b == p.bench) {
+            Some((_, v)) => v.push(p),
+            None => out.push((p.bench.clone(), vec![p])),
+        }
+    }
+    out
+}
+
+fn sizes(points: &[&Point]) -> Vec<u64> {
+    let mut s: Vec<u64> = points.iter().map(|p| p.size).collect();
+    s.sort_unstable();
+    s.dedup();
+    s
+}
+
+fn gpu_counts(points: &[&Point]) -> Vec<u32> {
+    let mut g: Vec<u32> = points.iter().map(|p| p.gpus).collect();
+    g.sort_unstable();
+    g.dedup();
+    g
+}
+
+fn panels<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, n: usize) -> Vec<DrawingArea<DB, Shift>> {
+    let cols = if n <= 1 { 1 } else { 2 };
+    let rows = n.div_ceil(cols).max(1);
+    root.split_evenly((rows, cols))
+}
+
+/// A size index's label (the x axis is the index of the size, so sizes spread evenly).
+fn size_label(sizes: &[u64], x: f64) -> String {
+    let i = x.round();
+    if (x - i).abs() > 1e-6 || i < 0.0 || i as usize >= sizes.len() {
+        return String::new();
+    }
+    sizes[i as usize].to_string()
+}
+
+const SERIES: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+/// Speedup over one GPU against problem size: kernels with their dependency resolution,
+/// the runtime's session (init to cleanup) and the whole program, for each GPU count.
+pub fn speedup(points: &[Point], caption: &str, path: &Path) -> Result<(), String> {
+    let programs = by_program(points);
+    let height = 420 * programs.len().div_ceil(2) as u32 + 40;
+    let root = BitMapBackend::new(path, (1400, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let root = root.titled(&format!("Speedup over one GPU — {caption}"), (FONT, 22)).map_err(err)?;
+    for ((bench, pts), area) in programs.iter().zip(panels(&root, programs.len())) {
+        let sizes = sizes(pts);
+        let counts = gpu_counts(pts);
+        let at = |size: u64, gpus: u32| pts.iter().find(|p| p.size == size && p.gpus == gpus).copied();
+        let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        for &g in counts.iter().filter(|&&g| g > 1) {
+            let kinds: [(&str, fn(&Point) -> f64); 3] = [
+                ("kernels + dependencies", |p| p.kernels_and_dependencies),
+                ("runtime session", |p| p.session),
+                ("whole program", |p| p.wall),
+            ];
+            for (what, f) in kinds {
+                let series: Vec<(f64, f64)> = sizes
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, &s)| Some((i as f64, f(at(s, 1)?) / f(at(s, g)?))))
+                    .filter(|(_, y)| y.is_finite())
+                    .collect();
+                if !series.is_empty() {
+                    lines.push((format!("{what}, {g} GPUs"), series));
+                }
+            }
+        }
+        let top = counts.iter().copied().max().unwrap_or(1) as f64;
+        let ymax = lines.iter().flat_map(|(_, s)| s.iter().map(|p| p.1)).fold(top, f64::max) * 1.15;
+        let mut chart = ChartBuilder::on(&area)
+            .caption(bench, (FONT, 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d(-0.5f64..(sizes.len() as f64 - 0.5), 0f64..ymax)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_labels(sizes.len().max(2))
+            .x_label_formatter(&|x| size_label(&sizes, *x))
+            .x_desc("problem size (first argument)")
+            .y_desc("speedup")
+            .label_style((FONT, 14))
+            .draw()
+            .map_err(err)?;
+        for &g in counts.iter().filter(|&&g| g > 1) {
+            let ideal = [(-0.5, g as f64), (sizes.len() as f64 - 0.5, g as f64)];
+            chart.draw_series(LineSeries::new(ideal, BLACK.mix(0.3))).map_err(err)?;
+        }
+        for (k, (label, series)) in lines.iter().enumerate() {
+            let color = SERIES[k % SERIES.len()];
+            chart
+                .draw_series(LineSeries::new(series.iter().copied(), color.stroke_width(2)))
+                .map_err(err)?
+                .label(label.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            chart.draw_series(series.iter().map(|&p| Circle::new(p, 4, color.filled()))).map_err(err)?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font((FONT, 13))
+            .draw()
+            .map_err(err)?;
+    }
+    root.present().map_err(err)
+}
+
+/// The runtime breakdown of every configuration, as stacked bars relative to the one-GPU
+/// total of the same size (100%): host to device, kernels and dependency resolution,
+/// device to host, runtime overhead.
+pub fn breakdown(points: &[Point], caption: &str, path: &Path) -> Result<(), String> {
+    let programs = by_program(points);
+    let height = 420 * programs.len().div_ceil(2) as u32 + 40;
+    let root = BitMapBackend::new(path, (1400, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let root = root.titled(&format!("Runtime breakdown, % of the 1-GPU total — {caption}"), (FONT, 22)).map_err(err)?;
+    let parts: [(&str, fn(&Point) -> f64); 4] = [
+        ("host to device", |p| p.host_to_device),
+        ("kernels + dependency resolution", |p| p.kernels_and_dependencies),
+        ("device to host", |p| p.device_to_host),
+        ("runtime overhead", |p| p.overhead),
+    ];
+    let total = |p: &Point| parts.iter().map(|(_, f)| f(p)).sum::<f64>();
+    for ((bench, pts), area) in programs.iter().zip(panels(&root, programs.len())) {
+        let sizes = sizes(pts);
+        let counts = gpu_counts(pts);
+        let width = 0.8 / counts.len() as f64;
+        let mut bars = Vec::new();
+        for (i, &s) in sizes.iter().enumerate() {
+            let Some(one) = pts.iter().find(|p| p.size == s && p.gpus == counts[0]) else { continue };
+            let base = total(one);
+            for (j, &g) in counts.iter().enumerate() {
+                let Some(p) = pts.iter().find(|p| p.size == s && p.gpus == g) else { continue };
+                let x0 = i as f64 - 0.4 + j as f64 * width;
+                bars.push((x0, g, parts.map(|(_, f)| 100.0 * f(p) / base)));
+            }
+        }
+        let ymax = bars.iter().map(|(_, _, v)| v.iter().sum::<f64>()).fold(100.0, f64::max) * 1.2;
+        let mut chart = ChartBuilder::on(&area)
+            .caption(
+                format!("{bench} (bars: {} GPUs)", counts.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")),
+                (FONT, 20),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d(-0.5f64..(sizes.len() as f64 - 0.5), 0f64..ymax)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_labels(sizes.len().max(2))
+            .x_label_formatter(&|x| size_label(&sizes, *x))
+            .x_desc("problem size (first argument)")
+            .y_desc("% of the 1-GPU total")
+            .label_style((FONT, 14))
+            .draw()
+            .map_err(err)?;
+        for (k, (label, _)) in parts.iter().enumerate() {
+            let color = SERIES[k];
+            let rects = bars.iter().map(|(x0, _, v)| {
+                let below: f64 = v[..k].iter().sum();
+                Rectangle::new([(*x0, below), (*x0 + width * 0.9, below + v[k])], color.filled())
+            });
+            chart
+                .draw_series(rects)
+                .map_err(err)?
+                .label(*label)
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font((FONT, 13))
+            .draw()
+            .map_err(err)?;
+    }
+    root.present().map_err(err)
+}
