@@ -7,6 +7,9 @@ use std::path::Path;
 
 const FONT: &str = "sans-serif";
 
+/// A named figure of a point.
+type Figure = (&'static str, fn(&Point) -> f64);
+
 /// Makes `bytes` (a TrueType font) the font of every label.
 pub fn register_font(bytes: Vec<u8>) -> Result<(), String> {
     // The font lives as long as the program (plotters keeps a static reference).
@@ -82,7 +85,7 @@ pub fn speedup(points: &[Point], caption: &str, path: &Path) -> Result<(), Strin
         let at = |size: u64, gpus: u32| pts.iter().find(|p| p.size == size && p.gpus == gpus).copied();
         let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
         for &g in counts.iter().filter(|&&g| g > 1) {
-            let kinds: [(&str, fn(&Point) -> f64); 3] = [
+            let kinds: [Figure; 3] = [
                 ("kernels + dependencies", |p| p.kernels_and_dependencies),
                 ("runtime session", |p| p.session),
                 ("whole program", |p| p.wall),
@@ -151,7 +154,7 @@ pub fn breakdown(points: &[Point], caption: &str, path: &Path) -> Result<(), Str
     let root = BitMapBackend::new(path, (1400, height)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let root = root.titled(&format!("Runtime breakdown, % of the 1-GPU total — {caption}"), (FONT, 22)).map_err(err)?;
-    let parts: [(&str, fn(&Point) -> f64); 4] = [
+    let parts: [Figure; 4] = [
         ("host to device", |p| p.host_to_device),
         ("kernels + dependency resolution", |p| p.kernels_and_dependencies),
         ("device to host", |p| p.device_to_host),
