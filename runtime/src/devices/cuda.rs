@@ -196,7 +196,6 @@ impl Cuda {
     fn enqueue_copy(&self, c: &super::Copy, peer: Option<&Cuda>) -> Result<(), String> {
         use super::Place;
         self.bind()?;
-        let n = c.row_bytes as usize;
         let flat = c.rows <= 1 || c.row_bytes == c.pitch;
         let total = c.bytes() as usize;
         let s = self.stream;
@@ -222,50 +221,10 @@ impl Cuda {
                 }
                 (Place::Device(_), Place::Device(_)) => {
                     let p = peer.ok_or("a device-to-device copy without its source GPU")?;
-                    let mut d: sys::CUDA_MEMCPY3D_PEER = std::mem::zeroed();
-                    d.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-                    d.srcDevice = c.src_addr;
-                    d.srcContext = p.ctx;
-                    d.srcPitch = c.pitch as usize;
-                    d.srcHeight = c.rows as usize;
-                    d.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-                    d.dstDevice = c.dst_addr;
-                    d.dstContext = self.ctx;
-                    d.dstPitch = c.pitch as usize;
-                    d.dstHeight = c.rows as usize;
-                    d.WidthInBytes = n;
-                    d.Height = c.rows as usize;
-                    d.Depth = 1;
+                    let d = peer_rect(c, p.ctx, self.ctx);
                     check(&format!("cuMemcpy3DPeerAsync from {}", p.label()), sys::cuMemcpy3DPeerAsync(&d, s).result())
                 }
-                (src, dst) => {
-                    let mut d: sys::CUDA_MEMCPY2D = std::mem::zeroed();
-                    match src {
-                        Place::Host => {
-                            d.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_HOST;
-                            d.srcHost = c.src_addr as *const c_void;
-                        }
-                        Place::Device(_) => {
-                            d.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-                            d.srcDevice = c.src_addr;
-                        }
-                    }
-                    match dst {
-                        Place::Host => {
-                            d.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_HOST;
-                            d.dstHost = c.dst_addr as *mut c_void;
-                        }
-                        Place::Device(_) => {
-                            d.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-                            d.dstDevice = c.dst_addr;
-                        }
-                    }
-                    d.srcPitch = c.pitch as usize;
-                    d.dstPitch = c.pitch as usize;
-                    d.WidthInBytes = n;
-                    d.Height = c.rows as usize;
-                    check("cuMemcpy2DAsync", sys::cuMemcpy2DAsync_v2(&d, s).result())
-                }
+                _ => check("cuMemcpy2DAsync", sys::cuMemcpy2DAsync_v2(&rect(c), s).result()),
             }
         }
     }
@@ -406,5 +365,103 @@ impl super::Device for Cuda {
         self.bind()?;
         // SAFETY: this device's stream.
         check(&format!("waiting for {}", self.label()), unsafe { result::stream::synchronize(self.stream) })
+    }
+}
+
+/// Where one end of a copy is, as the driver's copy descriptors say it.
+fn end_of(place: super::Place, addr: u64) -> (sys::CUmemorytype, *const c_void, sys::CUdeviceptr) {
+    match place {
+        super::Place::Host => (sys::CUmemorytype::CU_MEMORYTYPE_HOST, addr as *const c_void, 0),
+        super::Place::Device(_) => (sys::CUmemorytype::CU_MEMORYTYPE_DEVICE, std::ptr::null(), addr),
+    }
+}
+
+/// The descriptor of a rectangle copy between the host and a GPU (or within one GPU).
+/// Built field by field: the memory-type enums have no zero value, so a zeroed descriptor is
+/// not a valid one.
+fn rect(c: &super::Copy) -> sys::CUDA_MEMCPY2D {
+    let (src_type, src_host, src_device) = end_of(c.src, c.src_addr);
+    let (dst_type, dst_host, dst_device) = end_of(c.dst, c.dst_addr);
+    sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: src_type,
+        srcHost: src_host,
+        srcDevice: src_device,
+        srcArray: std::ptr::null_mut(),
+        srcPitch: c.pitch as usize,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: dst_type,
+        dstHost: dst_host as *mut c_void,
+        dstDevice: dst_device,
+        dstArray: std::ptr::null_mut(),
+        dstPitch: c.pitch as usize,
+        WidthInBytes: c.row_bytes as usize,
+        Height: c.rows as usize,
+    }
+}
+
+/// The descriptor of a rectangle copy from one GPU's memory (context `src`) to another's.
+fn peer_rect(c: &super::Copy, src: sys::CUcontext, dst: sys::CUcontext) -> sys::CUDA_MEMCPY3D_PEER {
+    let device = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+    sys::CUDA_MEMCPY3D_PEER {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcZ: 0,
+        srcLOD: 0,
+        srcMemoryType: device,
+        srcHost: std::ptr::null(),
+        srcDevice: c.src_addr,
+        srcArray: std::ptr::null_mut(),
+        srcContext: src,
+        srcPitch: c.pitch as usize,
+        srcHeight: c.rows as usize,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstZ: 0,
+        dstLOD: 0,
+        dstMemoryType: device,
+        dstHost: std::ptr::null_mut(),
+        dstDevice: c.dst_addr,
+        dstArray: std::ptr::null_mut(),
+        dstContext: dst,
+        dstPitch: c.pitch as usize,
+        dstHeight: c.rows as usize,
+        WidthInBytes: c.row_bytes as usize,
+        Height: c.rows as usize,
+        Depth: 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::devices::{Copy, Place};
+
+    /// The descriptors name each end's memory and the rectangle (a zeroed descriptor once
+    /// aborted the program: its enums have no zero).
+    #[test]
+    fn rectangle_descriptors() {
+        let c = Copy {
+            src: Place::Host,
+            src_addr: 0x1000,
+            dst: Place::Device(1),
+            dst_addr: 0x9000,
+            rows: 3,
+            row_bytes: 64,
+            pitch: 256,
+        };
+        let d = rect(&c);
+        assert_eq!(d.srcMemoryType, sys::CUmemorytype::CU_MEMORYTYPE_HOST);
+        assert_eq!(d.srcHost as u64, 0x1000);
+        assert_eq!(d.dstMemoryType, sys::CUmemorytype::CU_MEMORYTYPE_DEVICE);
+        assert_eq!((d.dstDevice, d.WidthInBytes, d.Height, d.srcPitch, d.dstPitch), (0x9000, 64, 3, 256, 256));
+        let back = rect(&Copy { src: Place::Device(0), dst: Place::Host, ..c });
+        assert_eq!(back.srcMemoryType, sys::CUmemorytype::CU_MEMORYTYPE_DEVICE);
+        assert_eq!((back.srcDevice, back.dstHost as u64), (0x1000, 0x9000));
+        let p = peer_rect(&Copy { src: Place::Device(0), ..c }, std::ptr::null_mut(), std::ptr::null_mut());
+        assert_eq!((p.srcDevice, p.dstDevice, p.WidthInBytes, p.Height, p.Depth), (0x1000, 0x9000, 64, 3, 1));
+        assert_eq!((p.srcPitch, p.dstPitch), (256, 256));
     }
 }
