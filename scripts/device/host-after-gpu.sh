@@ -8,7 +8,7 @@
 set -u
 n=${1:-1024}
 secs() { local s=$(date +%s.%N); env "$@" carry/bin/matmul $n >/dev/null 2>&1; python3 -c "print(round($(date +%s.%N) - $s, 3))"; }
-for mode in ${MODES:-"HPVM_MGPU_DEVICES=cpu" "HPVM_MGPU_DEVICES=cuda" "HPVM_MGPU_DEVICES=cuda HPVM_MGPU_PIN=off" "HPVM_MGPU_DEVICES=cuda:1"}; do
+for mode in "HPVM_MGPU_DEVICES=cpu" "HPVM_MGPU_DEVICES=cuda" "HPVM_MGPU_DEVICES=cuda HPVM_MGPU_PIN=off" "HPVM_MGPU_DEVICES=cuda:1"; do
   with=(); without=()
   for i in 1 2 3; do
     with+=("$(secs $mode)"); without+=("$(secs $mode HPVM_EXAMPLE_SKIP_CHECK=1)")
