@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run ON A MULTI-GPU MACHINE (device tool) after scripts/device/prepare here:
 #   bash scripts/device/multi-gpu.sh [GPUS]          (default: every visible GPU)
+# EXAMPLES="matmul nbody" and SIZES="big" narrow the runs (default: every example, both sizes).
 # Every example at two sizes on 1 GPU and on GPUS GPUs, plus GPUS GPUs cut into 3 partitions
 # each and with uneven weights: every run must print PASS with the 1-GPU checksum, and the
 # statistics must show the partitionable nodes split over all GPUs. Writes
@@ -15,8 +16,8 @@ declare -A big=([vecadd]="16777216" [matmul]="2048" [stencil2d]="4096 4096 20" [
 bad=0
 rows=""
 sep=""
-for name in vecadd matmul stencil2d nbody sgemm_tiled pipeline histogram; do
-  for size in small big; do
+for name in ${EXAMPLES:-vecadd matmul stencil2d nbody sgemm_tiled pipeline histogram}; do
+  for size in ${SIZES:-small big}; do
     if [ $size = small ]; then args=${small[$name]}; else args=${big[$name]}; fi
     ref=""
     for mode in one many parts3 weights; do

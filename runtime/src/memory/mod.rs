@@ -180,8 +180,9 @@ impl Buffer {
             self.plan_run(place, rect.start, rect.end(), before, dst_base, out);
             return;
         }
-        // Row by row, then merged: when every row lacks the same columns from the same
-        // source (a halo column, a tile), that is one strided copy per piece.
+        // Row by row, then merged: consecutive rows that lack the same columns from the same
+        // sources (a halo column, a tile, the block of a transpose another device wrote) are
+        // one strided copy per piece.
         let mut rows: Vec<Vec<(u64, u64, Place)>> = Vec::with_capacity(rect.rows as usize);
         for (lo, hi) in rect.row_runs() {
             let mut pieces = Vec::new();
@@ -193,24 +194,23 @@ impl Buffer {
             }
             rows.push(pieces);
         }
-        let same = rows.windows(2).all(|w| w[0] == w[1]);
-        for (r, pieces) in rows.iter().enumerate() {
-            if same && r > 0 {
-                break;
-            }
-            let row_start = rect.start + r as u64 * rect.pitch;
-            for &(lo, hi, src) in pieces {
+        let mut first = 0;
+        while first < rows.len() {
+            let end = first + rows[first..].iter().take_while(|r| **r == rows[first]).count();
+            let row_start = rect.start + first as u64 * rect.pitch;
+            for &(lo, hi, src) in &rows[first] {
                 let src_base = self.addr(src).unwrap_or_else(|e| crate::fatal(&e));
                 out.push(Copy {
                     src,
                     src_addr: src_base + row_start + lo,
                     dst: place,
                     dst_addr: dst_base + row_start + lo,
-                    rows: if same { rect.rows } else { 1 },
+                    rows: (end - first) as u64,
                     row_bytes: hi - lo,
                     pitch: rect.pitch,
                 });
             }
+            first = end;
         }
         for (lo, hi) in rect.row_runs() {
             self.coherence.add(lo, hi, place);
@@ -457,6 +457,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A transpose's read after a launch split by rows: the rows the other device wrote are
+    /// one strided copy, not one copy per row.
+    #[test]
+    fn equal_consecutive_rows_are_one_strided_copy() {
+        let (rows, row_len) = (8u64, 64u64);
+        let mut buf = buffer(rows * row_len, 2);
+        buf.coherence.set_only(0, 4 * row_len, Place::Device(0));
+        buf.coherence.set_only(4 * row_len, 8 * row_len, Place::Device(1));
+        let before = buf.coherence.clone();
+        let mut copies = Vec::new();
+        let left_half = ByteRect { start: 0, rows, row_bytes: row_len / 2, pitch: row_len };
+        buf.plan_current(Place::Device(0), &left_half, &before, &mut copies);
+        assert_eq!(copies.len(), 1, "{copies:?}");
+        let c = copies[0];
+        assert_eq!((c.src, c.rows, c.row_bytes, c.pitch), (Place::Device(1), 4, row_len / 2, row_len));
+        assert_eq!(c.src_addr, device_base(1) + 4 * row_len);
+        assert_eq!(c.dst_addr, device_base(0) + 4 * row_len);
     }
 
     #[test]
