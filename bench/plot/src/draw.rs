@@ -72,7 +72,8 @@ const SERIES: [RGBColor; 6] = [
 ];
 
 /// Speedup over one GPU against problem size: kernels with their dependency resolution,
-/// the runtime's session (init to cleanup) and the whole program, for each GPU count.
+/// the runtime's share (the breakdown's four parts) and the whole program (wall time, the
+/// program's own host code included), for each GPU count.
 pub fn speedup(points: &[Point], caption: &str, path: &Path) -> Result<(), String> {
     let programs = by_program(points);
     let height = 420 * programs.len().div_ceil(2) as u32 + 40;
@@ -87,7 +88,7 @@ pub fn speedup(points: &[Point], caption: &str, path: &Path) -> Result<(), Strin
         for &g in counts.iter().filter(|&&g| g > 1) {
             let kinds: [Figure; 3] = [
                 ("kernels + dependencies", |p| p.kernels_and_dependencies),
-                ("runtime session", |p| p.session),
+                ("runtime's share", Point::runtime_share),
                 ("whole program", |p| p.wall),
             ];
             for (what, f) in kinds {
@@ -175,7 +176,7 @@ pub fn breakdown(points: &[Point], caption: &str, path: &Path) -> Result<(), Str
                 bars.push((x0, g, parts.map(|(_, f)| 100.0 * f(p) / base)));
             }
         }
-        let ymax = bars.iter().map(|(_, _, v)| v.iter().sum::<f64>()).fold(100.0, f64::max) * 1.2;
+        let ymax = bars.iter().map(|(_, _, v)| v.iter().sum::<f64>()).fold(100.0, f64::max) * 1.6;
         let mut chart = ChartBuilder::on(&area)
             .caption(
                 format!("{bench} (bars: {} GPUs)", counts.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")),

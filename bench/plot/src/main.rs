@@ -51,7 +51,7 @@ fn run() -> Result<(), String> {
         .map_err(|e| format!("the font {}: {e} (install fonts-dejavu-core or pass --font FILE.ttf)", font.display()))?;
     draw::register_font(font_bytes)?;
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let caption = format!("{} (commit {})", res.device, res.commit);
+    let caption = format!("{} (commit {})", res.title.as_deref().unwrap_or(&res.device), res.commit);
     let speedup = out.join("speedup.png");
     draw::speedup(&points, &caption, &speedup)?;
     let breakdown = out.join("breakdown.png");

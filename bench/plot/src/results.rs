@@ -26,14 +26,15 @@ pub struct Run {
     pub ms_allocation: f64,
     #[serde(default)]
     pub ms_to_host: f64,
-    #[serde(default)]
-    pub ms_session: f64,
 }
 
 /// A results file: where and how the runs were made, and the runs.
 #[derive(Deserialize)]
 pub struct Results {
     pub device: String,
+    /// A short name of the machine for titles (else `device`).
+    #[serde(default)]
+    pub title: Option<String>,
     pub commit: String,
     pub runs: Vec<Run>,
 }
@@ -51,8 +52,14 @@ pub struct Point {
     pub device_to_host: f64,
     /// The runtime's own work on the host: intervals, copy planning, allocations.
     pub overhead: f64,
-    pub session: f64,
     pub wall: f64,
+}
+
+impl Point {
+    /// The runtime's share of the program: the four parts of the breakdown.
+    pub fn runtime_share(&self) -> f64 {
+        self.host_to_device + self.kernels_and_dependencies + self.device_to_host + self.overhead
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -89,7 +96,6 @@ pub fn points(runs: &[Run]) -> Result<Vec<Point>, String> {
                 kernels_and_dependencies: m(|r| r.gpu_ms_kernels + r.gpu_ms_peer_copies),
                 device_to_host: m(|r| r.ms_to_host),
                 overhead: m(|r| r.ms_intervals + r.ms_copy_planning + r.ms_allocation),
-                session: m(|r| r.ms_session),
                 wall: m(|r| r.wall_s * 1e3),
             }
         })
@@ -114,7 +120,6 @@ mod tests {
             ms_copy_planning: 0.1,
             ms_allocation: 0.1,
             ms_to_host: 2.0,
-            ms_session: 900.0,
         }
     }
 
