@@ -131,6 +131,60 @@ impl Coherence {
         self.update(start, end, |_| h);
     }
 
+    /// `place` now holds every run of `runs` too: sorted, disjoint byte runs (the rows of a
+    /// rectangle). One pass over the map, however many runs: row by row, each update would
+    /// move the segments after it (quadratic in the rows of a tall rectangle).
+    pub fn add_runs(&mut self, runs: impl IntoIterator<Item = (u64, u64)>, place: Place) {
+        let h = place.holders();
+        self.update_runs(runs, |old| old.with(h));
+    }
+
+    /// `place` is now the only holder of every run of `runs` (sorted, disjoint).
+    pub fn set_only_runs(&mut self, runs: impl IntoIterator<Item = (u64, u64)>, place: Place) {
+        let h = place.holders();
+        self.update_runs(runs, |_| h);
+    }
+
+    fn update_runs(&mut self, runs: impl IntoIterator<Item = (u64, u64)>, f: impl Fn(Holders) -> Holders) {
+        let size = self.size;
+        let mut runs = runs.into_iter().map(|(a, b)| (a.min(size), b.min(size))).filter(|(a, b)| a < b);
+        let mut run = runs.next();
+        if run.is_none() {
+            return;
+        }
+        let mut out: Vec<Segment> = Vec::with_capacity(self.segments.len() + 2);
+        let mut push = |start: u64, end: u64, holders: Holders| match out.last_mut() {
+            Some(l) if l.holders == holders && l.end == start => l.end = end,
+            _ => out.push(Segment { start, end, holders }),
+        };
+        for seg in &self.segments {
+            let mut at = seg.start;
+            while at < seg.end {
+                match run {
+                    Some((_, hi)) if hi <= at => {
+                        let next = runs.next();
+                        debug_assert!(next.is_none_or(|(lo, _)| lo >= hi), "runs must be sorted and disjoint");
+                        run = next;
+                    }
+                    Some((lo, hi)) if lo < seg.end => {
+                        if lo > at {
+                            push(at, lo, seg.holders);
+                            at = lo;
+                        }
+                        let end = hi.min(seg.end);
+                        push(at, end, f(seg.holders));
+                        at = end;
+                    }
+                    _ => {
+                        push(at, seg.end, seg.holders);
+                        at = seg.end;
+                    }
+                }
+            }
+        }
+        self.segments = out;
+    }
+
     fn update(&mut self, start: u64, end: u64, f: impl Fn(Holders) -> Holders) {
         let (start, end) = (start.min(self.size), end.min(self.size));
         if start >= end {
@@ -207,7 +261,24 @@ mod tests {
                 }
                 let lacking = (lo.min(size)..hi.min(size)).filter(|&x| !model[x as usize].has(place)).count() as u64;
                 assert_eq!(missing.iter().map(|s| s.end - s.start).sum::<u64>(), lacking);
-                if next(2) == 0 {
+                if next(4) == 0 {
+                    // Rows of a rectangle, as one batch.
+                    let (rows, pitch, width) = (1 + next(6), 1 + next(20), 1 + next(10));
+                    let width = width.min(pitch);
+                    let runs: Vec<(u64, u64)> = (0..rows).map(|r| (lo + r * pitch, lo + r * pitch + width)).collect();
+                    let only = next(2) == 0;
+                    if only {
+                        c.set_only_runs(runs.iter().copied(), place);
+                    } else {
+                        c.add_runs(runs.iter().copied(), place);
+                    }
+                    for &(a, b) in &runs {
+                        for x in a.min(size)..b.min(size) {
+                            model[x as usize] =
+                                if only { place.holders() } else { model[x as usize].with(place.holders()) };
+                        }
+                    }
+                } else if next(2) == 0 {
                     c.add(lo, hi, place);
                     for x in lo.min(size)..hi.min(size) {
                         model[x as usize] = model[x as usize].with(place.holders());

@@ -212,9 +212,7 @@ impl Buffer {
             }
             first = end;
         }
-        for (lo, hi) in rect.row_runs() {
-            self.coherence.add(lo, hi, place);
-        }
+        self.coherence.add_runs(rect.row_runs(), place);
     }
 
     fn plan_run(&mut self, place: Place, lo: u64, hi: u64, before: &Coherence, dst_base: u64, out: &mut Vec<Copy>) {

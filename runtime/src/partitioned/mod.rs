@@ -143,9 +143,7 @@ impl LaunchPlan {
         for p in &self.parts {
             for &(b, rect) in &p.writes {
                 let buf = table.get_mut(self.buffers[b].0).expect("current");
-                for (lo, hi) in rect.row_runs() {
-                    buf.coherence.set_only(lo, hi, Place::Device(p.device));
-                }
+                buf.coherence.set_only_runs(rect.row_runs(), Place::Device(p.device));
             }
         }
         let after = self.buffers.iter().map(|&(s, _)| table.get(s).expect("current").coherence.clone()).collect();
