@@ -1,6 +1,7 @@
 //! The figures: one panel per program, laid out in a grid.
 
 use crate::results::Point;
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -62,6 +63,48 @@ fn size_label(sizes: &[u64], x: f64) -> String {
     sizes[i as usize].to_string()
 }
 
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A panel whose x axis is the index of `sizes` (labelled with the sizes) and whose y axis
+/// runs from 0 to `ymax`, its grid drawn.
+fn sized_chart<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    title: &str,
+    sizes: &[u64],
+    ymax: f64,
+    y_desc: &str,
+) -> Result<Chart<'a, DB>, String> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, (FONT, 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(-0.5f64..(sizes.len() as f64 - 0.5), 0f64..ymax)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_labels(sizes.len().max(2))
+        .x_label_formatter(&|x| size_label(sizes, *x))
+        .x_desc("problem size (first argument)")
+        .y_desc(y_desc)
+        .label_style((FONT, 14))
+        .draw()
+        .map_err(err)?;
+    Ok(chart)
+}
+
+/// The panel's legend, at `position`.
+fn legend<'a, DB: DrawingBackend + 'a>(chart: &mut Chart<'a, DB>, position: SeriesLabelPosition) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 13))
+        .draw()
+        .map_err(err)
+}
+
 const SERIES: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
@@ -105,22 +148,7 @@ pub fn speedup(points: &[Point], caption: &str, path: &Path) -> Result<(), Strin
         }
         let top = counts.iter().copied().max().unwrap_or(1) as f64;
         let ymax = lines.iter().flat_map(|(_, s)| s.iter().map(|p| p.1)).fold(top, f64::max) * 1.15;
-        let mut chart = ChartBuilder::on(&area)
-            .caption(bench, (FONT, 20))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
-            .build_cartesian_2d(-0.5f64..(sizes.len() as f64 - 0.5), 0f64..ymax)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_labels(sizes.len().max(2))
-            .x_label_formatter(&|x| size_label(&sizes, *x))
-            .x_desc("problem size (first argument)")
-            .y_desc("speedup")
-            .label_style((FONT, 14))
-            .draw()
-            .map_err(err)?;
+        let mut chart = sized_chart(&area, bench, &sizes, ymax, "speedup")?;
         for &g in counts.iter().filter(|&&g| g > 1) {
             let ideal = [(-0.5, g as f64), (sizes.len() as f64 - 0.5, g as f64)];
             chart.draw_series(LineSeries::new(ideal, BLACK.mix(0.3))).map_err(err)?;
@@ -134,14 +162,7 @@ pub fn speedup(points: &[Point], caption: &str, path: &Path) -> Result<(), Strin
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
             chart.draw_series(series.iter().map(|&p| Circle::new(p, 4, color.filled()))).map_err(err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font((FONT, 13))
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     }
     root.present().map_err(err)
 }
@@ -177,25 +198,9 @@ pub fn breakdown(points: &[Point], caption: &str, path: &Path) -> Result<(), Str
             }
         }
         let ymax = bars.iter().map(|(_, _, v)| v.iter().sum::<f64>()).fold(100.0, f64::max) * 1.6;
-        let mut chart = ChartBuilder::on(&area)
-            .caption(
-                format!("{bench} (bars: {} GPUs)", counts.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")),
-                (FONT, 20),
-            )
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
-            .build_cartesian_2d(-0.5f64..(sizes.len() as f64 - 0.5), 0f64..ymax)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_labels(sizes.len().max(2))
-            .x_label_formatter(&|x| size_label(&sizes, *x))
-            .x_desc("problem size (first argument)")
-            .y_desc("% of the 1-GPU total")
-            .label_style((FONT, 14))
-            .draw()
-            .map_err(err)?;
+        let title =
+            format!("{bench} (bars: {} GPUs)", counts.iter().map(u32::to_string).collect::<Vec<_>>().join(", "));
+        let mut chart = sized_chart(&area, &title, &sizes, ymax, "% of the 1-GPU total")?;
         for (k, (label, _)) in parts.iter().enumerate() {
             let color = SERIES[k];
             let rects = bars.iter().map(|(x0, _, v)| {
@@ -208,14 +213,7 @@ pub fn breakdown(points: &[Point], caption: &str, path: &Path) -> Result<(), Str
                 .label(*label)
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font((FONT, 13))
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     }
     root.present().map_err(err)
 }
