@@ -79,6 +79,10 @@ pub struct Report {
     pub ms_session: f64,
     /// Of that, opening the devices.
     pub ms_device_setup: f64,
+    /// Page-locking the program's buffers for the GPUs: bytes, and the time it took (on the
+    /// thread doing it; launches overlap it with their allocations).
+    pub bytes_page_locked: u64,
+    pub ms_page_locking: f64,
 }
 
 #[derive(Serialize)]
@@ -208,6 +212,8 @@ pub fn collect() -> Report {
         ms_to_host: memory::NANOS_TO_HOST.load(Ordering::Relaxed) as f64 / 1e6,
         ms_session: SESSION_START.get().map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3),
         ms_device_setup: DEVICE_SETUP_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
+        bytes_page_locked: memory::BYTES_PINNED.load(Ordering::Relaxed),
+        ms_page_locking: memory::NANOS_PINNING.load(Ordering::Relaxed) as f64 / 1e6,
     }
 }
 
@@ -284,5 +290,8 @@ pub fn report() -> String {
         r.ms_to_host
     );
     let _ = writeln!(s, "  session {:.3} ms (opening the devices {:.3} ms)", r.ms_session, r.ms_device_setup);
+    if r.bytes_page_locked > 0 {
+        let _ = writeln!(s, "  page-locked {} bytes in {:.3} ms", r.bytes_page_locked, r.ms_page_locking);
+    }
     s
 }

@@ -7,7 +7,9 @@
 # JSON row per run to $OUT/scaling.jsonl: wall seconds, checksum, and the runtime's
 # breakdown summed over nodes (GPU timeline: copies from the host, copies between GPUs,
 # kernels; host side: intervals, copy planning, allocation; copies back to the host).
+# SCALING_ENV adds settings to every run (e.g. SCALING_ENV=HPVM_MGPU_PIN=on).
 set -u
+SCALING_ENV=${SCALING_ENV:-}
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 counts=$1
@@ -23,7 +25,7 @@ for case in "$@"; do
       stats=/tmp/stats.$$.json
       rm -f "$stats"
       start=$(date +%s.%N)
-      HPVM_MGPU_DEVICES=cuda:$g HPVM_EXAMPLE_SKIP_CHECK=1 HPVM_MGPU_STATS=$stats timeout 600 carry/bin/$name $args >/tmp/run.$$.log 2>&1
+      env $SCALING_ENV HPVM_MGPU_DEVICES=cuda:$g HPVM_EXAMPLE_SKIP_CHECK=1 HPVM_MGPU_STATS=$stats timeout 600 carry/bin/$name $args >/tmp/run.$$.log 2>&1
       rc=$?
       end=$(date +%s.%N)
       sum=$(grep -o 'checksum [0-9a-f]*' /tmp/run.$$.log | cut -d' ' -f2 | head -1)
@@ -37,7 +39,7 @@ n = s.get("nodes", [])
 tot = lambda k: round(sum(x.get(k, 0) for x in n), 3)
 print(json.dumps({
     "device": "$gpu", "commit": "$commit", "bench": "$name", "args": "$args", "gpus": $g, "repeat": $r,
-    "command": "HPVM_MGPU_DEVICES=cuda:$g HPVM_EXAMPLE_SKIP_CHECK=1 carry/bin/$name $args",
+    "command": "$SCALING_ENV HPVM_MGPU_DEVICES=cuda:$g HPVM_EXAMPLE_SKIP_CHECK=1 carry/bin/$name $args",
     "rc": $rc, "checksum": "$sum", "wall_s": round($end - $start, 4),
     "gpu_ms_host_copies": tot("gpu_ms_host_copies"), "gpu_ms_peer_copies": tot("gpu_ms_peer_copies"),
     "gpu_ms_kernels": tot("gpu_ms_kernels"), "ms_intervals": tot("ms_intervals"),
@@ -45,6 +47,7 @@ print(json.dumps({
     "ms_copies_enqueue": tot("ms_copies"), "ms_partitions_wall": tot("ms_partitions"),
     "ms_to_host": s.get("ms_to_host", 0), "ms_session": s.get("ms_session", 0),
     "ms_device_setup": s.get("ms_device_setup", 0), "bytes": s.get("bytes", []),
+    "ms_page_locking": s.get("ms_page_locking", 0), "bytes_page_locked": s.get("bytes_page_locked", 0),
     "launches": sum(x.get("unit_launches", 0) for x in n), "partitioned": sum(x.get("partitioned_launches", 0) for x in n),
     "devices": s.get("devices", ""),
 }))

@@ -18,18 +18,19 @@
 //!
 //! Every driver call's error is checked and returned with what was being done.
 
+use super::staging::{Slots, STAGE_AT_LEAST};
 use super::Device;
 use cudarc::driver::{result, sys};
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 pub struct Cuda {
     /// The device's index in this run (`Place::Device(index)`).
     pub index: usize,
     dev: sys::CUdevice,
     ctx: sys::CUcontext,
-    stream: sys::CUstream,
+    pub(super) stream: sys::CUstream,
     pub name: String,
     /// Loaded PTX modules by the address of their text, and their kernels by name.
     modules: Mutex<HashMap<usize, sys::CUmodule>>,
@@ -37,6 +38,8 @@ pub struct Cuda {
     /// Events marking points of the stream (see [`Cuda::mark`]), reused: a slot is recorded
     /// again only after the stream was synchronized past its last use.
     marks: Mutex<Vec<sys::CUevent>>,
+    /// Page-locked slots for host copies ([`super::staging`]), made on first use.
+    staging: Mutex<Option<Slots>>,
 }
 
 // SAFETY: CUDA contexts, streams, modules, functions and events may be used from any thread
@@ -110,6 +113,7 @@ impl Cuda {
             modules: Mutex::default(),
             functions: Mutex::default(),
             marks: Mutex::default(),
+            staging: Mutex::default(),
         })
     }
 
@@ -191,10 +195,28 @@ impl Cuda {
         self.synchronize()
     }
 
+    /// The staging slots, made now if this is their first use (context current).
+    pub(super) fn staging(&self) -> Result<MutexGuard<'_, Option<Slots>>, String> {
+        let mut g = self.staging.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_none() {
+            *g = Some(Slots::new().map_err(|e| format!("{}: {e}", self.label()))?);
+        }
+        Ok(g)
+    }
+
     /// Enqueues a copy on this device's stream. `peer` is the other GPU of a device-to-device
-    /// copy.
+    /// copy. Large host copies go through the staging slots unless the program's buffers are
+    /// page-locked (`HPVM_MGPU_PIN=on`); a copy back to the host then completes before this
+    /// returns.
     fn enqueue_copy(&self, c: &super::Copy, peer: Option<&Cuda>) -> Result<(), String> {
         use super::Place;
+        if c.bytes() >= STAGE_AT_LEAST && !crate::memory::pinning() {
+            match (c.src, c.dst) {
+                (Place::Host, Place::Device(_)) => return self.staged_to_device(c),
+                (Place::Device(_), Place::Host) => return self.staged_to_host(c),
+                _ => {}
+            }
+        }
         self.bind()?;
         let flat = c.rows <= 1 || c.row_bytes == c.pitch;
         let total = c.bytes() as usize;

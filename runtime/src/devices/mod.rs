@@ -20,6 +20,7 @@
 pub mod cuda;
 pub mod host;
 pub mod sim;
+pub mod staging;
 
 use crate::fatal;
 pub use crate::memory::coherence::{Place, MAX_DEVICES};

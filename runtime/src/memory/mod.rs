@@ -29,16 +29,33 @@ pub static BYTES_REQUESTED: AtomicU64 = AtomicU64::new(0);
 /// Time spent making the host current (copies back from the devices, waited for).
 pub static NANOS_TO_HOST: AtomicU64 = AtomicU64::new(0);
 
+/// Bytes page-locked, and the time it took.
+pub static BYTES_PINNED: AtomicU64 = AtomicU64::new(0);
+pub static NANOS_PINNING: AtomicU64 = AtomicU64::new(0);
+
+/// Page-locks `[start, start + size)` for every GPU; false where the driver refuses.
+fn pin(start: u64, size: u64) -> bool {
+    let t = std::time::Instant::now();
+    let pinned = devices().get(0).pin_host(start as *mut u8, size as usize);
+    NANOS_PINNING.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    if pinned {
+        BYTES_PINNED.fetch_add(size, Ordering::Relaxed);
+    }
+    pinned
+}
+
 /// Buffers at least this large are page-locked when they first go to a GPU.
 const PIN_AT_LEAST: u64 = 1 << 20;
 
-/// `HPVM_MGPU_PIN=off`: never page-lock the program's buffers (copies are slower; the
-/// program's own pages stay as the system made them).
-fn pinning() -> bool {
+/// `HPVM_MGPU_PIN=on`: page-lock the program's buffers of 1 MiB or more on their first trip
+/// to a GPU, and copy them directly. Off (the default), host copies go through the GPUs'
+/// staging slots ([`crate::devices::staging`]): locking costs more than it saves unless a
+/// buffer crosses many times, and the program's pages stay as the system made them.
+pub(crate) fn pinning() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| match std::env::var("HPVM_MGPU_PIN").unwrap_or_default().trim() {
-        "" | "on" => true,
-        "off" => false,
+        "on" => true,
+        "" | "off" => false,
         other => crate::fatal(&format!("HPVM_MGPU_PIN={other}: expected `on` or `off`")),
     })
 }
@@ -143,33 +160,121 @@ impl Table {
     }
 }
 
+impl Table {
+    /// Makes every allocation in `needs` (buffer start, device) that does not exist yet, and
+    /// page-locks the buffers that will be. On GPUs the costs are large (about 30 ms per GB
+    /// page-locked, and an allocation of gigabytes takes a good part of a second) and
+    /// independent: each device allocates on its own thread while one more page-locks, so a
+    /// launch's first use of its buffers costs the slowest of them, not their sum.
+    pub fn allocate(&mut self, needs: &[(u64, usize)]) -> Result<(), String> {
+        let devs = devices();
+        let mut per_device: Vec<Vec<(u64, u64)>> = vec![Vec::new(); devs.count()];
+        let mut pins: Vec<(u64, u64)> = Vec::new();
+        for &(start, k) in needs {
+            let buf = self.buffers.get(&start).expect("tracked");
+            if buf.allocs.get(k).copied().flatten().is_some() || per_device[k].iter().any(|&(s, _)| s == start) {
+                continue;
+            }
+            per_device[k].push((start, buf.size));
+            if devs.on_gpus()
+                && buf.size >= PIN_AT_LEAST
+                && !buf.pinned
+                && pinning()
+                && !pins.iter().any(|&(s, _)| s == start)
+            {
+                pins.push((start, buf.size));
+            }
+        }
+        let jobs = per_device.iter().filter(|v| !v.is_empty()).count() + usize::from(!pins.is_empty());
+        let alloc_on = |k: usize, list: &[(u64, u64)]| -> Vec<Result<u64, String>> {
+            list.iter().map(|&(start, size)| Buffer::alloc_on(start, size, k)).collect()
+        };
+        let pin_all =
+            |list: &[(u64, u64)]| -> Vec<bool> { list.iter().map(|&(start, size)| pin(start, size)).collect() };
+        let (made, pinned): (Vec<Vec<Result<u64, String>>>, Vec<bool>) = if jobs <= 1 {
+            (per_device.iter().enumerate().map(|(k, v)| alloc_on(k, v)).collect(), pin_all(&pins))
+        } else {
+            std::thread::scope(|s| {
+                let failed =
+                    |e: std::io::Error| -> ! { crate::fatal(&format!("cannot start an allocating thread: {e}")) };
+                let pinner = std::thread::Builder::new()
+                    .name("hpvm-pin".into())
+                    .spawn_scoped(s, || pin_all(&pins))
+                    .unwrap_or_else(|e| failed(e));
+                let allocators: Vec<_> = per_device
+                    .iter()
+                    .enumerate()
+                    .map(|(k, v)| {
+                        (!v.is_empty()).then(|| {
+                            std::thread::Builder::new()
+                                .name(format!("hpvm-alloc-{k}"))
+                                .spawn_scoped(s, move || alloc_on(k, v))
+                                .unwrap_or_else(|e| failed(e))
+                        })
+                    })
+                    .collect();
+                let lost = || -> ! { crate::fatal("an allocating thread failed") };
+                let made = allocators
+                    .into_iter()
+                    .map(|h| h.map(|h| h.join().unwrap_or_else(|_| lost())).unwrap_or_default())
+                    .collect();
+                (made, pinner.join().unwrap_or_else(|_| lost()))
+            })
+        };
+        // Record everything made before reporting a failure, so that it is freed with the
+        // buffer.
+        let mut first_error = None;
+        for (k, results) in made.into_iter().enumerate() {
+            for (&(start, _), r) in per_device[k].iter().zip(results) {
+                match r {
+                    Ok(a) => self.buffers.get_mut(&start).expect("tracked").set_alloc(k, a),
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        for (&(start, _), p) in pins.iter().zip(pinned) {
+            self.buffers.get_mut(&start).expect("tracked").pinned = p;
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
 impl Buffer {
     /// The buffer's address at `place`: the host's own, or device `k`'s allocation (made now
-    /// if this is its first need).
+    /// if this is its first need; [`Table::allocate`] makes a launch's allocations at once).
     pub fn addr(&mut self, place: Place) -> Result<u64, String> {
         let Place::Device(k) = place else { return Ok(self.start) };
+        if let Some(a) = self.allocs.get(k).copied().flatten() {
+            return Ok(a);
+        }
+        let a = Buffer::alloc_on(self.start, self.size, k)?;
+        self.set_alloc(k, a);
+        let devs = devices();
+        if devs.on_gpus() && self.size >= PIN_AT_LEAST && !self.pinned && pinning() {
+            self.pinned = pin(self.start, self.size);
+        }
+        Ok(a)
+    }
+
+    fn set_alloc(&mut self, k: usize, a: u64) {
         if self.allocs.len() <= k {
             self.allocs.resize(k + 1, None);
         }
-        if let Some(a) = self.allocs[k] {
-            return Ok(a);
-        }
-        let devs = devices();
-        let device = devs.get(k);
-        let a = device.alloc(self.size as usize).map_err(|e| {
+        self.allocs[k] = Some(a);
+    }
+
+    /// Allocates device `k`'s copy of the buffer at `start` (`size` bytes).
+    fn alloc_on(start: u64, size: u64, k: usize) -> Result<u64, String> {
+        let device = devices().get(k);
+        device.alloc(size as usize).map_err(|e| {
             format!(
-                "cannot allocate the buffer at {:#x} ({} bytes, {:.1} MiB) on {}: {e}",
-                self.start,
-                self.size,
-                self.size as f64 / (1 << 20) as f64,
+                "cannot allocate the buffer at {start:#x} ({size} bytes, {:.1} MiB) on {}: {e}",
+                size as f64 / (1 << 20) as f64,
                 device.name()
             )
-        })?;
-        self.allocs[k] = Some(a);
-        if devs.on_gpus() && self.size >= PIN_AT_LEAST && !self.pinned && pinning() {
-            self.pinned = device.pin_host(self.start as *mut u8, self.size as usize);
-        }
-        Ok(a)
+        })
     }
 
     /// Plans the copies that make `place` current on `rect`, choosing each source among the

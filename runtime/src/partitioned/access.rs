@@ -95,6 +95,9 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
     let mut outcome = match split(l, leaf_desc, &leaf_args, block, &args, buffers.len()) {
         Ok(parts) => {
             let t = std::time::Instant::now();
+            let needs: Vec<(u64, usize)> =
+                parts.iter().flat_map(|p| unit_ptrs.iter().map(|&(_, b)| (buffers[b].0, p.0))).collect();
+            table.allocate(&needs).unwrap_or_else(|e| crate::fatal(&e));
             let parts: Vec<PartPlan> = parts
                 .into_iter()
                 .map(|(device, bx, reads, writes)| PartPlan {
@@ -164,6 +167,8 @@ fn unpartitioned(
         }
     }
     let t = std::time::Instant::now();
+    let needs: Vec<(u64, usize)> = ptrs.iter().map(|&(_, b)| (buffers[b].0, 0)).collect();
+    table.allocate(&needs).unwrap_or_else(|e| crate::fatal(&e));
     let args = device_args(l.args, ptrs, buffers, 0, table);
     let part = PartPlan { device: 0, bx: GridBox::whole(l.grid), args, reads, writes };
     let mut plan = LaunchPlan::new(buffers.to_vec(), vec![part], Some(reason));
