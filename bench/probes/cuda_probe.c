@@ -9,6 +9,8 @@
  *                                 cuInit, a current context, device allocations and copies,
  *                                 page-locked inputs; plus a memory-free ALU loop each time,
  *                                 so a clock change shows apart from a memory-system change
+ *   cuda_probe host-par N         the loop with no CUDA at all, before and after the same
+ *                                 product computed by 8 threads (the CPU fallback's kernel)
  *   cuda_probe cores N            the same loop (its first N/16 rows) and the ALU loop on each
  *                                 allowed core in turn: a virtual machine's cores need not be
  *                                 equally fast
@@ -155,6 +157,33 @@ static void time_host(const char *stage, const float *A, const float *B, float *
   fflush(stdout);
 }
 
+struct pass {
+  const float *A, *B;
+  float *C;
+  long N, row0, rows;
+};
+
+static void *pass_rows(void *arg) {
+  struct pass *p = arg;
+  naive_rows(p->A + p->row0 * p->N, p->B, p->C + p->row0 * p->N, p->N, p->rows);
+  return NULL;
+}
+
+/* The product computed by `threads` threads, rows split evenly: what the CPU fallback's
+ * kernel does to the same data before the host's own check. */
+static void parallel_pass(const float *A, const float *B, float *C, long N, int threads) {
+  pthread_t t[64];
+  struct pass p[64];
+  for (int i = 0; i < threads; ++i) {
+    long lo = N * i / threads, hi = N * (i + 1) / threads;
+    p[i] = (struct pass){A, B, C, N, lo, hi - lo};
+    pthread_create(&t[i], NULL, pass_rows, &p[i]);
+  }
+  for (int i = 0; i < threads; ++i) {
+    pthread_join(t[i], NULL);
+  }
+}
+
 static int probe_host(long N) {
   size_t bytes = (size_t)N * (size_t)N * sizeof(float);
   float *A = malloc(bytes), *B = malloc(bytes), *C = malloc(bytes);
@@ -203,6 +232,9 @@ static int probe_host(long N) {
     check(cu.MemFree(d[i]), "cuMemFree");
   }
   time_host("after freeing the device memory", A, B, C, N);
+  parallel_pass(A, B, C, N, 8);
+  time_host("after an 8-thread pass over A and B", A, B, C, N);
+  time_host("again", A, B, C, N);
   return 0;
 }
 
@@ -391,6 +423,25 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "host") == 0) {
     return probe_host(atol(argv[2]));
   }
+  if (argc == 3 && strcmp(argv[1], "host-par") == 0) {
+    long N = atol(argv[2]);
+    size_t bytes = (size_t)N * (size_t)N * sizeof(float);
+    float *A = malloc(bytes), *B = malloc(bytes), *C = malloc(bytes);
+    if (!A || !B || !C) {
+      return 2;
+    }
+    for (long i = 0; i < N * N; ++i) {
+      A[i] = (float)(i % 1000 + 1) / 1000.0f;
+      B[i] = (float)(i % 997 + 1) / 997.0f;
+    }
+    time_host("no CUDA, no threads", A, B, C, N);
+    parallel_pass(A, B, C, N, 8);
+    time_host("after an 8-thread pass over A and B", A, B, C, N);
+    time_host("again", A, B, C, N);
+    parallel_pass(A, B, C, N, 1);
+    time_host("after a 1-thread pass", A, B, C, N);
+    return 0;
+  }
   if (argc == 3 && strcmp(argv[1], "cores") == 0) {
     return probe_cores(atol(argv[2]));
   }
@@ -405,6 +456,6 @@ int main(int argc, char **argv) {
     return probe_occupancy(argv[2], argv[3], atoi(argv[4]));
   }
   fprintf(stderr,
-          "usage: cuda_probe host N | cores N | pin GIB THREADS | occupancy PTX KERNEL BLOCK\n");
+          "usage: cuda_probe host N | host-par N | cores N | pin GIB THREADS | occupancy PTX KERNEL BLOCK\n");
   return 2;
 }

@@ -11,12 +11,14 @@
 #  5. the same check on cores 8-15 with the CPU fallback on ONE worker thread, and on the
 #     GPUs with a busy loop on another core of the set (does the rest of the chip being busy
 #     make the host loop faster?)
-#   bash scripts/device/probes.sh [SECTIONS]   (default "host cores pin nbody matmul busy")
+#  6. the loop with no CUDA and no runtime at all, before and after 8 threads computed the
+#     same product (what the CPU fallback does before the check): `hostpar`
+#   bash scripts/device/probes.sh [SECTIONS]   (default "host cores pin nbody matmul busy hostpar")
 # Environment: BODIES (262144), PIN_GIB (5), PIN_THREADS (16), CORES (8).
 set -u
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
-sections=${1:-host cores pin nbody matmul busy}
+sections=${1:-host cores pin nbody matmul busy hostpar}
 bodies=${BODIES:-262144}
 gib=${PIN_GIB:-5}
 threads=${PIN_THREADS:-16}
@@ -112,4 +114,8 @@ if want busy; then
     echo "cores $cores-$((cores + 6)) with core $((cores + 7)) spinning, $mode: with check ${with[*]} s; without ${without[*]} s"
   done
   kill $spin
+fi
+if want hostpar; then
+  echo "== 6. the loop with no runtime, before and after an 8-thread pass (cores $cores-$((cores + 7)))"
+  taskset -c $cores-$((cores + 7)) carry/bin/cuda_probe host-par 1024
 fi

@@ -16,6 +16,7 @@
 
 pub mod coherence;
 
+use crate::devices::staging::STAGE_AT_LEAST;
 use crate::devices::{devices, Copy, Devices};
 use crate::stats;
 use coherence::{Coherence, Holders, Place};
@@ -388,13 +389,36 @@ pub fn execute(copies: &[Copy]) -> Result<(), String> {
 /// devices that got some (bit `k` for device `k`). The caller synchronizes them.
 pub fn enqueue(copies: &[Copy]) -> Result<u64, String> {
     let devs: &Devices = devices();
-    let mut used = 0u64;
-    for c in copies {
-        let k = c.executor();
-        devs.get(k).copy(c).map_err(|e| format!("{}: {e}", devs.get(k).name()))?;
-        stats::count_copy(c);
-        used |= 1 << k;
+    let used = copies.iter().fold(0u64, |u, c| u | 1 << c.executor());
+    let run = |k: usize| -> Result<(), String> {
+        for c in copies.iter().filter(|c| c.executor() == k) {
+            devs.get(k).copy(c).map_err(|e| format!("{}: {e}", devs.get(k).name()))?;
+            stats::count_copy(c);
+        }
+        Ok(())
+    };
+    let devices: Vec<usize> = (0..devs.count()).filter(|k| used & 1 << k != 0).collect();
+    // A staged host copy keeps its thread busy until its last slot is filled (or drained):
+    // with several GPUs receiving them, each gets its own thread so their DMAs overlap.
+    let staged = |c: &Copy| (c.src == Place::Host || c.dst == Place::Host) && c.bytes() >= STAGE_AT_LEAST && !pinning();
+    if devices.len() < 2 || !devs.on_gpus() || !copies.iter().any(staged) {
+        return devices.into_iter().try_for_each(run).map(|()| used);
     }
+    std::thread::scope(|s| {
+        let threads: Vec<_> = devices
+            .iter()
+            .map(|&k| {
+                std::thread::Builder::new()
+                    .name(format!("hpvm-copy-{k}"))
+                    .spawn_scoped(s, move || run(k))
+                    .unwrap_or_else(|e| crate::fatal(&format!("cannot start a copying thread: {e}")))
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().unwrap_or_else(|_| crate::fatal("a copying thread failed")))
+            .collect::<Result<Vec<()>, String>>()
+    })?;
     Ok(used)
 }
 
