@@ -133,6 +133,23 @@ static void naive_rows(const float *A, const float *B, float *C, long N, long ro
 
 static void naive(const float *A, const float *B, float *C, long N) { naive_rows(A, B, C, N, N); }
 
+/* N x N inputs in (0, 1], never zero (zeros can run faster than real data). */
+static int make_inputs(long N, float **A, float **B, float **C) {
+  size_t bytes = (size_t)N * (size_t)N * sizeof(float);
+  *A = malloc(bytes);
+  *B = malloc(bytes);
+  *C = calloc((size_t)N * (size_t)N, sizeof(float));
+  if (!*A || !*B || !*C) {
+    fprintf(stderr, "cuda_probe: out of memory\n");
+    return 0;
+  }
+  for (long i = 0; i < N * N; ++i) {
+    (*A)[i] = (float)(i % 1000 + 1) / 1000.0f;
+    (*B)[i] = (float)(i % 997 + 1) / 997.0f;
+  }
+  return 1;
+}
+
 /* A dependent integer chain: its time follows the core clock only. */
 static uint64_t alu(uint64_t n) {
   uint64_t x = 88172645463325252ull;
@@ -186,15 +203,9 @@ static void parallel_pass(const float *A, const float *B, float *C, long N, int 
 
 static int probe_host(long N) {
   size_t bytes = (size_t)N * (size_t)N * sizeof(float);
-  float *A = malloc(bytes), *B = malloc(bytes), *C = malloc(bytes);
-  if (!A || !B || !C) {
-    fprintf(stderr, "cuda_probe: out of memory\n");
+  float *A, *B, *C;
+  if (!make_inputs(N, &A, &B, &C)) {
     return 2;
-  }
-  for (long i = 0; i < N * N; ++i) {
-    A[i] = (float)(i % 1000 + 1) / 1000.0f;
-    B[i] = (float)(i % 997 + 1) / 997.0f;
-    C[i] = 0.0f;
   }
   load_driver();
   time_host("no CUDA call yet", A, B, C, N);
@@ -241,14 +252,9 @@ static int probe_host(long N) {
 /* ---- cores: is every core equally fast? ----------------------------------------------- */
 
 static int probe_cores(long N) {
-  size_t bytes = (size_t)N * (size_t)N * sizeof(float);
-  float *A = malloc(bytes), *B = malloc(bytes), *C = malloc(bytes);
-  if (!A || !B || !C) {
+  float *A, *B, *C;
+  if (!make_inputs(N, &A, &B, &C)) {
     return 2;
-  }
-  for (long i = 0; i < N * N; ++i) {
-    A[i] = (float)(i % 1000 + 1) / 1000.0f;
-    B[i] = (float)(i % 997 + 1) / 997.0f;
   }
   cpu_set_t allowed;
   sched_getaffinity(0, sizeof allowed, &allowed);
@@ -425,14 +431,9 @@ int main(int argc, char **argv) {
   }
   if (argc == 3 && strcmp(argv[1], "host-par") == 0) {
     long N = atol(argv[2]);
-    size_t bytes = (size_t)N * (size_t)N * sizeof(float);
-    float *A = malloc(bytes), *B = malloc(bytes), *C = malloc(bytes);
-    if (!A || !B || !C) {
+    float *A, *B, *C;
+    if (!make_inputs(N, &A, &B, &C)) {
       return 2;
-    }
-    for (long i = 0; i < N * N; ++i) {
-      A[i] = (float)(i % 1000 + 1) / 1000.0f;
-      B[i] = (float)(i % 997 + 1) / 997.0f;
     }
     time_host("no CUDA, no threads", A, B, C, N);
     parallel_pass(A, B, C, N, 8);
