@@ -13,7 +13,7 @@ const DEVICES: [usize; 6] = [1, 2, 3, 4, 7, 8];
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-const PROGRAMS: [(&str, &[&[&str]]); 19] = [
+const PROGRAMS: [(&str, &[&[&str]]); 20] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -30,6 +30,7 @@ const PROGRAMS: [(&str, &[&[&str]]); 19] = [
     ("tests/programs/volume.c", &[&["3", "2", "1"], &["20", "12", "9"], &["17", "5", "40"]]),
     ("tests/programs/heat3d.c", &[&["3", "3", "3", "4", "4", "4", "1"], &["20", "13", "17", "4", "3", "2", "3"]]),
     ("tests/programs/threshold.c", &[&["3"], &["1001"], &["5000"]]),
+    ("tests/programs/hostwrites.c", &[&["2", "2"], &["1001", "4"], &["5000", "3"]]),
     (
         "tests/programs/blur.c",
         &[&["5", "3", "2", "2", "1"], &["61", "37", "8", "4", "2"], &["130", "70", "16", "5", "3"]],
@@ -141,6 +142,28 @@ fn stencil_steady_state_is_all_cache_hits() {
     assert!(n["bytes_host_to_device"].as_u64().unwrap() <= 2 * 64 * 64 * 4 + 8 * 64 * 4, "{n}");
 }
 
+/// What the host holds is copied again at each launch (the host may have written it), unless
+/// the program promises otherwise with `HPVM_MGPU_HOST_WRITES=none`.
+#[test]
+fn host_copies_are_sent_again_unless_promised_unchanged() {
+    let dir = TempDir::new("hostwrites");
+    let exe = build(&dir, "tests/programs/threshold.c");
+    let n = 1000u64;
+    let sent = |promise: &[(&str, &str)]| {
+        let file = dir.path_str("stats.json");
+        let _ = std::fs::remove_file(&file);
+        let mut env = vec![("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_STATS", &file)];
+        env.extend_from_slice(promise);
+        run_ok(&exe, &[&n.to_string()], &env);
+        let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        node(&s, "Keep")["bytes_host_to_device"].as_u64().unwrap()
+    };
+    // Two launches: `in` (read) and `out` (may-written, so read first) cross at the first;
+    // `in`, which the host still holds, crosses again at the second.
+    assert_eq!(sent(&[]), 3 * n * 4);
+    assert_eq!(sent(&[("HPVM_MGPU_HOST_WRITES", "none")]), 2 * n * 4);
+}
+
 #[test]
 fn fallback_is_visible_and_data_crosses_it() {
     let dir = TempDir::new("fallback");
@@ -185,6 +208,8 @@ fn bad_settings_are_refused_with_a_message() {
         ("HPVM_MGPU_PARTITIONS", "0", "1 to 64"),
         ("HPVM_MGPU_WEIGHTS", "1,2,3", "one per device"),
         ("HPVM_MGPU_WEIGHTS", "0,0", "not all zero"),
+        ("HPVM_MGPU_PIN", "yes", "expected `on` or `off`"),
+        ("HPVM_MGPU_HOST_WRITES", "some", "expected `any` or `none`"),
     ] {
         let env = [(var, value), ("HPVM_MGPU_DEVICES", if var == "HPVM_MGPU_DEVICES" { value } else { "cpu:2" })];
         let out = run_program(&exe, &["100"], &env);

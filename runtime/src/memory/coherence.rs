@@ -145,6 +145,24 @@ impl Coherence {
         self.update_runs(runs, |_| h);
     }
 
+    /// The host is now the only holder of everything it holds: its copy may have been written
+    /// since the devices received theirs (HPVM's rule: the host's copy of what it holds is the
+    /// one that counts, so a launch copies it again).
+    pub fn host_wins(&mut self) {
+        if !self.segments.iter().any(|s| s.holders.has(Place::Host) && s.holders != Holders::HOST) {
+            return;
+        }
+        let mut out: Vec<Segment> = Vec::with_capacity(self.segments.len());
+        for s in &self.segments {
+            let holders = if s.holders.has(Place::Host) { Holders::HOST } else { s.holders };
+            match out.last_mut() {
+                Some(l) if l.holders == holders => l.end = s.end,
+                _ => out.push(Segment { holders, ..*s }),
+            }
+        }
+        self.segments = out;
+    }
+
     fn update_runs(&mut self, runs: impl IntoIterator<Item = (u64, u64)>, f: impl Fn(Holders) -> Holders) {
         let size = self.size;
         let mut runs = runs.into_iter().map(|(a, b)| (a.min(size), b.min(size))).filter(|(a, b)| a < b);
@@ -292,6 +310,30 @@ mod tests {
                 model_check(&c, &model);
             }
         }
+    }
+
+    #[test]
+    fn host_wins_what_it_holds() {
+        let d0 = Holders::device(0);
+        let d1 = Holders::device(1);
+        let mut c = Coherence::new(100, Holders::HOST);
+        c.add(0, 40, Place::Device(0));
+        c.set_only(40, 60, Place::Device(1));
+        c.add(60, 80, Place::Device(1));
+        let mut model = vec![Holders::HOST; 100];
+        model[..40].fill(Holders::HOST.with(d0));
+        model[40..60].fill(d1);
+        model[60..80].fill(Holders::HOST.with(d1));
+        model_check(&c, &model);
+        c.host_wins();
+        for (i, m) in model.iter_mut().enumerate() {
+            if m.has(Place::Host) {
+                *m = Holders::HOST;
+            }
+            assert_eq!(*m, if (40..60).contains(&i) { d1 } else { Holders::HOST });
+        }
+        model_check(&c, &model);
+        assert_eq!(c.segments().len(), 3, "neighbours merged: {:?}", c.segments());
     }
 
     #[test]

@@ -61,9 +61,25 @@ pub(crate) fn pinning() -> bool {
     })
 }
 
+/// Whether the program may write tracked memory on the host between launches (HPVM's
+/// contract: the runtime copies what the host holds again at each launch that reads it, as
+/// HPVM's own runtime does for inputs and after `llvm_hpvm_request_mem`).
+/// `HPVM_MGPU_HOST_WRITES=none` is the program's promise that it never does (outside host
+/// nodes, which the runtime sees): device copies of what the host also holds are then reused
+/// across launches.
+pub(crate) fn host_may_write() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| match std::env::var("HPVM_MGPU_HOST_WRITES").unwrap_or_default().trim() {
+        "" | "any" => true,
+        "none" => false,
+        other => crate::fatal(&format!("HPVM_MGPU_HOST_WRITES={other}: expected `any` or `none`")),
+    })
+}
+
 /// Reads the memory settings (ending the program on a bad one).
 pub fn check_settings() {
     pinning();
+    host_may_write();
 }
 
 pub struct Buffer {
