@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{check_snapshot, examples, hpvm_mgpu, stderr, stdout, TempDir};
+use common::{check_snapshot, examples, hpvm_mgpu, root, stderr, stdout, TempDir};
 
 #[test]
 fn reports_and_databases_of_the_examples() {
@@ -25,7 +25,7 @@ fn reports_and_databases_of_the_examples() {
 /// Programs in the shapes users write (`tests/programs/`): the report of each, snapshotted.
 #[test]
 fn reports_of_programs_written_the_common_way() {
-    for program in ["jacobi1d", "gemm_nt", "heat3d", "threshold", "blur"] {
+    for program in ["jacobi1d", "gemm_nt", "heat3d", "threshold", "blur", "jds"] {
         let o = hpvm_mgpu(&["analyze", &format!("tests/programs/{program}.c")]);
         assert!(o.status.success(), "{program}: {}", stderr(&o));
         check_snapshot(&format!("analyze-program-{program}.txt"), &stdout(&o));
@@ -37,10 +37,26 @@ fn data_dependent_writes_are_not_partitionable() {
     let o = hpvm_mgpu(&["analyze", "examples/histogram.c"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("node Histogram (examples/histogram.c:28): not partitionable"), "{out}");
-    assert!(out.contains("updated atomically") && out.contains("(examples/histogram.c:35)"), "{out}");
-    assert!(out.contains("node Scatter (examples/histogram.c:40): not partitionable"), "{out}");
-    assert!(out.contains("`out` is written") && out.contains("(examples/histogram.c:48)"), "{out}");
+    assert!(out.contains("node Histogram (examples/histogram.c:30): not partitionable"), "{out}");
+    assert!(out.contains("updated atomically") && out.contains("(examples/histogram.c:37)"), "{out}");
+    // A scatter through indices the node only reads: split by an inspector at run time.
+    assert!(out.contains("node Scatter (examples/histogram.c:42): partitionable"), "{out}");
+    assert!(out.contains("writes at indices read from `perm`"), "{out}");
+    // The same shape through an index the node also writes stays unsplit, with its line.
+    let dir = TempDir::new("scatter");
+    let src = dir.join("self.c");
+    let text = std::fs::read_to_string(root().join("examples/histogram.c")).unwrap();
+    let text = text.replace("out[perm[i]] = in[i];", "out[perm[i]] = in[i];\n    perm[i] = 0;");
+    std::fs::write(
+        &src,
+        text.replace("__hpvm__attributes(2, in, perm, 1, out);", "__hpvm__attributes(2, in, perm, 2, out, perm);"),
+    )
+    .unwrap();
+    let o = hpvm_mgpu(&["analyze", src.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("Scatter") && out.contains("not partitionable"), "{out}");
+    assert!(out.contains("indices read from `perm`, which the node also writes") && out.contains("self.c:50"), "{out}");
 }
 
 #[test]

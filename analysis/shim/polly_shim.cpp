@@ -82,6 +82,50 @@ static std::string loops_of(polly::ScopStmt &Stmt) {
   return out.empty() ? "-" : out;
 }
 
+// For a write at a data-dependent index, when that index is a value the statement loads at a
+// place Polly models exactly (`y[perm[i]]`, also `y[perm[i] + 1]`): a line giving that load's
+// relation and how its value becomes the element index, so that the runtime can read the
+// indices (an inspector). Empty when the write is of any other shape.
+static std::string through(polly::ScopStmt &Stmt, polly::MemoryAccess *MA) {
+  auto *St = dyn_cast_or_null<StoreInst>(MA->getAccessInstruction());
+  if (!St)
+    return "";
+  auto *G = dyn_cast<GetElementPtrInst>(St->getPointerOperand());
+  if (!G || G->getNumIndices() != 1 || G->getPointerOperand() != MA->getOriginalBaseAddr())
+    return "";
+  uint64_t scale = St->getModule()->getDataLayout().getTypeAllocSize(G->getSourceElementType());
+  Value *I = G->getOperand(1);
+  int64_t offset = 0;
+  const char *ext = "none";
+  // `add nsw x, C` commutes with the extensions (an overflow would be undefined behaviour).
+  for (int step = 0; step < 4; ++step) {
+    if (auto *B = dyn_cast<BinaryOperator>(I)) {
+      auto *C = dyn_cast<ConstantInt>(B->getOperand(1));
+      if (B->getOpcode() == Instruction::Add && B->hasNoSignedWrap() && C && C->getBitWidth() <= 64) {
+        offset += C->getSExtValue();
+        I = B->getOperand(0);
+        continue;
+      }
+      return "";
+    }
+    if ((isa<SExtInst>(I) || isa<ZExtInst>(I)) && std::string(ext) == "none") {
+      ext = isa<SExtInst>(I) ? "sext" : "zext";
+      I = cast<CastInst>(I)->getOperand(0);
+      continue;
+    }
+    break;
+  }
+  auto *L = dyn_cast<LoadInst>(I);
+  if (!L || !L->getType()->isIntegerTy())
+    return "";
+  polly::MemoryAccess *LA = Stmt.getArrayAccessOrNULLFor(L);
+  if (!LA || !LA->isRead() || !LA->isAffine() || !LA->isArrayKind())
+    return "";
+  return "through\t" + polly::stringFromIslObj(LA->getAccessRelation()) + "\t" + ext + "\t" +
+         std::to_string(L->getType()->getIntegerBitWidth()) + "\t" + std::to_string(scale) + "\t" +
+         std::to_string(offset) + "\n";
+}
+
 extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *function) {
   // A function-local static is initialized exactly once even when several threads analyse at
   // the same time (the test harness does): parsing the options twice registers `-h` twice and
@@ -157,6 +201,8 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
         const char *kind = MA->isRead() ? "read" : MA->isMustWrite() ? "must-write" : "may-write";
         out += std::string("access\t") + Stmt.getBaseName() + "\t" + kind + "\t" + (MA->isAffine() ? "affine" : "non-affine") + "\t" +
                polly::stringFromIslObj(MA->getAccessRelation()) + "\t" + where(MA->getAccessInstruction()) + "\n";
+        if (!MA->isRead() && !MA->isAffine())
+          out += through(Stmt, MA);
       }
     }
   }

@@ -132,7 +132,7 @@ pub fn analyze_program(
     }
     // Polly's preparation while the values are still used (LLVM deletes unused loads, and
     // loops left without effects). Cropping comes after and keeps every load.
-    run("function(sroa,early-cse,loop-simplify,loop-rotate,indvars)")?;
+    run("function(sroa,early-cse,loop-simplify,loop-rotate,indvars,instsimplify,lcssa)")?;
     for (leaf, _, w) in &wrappers {
         if let (Ok(w), false) = (w, failed.iter().any(|(l, _)| l == leaf)) {
             w.rewrite_block_offsets();
@@ -248,6 +248,9 @@ pub fn analyze_program(
                 continue;
             }
         };
+        // Indirect writes (argument, where its indices come from), resolved once
+        // every argument is known.
+        let mut indirect: Vec<(u32, maps::Through)> = Vec::new();
         for (i, p) in node.params.iter().enumerate() {
             if !p.ty.is_pointer() || shared.contains(&(i as u32)) {
                 continue;
@@ -287,6 +290,9 @@ pub fn analyze_program(
                 ));
             }
             entry.args.push(arg_record(&w.params[i], i as u32, &acc, &isl));
+            if let Some(t) = acc.through {
+                indirect.push((i as u32, t));
+            }
             if let (WriteKind::Exact, Some(map)) = (acc.write, &acc.write_map) {
                 if !once_each(map) {
                     entry.reasons.push(reason(
@@ -296,6 +302,7 @@ pub fn analyze_program(
                 }
             }
         }
+        resolve_throughs(&mut entry, &indirect, &w.params);
         for (b, loc) in &crop.atomics {
             if b.is_none() {
                 entry.reasons.push(reason("an atomic update through a pointer the analysis cannot trace", loc));
@@ -332,6 +339,49 @@ pub fn analyze_program(
         db.nodes.push(entry);
     }
     Ok(db)
+}
+
+/// Records where each indirect write's indices come from, or makes the write unanalysable
+/// (with a reason) when the runtime could not read them: the index argument is written by the
+/// node too, or its maps see it in another shape than the index map.
+fn resolve_throughs(entry: &mut Node, indirect: &[(u32, maps::Through)], params: &[String]) {
+    for (i, t) in indirect {
+        let from = params.iter().position(|p| *p == t.arg).and_then(|k| entry.arg(k as u32)).map(|a| (a.index, a));
+        let written = entry.args.iter().find(|a| a.index == *i).map_or("?".to_string(), |a| a.name.clone());
+        let why = match from {
+            None => {
+                Some(format!("`{written}` is written at indices read through a pointer the analysis cannot follow"))
+            }
+            Some((_, a)) if a.write != WriteKind::None => {
+                Some(format!("`{written}` is written at indices read from `{}`, which the node also writes", a.name))
+            }
+            Some((_, a)) if a.dimensionality != 1 => Some(format!(
+                "`{written}` is written at indices read from `{}`, which is not seen as a one-dimensional array",
+                a.name
+            )),
+            Some(_) => None,
+        };
+        let index = from.map(|(k, _)| k);
+        let arg = entry.args.iter_mut().find(|a| a.index == *i).expect("recorded above");
+        match (why, index) {
+            (None, Some(k)) => {
+                arg.write_through = Some(dashdb::Through {
+                    arg: k,
+                    map: t.map.clone(),
+                    bits: t.bits,
+                    signed: t.signed,
+                    scale: t.scale,
+                    offset: t.offset,
+                    every: t.every,
+                })
+            }
+            (why, _) => {
+                arg.write = WriteKind::Unanalysable;
+                let why = why.unwrap_or_default();
+                entry.reasons.push(reason(why, &t.location));
+            }
+        }
+    }
 }
 
 /// Polly's assumptions and the conditions of `narrow` (see [`widen`]) as one parameter set;
@@ -390,7 +440,8 @@ fn valid_context(isl: &isl_glue::Isl, scops: &polly::Scops, narrow: &[(Vec<Strin
 
 fn arg_record(name: &str, index: u32, acc: &maps::ArgAccesses, isl: &isl_glue::Isl) -> Arg {
     let mut params: Vec<String> = Vec::new();
-    for map in [&acc.read_map, &acc.write_map].into_iter().flatten() {
+    let through = acc.through.as_ref().map(|t| &t.map);
+    for map in [acc.read_map.as_ref(), acc.write_map.as_ref(), through].into_iter().flatten() {
         if let Ok(m) = isl.map(map) {
             for p in m.params().unwrap_or_default() {
                 if !params.contains(&p) {
@@ -419,6 +470,7 @@ fn arg_record(name: &str, index: u32, acc: &maps::ArgAccesses, isl: &isl_glue::I
         params,
         read: acc.read,
         write: acc.write,
+        write_through: None,
     }
 }
 

@@ -21,6 +21,24 @@ pub struct ArgAccesses {
     pub element_type: Option<String>,
     /// Extents outermost first; the outermost is `*`.
     pub shape: Vec<String>,
+    /// For an [`WriteKind::Indirect`] write: where its indices come from.
+    pub through: Option<Through>,
+}
+
+/// The indices of an indirect write (`dashdb::Through`), the index argument by name.
+#[derive(Clone, Debug)]
+pub struct Through {
+    /// The wrapper parameter the indices are read from.
+    pub arg: String,
+    /// From the instance to the element of `arg` read: exact, single-valued.
+    pub map: String,
+    pub bits: u32,
+    pub signed: bool,
+    pub scale: u32,
+    pub offset: i64,
+    pub every: bool,
+    /// `file:line` of the write.
+    pub location: String,
 }
 
 impl Default for ArgAccesses {
@@ -34,6 +52,7 @@ impl Default for ArgAccesses {
             element_size: 0,
             element_type: None,
             shape: vec!["*".into()],
+            through: None,
         }
     }
 }
@@ -57,7 +76,8 @@ fn worse_write(a: WriteKind, b: WriteKind) -> WriteKind {
         WriteKind::None => 0,
         WriteKind::Exact => 1,
         WriteKind::May => 2,
-        WriteKind::Unanalysable => 3,
+        WriteKind::Indirect => 3,
+        WriteKind::Unanalysable => 4,
     };
     if rank(b) > rank(a) {
         b
@@ -208,10 +228,24 @@ pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str) -> Arg
                 read_broken = reads.is_none();
             }
         } else {
-            let kind = if !acc.affine {
-                a.notes.push((format!("`{name}` is written at a data-dependent index"), acc.location.clone()));
-                WriteKind::Unanalysable
-            } else if acc.kind == AccessKind::MayWrite || stmt.region || over {
+            if !acc.affine {
+                // The one shape of data-dependent write the runtime can still split: its
+                // indices read from another argument (an inspector reads them at the launch).
+                let t = acc.through.as_ref().and_then(|t| through(isl, scops, w, stmt, t, &dims, &known));
+                let t = t.map(|t| Through { location: acc.location.clone(), ..t });
+                match t {
+                    Some(t) if a.through.is_none() => {
+                        a.through = Some(t);
+                        a.write = worse_write(a.write, WriteKind::Indirect);
+                    }
+                    _ => {
+                        a.notes.push((format!("`{name}` is written at a data-dependent index"), acc.location.clone()));
+                        a.write = WriteKind::Unanalysable;
+                    }
+                }
+                continue;
+            }
+            let kind = if acc.kind == AccessKind::MayWrite || stmt.region || over {
                 a.notes.push((
                     format!("`{name}` may or may not be written (under a condition the analysis cannot express)"),
                     acc.location.clone(),
@@ -234,6 +268,15 @@ pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str) -> Arg
     if write_broken {
         a.write = WriteKind::Unanalysable;
         writes = None;
+    }
+    // Indirect writes only alone: the runtime lists either the indices or a map, not both.
+    if a.through.is_some() && (writes.is_some() || a.write != WriteKind::Indirect) {
+        if a.write != WriteKind::Unanalysable {
+            let loc = scops.accesses.iter().find(|x| x.through.is_some()).map_or("?".into(), |x| x.location.clone());
+            a.notes.push((format!("`{name}` is written both at indices read from memory and elsewhere"), loc));
+        }
+        a.write = WriteKind::Unanalysable;
+        a.through = None;
     }
     // A linear index over constant extents (`A[15360 z + 128 y + x]`) stays one-dimensional
     // in Polly's model (it delinearizes by parametric sizes only), so each plane of a
@@ -311,6 +354,41 @@ fn delinearized<'i>(
     let before = writes.or(reads)?.local_vars().ok()?;
     let after = w.as_ref().or(r.as_ref())?.local_vars().ok()?;
     (after <= before).then_some((extents, r, w))
+}
+
+/// An indirect write's indices seen from the instances: the load's relation restricted to the
+/// statement's domain, exact and single-valued over the node's own parameters; `None` when it
+/// is not.
+fn through(
+    isl: &Isl,
+    scops: &Scops,
+    w: &Wrapper<'_>,
+    stmt: &crate::polly::Statement,
+    t: &crate::polly::Through,
+    dims: &[&str],
+    known: &dyn Fn(&String) -> bool,
+) -> Option<Through> {
+    let array = scops.arrays.iter().find(|x| t.relation.contains(&format!("-> {}[", x.name)))?;
+    if !w.params.contains(&array.base) {
+        return None;
+    }
+    let rel = isl.map(&t.relation).ok()?;
+    let dom = isl.set(&stmt.domain).ok()?;
+    let inst = isl.map(&to_instances(&stmt.name, &stmt.loops, w)?).ok()?;
+    let m = rel.intersect_domain(dom).ok()?.apply_domain(inst).ok()?.named("I", dims, &array.base).ok()?;
+    if m.params().ok()?.iter().any(|p| !known(p)) || !m.is_single_valued().ok()? {
+        return None;
+    }
+    Some(Through {
+        arg: array.base.clone(),
+        map: m.to_text().ok()?,
+        bits: t.bits,
+        signed: t.signed,
+        scale: t.scale,
+        offset: t.offset,
+        every: !stmt.region,
+        location: String::new(),
+    })
 }
 
 /// `acc ∪ m`; `None` if ISL fails (the caller then assumes the worst).

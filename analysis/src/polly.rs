@@ -43,6 +43,23 @@ pub struct Access {
     pub relation: String,
     /// `file:line` of the access, `?` without debug info.
     pub location: String,
+    /// For a write at a data-dependent index: the load in the same statement its index is,
+    /// when Polly models that load exactly.
+    pub through: Option<Through>,
+}
+
+/// How a write's element index comes from a loaded value: element `(value + offset)` of
+/// `scale` bytes from the array's base, `value` the integer loaded by the read `relation`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Through {
+    /// `[params] -> { Stmt[i...] -> IndexArray[e...] }`, exact.
+    pub relation: String,
+    /// The loaded integer's width, and whether it is sign-extended (else zero-extended or
+    /// already 64 bits wide).
+    pub bits: u32,
+    pub signed: bool,
+    pub scale: u32,
+    pub offset: i64,
 }
 
 /// A statement: its iteration domain and what its dimensions are.
@@ -107,6 +124,10 @@ pub fn analyze(module: &Module<'_>, function: &str) -> Result<Scops> {
         hpvm_polly_free(p);
         s
     };
+    // For whoever works on the analysis: what Polly said, before it is read.
+    if std::env::var_os("HPVM_MGPU_DUMP_POLLY").is_some() {
+        eprintln!("polly: {function}\n{text}");
+    }
     parse(&text)
 }
 
@@ -152,7 +173,20 @@ fn parse(text: &str) -> Result<Scops> {
                 affine: *affine == "affine",
                 relation: rel.to_string(),
                 location: loc.to_string(),
+                through: None,
             }),
+            ["through", rel, ext, bits, scale, offset] => {
+                let bad = || Error::Polly(format!("bad through line: {line}"));
+                let t = Through {
+                    relation: rel.to_string(),
+                    bits: bits.parse().map_err(|_| bad())?,
+                    // A GEP index of any width is sign-extended.
+                    signed: *ext != "zext",
+                    scale: scale.parse().map_err(|_| bad())?,
+                    offset: offset.parse().map_err(|_| bad())?,
+                };
+                s.accesses.last_mut().ok_or_else(bad)?.through = Some(t);
+            }
             _ => return Err(Error::Polly(format!("unexpected line from the shim: {line}"))),
         }
     }

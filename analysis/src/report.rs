@@ -70,6 +70,23 @@ fn node(s: &mut String, n: &Node) {
             WriteKind::None => {}
             WriteKind::Exact => line(s, "writes exactly", a.write_map.as_deref()),
             WriteKind::May => line(s, "may write", a.write_map.as_deref()),
+            WriteKind::Indirect => {
+                if let Some(t) = &a.write_through {
+                    let from = n.arg(t.arg).map_or("?", |x| x.name.as_str());
+                    let _ = writeln!(
+                        s,
+                        "    {} at indices read from `{from}` ({}{}-bit values{}), the runtime reading them at each launch: {}",
+                        if t.every { "writes" } else { "may write" },
+                        if t.signed { "signed " } else { "unsigned " },
+                        t.bits,
+                        match t.offset {
+                            0 => String::new(),
+                            o => format!(", plus {o}"),
+                        },
+                        t.map
+                    );
+                }
+            }
             WriteKind::Unanalysable => {
                 let _ = writeln!(s, "    writes places the analysis cannot describe");
             }

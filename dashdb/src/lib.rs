@@ -16,8 +16,9 @@
 //!   dimensions and who chose them, and the pointer arguments `args`.
 //! - [`Arg`]: `name`, parameter `index`, `llvm_type`, `size_bits`, `element_size` (bytes),
 //!   `fundamental_type`, `dimensionality` and `shape`, `pointer_level`, `read_map` and
-//!   `write_map` (ISL text), the ISL parameter names `params`, and the classification of its
-//!   accesses [`ReadKind`] / [`WriteKind`].
+//!   `write_map` (ISL text), the ISL parameter names `params`, the classification of its
+//!   accesses [`ReadKind`] / [`WriteKind`], and for a write at indices read from another
+//!   argument, where they come from ([`Through`]).
 //!
 //! Maps are ISL text such as `[N] -> { I[x, y] -> A[y, x - 1] : 0 < x < N - 1 }`; this crate
 //! stores them and never parses ISL (that is `isl-glue`'s job), so it only checks their shape
@@ -49,11 +50,13 @@ mod testdata;
 mod validate;
 
 pub use hash::source_hash;
-pub use schema::{Arg, Block, Database, Node, ReadKind, Reason, RuntimeBlock, Source, Split, SplitChoice, WriteKind};
+pub use schema::{
+    Arg, Block, Database, Node, ReadKind, Reason, RuntimeBlock, Source, Split, SplitChoice, Through, WriteKind,
+};
 pub use show::show;
 
 /// The version of the JSON schema this crate reads and writes.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -183,6 +183,36 @@ pub struct Arg {
     pub read: ReadKind,
     /// How exactly `write_map` describes the writes.
     pub write: WriteKind,
+    /// Where the indices of an [`WriteKind::Indirect`] write come from; present exactly then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_through: Option<Through>,
+}
+
+/// A write whose element index is a value the node reads from another of its arguments
+/// (`y[perm[i]]`): instance `I` writes element `value + offset` (elements of `scale` bytes,
+/// from the argument's pointer) where `value` is the integer at the element `map(I)` of
+/// argument `arg`. The node never writes `arg`, so the values are fixed during a launch, but
+/// they may change between launches: whoever splits a launch reads them at that launch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Through {
+    /// The parameter position of the pointer argument holding the indices.
+    pub arg: u32,
+    /// The element of `arg` each instance reads its index from: an ISL map from the instance
+    /// (`I[x, ...]`) to at most one element of `arg` (in `arg`'s shape), exact, with the
+    /// parameters of the written argument's `params`.
+    pub map: String,
+    /// The width of the integers read (8, 16, 32 or 64 bits) and whether they are signed
+    /// (sign-extended to 64 bits; otherwise zero-extended).
+    pub bits: u32,
+    pub signed: bool,
+    /// Bytes per index step (the element size of the address arithmetic).
+    pub scale: u32,
+    /// Added to the value read before scaling.
+    pub offset: i64,
+    /// Whether every instance of `map`'s domain writes (else some may not: a data-dependent
+    /// condition, and the rule of [`WriteKind::May`] applies to the elements found).
+    pub every: bool,
 }
 
 /// The classification of an argument's reads.
@@ -217,6 +247,11 @@ pub enum WriteKind {
     /// element may be written by two instances (the map is injective), so that the parts'
     /// regions are disjoint; without a map it is not partitionable.
     May,
+    /// Written at indices the node reads from another argument ([`Arg::write_through`]);
+    /// `write_map` is absent. Whoever runs a part of the grid elsewhere must read the indices
+    /// of the part's instances at that launch, and split it only when every index falls
+    /// within the buffer and no element is written by two parts.
+    Indirect,
     /// The analysis could not describe the writes at all; the node is not partitionable.
     Unanalysable,
 }
@@ -240,6 +275,7 @@ impl WriteKind {
             WriteKind::None => "none",
             WriteKind::Exact => "exact",
             WriteKind::May => "may",
+            WriteKind::Indirect => "indirect",
             WriteKind::Unanalysable => "unanalysable",
         }
     }
@@ -323,6 +359,7 @@ mod tests {
             (WriteKind::None, "none"),
             (WriteKind::Exact, "exact"),
             (WriteKind::May, "may"),
+            (WriteKind::Indirect, "indirect"),
             (WriteKind::Unanalysable, "unanalysable"),
         ] {
             assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{text}\""));

@@ -118,7 +118,21 @@ fn fmt_arg(f: &mut Formatter<'_>, arg: &Arg) -> fmt::Result {
         writeln!(f, "    params:  {}", arg.params.join(", "))?;
     }
     fmt_access(f, "read: ", arg.read.as_str(), arg.read_map.as_deref())?;
-    fmt_access(f, "write:", arg.write.as_str(), arg.write_map.as_deref())
+    fmt_access(f, "write:", arg.write.as_str(), arg.write_map.as_deref())?;
+    if let Some(t) = &arg.write_through {
+        writeln!(
+            f,
+            "             indices: the {}{}-bit values of parameter {} at {} (plus {}, steps of {} bytes{})",
+            if t.signed { "signed " } else { "unsigned " },
+            t.bits,
+            t.arg,
+            t.map,
+            t.offset,
+            t.scale,
+            if t.every { "" } else { "; some instances may not write" }
+        )?;
+    }
+    Ok(())
 }
 
 fn fmt_access(f: &mut Formatter<'_>, label: &str, kind: &str, map: Option<&str>) -> fmt::Result {
@@ -150,7 +164,7 @@ mod tests {
         assert!(text.starts_with("analysis database of examples/matmul.c\n"), "{text}");
         for part in [
             &db.source.hash,
-            "schema version: 2",
+            "schema version: 3",
             "node matmul (examples/matmul.c:12)",
             "grid: x: N, y: N (2 dimensions)",
             "  partitionable\n",

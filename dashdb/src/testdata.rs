@@ -23,6 +23,7 @@ fn pointer(name: &str, index: u32, shape: &[&str], params: &[&str]) -> Arg {
         params: params.iter().map(|s| s.to_string()).collect(),
         read: ReadKind::None,
         write: WriteKind::None,
+        write_through: None,
     }
 }
 
@@ -56,6 +57,7 @@ pub fn sample() -> Database {
             },
             Arg {
                 write: WriteKind::Exact,
+                write_through: None,
                 write_map: Some(format!("[N] -> {{ I[x, y] -> C[y, x] : {dom} }}")),
                 ..pointer("C", 4, &["*", "N"], &["N"])
             },
@@ -88,6 +90,7 @@ pub fn sample() -> Database {
                 fundamental_type: "i32".into(),
                 read: ReadKind::DataDependent,
                 write: WriteKind::May,
+                write_through: None,
                 write_map: Some("[n, nbins] -> { I[x] -> bins[b] : 0 <= x < n and 0 <= b < nbins }".into()),
                 ..pointer("bins", 2, &["nbins"], &["n", "nbins"])
             },

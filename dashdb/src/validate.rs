@@ -83,7 +83,7 @@ fn check_node(node: &Node, problems: &mut Vec<String>) {
         }
         for arg in &node.args {
             let may_with_map = arg.write == WriteKind::May && arg.write_map.is_some();
-            if !matches!(arg.write, WriteKind::None | WriteKind::Exact) && !may_with_map {
+            if !matches!(arg.write, WriteKind::None | WriteKind::Exact | WriteKind::Indirect) && !may_with_map {
                 bad(format!("partitionable but argument `{}` has a {} write", arg.name, arg.write));
             }
         }
@@ -99,6 +99,16 @@ fn check_node(node: &Node, problems: &mut Vec<String>) {
     for arg in &node.args {
         if !indices.insert(arg.index) {
             bad(format!("two arguments with parameter index {}", arg.index));
+        }
+        if let Some(t) = &arg.write_through {
+            match node.arg(t.arg) {
+                Some(x) if x.index == arg.index || x.write != WriteKind::None => bad(format!(
+                    "argument `{}` is written at indices read from `{}`, which the node writes",
+                    arg.name, x.name
+                )),
+                Some(_) => {}
+                None => bad(format!("argument `{}` reads its indices from unknown parameter {}", arg.name, t.arg)),
+            }
         }
         for m in check_arg(arg) {
             bad(format!("argument `{}` (parameter {}): {m}", arg.name, arg.index));
@@ -143,6 +153,20 @@ fn check_arg(arg: &Arg) -> Vec<String> {
     match (arg.write, &arg.write_map) {
         (WriteKind::None, Some(_)) => problems.push("write map given but write is none".to_string()),
         (WriteKind::Exact, None) => problems.push("write is exact but no write map".to_string()),
+        (WriteKind::Indirect, Some(_)) => problems.push("write map given but write is indirect".to_string()),
+        _ => {}
+    }
+    match (&arg.write_through, arg.write) {
+        (None, WriteKind::Indirect) => problems.push("write is indirect but gives no `write_through`".to_string()),
+        (Some(_), w) if w != WriteKind::Indirect => problems.push(format!("`write_through` given but write is {w}")),
+        (Some(t), _) => {
+            if t.map.trim().is_empty() || !t.map.contains("->") {
+                problems.push(format!("index map `{}` is not an ISL map", t.map));
+            }
+            if ![8, 16, 32, 64].contains(&t.bits) || t.scale == 0 {
+                problems.push(format!("indices of {} bits scaled by {}", t.bits, t.scale));
+            }
+        }
         _ => {}
     }
     problems
@@ -242,6 +266,39 @@ mod tests {
         fails("read map given but read is none", |db| db.nodes[0].args[2].read_map = Some("{ I[x] -> C[x] }".into()));
         fails("write map given but write is none", |db| {
             db.nodes[0].args[0].write_map = Some("{ I[x] -> A[x] }".into())
+        });
+    }
+
+    #[test]
+    fn indirect_writes_say_where_their_indices_come_from() {
+        let through = |arg| crate::Through {
+            arg,
+            map: "{ I[x, y] -> A[y, x] }".into(),
+            bits: 32,
+            signed: true,
+            scale: 4,
+            offset: 0,
+            every: true,
+        };
+        let mut db = sample();
+        db.nodes[0].args[2].write = WriteKind::Indirect;
+        db.nodes[0].args[2].write_map = None;
+        db.nodes[0].args[2].write_through = Some(through(0));
+        db.validate().unwrap();
+        fails("write is indirect but gives no `write_through`", |db| {
+            db.nodes[0].args[2].write = WriteKind::Indirect;
+            db.nodes[0].args[2].write_map = None;
+        });
+        fails("`write_through` given but write is exact", |db| db.nodes[0].args[2].write_through = Some(through(0)));
+        fails("reads its indices from unknown parameter 7", |db| {
+            db.nodes[0].args[2].write = WriteKind::Indirect;
+            db.nodes[0].args[2].write_map = None;
+            db.nodes[0].args[2].write_through = Some(through(7));
+        });
+        fails("indices read from `C`, which the node writes", |db| {
+            db.nodes[0].args[2].write = WriteKind::Indirect;
+            db.nodes[0].args[2].write_map = None;
+            db.nodes[0].args[2].write_through = Some(through(4));
         });
     }
 

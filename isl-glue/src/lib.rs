@@ -326,6 +326,11 @@ impl<'i> AccessMap<'i> {
         Ok(self.map.is_injective()?)
     }
 
+    /// Whether every input reaches at most one output (for every parameter value).
+    pub fn is_single_valued(&self) -> Result<bool> {
+        Ok(self.map.is_single_valued()?)
+    }
+
     /// Whether the range is bounded in every dimension for fixed parameters (no dimension can
     /// grow without limit): false for Polly's over-approximation of a data-dependent index.
     pub fn has_bounded_range(&self) -> Result<bool> {

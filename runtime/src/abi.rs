@@ -147,8 +147,9 @@ pub unsafe extern "C" fn hpvm_rt_trace_instance(name: *const c_char, ids: *const
     unsafe { crate::trace::instance_raw(name, ids, scalars, n) }
 }
 
-/// Instrumented builds: one access of the current instance (`kind`: 0 read, 1 write, 2 both).
+/// Instrumented builds: one access of the current instance (`kind`: 0 read, 1 write, 2 both;
+/// `value` the integer read, sign-extended, when `has_value` is 1).
 #[no_mangle]
-pub extern "C" fn hpvm_rt_trace_access(param: i32, offset: i64, bytes: u32, kind: u32) {
-    crate::trace::access(param, offset, bytes, kind)
+pub extern "C" fn hpvm_rt_trace_access(param: i32, offset: i64, bytes: u32, kind: u32, value: i64, has_value: u32) {
+    crate::trace::access(param, offset, bytes, kind, (has_value != 0).then_some(value))
 }

@@ -5,8 +5,11 @@
 //! ```text
 //! NODE <tab> id x,y,z <tab> parent id x,y,z <tab> counts x,y,z <tab> parent counts x,y,z
 //!      <tab> scalar parameters (by position; 0 for non-integers) <tab> PARAM <tab> OFFSET
-//!      <tab> BYTES <tab> r|w|rw
+//!      <tab> BYTES <tab> r|w|rw <tab> VALUE
 //! ```
+//!
+//! VALUE is the integer an integer read got (sign-extended to 64 bits), `-` for any other
+//! access.
 //!
 //! OFFSET is in bytes from the pointer parameter PARAM (-1: a pointer the instrumentation
 //! could not trace back to a parameter). Lines of different threads interleave, but each
@@ -53,7 +56,7 @@ pub fn instance(name: &CStr, ids: &[i64; 12], scalars: &[i64]) {
 }
 
 /// One access of the current instance.
-pub fn access(param: i32, offset: i64, bytes: u32, kind: u32) {
+pub fn access(param: i32, offset: i64, bytes: u32, kind: u32, value: Option<i64>) {
     let kind = match kind {
         0 => "r",
         1 => "w",
@@ -62,7 +65,8 @@ pub fn access(param: i32, offset: i64, bytes: u32, kind: u32) {
     let mut sink = sink().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(out) = sink.as_mut() {
         INSTANCE.with(|i| {
-            let _ = writeln!(out, "{}\t{param}\t{offset}\t{bytes}\t{kind}", i.borrow());
+            let value = value.map_or("-".to_string(), |v| v.to_string());
+            let _ = writeln!(out, "{}\t{param}\t{offset}\t{bytes}\t{kind}\t{value}", i.borrow());
         });
     }
 }

@@ -33,7 +33,7 @@ pub fn instrument(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Resu
     let on_access = decl(
         module,
         "hpvm_rt_trace_access",
-        ctx.void_type().fn_type(&[i32t.into(), i64t.into(), i32t.into(), i32t.into()], false),
+        ctx.void_type().fn_type(&[i32t.into(), i64t.into(), i32t.into(), i32t.into(), i64t.into(), i32t.into()], false),
     );
     // Shared memory (a block's scratch, fed by its allocation node) is no buffer.
     let (kernels, _) = hpvm_core::plan::plan(graph);
@@ -102,7 +102,25 @@ pub fn instrument(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Resu
             if base_param(f, address).is_some_and(|(i, _)| shared.contains(&i)) {
                 continue;
             }
-            b.position_before(&inst);
+            // An integer read is reported after it, with its value (an indirect write's
+            // indices are checked against what was read).
+            let int_read = match ty {
+                inkwell::types::BasicTypeEnum::IntType(t) if kind == 0 && t.get_bit_width() <= 64 => Some(t),
+                _ => None,
+            };
+            match (int_read, inst.get_next_instruction()) {
+                (Some(_), Some(next)) => b.position_before(&next),
+                _ => b.position_before(&inst),
+            }
+            let value = match int_read {
+                Some(t) if inst.get_next_instruction().is_some() => {
+                    // SAFETY: `inst` is a load of an integer type `t`, so its value is one.
+                    let v = unsafe { inkwell::values::IntValue::new(inst.as_value_ref()) };
+                    let wide = if t.get_bit_width() < 64 { b.build_int_s_extend(v, i64t, "traced")? } else { v };
+                    Some(wide)
+                }
+                _ => None,
+            };
             let (param, offset) = match base_param(f, address) {
                 Some((i, base)) => {
                     let a = b.build_ptr_to_int(address, i64t, "addr")?;
@@ -119,6 +137,8 @@ pub fn instrument(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Resu
                     offset.into(),
                     i32t.const_int(bytes, false).into(),
                     i32t.const_int(kind, false).into(),
+                    value.unwrap_or(i64t.const_zero()).into(),
+                    i32t.const_int(value.is_some() as u64, false).into(),
                 ],
                 "",
             )?;

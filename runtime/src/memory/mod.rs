@@ -358,7 +358,7 @@ impl Buffer {
     }
 
     /// Makes the host current on `lo..hi` now.
-    fn host_current(&mut self, lo: u64, hi: u64) {
+    pub(crate) fn host_current(&mut self, lo: u64, hi: u64) {
         if self.coherence.missing(lo, hi, Place::Host).is_empty() {
             return;
         }

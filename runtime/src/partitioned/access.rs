@@ -92,7 +92,9 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
         let size = table.get(start).expect("found").size;
         args.push(BufArg { buffer, offset: v - start, size, param: i as u32 });
     }
-    let mut outcome = match split(l, leaf_desc, &leaf_args, block, &args, buffers.len()) {
+    let mut inspections = Vec::new();
+    let split = split(l, leaf_desc, &leaf_args, block, &args, &buffers, table, &mut inspections);
+    let mut outcome = match split {
         Ok(parts) => {
             let t = std::time::Instant::now();
             let needs: Vec<(u64, usize)> =
@@ -117,7 +119,117 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
     if let (Outcome::Devices(plan), Some(kernel)) = (&mut outcome, &unit.kernel) {
         plan.read_only_cache = read_only_cache_legal(&kernel.readonly, &args, plan);
     }
+    if let Outcome::Devices(plan) = &mut outcome {
+        plan.inspections = inspections;
+    }
     outcome
+}
+
+/// The index values a plan was made from (an indirect write's inspector): the host's bytes of
+/// `runs` of the plan's buffer `buffer` at planning time.
+pub(crate) struct Inspection {
+    buffer: usize,
+    runs: Vec<(u64, u64)>,
+    bytes: Vec<u8>,
+}
+
+/// Whether a cached plan still holds: the index values it inspected are unchanged. The host is
+/// made current on them first (they may have been written on a device since).
+pub(crate) fn inspected_unchanged(plan: &Outcome, table: &mut Table) -> bool {
+    let Outcome::Devices(lp) = plan else { return true };
+    lp.inspections.iter().all(|i| {
+        let Some(buf) = table.get_mut(lp.buffers[i.buffer].0) else { return false };
+        let mut at = 0;
+        i.runs.iter().all(|&(lo, hi)| {
+            let now = host_bytes(buf, lo, hi);
+            let same = now == &i.bytes[at..at + now.len()];
+            at += now.len();
+            same
+        })
+    })
+}
+
+/// The host's bytes `lo..hi` of a buffer, made current first.
+fn host_bytes(buf: &mut crate::memory::Buffer, lo: u64, hi: u64) -> &[u8] {
+    buf.host_current(lo, hi);
+    // SAFETY: `lo..hi` lies within the tracked buffer (the runs come from a map clipped to
+    // it), which is the program's memory for as long as it is tracked, and no device copy
+    // writes it while the table is locked.
+    unsafe { std::slice::from_raw_parts((buf.start + lo) as *const u8, (hi - lo) as usize) }
+}
+
+/// An indirect write of one partition whose index values are still to be read.
+struct Pending {
+    /// The written argument and the argument holding the indices.
+    written: usize,
+    index: usize,
+    /// The bytes of the index argument's buffer the partition's instances read indices from.
+    at: Vec<ByteRect>,
+}
+
+/// Reads a partition's indices of an indirect write and turns them into the byte runs it
+/// writes; records what was read in `inspections`.
+fn inspect(
+    p: &Pending,
+    dn: &dashdb::Node,
+    args: &[BufArg],
+    buffers: &[(u64, u64)],
+    table: &mut Table,
+    inspections: &mut Vec<Inspection>,
+) -> Result<Vec<ByteRect>, String> {
+    let (w, x) = (&args[p.written], &args[p.index]);
+    let warg = dn.arg(w.param).expect("checked");
+    let t = warg.write_through.as_ref().expect("indirect");
+    let from = &dn.arg(x.param).expect("checked").name;
+    let width = (t.bits / 8) as usize;
+    let buf = table.get_mut(buffers[x.buffer].0).expect("tracked");
+    let mut offsets: Vec<i128> = Vec::new();
+    let mut insp = Inspection { buffer: x.buffer, runs: Vec::new(), bytes: Vec::new() };
+    for r in &p.at {
+        for (lo, hi) in r.row_runs() {
+            let bytes = host_bytes(buf, lo, hi);
+            for v in bytes.chunks_exact(width) {
+                let mut raw = [0u8; 8];
+                raw[..width].copy_from_slice(v);
+                let u = u64::from_le_bytes(raw);
+                let v = if t.signed && width < 8 {
+                    let shift = 64 - t.bits;
+                    ((u << shift) as i64 >> shift) as i128
+                } else if t.signed {
+                    u as i64 as i128
+                } else {
+                    u as i128
+                };
+                offsets.push(w.offset as i128 + (v + t.offset as i128) * t.scale as i128);
+            }
+            insp.bytes.extend_from_slice(bytes);
+            insp.runs.push((lo, hi));
+        }
+    }
+    inspections.push(insp);
+    offsets.sort_unstable();
+    offsets.dedup();
+    let es = warg.element_size as i128;
+    if let (Some(&first), Some(&last)) = (offsets.first(), offsets.last()) {
+        if first < 0 || last + es > w.size as i128 {
+            let bad = if first < 0 { first } else { last };
+            return Err(format!(
+                "an index read from `{from}` places a write of `{}` at element {} of a buffer of {}",
+                warg.name,
+                (bad - w.offset as i128) / t.scale as i128,
+                (w.size - w.offset) / warg.element_size as u64
+            ));
+        }
+    }
+    let mut runs: Vec<ByteRect> = Vec::new();
+    for o in offsets {
+        let (lo, hi) = (o as u64, (o + es) as u64);
+        match runs.last_mut() {
+            Some(r) if r.end() >= lo => *r = ByteRect::run(r.start, hi.max(r.end())),
+            _ => runs.push(ByteRect::run(lo, hi)),
+        }
+    }
+    Ok(runs)
 }
 
 /// Whether the kernel variant reading its `in`-only pointers through the read-only data
@@ -179,13 +291,16 @@ fn unpartitioned(
 type Parts = Vec<(usize, GridBox, Vec<(usize, ByteRect)>, Vec<(usize, ByteRect)>)>;
 
 /// The partitions and their accesses, or why the launch may not be split.
+#[allow(clippy::too_many_arguments)]
 fn split(
     l: &Launch<'_>,
     leaf: &NodeDesc,
     leaf_args: &[u8],
     block: Option<[i64; 3]>,
     args: &[BufArg],
-    buffers: usize,
+    buffers: &[(u64, u64)],
+    table: &mut Table,
+    inspections: &mut Vec<Inspection>,
 ) -> Result<Parts, String> {
     if super::partitioning_off() {
         return Err("HPVM_MGPU_PARTITION=off".into());
@@ -341,7 +456,8 @@ fn split(
                 (0..dims).map(|d| (p.hi[d] as i64 * per_block[d]).min(instances(l.grid, block, d))).collect();
             let mut reads = Vec::new();
             let mut writes = Vec::new();
-            for a in args {
+            let mut pending = Vec::new();
+            for (ai, a) in args.iter().enumerate() {
                 let arg = dn.arg(a.param).expect("checked above");
                 if arg.pointer_level != 1 {
                     return Err(format!("`{}` is reached through {} pointers", arg.name, arg.pointer_level));
@@ -356,7 +472,13 @@ fn split(
                 let too_fragmented = || format!("`{}`: the elements it writes are too fragmented to plan", arg.name);
                 let r = match (arg.read, &arg.read_map) {
                     (ReadKind::None, _) => vec![],
-                    (_, Some(m)) => ctx.rects(m, &fixed, shape, "reads")?.unwrap_or_else(whole),
+                    // A bound of data-dependent or conditional reads may reach past the
+                    // buffer where no read does (Polly bounds an `int` index by its type):
+                    // clipped without a word.
+                    (kind, Some(m)) => {
+                        let what = if kind == ReadKind::Exact { "reads" } else { "" };
+                        ctx.rects(m, &fixed, shape, what)?.unwrap_or_else(whole)
+                    }
                     (_, None) => whole(),
                 };
                 let (w, may) = match (arg.write, &arg.write_map) {
@@ -366,6 +488,20 @@ fn split(
                     }
                     (WriteKind::May, Some(m)) => {
                         (ctx.rects(m, &fixed, shape, "may write")?.ok_or_else(too_fragmented)?, true)
+                    }
+                    (WriteKind::Indirect, _) => {
+                        // Where the indices are; their values are read after this pass.
+                        let t = arg.write_through.as_ref().ok_or("an indirect write without its indices")?;
+                        let index = args.iter().position(|x| x.param == t.arg).ok_or_else(|| {
+                            format!("`{}` takes its indices from memory the program did not track", arg.name)
+                        })?;
+                        let xa = dn.arg(t.arg).expect("checked above");
+                        let ictx = Ctx { arg: xa, a: &args[index], ..ctx };
+                        let at = ictx
+                            .rects(&t.map, &fixed, &shapes[&t.arg], "reads indices")?
+                            .ok_or_else(|| format!("`{}`: its indices are too fragmented to read", arg.name))?;
+                        pending.push(Pending { written: ai, index, at });
+                        (vec![], false)
                     }
                     (kind, _) => return Err(format!("`{}`: its writes are {kind}", arg.name)),
                 };
@@ -391,11 +527,45 @@ fn split(
             } else {
                 bx
             };
-            Ok((k % l.devices, bx, reads, writes))
+            Ok((k % l.devices, bx, reads, writes, pending))
         })
         .collect();
-    let parts: Parts = computed.into_iter().collect::<Result<_, _>>()?;
-    disjoint_writes(&parts, buffers)?;
+    let computed: Vec<_> = computed.into_iter().collect::<Result<_, _>>()?;
+    let mut parts: Parts = Vec::with_capacity(computed.len());
+    // Each indirect write's runs, by partition: the indices must send the parts apart.
+    let mut found: Vec<(usize, Vec<PartRun>)> = Vec::new();
+    for (k, (device, bx, mut reads, mut writes, pending)) in computed.into_iter().enumerate() {
+        for p in &pending {
+            let runs = inspect(p, dn, args, buffers, table, inspections)?;
+            let mine = match found.iter_mut().find(|(w, _)| *w == p.written) {
+                Some(f) => &mut f.1,
+                None => {
+                    found.push((p.written, Vec::new()));
+                    &mut found.last_mut().expect("pushed").1
+                }
+            };
+            mine.extend(runs.iter().map(|r| (r.start, r.end(), k)));
+            let b = args[p.written].buffer;
+            if !dn.arg(args[p.written].param).and_then(|a| a.write_through.as_ref()).is_some_and(|t| t.every) {
+                // Some instances may leave their element alone: current first (`WriteKind::May`).
+                reads.extend(runs.iter().map(|r| (b, *r)));
+            }
+            writes.extend(runs.into_iter().map(|r| (b, r)));
+        }
+        parts.push((device, bx, reads, writes));
+    }
+    for (w, runs) in found {
+        if let Some((a, b, lo, _)) = first_overlap(runs) {
+            let arg = dn.arg(args[w].param).expect("checked");
+            let from = arg.write_through.as_ref().and_then(|t| dn.arg(t.arg)).map_or("?", |x| x.name.as_str());
+            return Err(format!(
+                "the indices read from `{from}` at this launch make partitions {a} and {b} write the same \
+                 element of `{}` (byte {lo})",
+                arg.name
+            ));
+        }
+    }
+    disjoint_writes(&parts, buffers.len())?;
     Ok(parts)
 }
 
@@ -449,20 +619,41 @@ fn instances(grid: [i64; 3], block: Option<[i64; 3]>, d: usize) -> i64 {
 /// Two partitions writing the same byte would leave it to whichever ran last: refuse.
 fn disjoint_writes(parts: &Parts, buffers: usize) -> Result<(), String> {
     for b in 0..buffers {
-        let mut runs: Vec<(u64, u64, usize)> = Vec::new();
+        let mut runs: Vec<PartRun> = Vec::new();
         for (k, p) in parts.iter().enumerate() {
             for (_, r) in p.3.iter().filter(|(x, _)| *x == b) {
                 runs.extend(r.row_runs().map(|(lo, hi)| (lo, hi, k)));
             }
         }
-        runs.sort();
-        for w in runs.windows(2) {
-            if w[1].0 < w[0].1 && w[0].2 != w[1].2 {
-                return Err(format!("partitions {} and {} would write the same bytes of a buffer", w[0].2, w[1].2));
-            }
+        if let Some((a, b, lo, hi)) = first_overlap(runs) {
+            return Err(format!("partitions {a} and {b} would write the same bytes of a buffer (bytes {lo}..{hi})"));
         }
     }
     Ok(())
+}
+
+/// A byte run `start..end` written by partition `k`: `(start, end, k)`.
+type PartRun = (u64, u64, usize);
+
+/// Two partitions' byte runs that overlap: the partitions and the bytes shared.
+fn first_overlap(mut runs: Vec<PartRun>) -> Option<(usize, usize, u64, u64)> {
+    runs.sort_unstable();
+    // A sweep with the furthest end so far and its partition: a run starting before it
+    // overlaps that partition's run (two other partitions overlapping each other would have
+    // been caught when the later of them started). Comparing neighbours only would miss a
+    // long run of one partition covering a short one that follows another.
+    let mut reach: Option<(u64, usize)> = None;
+    for (lo, hi, k) in runs {
+        if let Some((end, owner)) = reach {
+            if lo < end && owner != k {
+                return Some((owner, k, lo, end.min(hi)));
+            }
+        }
+        if reach.is_none_or(|(end, _)| hi > end) {
+            reach = Some((hi, k));
+        }
+    }
+    None
 }
 
 struct Ctx<'a> {
@@ -477,8 +668,8 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// The bytes of the buffer the map reaches from the partition's instances, clipped to the
-    /// buffer (an access outside it is reported); `None` when they are too fragmented to list
-    /// cheaply (`isl_glue::STEP_BUDGET`).
+    /// buffer (an access outside it is reported as `what`, unless `what` is empty); `None`
+    /// when they are too fragmented to list cheaply (`isl_glue::STEP_BUDGET`).
     fn rects(
         &self,
         map: &str,
@@ -498,15 +689,17 @@ impl Ctx<'_> {
             let first = base + (r.first_row * r.row_len + r.first_col) * es;
             let last = base + ((r.first_row + r.rows - 1) * r.row_len + r.first_col + r.cols) * es;
             if first < 0 || last > size {
-                super::report_outside(
-                    self.node,
-                    self.loc,
-                    &self.arg.name,
-                    what,
-                    (first - base) / es,
-                    (last - base) / es,
-                    (size - base) / es,
-                );
+                if !what.is_empty() {
+                    super::report_outside(
+                        self.node,
+                        self.loc,
+                        &self.arg.name,
+                        what,
+                        (first - base) / es,
+                        (last - base) / es,
+                        (size - base) / es,
+                    );
+                }
                 // Clipped row by row: no copy reaches past the allocation.
                 for row in 0..r.rows {
                     let s = base + ((r.first_row + row) * r.row_len + r.first_col) * es;
@@ -690,4 +883,28 @@ fn with_fixed_map<R>(
         }
         f(&cache[&key])
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(writes: &[(u64, u64)]) -> (usize, GridBox, Vec<(usize, ByteRect)>, Vec<(usize, ByteRect)>) {
+        let bx = GridBox { lo: [0; 3], hi: [1; 3], dim: [1; 3] };
+        (0, bx, vec![], writes.iter().map(|&(lo, hi)| (0, ByteRect::run(lo, hi))).collect())
+    }
+
+    #[test]
+    fn overlapping_writes_of_two_partitions_are_found() {
+        // A long run of partition 0 covers a run of partition 1 that follows a short one of 0.
+        let parts = vec![part(&[(0, 100), (10, 20)]), part(&[(50, 60)])];
+        assert!(disjoint_writes(&parts, 1).unwrap_err().contains("partitions 0 and 1"));
+        let parts = vec![part(&[(0, 10), (20, 30)]), part(&[(10, 20), (30, 40)])];
+        disjoint_writes(&parts, 1).unwrap();
+        // Runs of one partition may overlap each other.
+        let parts = vec![part(&[(0, 10), (5, 15)]), part(&[(15, 20)])];
+        disjoint_writes(&parts, 1).unwrap();
+        let parts = vec![part(&[(0, 10)]), part(&[(9, 12)])];
+        assert!(disjoint_writes(&parts, 1).is_err());
+    }
 }

@@ -56,6 +56,9 @@ pub(crate) struct LaunchPlan {
     pub alloc_nanos: u64,
     /// The GPU kernel may read its `in`-only buffers through the read-only data cache.
     pub read_only_cache: bool,
+    /// The index values an indirect write's partitions were computed from: the plan holds
+    /// only while they are unchanged.
+    pub inspections: Vec<access::Inspection>,
 }
 
 pub(crate) struct PartPlan {
@@ -97,6 +100,7 @@ impl LaunchPlan {
             copies: Mutex::new(Vec::new()),
             alloc_nanos: 0,
             read_only_cache: false,
+            inspections: Vec::new(),
         }
     }
 
@@ -285,7 +289,8 @@ pub(crate) fn run_unit(
 
     let mut table = memory::table();
     let t0 = Instant::now();
-    let plan = match e.module.launches.get(&key, &table) {
+    let cached = e.module.launches.get(&key, &table).filter(|p| access::inspected_unchanged(p, &mut table));
+    let plan = match cached {
         Some(p) => {
             st.plan_hits.fetch_add(1, Ordering::Relaxed);
             p
