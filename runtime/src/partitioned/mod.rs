@@ -149,10 +149,25 @@ impl LaunchPlan {
                 }));
             }
         }
+        // Each part's writes to a buffer in one pass over its map: a scatter's thousands of
+        // small runs, one pass each, made copy planning quadratic (Parboil spmv).
         for p in &self.parts {
-            for &(b, rect) in &p.writes {
-                let buf = table.get_mut(self.buffers[b].0).expect("current");
-                buf.coherence.set_only_runs(rect.row_runs(), Place::Device(p.device));
+            for (b, &(start, _)) in self.buffers.iter().enumerate() {
+                let mut runs: Vec<(u64, u64)> =
+                    p.writes.iter().filter(|(x, _)| *x == b).flat_map(|(_, r)| r.row_runs()).collect();
+                if runs.is_empty() {
+                    continue;
+                }
+                runs.sort_unstable();
+                let mut merged: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
+                for (lo, hi) in runs {
+                    match merged.last_mut() {
+                        Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+                        _ => merged.push((lo, hi)),
+                    }
+                }
+                let buf = table.get_mut(start).expect("current");
+                buf.coherence.set_only_runs(merged, Place::Device(p.device));
             }
         }
         let after = self.buffers.iter().map(|&(s, _)| table.get(s).expect("current").coherence.clone()).collect();
