@@ -65,6 +65,7 @@ pub unsafe extern "C" fn hpvm_rt_launch(
     ptx: *const c_char,
 ) -> *mut c_void {
     guard("__hpvm__launch", || {
+        crate::memory::host_resumes();
         let m = unsafe { module::get(desc, entries, n_entries, ptx) };
         Box::into_raw(unsafe { Launch::start(m, launch, streaming != 0, args as *mut u8) }) as *mut c_void
     })
@@ -90,6 +91,7 @@ pub unsafe extern "C" fn __hpvm__push(handle: *mut c_void, args: *mut c_void) {
         if handle.is_null() {
             crate::fatal("__hpvm__push on a null graph handle");
         }
+        crate::memory::host_resumes();
         unsafe { (*(handle as *const Launch)).push(args as *const u8) }
     })
 }

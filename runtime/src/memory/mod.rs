@@ -62,8 +62,8 @@ pub(crate) fn pinning() -> bool {
 }
 
 /// Whether the program may write tracked memory on the host between launches (HPVM's
-/// contract: the runtime copies what the host holds again at each launch that reads it, as
-/// HPVM's own runtime does for inputs and after `llvm_hpvm_request_mem`).
+/// contract: the runtime copies what the host holds again at each graph launch that reads it,
+/// as HPVM's own runtime does for inputs and after `llvm_hpvm_request_mem`).
 /// `HPVM_MGPU_HOST_WRITES=none` is the program's promise that it never does (outside host
 /// nodes, which the runtime sees): device copies of what the host also holds are then reused
 /// across launches.
@@ -74,6 +74,17 @@ pub(crate) fn host_may_write() -> bool {
         "none" => false,
         other => crate::fatal(&format!("HPVM_MGPU_HOST_WRITES={other}: expected `any` or `none`")),
     })
+}
+
+/// Counts the moments the program's host code may have written tracked memory since the
+/// runtime last looked: each `__hpvm__launch` and `__hpvm__push` hands the graph whatever the
+/// host wrote before it (while a graph runs, a host write to what it uses would be a race).
+static HOST_EPOCH: AtomicU64 = AtomicU64::new(1);
+
+/// The host hands data to a graph (`__hpvm__launch`, `__hpvm__push`): what it holds may have
+/// changed.
+pub fn host_resumes() {
+    HOST_EPOCH.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Reads the memory settings (ending the program on a bad one).
@@ -91,6 +102,8 @@ pub struct Buffer {
     /// Each device's allocation, made on first need.
     allocs: Vec<Option<u64>>,
     pinned: bool,
+    /// The [`HOST_EPOCH`] whose host writes the coherence map accounts for.
+    host_epoch: u64,
 }
 
 /// A rectangle of a buffer's bytes: `rows` rows of `row_bytes`, `pitch` apart, from `start`
@@ -169,6 +182,7 @@ impl Table {
             coherence: Coherence::new(bytes, Holders::HOST),
             allocs: Vec::new(),
             pinned: false,
+            host_epoch: HOST_EPOCH.load(Ordering::Relaxed),
         };
         // Re-tracking a buffer forgets its device copies: the host's is the current one.
         if let Some(old) = self.buffers.insert(ptr, buf) {
@@ -358,6 +372,17 @@ impl Buffer {
     }
 
     /// Makes the host current on `lo..hi` now.
+    /// Before a launch uses the buffer: if the host may have written it since the graph last
+    /// did (a new [`HOST_EPOCH`]), the host's copy of what it holds is the current one
+    /// ([`Coherence::host_wins`]), unless the program promised otherwise ([`host_may_write`]).
+    pub(crate) fn account_host_writes(&mut self) {
+        let now = HOST_EPOCH.load(Ordering::Relaxed);
+        if self.host_epoch != now && host_may_write() {
+            self.coherence.host_wins();
+        }
+        self.host_epoch = now;
+    }
+
     pub(crate) fn host_current(&mut self, lo: u64, hi: u64) {
         if self.coherence.missing(lo, hi, Place::Host).is_empty() {
             return;
@@ -496,6 +521,7 @@ mod tests {
             coherence: Coherence::new(size, Holders::HOST),
             allocs: (0..devices).map(|k| Some(device_base(k))).collect(),
             pinned: false,
+            host_epoch: 0,
         }
     }
 

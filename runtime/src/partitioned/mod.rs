@@ -113,10 +113,8 @@ impl LaunchPlan {
     /// coherence maps to the state after the launch. Returns the copies and whether the plan
     /// came from the cache.
     fn copies(&self, table: &mut Table) -> (Vec<Copy>, Vec<Source>, bool) {
-        if memory::host_may_write() {
-            for &(s, _) in &self.buffers {
-                table.get_mut(s).expect("current").coherence.host_wins();
-            }
+        for &(s, _) in &self.buffers {
+            table.get_mut(s).expect("current").account_host_writes();
         }
         let mut cached = self.copies.lock().unwrap_or_else(|e| e.into_inner());
         let hit = cached.iter().position(|cp| {

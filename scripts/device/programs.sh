@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Run ON A GPU MACHINE (device tool) after scripts/device/prepare here:
+#   bash scripts/device/programs.sh [GPUS]          (default: every visible GPU)
+# The test programs (tests/programs/: run-time blocks, clamps, scatters through an index
+# buffer, host writes between launches...) at their largest test sizes, on 1 GPU, on GPUS GPUs,
+# and on GPUS GPUs with 3 partitions each: every run must print PASS with the 1-GPU checksum.
+# Then, when carry/parboil/ holds Parboil executables and inputs (built outside the repository),
+# each on 1 and GPUS GPUs, outputs compared byte for byte. Writes $OUT/programs.json and
+# $OUT/programs.txt; exits 1 on any mismatch.
+set -u
+out=${OUT:-/tmp/out}
+mkdir -p "$out/logs"
+g=${1:-$(nvidia-smi -L | wc -l)}
+declare -A args=([mesh]="5003" [transpose]="130 70" [mixed]="3000 10" [helpers]="1000" [volume]="17 5 40"
+  [heat3d]="20 13 17 4 3 2 3" [threshold]="5000" [hostwrites]="5000 3" [jds]="20000 64 3"
+  [blur]="130 70 16 5 3" [jacobi1d]="1003 50 5" [gemm_nt]="96 120 16 16 8")
+bad=0
+rows=""
+sep=""
+for name in ${PROGRAMS:-${!args[@]}}; do
+  ref=""
+  for mode in one many parts3; do
+    env=(HPVM_MGPU_DEVICES=cuda:$g)
+    case $mode in
+      one) env=(HPVM_MGPU_DEVICES=cuda:1) ;;
+      parts3) env+=(HPVM_MGPU_PARTITIONS=3) ;;
+    esac
+    log="$out/logs/$name.$mode.log"
+    env "${env[@]}" HPVM_MGPU_STATS=1 timeout 120 carry/bin/$name ${args[$name]} >"$log" 2>&1
+    rc=$?
+    sum=$(grep -o 'checksum [0-9a-f]*' "$log" | cut -d' ' -f2 | tr '\n' ' ' | sed 's/ $//')
+    verdict=$(grep -o 'PASS\|FAIL' "$log" | head -1)
+    split=$(grep -o 'partitioned (up to [0-9]* devices)' "$log" | grep -o '[0-9]*' | sort -n | tail -1)
+    [ $mode = one ] && ref=$sum
+    ok=yes
+    { [ $rc = 0 ] && [ "${verdict:-none}" = PASS ] && [ "$sum" = "$ref" ]; } || { ok=NO; bad=1; }
+    echo "$(printf '%-11s %-7s rc=%-3s %-4s devices-used=%-2s %s %s' "$name" "$mode" "$rc" "${verdict:-none}" "${split:-0}" "$sum" "$ok")" | tee -a "$out/programs.txt"
+    rows+="$sep{\"program\":\"$name\",\"args\":\"${args[$name]}\",\"mode\":\"$mode\",\"env\":\"${env[*]}\",\"rc\":$rc,\"verdict\":\"${verdict:-none}\",\"checksum\":\"$sum\",\"max_devices_used\":${split:-0},\"matches_one_gpu\":\"$ok\"}"
+    sep=","
+  done
+done
+# Parboil programs carried with their inputs: carry/parboil/NAME/{NAME,args}; args is the
+# command line, with OUTPUT where the output file goes.
+for dir in carry/parboil/*/; do
+  [ -d "$dir" ] || continue
+  name=$(basename "$dir")
+  for n in 1 $g; do
+    cl=$(sed "s|OUTPUT|$out/$name.$n.out|" "$dir/args")
+    ( cd "$dir" && /usr/bin/time -f "%e" env HPVM_MGPU_DEVICES=cuda:$n HPVM_MGPU_STATS=1 timeout 300 ./$name $cl ) >"$out/logs/$name.$n.log" 2>&1
+    echo "parboil $name on $n GPU(s): rc=$? wall $(tail -1 "$out/logs/$name.$n.log") s" | tee -a "$out/programs.txt"
+  done
+  if cmp -s "$out/$name.1.out" "$out/$name.$g.out"; then same=yes; else same=NO; bad=1; fi
+  echo "parboil $name: 1 and $g GPUs give identical output: $same" | tee -a "$out/programs.txt"
+  rows+="$sep{\"program\":\"parboil $name\",\"args\":\"$(cat "$dir/args")\",\"identical_1_and_${g}_gpus\":\"$same\"}"
+  sep=","
+  rm -f "$out/$name.$g.out"
+done
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
+echo "{\"device\":\"$g x $gpu\",\"commit\":\"$(cat carry/commit 2>/dev/null)\",\"command\":\"bash scripts/device/programs.sh $g\",\"runs\":[$rows]}" >"$out/programs.json"
+exit $bad
