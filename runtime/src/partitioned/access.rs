@@ -288,7 +288,9 @@ fn unpartitioned(
     Outcome::Devices(plan)
 }
 
-type Parts = Vec<(usize, GridBox, Vec<(usize, ByteRect)>, Vec<(usize, ByteRect)>)>;
+/// A partition: its device, its box of the grid, and the bytes it reads and writes per buffer.
+type Part = (usize, GridBox, Vec<(usize, ByteRect)>, Vec<(usize, ByteRect)>);
+type Parts = Vec<Part>;
 
 /// The partitions and their accesses, or why the launch may not be split.
 #[allow(clippy::too_many_arguments)]
@@ -889,7 +891,7 @@ fn with_fixed_map<R>(
 mod tests {
     use super::*;
 
-    fn part(writes: &[(u64, u64)]) -> (usize, GridBox, Vec<(usize, ByteRect)>, Vec<(usize, ByteRect)>) {
+    fn part(writes: &[(u64, u64)]) -> Part {
         let bx = GridBox { lo: [0; 3], hi: [1; 3], dim: [1; 3] };
         (0, bx, vec![], writes.iter().map(|&(lo, hi)| (0, ByteRect::run(lo, hi))).collect())
     }
