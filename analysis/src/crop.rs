@@ -180,9 +180,13 @@ unsafe fn split_selected_addresses(f: LLVMValueRef, shared: &[u32]) -> bool {
             if selects.is_empty() {
                 return None;
             }
-            // The first select of the slice (its order is def before use) that decides on an
-            // affine comparison; too many selects, or none usable: leave the load as it is.
-            let usable = selects.iter().copied().find(|&s| affine_comparison(LLVMGetOperand(s, 0)));
+            // The last select of the slice (its order is def before use) that decides on an
+            // affine comparison: of nested selects (`v < lo ? lo : v > hi ? hi : v`) the
+            // outermost, so a way never combines choices the code cannot make together (both
+            // `v < lo` and `v > hi`: feasible only when `hi < lo`, where Polly's in-bounds
+            // assumption on that way is false and it dismisses the whole node). Too many
+            // selects, or none usable: leave the load as it is.
+            let usable = selects.iter().rev().copied().find(|&s| affine_comparison(LLVMGetOperand(s, 0)));
             match usable {
                 Some(s) if selects.len() <= MAX_SPLIT_SELECTS => {
                     let dependent = slice.iter().copied().filter(|&v| depends_on(v, s, &slice)).collect::<Vec<_>>();
