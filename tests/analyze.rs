@@ -25,7 +25,7 @@ fn reports_and_databases_of_the_examples() {
 /// Programs in the shapes users write (`tests/programs/`): the report of each, snapshotted.
 #[test]
 fn reports_of_programs_written_the_common_way() {
-    for program in ["jacobi1d", "gemm_nt", "heat3d", "threshold", "blur", "jds"] {
+    for program in ["jacobi1d", "gemm_nt", "heat3d", "threshold", "blur", "conv", "jds"] {
         let o = hpvm_mgpu(&["analyze", &format!("tests/programs/{program}.c")]);
         assert!(o.status.success(), "{program}: {}", stderr(&o));
         check_snapshot(&format!("analyze-program-{program}.txt"), &stdout(&o));
@@ -57,6 +57,18 @@ fn data_dependent_writes_are_not_partitionable() {
     let out = stdout(&o);
     assert!(out.contains("Scatter") && out.contains("not partitionable"), "{out}");
     assert!(out.contains("indices read from `perm`, which the node also writes") && out.contains("self.c:50"), "{out}");
+}
+
+/// A write beyond affine arithmetic that reads no index from memory is not called
+/// data-dependent: the reason names what it is, with the line.
+#[test]
+fn grid_stride_loops_say_why_they_are_not_partitionable() {
+    let o = hpvm_mgpu(&["analyze", "tests/programs/gridstride.c"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("node Saxpy (tests/programs/gridstride.c:19): not partitionable"), "{out}");
+    assert!(out.contains("is written at an index that is not affine") && out.contains("gridstride.c:28)"), "{out}");
+    assert!(!out.contains("data-dependent"), "{out}");
 }
 
 #[test]

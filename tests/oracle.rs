@@ -386,8 +386,10 @@ fn maps_match_what_the_examples_do() {
 #[test]
 fn maps_match_programs_written_the_common_way() {
     type Case<'a> = (&'a str, &'a [&'a [&'a str]], &'a [&'a str]);
-    let cases: [Case; 6] = [
+    let cases: [Case; 7] = [
         ("tests/programs/blur.c", &[&["13", "9", "4", "3", "1"], &["7", "11", "8", "2", "1"]], &[]),
+        // Images narrower and shorter than the filter too: every clamp piece and their overlaps.
+        ("tests/programs/conv.c", &[&["11", "7", "1"], &["3", "2", "1"], &["1", "5", "1"]], &[]),
         (
             "tests/programs/heat3d.c",
             &[&["7", "6", "5", "3", "2", "2", "1"], &["5", "4", "6", "4", "3", "4", "1"]],

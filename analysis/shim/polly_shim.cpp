@@ -140,12 +140,17 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
     // whose checks it cannot build (any non-affine access, e.g. a clamped read); we only read
     // the access relations, which do not depend on aliasing, and the runtime resolves aliasing
     // itself (pointers into one buffer share its coherence map).
+    // Precise in-bounds assumptions: the default simplifies each access's assumption within
+    // the parameters where its statement runs, then applies it everywhere. A clamp's way
+    // that runs only for `w <= 1` then makes the whole node assume `w = 1` (so it never
+    // splits), or an empty context (Polly dismisses the node).
     const char *argv[] = {"hpvm-mgpu",
                           "--polly-ignore-aliasing",
                           "--polly-process-unprofitable",
                           "--polly-use-llvm-names",
                           "--polly-allow-nonaffine",
                           "--polly-allow-nonaffine-loops",
+                          "--polly-precise-inbounds",
                           "--polly-allow-error-blocks=false"};
     cl::ParseCommandLineOptions(sizeof argv / sizeof *argv, argv, "", nullptr, nullptr, true);
     return true;
@@ -201,8 +206,14 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
         const char *kind = MA->isRead() ? "read" : MA->isMustWrite() ? "must-write" : "may-write";
         out += std::string("access\t") + Stmt.getBaseName() + "\t" + kind + "\t" + (MA->isAffine() ? "affine" : "non-affine") + "\t" +
                polly::stringFromIslObj(MA->getAccessRelation()) + "\t" + where(MA->getAccessInstruction()) + "\n";
-        if (!MA->isRead() && !MA->isAffine())
+        if (!MA->isRead() && !MA->isAffine()) {
+          // Whether the index depends on a loaded value (a scatter) or is only beyond
+          // Presburger arithmetic (a product of parameters, a non-affine loop): the user's
+          // fix differs.
+          if (auto *St = dyn_cast_or_null<StoreInst>(MA->getAccessInstruction()))
+            out += std::string("index\t") + why_unmodeled(*St, St->getPointerOperand()) + "\n";
           out += through(Stmt, MA);
+        }
       }
     }
   }

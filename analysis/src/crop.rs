@@ -166,6 +166,12 @@ unsafe fn split_selected_addresses(f: LLVMValueRef, shared: &[u32]) -> bool {
         while fold_empty_diamonds(f) {}
         changed = true;
     }
+    // `MIN(MAX(v, 0), h - 1)` as a macro computes `MAX(v, 0)` twice, as two diamonds: now two
+    // equal selects, which would be split on separately (ways that choose differently for
+    // the same value, and twice the copies).
+    if changed {
+        merge_equal_choices(f);
+    }
     let mut given_up: std::collections::HashSet<LLVMValueRef> = std::collections::HashSet::new();
     // Each split replaces one load by two; bound the work whatever the code looks like.
     let mut splits_left = 1024;
@@ -205,6 +211,56 @@ unsafe fn split_selected_addresses(f: LLVMValueRef, shared: &[u32]) -> bool {
         splits_left -= 1;
     }
     changed
+}
+
+/// Merges equal arithmetic, comparisons and selects within each block: the later one's uses
+/// go to the earlier one, which dominates it. Only what [`hoistable`] admits (no memory, no
+/// traps), so merging never changes what the function does.
+unsafe fn merge_equal_choices(f: LLVMValueRef) {
+    let mut bb = LLVMGetFirstBasicBlock(f);
+    while !bb.is_null() {
+        let mut seen: Vec<LLVMValueRef> = Vec::new();
+        let mut i = LLVMGetFirstInstruction(bb);
+        while !i.is_null() {
+            let next = LLVMGetNextInstruction(i);
+            if hoistable(i) && LLVMGetInstructionOpcode(i) != LLVMOpcode::LLVMGetElementPtr {
+                match seen.iter().copied().find(|&e| same_operation(e, i)) {
+                    Some(e) => {
+                        LLVMReplaceAllUsesWith(i, e);
+                        LLVMInstructionEraseFromParent(i);
+                    }
+                    None => seen.push(i),
+                }
+            }
+            i = next;
+        }
+        bb = LLVMGetNextBasicBlock(bb);
+    }
+}
+
+/// Whether two instructions compute the same value: same opcode, type, comparison
+/// predicate, wrap flags and operands.
+unsafe fn same_operation(a: LLVMValueRef, b: LLVMValueRef) -> bool {
+    let op = LLVMGetInstructionOpcode(a);
+    if op != LLVMGetInstructionOpcode(b)
+        || LLVMTypeOf(a) != LLVMTypeOf(b)
+        || LLVMGetNumOperands(a) != LLVMGetNumOperands(b)
+        || (0..LLVMGetNumOperands(a)).any(|k| LLVMGetOperand(a, k as u32) != LLVMGetOperand(b, k as u32))
+    {
+        return false;
+    }
+    match op {
+        LLVMOpcode::LLVMICmp => LLVMGetICmpPredicate(a) == LLVMGetICmpPredicate(b),
+        LLVMOpcode::LLVMAdd | LLVMOpcode::LLVMSub | LLVMOpcode::LLVMMul | LLVMOpcode::LLVMShl => {
+            LLVMGetNSW(a) == LLVMGetNSW(b) && LLVMGetNUW(a) == LLVMGetNUW(b)
+        }
+        LLVMOpcode::LLVMLShr | LLVMOpcode::LLVMAShr | LLVMOpcode::LLVMUDiv | LLVMOpcode::LLVMSDiv => {
+            LLVMGetExact(a) == LLVMGetExact(b)
+        }
+        LLVMOpcode::LLVMZExt => LLVMGetNNeg(a) == LLVMGetNNeg(b),
+        LLVMOpcode::LLVMTrunc => false,
+        _ => true,
+    }
 }
 
 /// Whether `i` loads from a buffer (a pointer parameter that is not shared memory).
@@ -365,8 +421,8 @@ unsafe fn depends_on(v: LLVMValueRef, s: LLVMValueRef, slice: &[LLVMValueRef]) -
     })
 }
 
-/// An integer comparison computed without loads (so of instance counters, loop counters
-/// and parameters, as far as this can tell; Polly judges affinity itself).
+/// An integer comparison computed without loads or selects (so of instance counters, loop
+/// counters and parameters, as far as this can tell; Polly judges affinity itself).
 unsafe fn affine_comparison(c: LLVMValueRef) -> bool {
     if LLVMIsAICmpInst(c).is_null() {
         return false;
@@ -378,7 +434,10 @@ unsafe fn affine_comparison(c: LLVMValueRef) -> bool {
             continue;
         }
         match LLVMGetInstructionOpcode(v) {
+            // A choice inside the condition (`MIN(MAX(v, 0), h - 1)`: `max < h - 1`) is not
+            // affine; splitting on that inner select first makes it so.
             LLVMOpcode::LLVMLoad | LLVMOpcode::LLVMCall => return false,
+            LLVMOpcode::LLVMSelect if v != c => return false,
             LLVMOpcode::LLVMPHI => continue,
             _ => (0..LLVMGetNumOperands(v)).for_each(|k| stack.push(LLVMGetOperand(v, k as u32))),
         }

@@ -255,7 +255,7 @@ pub fn analyze_program(
             if !p.ty.is_pointer() || shared.contains(&(i as u32)) {
                 continue;
             }
-            let acc = maps::accesses_of(&isl, &scops, w, &w.params[i]);
+            let acc = maps::accesses_of(&isl, &scops, w, &w.params[i], &p.name);
             // Whether no element of a write map is written by two instances. With a run-time
             // block size the maps describe one block, whose size is unknown here: whether two
             // blocks write the same element is decided per launch by the runtime, which refuses

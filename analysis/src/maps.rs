@@ -126,8 +126,9 @@ fn to_instances(stmt: &str, loops: &[String], w: &Wrapper<'_>) -> Option<String>
     Some(format!("[{}] -> {{ {stmt}[{}] -> I[{}] }}", offsets.join(", "), vars.join(", "), coords.join(", ")))
 }
 
-/// The accesses of the wrapper's pointer parameter `name`.
-pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str) -> ArgAccesses {
+/// The accesses of the wrapper's pointer parameter `name`; messages call it `shown` (the
+/// source's name, which the analysis may have renamed to keep it apart from ISL's words).
+pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str, shown: &str) -> ArgAccesses {
     let param = name;
     let mut a = ArgAccesses::default();
     let arrays: Vec<&crate::polly::Array> = scops.arrays.iter().filter(|x| x.base == param).collect();
@@ -136,10 +137,12 @@ pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str) -> Arg
         if u.kind == "write" {
             a.write = WriteKind::Unanalysable;
             let why = match u.why {
-                Unmodelable::Atomic => format!("`{name}` is updated atomically"),
-                Unmodelable::DataDependent => format!("`{name}` is written at a data-dependent index"),
+                Unmodelable::Atomic => format!("`{shown}` is updated atomically"),
+                Unmodelable::DataDependent => format!("`{shown}` is written at a data-dependent index"),
                 Unmodelable::Shape => {
-                    format!("`{name}` is written in code Polly could not model (a non-affine index or condition there)")
+                    format!(
+                        "`{shown}` is written in code Polly could not model (a non-affine index or condition there)"
+                    )
                 }
             };
             a.notes.push((why, u.location.clone()));
@@ -149,13 +152,13 @@ pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str) -> Arg
                 Unmodelable::DataDependent => "at a data-dependent index",
                 _ => "in code Polly could not model",
             };
-            a.notes.push((format!("reads `{name}` {why}: the whole array is assumed read"), u.location.clone()));
+            a.notes.push((format!("reads `{shown}` {why}: the whole array is assumed read"), u.location.clone()));
         }
     }
     if arrays.len() > 1 {
         a.read = ReadKind::DataDependent;
         a.write = WriteKind::Unanalysable;
-        a.notes.push((format!("`{name}` is accessed as arrays of different element types or shapes"), "?".into()));
+        a.notes.push((format!("`{shown}` is accessed as arrays of different element types or shapes"), "?".into()));
         return a;
     }
     let Some(array) = arrays.first() else { return a };
@@ -186,10 +189,10 @@ pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str) -> Arg
             Err(why) => {
                 if is_read {
                     a.read = ReadKind::DataDependent;
-                    a.notes.push((format!("reads `{name}` entirely: Polly's model is {why}"), acc.location.clone()));
+                    a.notes.push((format!("reads `{shown}` entirely: Polly's model is {why}"), acc.location.clone()));
                 } else {
                     a.write = WriteKind::Unanalysable;
-                    a.notes.push((format!("`{name}` is written where Polly's model is {why}"), acc.location.clone()));
+                    a.notes.push((format!("`{shown}` is written where Polly's model is {why}"), acc.location.clone()));
                 }
                 continue;
             }
@@ -210,12 +213,14 @@ pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str) -> Arg
         }
         if is_read {
             let kind = if !acc.affine {
-                a.notes
-                    .push((format!("reads `{name}` at an index that depends on a loaded value"), acc.location.clone()));
+                a.notes.push((
+                    format!("reads `{shown}` at an index that depends on a loaded value"),
+                    acc.location.clone(),
+                ));
                 ReadKind::DataDependent
             } else if stmt.region || over {
                 a.notes.push((
-                    format!("reads of `{name}` are over-approximated (under a condition or bound the analysis cannot express)"),
+                    format!("reads of `{shown}` are over-approximated (under a condition or bound the analysis cannot express)"),
                     acc.location.clone(),
                 ));
                 ReadKind::OverApproximated
@@ -238,8 +243,18 @@ pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str) -> Arg
                         a.through = Some(t);
                         a.write = worse_write(a.write, WriteKind::Indirect);
                     }
+                    _ if acc.data_dependent => {
+                        a.notes.push((format!("`{shown}` is written at a data-dependent index"), acc.location.clone()));
+                        a.write = WriteKind::Unanalysable;
+                    }
                     _ => {
-                        a.notes.push((format!("`{name}` is written at a data-dependent index"), acc.location.clone()));
+                        a.notes.push((
+                            format!(
+                                "`{shown}` is written at an index that is not affine (it multiplies run-time values, \
+                                 as a grid-stride loop's step does)"
+                            ),
+                            acc.location.clone(),
+                        ));
                         a.write = WriteKind::Unanalysable;
                     }
                 }
@@ -247,7 +262,7 @@ pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str) -> Arg
             }
             let kind = if acc.kind == AccessKind::MayWrite || stmt.region || over {
                 a.notes.push((
-                    format!("`{name}` may or may not be written (under a condition the analysis cannot express)"),
+                    format!("`{shown}` may or may not be written (under a condition the analysis cannot express)"),
                     acc.location.clone(),
                 ));
                 WriteKind::May
@@ -273,7 +288,7 @@ pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str) -> Arg
     if a.through.is_some() && (writes.is_some() || a.write != WriteKind::Indirect) {
         if a.write != WriteKind::Unanalysable {
             let loc = scops.accesses.iter().find(|x| x.through.is_some()).map_or("?".into(), |x| x.location.clone());
-            a.notes.push((format!("`{name}` is written both at indices read from memory and elsewhere"), loc));
+            a.notes.push((format!("`{shown}` is written both at indices read from memory and elsewhere"), loc));
         }
         a.write = WriteKind::Unanalysable;
         a.through = None;

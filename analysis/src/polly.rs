@@ -46,6 +46,9 @@ pub struct Access {
     /// For a write at a data-dependent index: the load in the same statement its index is,
     /// when Polly models that load exactly.
     pub through: Option<Through>,
+    /// A non-affine write whose index is computed from a loaded value (else it is beyond
+    /// affine arithmetic for another reason: a product of parameters, a non-affine loop).
+    pub data_dependent: bool,
 }
 
 /// How a write's element index comes from a loaded value: element `(value + offset)` of
@@ -174,7 +177,12 @@ fn parse(text: &str) -> Result<Scops> {
                 relation: rel.to_string(),
                 location: loc.to_string(),
                 through: None,
+                data_dependent: false,
             }),
+            ["index", why] => {
+                let bad = || Error::Polly(format!("bad index line: {line}"));
+                s.accesses.last_mut().ok_or_else(bad)?.data_dependent = *why == "data";
+            }
             ["through", rel, ext, bits, scale, offset] => {
                 let bad = || Error::Polly(format!("bad through line: {line}"));
                 let t = Through {

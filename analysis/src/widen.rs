@@ -11,7 +11,8 @@
 //!   `icmp slt i64 (sext a), (sext b)`, since sign extension keeps signed order and equality,
 //!   so the conditions of the code (bounds checks, boundary tests) are modelled in 64 bits,
 //!   without the wrap-around cases that would multiply the pieces of Polly's domains;
-//! - onto the value under a truncation, `ext(trunc v)` → `v`, where `v` is one of the wrapper's
+//! - onto the value under a truncation, `ext(trunc v)` → `v`: exactly where the truncation
+//!   carries `nsw` (`nuw` for `zext`), which makes a value that does not fit poison; else where `v` is one of the wrapper's
 //!   instance loop counters (below 2^31, `dashdb::GRID_LIMIT`, so any truncation to 32 bits or
 //!   more keeps it) or one of its parameters, for which the identity holds only while the value
 //!   fits the narrow type: that condition is returned, and becomes part of the node's
@@ -225,7 +226,12 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Ve
                     if LLVMTypeOf(v) != wide {
                         continue;
                     }
-                    if is_instance_counter(v) && bits >= 32 {
+                    // `trunc nsw` (`nuw`) promises the value fits (IndVars widens `int`
+                    // counters so and narrows them back with the flag): the extension of
+                    // the truncation is the value itself, with no condition to check.
+                    if (signed && LLVMGetNSW(x) != 0) || (!signed && LLVMGetNUW(x) != 0) {
+                        v
+                    } else if is_instance_counter(v) && bits >= 32 {
                         v
                     } else if !LLVMIsAArgument(v).is_null() && (2..=63).contains(&bits) {
                         let name = name_of(v);

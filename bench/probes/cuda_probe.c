@@ -20,6 +20,10 @@
  *                                 a THREADS-way memcpy into a pinned staging buffer
  *   cuda_probe occupancy PTX KERNEL BLOCK
  *                                 registers, and resident blocks per SM, of KERNEL in PTX
+ *   cuda_probe hog LEAVE_MIB SECONDS
+ *                                 takes all but LEAVE_MIB of the first visible GPU's free
+ *                                 memory and holds it for SECONDS: another process's
+ *                                 allocations on that GPU then run out of memory
  *
  * Exit status: 0 done, 1 a CUDA call failed (named on stderr), 2 bad arguments.
  */
@@ -57,6 +61,7 @@ static struct {
   CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
   CUresult (*FuncGetAttribute)(int *, int, CUfunction);
   CUresult (*Occupancy)(int *, CUfunction, int, size_t);
+  CUresult (*MemGetInfo)(size_t *, size_t *);
 } cu;
 
 static CUcontext ctx;
@@ -100,6 +105,7 @@ static void load_driver(void) {
   cu.ModuleGetFunction = sym(lib, "cuModuleGetFunction");
   cu.FuncGetAttribute = sym(lib, "cuFuncGetAttribute");
   cu.Occupancy = sym(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  cu.MemGetInfo = sym(lib, "cuMemGetInfo_v2");
 }
 
 static void open_gpu0(void) {
@@ -425,6 +431,31 @@ static int probe_occupancy(const char *path, const char *kernel, int block) {
   return 0;
 }
 
+/* ---- hog: leave a GPU almost full, to see how a program meets out-of-memory ---- */
+
+static int probe_hog(double leave_mib, double seconds) {
+  load_driver();
+  open_gpu0();
+  size_t free_b = 0, total_b = 0, held = 0;
+  const size_t leave = (size_t)(leave_mib * 1048576.0), chunk = (size_t)256 << 20;
+  check(cu.MemGetInfo(&free_b, &total_b), "cuMemGetInfo");
+  /* Chunks, not one allocation: whatever the driver's own granularity, free ends near LEAVE. */
+  while (free_b > leave + chunk) {
+    CUdeviceptr p;
+    if (cu.MemAlloc(&p, chunk) != 0) {
+      break;
+    }
+    held += chunk;
+    check(cu.MemGetInfo(&free_b, &total_b), "cuMemGetInfo");
+  }
+  printf("hog: holding %.0f MiB, %.0f MiB free of %.0f MiB\n", (double)held / 1048576.0, (double)free_b / 1048576.0,
+         (double)total_b / 1048576.0);
+  fflush(stdout);
+  struct timespec t = {(time_t)seconds, 0};
+  nanosleep(&t, NULL);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "host") == 0) {
     return probe_host(atol(argv[2]));
@@ -453,10 +484,14 @@ int main(int argc, char **argv) {
     }
     return probe_pin(atof(argv[2]), threads);
   }
+  if (argc == 4 && strcmp(argv[1], "hog") == 0) {
+    return probe_hog(atof(argv[2]), atof(argv[3]));
+  }
   if (argc == 5 && strcmp(argv[1], "occupancy") == 0) {
     return probe_occupancy(argv[2], argv[3], atoi(argv[4]));
   }
   fprintf(stderr,
-          "usage: cuda_probe host N | host-par N | cores N | pin GIB THREADS | occupancy PTX KERNEL BLOCK\n");
+          "usage: cuda_probe host N | host-par N | cores N | pin GIB THREADS | occupancy PTX KERNEL BLOCK | "
+          "hog LEAVE_MIB SECONDS\n");
   return 2;
 }
