@@ -229,9 +229,8 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Ve
                     // `trunc nsw` (`nuw`) promises the value fits (IndVars widens `int`
                     // counters so and narrows them back with the flag): the extension of
                     // the truncation is the value itself, with no condition to check.
-                    if (signed && LLVMGetNSW(x) != 0) || (!signed && LLVMGetNUW(x) != 0) {
-                        v
-                    } else if is_instance_counter(v) && bits >= 32 {
+                    let flagged = (signed && LLVMGetNSW(x) != 0) || (!signed && LLVMGetNUW(x) != 0);
+                    if flagged || (is_instance_counter(v) && bits >= 32) {
                         v
                     } else if !LLVMIsAArgument(v).is_null() && (2..=63).contains(&bits) {
                         let name = name_of(v);
