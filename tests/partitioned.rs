@@ -223,3 +223,26 @@ fn bad_settings_are_refused_with_a_message() {
         assert!(stderr(&out).contains(says), "{var}={value}: {}", stderr(&out));
     }
 }
+
+/// A device that cannot hold a buffer stops the program with the buffer's size, the device,
+/// and the node parameter it is: no crash, no result printed. The simulated devices allocate
+/// from the process's memory, capped here by `ulimit -v` (the host's own buffers fit; four
+/// devices' copies do not). `scripts/device/oom.sh` does the same on a GPU that another
+/// process has filled.
+#[test]
+fn device_out_of_memory_names_the_buffer() {
+    let dir = TempDir::new("oom");
+    let exe = build(&dir, "examples/vecadd.c");
+    let out = std::process::Command::new("sh")
+        .args(["-c", "ulimit -v 2500000 && exec \"$0\" 50000000", exe.to_str().unwrap()])
+        .env("HPVM_MGPU_DEVICES", "cpu:4")
+        .env("HPVM_MGPU_THREADS", "2")
+        .env("MALLOC_ARENA_MAX", "2")
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!stdout(&out).contains("PASS") && !stdout(&out).contains("FAIL"), "{}", stdout(&out));
+    assert!(err.contains("cannot allocate the buffer") && err.contains("(200000000 bytes, 190.7 MiB) on sim"), "{err}");
+    assert!(err.contains("out of memory") && err.contains("of node `VecAdd`, examples/vecadd.c:30)"), "{err}");
+}

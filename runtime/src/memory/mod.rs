@@ -197,7 +197,7 @@ impl Table {
     /// page-locked, and an allocation of gigabytes takes a good part of a second) and
     /// independent: each device allocates on its own thread while one more page-locks, so a
     /// launch's first use of its buffers costs the slowest of them, not their sum.
-    pub fn allocate(&mut self, needs: &[(u64, usize)]) -> Result<(), String> {
+    pub fn allocate(&mut self, needs: &[(u64, usize)]) -> Result<(), AllocError> {
         let devs = devices();
         let mut per_device: Vec<Vec<(u64, u64)>> = vec![Vec::new(); devs.count()];
         let mut pins: Vec<(u64, u64)> = Vec::new();
@@ -259,8 +259,8 @@ impl Table {
             for (&(start, _), r) in per_device[k].iter().zip(results) {
                 match r {
                     Ok(a) => self.buffers.get_mut(&start).expect("tracked").set_alloc(k, a),
-                    Err(e) => {
-                        first_error.get_or_insert(e);
+                    Err(message) => {
+                        first_error.get_or_insert(AllocError { start, message });
                     }
                 }
             }
@@ -270,6 +270,14 @@ impl Table {
         }
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// A device allocation that failed: the buffer (by its host start address, which the caller
+/// turns into the names the program gave it) and the device's own words.
+#[derive(Debug)]
+pub struct AllocError {
+    pub start: u64,
+    pub message: String,
 }
 
 impl Buffer {

@@ -99,7 +99,7 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
             let t = std::time::Instant::now();
             let needs: Vec<(u64, usize)> =
                 parts.iter().flat_map(|p| unit_ptrs.iter().map(|&(_, b)| (buffers[b].0, p.0))).collect();
-            table.allocate(&needs).unwrap_or_else(|e| crate::fatal(&e));
+            table.allocate(&needs).unwrap_or_else(|e| crate::fatal(&allocation_failed(l, unit, table, &e)));
             let parts: Vec<PartPlan> = parts
                 .into_iter()
                 .map(|(device, bx, reads, writes)| PartPlan {
@@ -240,6 +240,23 @@ fn read_only_cache_legal(readonly: &[u32], args: &[BufArg], plan: &LaunchPlan) -
     !readonly.is_empty() && args.iter().filter(|a| readonly.contains(&a.param)).all(|a| !written(a.buffer))
 }
 
+/// The message for a failed device allocation: the device's words, then which of the node's
+/// parameters point into that buffer, so the user can tell which array did not fit.
+fn allocation_failed(l: &Launch<'_>, unit: &NodeDesc, table: &Table, e: &crate::memory::AllocError) -> String {
+    let names: Vec<String> = unit
+        .params
+        .iter()
+        .filter(|p| p.kind == ScalarKind::Pointer)
+        .filter(|p| read_u64(l.args, p.offset as usize).is_some_and(|v| table.containing(v, 0) == Some(e.start)))
+        .map(|p| format!("`{}`", p.name))
+        .collect();
+    let node = if unit.display.is_empty() { &unit.name } else { &unit.display };
+    match names.is_empty() {
+        true => format!("{} (launching node `{node}`, {})", e.message, unit.loc),
+        false => format!("{} ({} of node `{node}`, {})", e.message, names.join(", "), unit.loc),
+    }
+}
+
 /// The unit's arguments with every tracked pointer moved to device `k`'s allocation.
 fn device_args(args: &[u8], ptrs: &[(usize, usize)], buffers: &[(u64, u64)], k: usize, table: &mut Table) -> Vec<u8> {
     let mut out = args.to_vec();
@@ -280,7 +297,8 @@ fn unpartitioned(
     }
     let t = std::time::Instant::now();
     let needs: Vec<(u64, usize)> = ptrs.iter().map(|&(_, b)| (buffers[b].0, 0)).collect();
-    table.allocate(&needs).unwrap_or_else(|e| crate::fatal(&e));
+    let unit = &l.engine.module.program.nodes[l.node as usize];
+    table.allocate(&needs).unwrap_or_else(|e| crate::fatal(&allocation_failed(l, unit, table, &e)));
     let args = device_args(l.args, ptrs, buffers, 0, table);
     let part = PartPlan { device: 0, bx: GridBox::whole(l.grid), args, reads, writes };
     let mut plan = LaunchPlan::new(buffers.to_vec(), vec![part], Some(reason));
