@@ -386,8 +386,9 @@ fn maps_match_what_the_examples_do() {
 #[test]
 fn maps_match_programs_written_the_common_way() {
     type Case<'a> = (&'a str, &'a [&'a [&'a str]], &'a [&'a str]);
-    let cases: [Case; 7] = [
+    let cases: [Case; 8] = [
         ("tests/programs/blur.c", &[&["13", "9", "4", "3", "1"], &["7", "11", "8", "2", "1"]], &[]),
+        ("tests/programs/rownorm.cc", &[&["9", "5"], &["7", "1"]], &[]),
         // Images narrower and shorter than the filter too: every clamp piece and their overlaps.
         ("tests/programs/conv.c", &[&["11", "7", "1"], &["3", "2", "1"], &["1", "5", "1"]], &[]),
         (

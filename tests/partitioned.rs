@@ -13,7 +13,7 @@ const DEVICES: [usize; 6] = [1, 2, 3, 4, 7, 8];
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-const PROGRAMS: [(&str, &[&[&str]]); 23] = [
+const PROGRAMS: [(&str, &[&[&str]]); 24] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -36,6 +36,7 @@ const PROGRAMS: [(&str, &[&[&str]]); 23] = [
         "tests/programs/blur.c",
         &[&["5", "3", "2", "2", "1"], &["61", "37", "8", "4", "2"], &["130", "70", "16", "5", "3"]],
     ),
+    ("tests/programs/rownorm.cc", &[&["3", "1"], &["1000", "37"], &["300", "513"]]),
     ("tests/programs/gridstride.c", &[&["7", "2", "2"], &["1000", "32", "5"], &["5003", "64", "3"]]),
     ("tests/programs/conv.c", &[&["2", "3", "1"], &["61", "37", "2"], &["130", "70", "3"]]),
     ("tests/programs/jacobi1d.c", &[&["5", "7", "1"], &["200", "16", "3"], &["1003", "50", "5"]]),

@@ -93,6 +93,14 @@ pub fn crop(f: FunctionValue<'_>, shared: &[u32], split_clamps: bool) -> Cropped
                         let ty = LLVMTypeOf(LLVMGetOperand(inst, n - 1));
                         out.atomics.push((base_param(f, ptr), location(inst)));
                         load_and_store(builder, inst, ptr, ty);
+                    } else if let Some(arg) = floating_stand_in(inst, &name) {
+                        // A math call that a guard still needs (`s > 0 ? x / s : 0` after
+                        // `s = sqrtf(...)`): Polly refuses calls that may set errno, and would
+                        // dismiss the node. Its value is a float, which no affine expression
+                        // can use, so its argument stands in for it: the guard stays just as
+                        // non-affine (data-dependent), without the call.
+                        LLVMReplaceAllUsesWith(inst, arg);
+                        LLVMInstructionEraseFromParent(inst);
                     }
                 }
                 _ => {}
@@ -652,6 +660,19 @@ fn is_pure_call(name: &str) -> bool {
         "rsqrtf",
     ];
     MATH.contains(&name) || (name.starts_with("llvm.") && !name.starts_with("llvm.mem"))
+}
+
+/// For a call to a pure math function returning a floating-point value: an argument of the
+/// same type, to stand in for the call's value.
+unsafe fn floating_stand_in(call: LLVMValueRef, name: &str) -> Option<LLVMValueRef> {
+    use llvm_sys::LLVMTypeKind::*;
+    let ty = LLVMTypeOf(call);
+    let floating =
+        matches!(LLVMGetTypeKind(ty), LLVMHalfTypeKind | LLVMBFloatTypeKind | LLVMFloatTypeKind | LLVMDoubleTypeKind);
+    if !floating || !is_pure_call(name) {
+        return None;
+    }
+    (0..LLVMGetNumArgOperands(call)).map(|k| LLVMGetOperand(call, k)).find(|&a| LLVMTypeOf(a) == ty)
 }
 
 /// Deletes the instructions that access no buffer and whose values no access, branch or

@@ -6,7 +6,7 @@
 
 static unsigned long long fnv1a(const void *data, size_t n) {
   unsigned long long h = 14695981039346656037ULL;
-  const unsigned char *p = data;
+  const unsigned char *p = (const unsigned char *)data;
   for (size_t i = 0; i < n; ++i) {
     h = (h ^ p[i]) * 1099511628211ULL;
   }
