@@ -259,14 +259,15 @@ unsafe fn same_operation(a: LLVMValueRef, b: LLVMValueRef) -> bool {
     }
     match op {
         LLVMOpcode::LLVMICmp => LLVMGetICmpPredicate(a) == LLVMGetICmpPredicate(b),
-        LLVMOpcode::LLVMAdd | LLVMOpcode::LLVMSub | LLVMOpcode::LLVMMul | LLVMOpcode::LLVMShl => {
-            LLVMGetNSW(a) == LLVMGetNSW(b) && LLVMGetNUW(a) == LLVMGetNUW(b)
-        }
+        LLVMOpcode::LLVMAdd
+        | LLVMOpcode::LLVMSub
+        | LLVMOpcode::LLVMMul
+        | LLVMOpcode::LLVMShl
+        | LLVMOpcode::LLVMTrunc => LLVMGetNSW(a) == LLVMGetNSW(b) && LLVMGetNUW(a) == LLVMGetNUW(b),
         LLVMOpcode::LLVMLShr | LLVMOpcode::LLVMAShr | LLVMOpcode::LLVMUDiv | LLVMOpcode::LLVMSDiv => {
             LLVMGetExact(a) == LLVMGetExact(b)
         }
         LLVMOpcode::LLVMZExt => LLVMGetNNeg(a) == LLVMGetNNeg(b),
-        LLVMOpcode::LLVMTrunc => false,
         _ => true,
     }
 }

@@ -11,13 +11,13 @@
 //!   `icmp slt i64 (sext a), (sext b)`, since sign extension keeps signed order and equality,
 //!   so the conditions of the code (bounds checks, boundary tests) are modelled in 64 bits,
 //!   without the wrap-around cases that would multiply the pieces of Polly's domains;
-//! - onto the value under a truncation, `ext(trunc v)` → `v`: exactly where the truncation
-//!   carries `nsw` (`nuw` for `zext`), which makes a value that does not fit poison; else where `v` is one of the wrapper's
-//!   instance loop counters (below 2^31, `dashdb::GRID_LIMIT`, so any truncation to 32 bits or
-//!   more keeps it) or one of its parameters, for which the identity holds only while the value
-//!   fits the narrow type: that condition is returned, and becomes part of the node's
-//!   `valid_when`, which the runtime checks at every launch (and runs the node unpartitioned
-//!   where it fails).
+//! - onto the value under a truncation, `ext(trunc v)` → `v`: always where the truncation
+//!   carries `nsw` (`nuw` for `zext`), which makes a value that does not fit poison; else
+//!   where `v` is one of the wrapper's instance loop counters (below 2^31,
+//!   `dashdb::GRID_LIMIT`, so any truncation to 32 bits or more keeps it) or one of its
+//!   parameters, for which the identity holds only while the value fits the narrow type:
+//!   that condition is returned, and becomes part of the node's `valid_when`, which the
+//!   runtime checks at every launch (and runs the node unpartitioned where it fails).
 
 use inkwell::values::{AsValueRef, FunctionValue};
 use llvm_sys::core::*;
