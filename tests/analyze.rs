@@ -25,7 +25,9 @@ fn reports_and_databases_of_the_examples() {
 /// Programs in the shapes users write (`tests/programs/`): the report of each, snapshotted.
 #[test]
 fn reports_of_programs_written_the_common_way() {
-    for file in ["jacobi1d.c", "gemm_nt.c", "heat3d.c", "threshold.c", "blur.c", "conv.c", "jds.c", "rownorm.cc"] {
+    for file in
+        ["jacobi1d.c", "gemm_nt.c", "heat3d.c", "threshold.c", "blur.c", "conv.c", "jds.c", "rownorm.cc", "radius.c"]
+    {
         let program = file.split('.').next().unwrap();
         let o = hpvm_mgpu(&["analyze", &format!("tests/programs/{file}")]);
         assert!(o.status.success(), "{program}: {}", stderr(&o));

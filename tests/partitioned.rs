@@ -13,7 +13,7 @@ const DEVICES: [usize; 6] = [1, 2, 3, 4, 7, 8];
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-const PROGRAMS: [(&str, &[&[&str]]); 24] = [
+const PROGRAMS: [(&str, &[&[&str]]); 25] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -39,6 +39,7 @@ const PROGRAMS: [(&str, &[&[&str]]); 24] = [
     ("tests/programs/rownorm.cc", &[&["3", "1"], &["1000", "37"], &["300", "513"]]),
     ("tests/programs/gridstride.c", &[&["7", "2", "2"], &["1000", "32", "5"], &["5003", "64", "3"]]),
     ("tests/programs/conv.c", &[&["2", "3", "1"], &["61", "37", "2"], &["130", "70", "3"]]),
+    ("tests/programs/radius.c", &[&["2", "3", "1", "4"], &["53", "31", "2", "16"], &["130", "70", "5", "64"]]),
     ("tests/programs/jacobi1d.c", &[&["5", "7", "1"], &["200", "16", "3"], &["1003", "50", "5"]]),
     (
         "tests/programs/gemm_nt.c",

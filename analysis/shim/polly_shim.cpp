@@ -5,6 +5,7 @@
 #include "polly/ScopInfo.h"
 #include "polly/Support/GICHelper.h"
 #include "llvm-c/Core.h"
+#include "llvm/Analysis/ScalarEvolutionExpressions.h"
 #include "llvm/Analysis/ValueTracking.h"
 #include "llvm/IR/DebugInfoMetadata.h"
 #include "llvm/IR/InstIterator.h"
@@ -13,9 +14,12 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/CommandLine.h"
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
+#include <vector>
 
 using namespace llvm;
 
@@ -126,6 +130,125 @@ static std::string through(polly::ScopStmt &Stmt, polly::MemoryAccess *MA) {
          std::to_string(offset) + "\n";
 }
 
+
+// A polynomial over a SCoP's plain parameters: each monomial's parameter names (sorted,
+// repeated for powers) and its coefficient.
+using Poly = std::map<std::vector<std::string>, __int128>;
+
+// `S` as a polynomial over the SCoP's parameters that are plain values, with `conds` the
+// conditions (ISL constraints) under which the SCEV's fixed-width arithmetic computes it
+// without wrapping; false when `S` is not of that form (a max, a division, a value that is
+// no parameter, coefficients beyond 64 bits).
+static bool expand(const SCEV *S, polly::Scop &scop, Poly &out, std::vector<std::string> &conds, int depth = 0) {
+  if (depth > 12)
+    return false;
+  if (auto *C = dyn_cast<SCEVConstant>(S)) {
+    if (C->getAPInt().getSignificantBits() > 64)
+      return false;
+    out = {{{}, C->getAPInt().getSExtValue()}};
+    return true;
+  }
+  if (auto *U = dyn_cast<SCEVUnknown>(S)) {
+    isl::id id = scop.getIdForParam(U);
+    if (id.is_null())
+      return false;
+    out = {{{id.get_name()}, 1}};
+    return true;
+  }
+  if (auto *A = dyn_cast<SCEVAddExpr>(S)) {
+    out.clear();
+    for (const SCEV *Op : A->operands()) {
+      Poly p;
+      if (!expand(Op, scop, p, conds, depth + 1))
+        return false;
+      for (auto &[m, c] : p)
+        out[m] += c;
+    }
+  } else if (auto *M = dyn_cast<SCEVMulExpr>(S)) {
+    out = {{{}, 1}};
+    for (const SCEV *Op : M->operands()) {
+      Poly p, r;
+      if (!expand(Op, scop, p, conds, depth + 1))
+        return false;
+      for (auto &[ma, ca] : out)
+        for (auto &[mb, cb] : p) {
+          std::vector<std::string> m = ma;
+          m.insert(m.end(), mb.begin(), mb.end());
+          std::sort(m.begin(), m.end());
+          r[m] += ca * cb;
+        }
+      out = r;
+    }
+  } else if (auto *X = dyn_cast<SCEVIntegralCastExpr>(S)) {
+    // An extension is the value itself while the narrow arithmetic does not wrap: the
+    // condition is kept, affine, for whoever uses the expansion to check.
+    bool sext = isa<SCEVSignExtendExpr>(X);
+    if (!sext && !isa<SCEVZeroExtendExpr>(X))
+      return false;
+    const SCEV *Op = X->getOperand();
+    if (!expand(Op, scop, out, conds, depth + 1))
+      return false;
+    unsigned bits = Op->getType()->getIntegerBitWidth();
+    if (bits > 62)
+      return false;
+    std::string affine;
+    for (auto &[m, c] : out) {
+      if (m.size() > 1)
+        return false;
+      if (c == 0)
+        continue;
+      affine += (affine.empty() ? "" : " + ") + std::to_string((long long)c) + (m.empty() ? "" : "*" + m[0]);
+    }
+    bool plain = out.size() == 1 && out.begin()->first.size() == 1 && out.begin()->second == 1;
+    if (affine.empty())
+      affine = "0";
+    long long lo = sext ? -(1LL << (bits - 1)) : 0, hi = sext ? (1LL << (bits - 1)) - 1 : (1LL << bits) - 1;
+    // A plain parameter is already taken by Polly as its signed value.
+    if (!(plain && sext))
+      conds.push_back(std::to_string(lo) + " <= " + affine + " <= " + std::to_string(hi));
+  } else {
+    return false;
+  }
+  for (auto it = out.begin(); it != out.end();)
+    it = it->second == 0 ? out.erase(it) : std::next(it);
+  for (auto &[m, c] : out)
+    if (c > INT64_MAX || c < INT64_MIN)
+      return false;
+  return true;
+}
+
+// For each parameter of the SCoP that is not a plain value but a product (Polly names those
+// `p_N`, e.g. `(-r) * (1 + w)` where a loop from `-r` indexes `in[(y + j) * w + x + i]`):
+// `param\tNAME\tPOLY\tCONDS`, its expansion over plain parameters (`c*a*b + c*a + c`) and the
+// conditions (`;`-separated) under which it holds. Delinearization leaves such a parameter
+// whole in the innermost subscript; with the expansion the analysis moves each part to the
+// subscript it belongs to.
+static std::string compound_params(polly::Scop &scop) {
+  std::string out;
+  for (const SCEV *P : scop.parameters()) {
+    if (isa<SCEVUnknown>(P))
+      continue;
+    isl::id id = scop.getIdForParam(P);
+    if (id.is_null())
+      continue;
+    Poly poly;
+    std::vector<std::string> conds;
+    if (!expand(P, scop, poly, conds))
+      continue;
+    std::string text;
+    for (auto &[m, c] : poly) {
+      text += (text.empty() ? "" : " + ") + std::to_string((long long)c);
+      for (auto &a : m)
+        text += "*" + a;
+    }
+    std::string cs;
+    for (auto &c : conds)
+      cs += (cs.empty() ? "" : ";") + c;
+    out += "param\t" + id.get_name() + "\t" + (text.empty() ? "0" : text) + "\t" + (cs.empty() ? "-" : cs) + "\n";
+  }
+  return out;
+}
+
 extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *function) {
   // A function-local static is initialized exactly once even when several threads analyse at
   // the same time (the test harness does): parsing the options twice registers `-h` twice and
@@ -140,17 +263,19 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
     // whose checks it cannot build (any non-affine access, e.g. a clamped read); we only read
     // the access relations, which do not depend on aliasing, and the runtime resolves aliasing
     // itself (pointers into one buffer share its coherence map).
-    // Precise in-bounds assumptions: the default simplifies each access's assumption within
-    // the parameters where its statement runs, then applies it everywhere. A clamp's way
-    // that runs only for `w <= 1` then makes the whole node assume `w = 1` (so it never
-    // splits), or an empty context (Polly dismisses the node).
+    // No in-bounds assumptions: the analysis states them itself, per access (`bounds.rs`),
+    // after it has put the parts of compound parameters where they belong, so that one read
+    // whose delinearization fails costs that read its precision, not the node its split.
+    // (Polly's default also simplifies each access's assumption within the parameters where
+    // its statement runs, then applies it everywhere: a clamp's way that runs only for
+    // `w <= 1` made the whole node assume `w = 1`, or an empty context, which dismisses it.)
     const char *argv[] = {"hpvm-mgpu",
                           "--polly-ignore-aliasing",
                           "--polly-process-unprofitable",
                           "--polly-use-llvm-names",
                           "--polly-allow-nonaffine",
                           "--polly-allow-nonaffine-loops",
-                          "--polly-precise-inbounds",
+                          "--polly-ignore-inbounds",
                           "--polly-allow-error-blocks=false"};
     cl::ParseCommandLineOptions(sizeof argv / sizeof *argv, argv, "", nullptr, nullptr, true);
     return true;
@@ -184,6 +309,7 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
     // The model holds for parameters in the assumed context and outside the invalid one.
     out += "assumed\t" + polly::stringFromIslObj(S->getAssumedContext()) + "\n";
     out += "invalid\t" + polly::stringFromIslObj(S->getInvalidContext()) + "\n";
+    out += compound_params(*S);
     for (const polly::ScopArrayInfo *A : S->arrays()) {
       const Value *base = A->getBasePtr();
       out += "array\t" + A->getName() + "\t" + (base && base->hasName() ? base->getName().str() : std::string("?")) + "\t" +

@@ -140,6 +140,22 @@ const MAX_SPLIT_SELECTS: usize = 6;
 /// stays over-approximated). True if anything changed.
 unsafe fn split_selected_addresses(f: LLVMValueRef, shared: &[u32]) -> bool {
     let mut changed = false;
+    // A clamp written as a helper with early returns is one phi of three ways: paired up
+    // into nested two-way choices first.
+    let mut pairs_left = 256;
+    while pairs_left > 0 {
+        let Some(phi) = instructions(f).into_iter().find_map(|i| {
+            if !is_buffer_load(f, i, shared) {
+                return None;
+            }
+            slice_through_phis(LLVMGetOperand(i, 0)).into_iter().find(|&v| parting_ways(v).is_some())
+        }) else {
+            break;
+        };
+        pair_ways(phi);
+        changed = true;
+        pairs_left -= 1;
+    }
     // At -O0 a `?:` is a diamond of empty blocks and a phi: the same choice as a select.
     while let Some(phi) = instructions(f).into_iter().find_map(|i| {
         if !is_buffer_load(f, i, shared) {
@@ -353,6 +369,96 @@ unsafe fn diamond_choice(
     let term = LLVMGetBasicBlockTerminator(h0);
     let (vt, ve) = if i0 == 0 { (v0, v1) } else { (v1, v0) };
     Some((h0, LLVMGetCondition(term), vt, ve, p0.into_iter().chain(p1).collect()))
+}
+
+/// Of a phi with more than two incoming ways, two that part at one conditional branch:
+/// `(the branch's block, the block entering the phi on its true way, on its false way, the
+/// ways' straight blocks)`.
+unsafe fn parting_ways(
+    phi: LLVMValueRef,
+) -> Option<(LLVMBasicBlockRef, LLVMBasicBlockRef, LLVMBasicBlockRef, Vec<LLVMBasicBlockRef>)> {
+    if LLVMGetInstructionOpcode(phi) != LLVMOpcode::LLVMPHI || LLVMCountIncoming(phi) <= 2 {
+        return None;
+    }
+    let merge = LLVMGetInstructionParent(phi);
+    let ways: Vec<_> = (0..LLVMCountIncoming(phi))
+        .map(|k| (LLVMGetIncomingBlock(phi, k), way_to(LLVMGetIncomingBlock(phi, k), merge)))
+        .collect();
+    for (a, (ba, wa)) in ways.iter().enumerate() {
+        for (bb, wb) in &ways[a + 1..] {
+            let (Some((ha, ia, pa)), Some((hb, ib, pb))) = (wa, wb) else { continue };
+            if ha == hb && ia != ib && ba != bb {
+                let (t, e) = if *ia == 0 { (*ba, *bb) } else { (*bb, *ba) };
+                return Some((*ha, t, e, pa.iter().chain(pb).copied().collect()));
+            }
+        }
+    }
+    None
+}
+
+/// Makes the two ways [`parting_ways`] finds for `phi` one: their arithmetic moves to the
+/// branch's block, which chooses each phi's value of its merge block by a select on the
+/// branch's condition and goes straight to the merge. The same choices, one way fewer.
+unsafe fn pair_ways(phi: LLVMValueRef) {
+    let (head, t, e, path) = parting_ways(phi).expect("checked by the caller");
+    let merge = LLVMGetInstructionParent(phi);
+    let term = LLVMGetBasicBlockTerminator(head);
+    let cond = LLVMGetCondition(term);
+    let builder = LLVMCreateBuilderInContext(LLVMGetTypeContext(LLVMTypeOf(phi)));
+    LLVMPositionBuilderBefore(builder, term);
+    for &bb in &path {
+        loop {
+            let i = LLVMGetFirstInstruction(bb);
+            if i == LLVMGetBasicBlockTerminator(bb) {
+                break;
+            }
+            LLVMInstructionRemoveFromParent(i);
+            LLVMInsertIntoBuilder(builder, i);
+        }
+    }
+    let mut phis = Vec::new();
+    let mut p = LLVMGetFirstInstruction(merge);
+    while !p.is_null() && LLVMGetInstructionOpcode(p) == LLVMOpcode::LLVMPHI {
+        phis.push(p);
+        p = LLVMGetNextInstruction(p);
+    }
+    let from = |p: LLVMValueRef, bb: LLVMBasicBlockRef| {
+        (0..LLVMCountIncoming(p)).find(|&k| LLVMGetIncomingBlock(p, k) == bb).map(|k| LLVMGetIncomingValue(p, k))
+    };
+    let chosen: Vec<LLVMValueRef> = phis
+        .iter()
+        .map(|&p| {
+            let (vt, ve) = (from(p, t).expect("a phi names every way"), from(p, e).expect("a phi names every way"));
+            LLVMBuildSelect(builder, cond, vt, ve, c"hpvm.choice".as_ptr())
+        })
+        .collect();
+    LLVMBuildBr(builder, merge);
+    LLVMInstructionEraseFromParent(term);
+    for (&p, &sel) in phis.iter().zip(&chosen) {
+        LLVMPositionBuilderBefore(builder, p);
+        let mut values = Vec::new();
+        let mut blocks = Vec::new();
+        for k in 0..LLVMCountIncoming(p) {
+            let bb = LLVMGetIncomingBlock(p, k);
+            if bb != t && bb != e {
+                values.push(LLVMGetIncomingValue(p, k));
+                blocks.push(bb);
+            }
+        }
+        values.push(sel);
+        blocks.push(head);
+        let q = LLVMBuildPhi(builder, LLVMTypeOf(p), c"hpvm.ways".as_ptr());
+        LLVMAddIncoming(q, values.as_mut_ptr(), blocks.as_mut_ptr(), values.len() as u32);
+        LLVMReplaceAllUsesWith(p, q);
+        LLVMInstructionEraseFromParent(p);
+    }
+    // The ways' blocks are left with nothing but their branch, and nothing enters them.
+    for bb in path {
+        if bb != head {
+            LLVMDeleteBasicBlock(bb);
+        }
+    }
+    LLVMDisposeBuilder(builder);
 }
 
 /// From the block `from` that enters `child`, back to the conditional branch that decides

@@ -18,6 +18,7 @@
 //! - A map holds only where the node's `valid_when` holds (Polly's assumptions).
 //! - The module given is never changed: the analysis works on a clone.
 
+pub mod bounds;
 pub mod crop;
 pub mod maps;
 pub mod offsets;
@@ -240,7 +241,10 @@ pub fn analyze_program(
             continue;
         }
         let scops = match scops {
-            Ok(s) => s,
+            Ok(mut s) => {
+                bounds::settle(&isl, &mut s);
+                s
+            }
             Err(e) => {
                 entry.reasons.push(reason(format!("the polyhedral analysis failed: {e}"), &entry.location));
                 entry.args = unknown_args(graph, *leaf, &shared);
@@ -251,6 +255,7 @@ pub fn analyze_program(
         // Indirect writes (argument, where its indices come from), resolved once
         // every argument is known.
         let mut indirect: Vec<(u32, maps::Through)> = Vec::new();
+        let mut read_in_bounds: Vec<(u32, Vec<String>)> = Vec::new();
         for (i, p) in node.params.iter().enumerate() {
             if !p.ty.is_pointer() || shared.contains(&(i as u32)) {
                 continue;
@@ -290,6 +295,7 @@ pub fn analyze_program(
                 ));
             }
             entry.args.push(arg_record(&w.params[i], i as u32, &acc, &isl));
+            read_in_bounds.push((i as u32, acc.read_in_bounds.clone()));
             if let Some(t) = acc.through {
                 indirect.push((i as u32, t));
             }
@@ -317,6 +323,13 @@ pub fn analyze_program(
             entry.reasons.push(reason(what, &u.location));
         }
         entry.valid_when = valid_context(&isl, &scops, narrow);
+        for (i, conds) in &read_in_bounds {
+            let valid = entry.valid_when.clone();
+            let arg = entry.args.iter_mut().find(|a| a.index == *i).expect("recorded above");
+            if arg.read_map.is_some() {
+                arg.read_valid_when = read_context(&isl, &scops, conds, valid.as_deref());
+            }
+        }
         if node.dims == 0 && entry.block.is_none() {
             entry.reasons.push(reason("it runs as a single instance: there is nothing to split", &entry.location));
         }
@@ -414,13 +427,88 @@ fn valid_context(isl: &isl_glue::Isl, scops: &polly::Scops, narrow: &[(Vec<Strin
             None => s,
         });
     }
-    let v = valid?;
+    // A write's subscripts must name the elements it writes; a read's are its own affair
+    // (`read_context`).
+    let writes = scops.accesses.iter().filter(|a| a.kind != polly::AccessKind::Read);
+    for inb in writes.filter_map(|a| a.in_bounds.as_deref()) {
+        let Ok(s) = isl.set(inb) else { return Some("false".into()) };
+        let s = within_context(isl, scops, s)?;
+        valid = Some(match valid {
+            Some(v) => v.intersect(s).ok()?,
+            None => s,
+        });
+    }
+    let v = valid?.drop_unused_params().ok()?;
     // Polly's no-overflow assumptions only bite near 2^63; under the bounds the runtime
     // anyway requires of map parameters (dashdb's `valid_when`) most of them vanish.
     let names = v.params().ok()?;
     if names.is_empty() {
         return v.is_empty().ok().and_then(|e| e.then(|| "false".to_string()));
     }
+    let standing = isl.set(&standing_bounds(&names)).ok()?;
+    if standing.is_subset(&v).unwrap_or(false) {
+        return None;
+    }
+    v.gist_params(standing).ok()?.drop_unused_params().ok()?.to_text().ok()
+}
+
+/// An access condition `s` simplified, as Polly simplifies its assumptions: within the
+/// SCoP's parameter context (the ranges of the parameters' types) and the parameters for
+/// which some statement runs (elsewhere nothing is accessed, so any answer is right).
+fn within_context<'i>(
+    isl: &'i isl_glue::Isl,
+    scops: &polly::Scops,
+    s: isl_glue::ElementSet<'i>,
+) -> Option<isl_glue::ElementSet<'i>> {
+    let [ctx] = scops.contexts.as_slice() else { return Some(s) };
+    let mut runs: Option<isl_glue::ElementSet> = None;
+    for st in &scops.statements {
+        let p = isl.set(&st.domain).ok()?.params_of().ok()?;
+        runs = Some(match runs {
+            Some(r) => r.union(p).ok()?,
+            None => p,
+        });
+    }
+    let mut known = isl.set(ctx).ok()?;
+    if let Some(r) = runs {
+        known = known.intersect(r).ok()?;
+    }
+    s.gist_params(known).ok()
+}
+
+/// Where a read map holds beyond the node's `valid` (its reads' in-bounds conditions
+/// `conds`), as dashdb's `read_valid_when`; `None` when it holds wherever `valid` does (and
+/// within the standing bounds). `false` when ISL cannot say: the runtime then reads the
+/// whole array.
+fn read_context(isl: &isl_glue::Isl, scops: &polly::Scops, conds: &[String], valid: Option<&str>) -> Option<String> {
+    let mut all: Option<isl_glue::ElementSet> = None;
+    for c in conds {
+        let Some(s) = isl.set(c).ok().and_then(|s| within_context(isl, scops, s)) else {
+            return Some("{ : false }".into());
+        };
+        all = match all {
+            Some(a) => Some(a.intersect(s).ok()?),
+            None => Some(s),
+        };
+    }
+    let all = all?.drop_unused_params().ok()?;
+    let names = all.params().ok()?;
+    if names.is_empty() {
+        return all.is_empty().ok().and_then(|e| e.then(|| "{ : false }".to_string()));
+    }
+    let mut known = isl.set(&standing_bounds(&names)).ok()?;
+    if let Some(v) = valid.and_then(|v| isl.set(v).ok()) {
+        known = known.intersect(v).ok()?;
+    }
+    if known.is_subset(&all).unwrap_or(false) {
+        return None;
+    }
+    all.gist_params(known).ok()?.drop_unused_params().ok()?.to_text().ok()
+}
+
+/// The bounds the runtime requires of map parameters (dashdb's `GRID_LIMIT`, `PARAM_LIMIT`),
+/// as a parameter set over `names`.
+fn standing_bounds(names: &[String]) -> String {
     let bounds: Vec<String> = names
         .iter()
         .map(|p| {
@@ -431,11 +519,7 @@ fn valid_context(isl: &isl_glue::Isl, scops: &polly::Scops, narrow: &[(Vec<Strin
             }
         })
         .collect();
-    let standing = isl.set(&format!("[{}] -> {{ : {} }}", names.join(", "), bounds.join(" and "))).ok()?;
-    if standing.is_subset(&v).unwrap_or(false) {
-        return None;
-    }
-    v.gist_params(standing).ok()?.to_text().ok()
+    format!("[{}] -> {{ : {} }}", names.join(", "), bounds.join(" and "))
 }
 
 fn arg_record(name: &str, index: u32, acc: &maps::ArgAccesses, isl: &isl_glue::Isl) -> Arg {
@@ -471,6 +555,7 @@ fn arg_record(name: &str, index: u32, acc: &maps::ArgAccesses, isl: &isl_glue::I
         read: acc.read,
         write: acc.write,
         write_through: None,
+        read_valid_when: None,
     }
 }
 

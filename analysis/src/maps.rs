@@ -23,6 +23,8 @@ pub struct ArgAccesses {
     pub shape: Vec<String>,
     /// For an [`WriteKind::Indirect`] write: where its indices come from.
     pub through: Option<Through>,
+    /// The in-bounds conditions of the reads (`bounds.rs`): the read map holds where all do.
+    pub read_in_bounds: Vec<String>,
 }
 
 /// The indices of an indirect write (`dashdb::Through`), the index argument by name.
@@ -53,6 +55,7 @@ impl Default for ArgAccesses {
             element_type: None,
             shape: vec!["*".into()],
             through: None,
+            read_in_bounds: vec![],
         }
     }
 }
@@ -87,7 +90,7 @@ fn worse_write(a: WriteKind, b: WriteKind) -> WriteKind {
 }
 
 /// `[N] -> { [] -> [(N)] }` → `N`; anything else is returned as it is.
-fn size_expr(pw_aff: &str) -> String {
+pub(crate) fn size_expr(pw_aff: &str) -> String {
     match (pw_aff.find("[] -> [("), pw_aff.rfind(")] }")) {
         (Some(a), Some(b)) if a + 8 <= b => pw_aff[a + 8..b].trim().to_string(),
         _ => pw_aff.to_string(),
@@ -228,6 +231,7 @@ pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str, shown:
                 ReadKind::Exact
             };
             a.read = worse_read(a.read, kind);
+            a.read_in_bounds.extend(acc.in_bounds.iter().cloned());
             if !read_broken {
                 reads = unite(reads, map);
                 read_broken = reads.is_none();

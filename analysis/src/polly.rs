@@ -49,6 +49,21 @@ pub struct Access {
     /// A non-affine write whose index is computed from a loaded value (else it is beyond
     /// affine arithmetic for another reason: a product of parameters, a non-affine loop).
     pub data_dependent: bool,
+    /// The parameters for which the relation's subscripts stay within the array's inner
+    /// extents, so that it names the elements really accessed (`bounds.rs`); `None` until
+    /// computed, and for arrays of one dimension (nothing to stay within).
+    pub in_bounds: Option<String>,
+}
+
+/// A parameter Polly made of a product of plain parameters (`p_5` for `(-r) * (1 + w)`),
+/// expanded: `value = sum of coefficient × names` wherever `conds` hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Compound {
+    pub name: String,
+    /// (coefficient, parameter names multiplied; empty for the constant term).
+    pub terms: Vec<(i64, Vec<String>)>,
+    /// ISL constraints over plain parameters (the narrow arithmetic does not wrap).
+    pub conds: Vec<String>,
 }
 
 /// How a write's element index comes from a loaded value: element `(value + offset)` of
@@ -108,6 +123,7 @@ pub struct Scops {
     pub assumed: Vec<String>,
     /// ... and outside its invalid context.
     pub invalid: Vec<String>,
+    pub compound: Vec<Compound>,
     pub arrays: Vec<Array>,
     pub statements: Vec<Statement>,
     pub accesses: Vec<Access>,
@@ -178,7 +194,19 @@ fn parse(text: &str) -> Result<Scops> {
                 location: loc.to_string(),
                 through: None,
                 data_dependent: false,
+                in_bounds: None,
             }),
+            ["param", name, poly, conds] => {
+                let bad = || Error::Polly(format!("bad param line: {line}"));
+                let mut terms = Vec::new();
+                for t in poly.split(" + ").filter(|t| *t != "0") {
+                    let mut f = t.split('*');
+                    let c: i64 = f.next().ok_or_else(bad)?.parse().map_err(|_| bad())?;
+                    terms.push((c, f.map(str::to_string).collect()));
+                }
+                let conds = if *conds == "-" { vec![] } else { conds.split(';').map(str::to_string).collect() };
+                s.compound.push(Compound { name: name.to_string(), terms, conds });
+            }
             ["index", why] => {
                 let bad = || Error::Polly(format!("bad index line: {line}"));
                 s.accesses.last_mut().ok_or_else(bad)?.data_dependent = *why == "data";

@@ -66,6 +66,9 @@ fn node(s: &mut String, n: &Node) {
                 }
             },
         }
+        if let Some(when) = &a.read_valid_when {
+            let _ = writeln!(s, "    (that read map holds when {when}; otherwise {}[*] is read entirely)", a.name);
+        }
         match a.write {
             WriteKind::None => {}
             WriteKind::Exact => line(s, "writes exactly", a.write_map.as_deref()),

@@ -11,6 +11,8 @@
 //!   `icmp slt i64 (sext a), (sext b)`, since sign extension keeps signed order and equality,
 //!   so the conditions of the code (bounds checks, boundary tests) are modelled in 64 bits,
 //!   without the wrap-around cases that would multiply the pieces of Polly's domains;
+//! - through a truncation of an extension back to the narrow type: `ext(trunc(ext' x))` is
+//!   `ext(x)` (a `long` clamp helper whose result is cast back to `int`);
 //! - onto the value under a truncation, `ext(trunc v)` → `v`: always where the truncation
 //!   carries `nsw` (`nuw` for `zext`), which makes a value that does not fit poison; else
 //!   where `v` is one of the wrapper's instance loop counters (below 2^31,
@@ -230,7 +232,24 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Ve
                     // counters so and narrows them back with the flag): the extension of
                     // the truncation is the value itself, with no condition to check.
                     let flagged = (signed && LLVMGetNSW(x) != 0) || (!signed && LLVMGetNUW(x) != 0);
-                    if flagged || (is_instance_counter(v) && bits >= 32) {
+                    // `(int)clamp(v, ...)` of a `long` helper, once the clamp is split into
+                    // ways: `trunc (sext x)` is `x` itself, so this is `ext x`.
+                    let inner = (!LLVMIsAInstruction(v).is_null()
+                        && matches!(LLVMGetInstructionOpcode(v), LLVMOpcode::LLVMSExt | LLVMOpcode::LLVMZExt))
+                    .then(|| LLVMGetOperand(v, 0))
+                    .filter(|&n| LLVMTypeOf(n) == LLVMTypeOf(x));
+                    if let Some(n) = inner {
+                        LLVMPositionBuilderBefore(builder, ext);
+                        let e = if signed {
+                            LLVMBuildSExt(builder, n, wide, c"wide".as_ptr())
+                        } else {
+                            LLVMBuildZExt(builder, n, wide, c"wide".as_ptr())
+                        };
+                        if !LLVMIsAInstruction(e).is_null() {
+                            work.push(e);
+                        }
+                        e
+                    } else if flagged || (is_instance_counter(v) && bits >= 32) {
                         v
                     } else if !LLVMIsAArgument(v).is_null() && (2..=63).contains(&bits) {
                         let name = name_of(v);

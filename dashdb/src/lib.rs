@@ -56,7 +56,7 @@ pub use schema::{
 pub use show::show;
 
 /// The version of the JSON schema this crate reads and writes.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -186,6 +186,13 @@ pub struct Arg {
     /// Where the indices of an [`WriteKind::Indirect`] write come from; present exactly then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_through: Option<Through>,
+    /// The parameter values for which `read_map` holds, as an ISL parameter set (like the
+    /// node's `valid_when`, which holds in addition); for other values the whole array is
+    /// read. `None` when it holds wherever the node's maps do. A read's subscripts are a
+    /// delinearized view of its address, right only while they stay within the array's
+    /// inner extents; a read that leaves them costs its own precision, not the node's split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_valid_when: Option<String>,
 }
 
 /// A write whose element index is a value the node reads from another of its arguments

@@ -118,6 +118,9 @@ fn fmt_arg(f: &mut Formatter<'_>, arg: &Arg) -> fmt::Result {
         writeln!(f, "    params:  {}", arg.params.join(", "))?;
     }
     fmt_access(f, "read: ", arg.read.as_str(), arg.read_map.as_deref())?;
+    if let Some(when) = &arg.read_valid_when {
+        writeln!(f, "             holds when: {when} (elsewhere the whole array is read)")?;
+    }
     fmt_access(f, "write:", arg.write.as_str(), arg.write_map.as_deref())?;
     if let Some(t) = &arg.write_through {
         writeln!(
@@ -164,7 +167,7 @@ mod tests {
         assert!(text.starts_with("analysis database of examples/matmul.c\n"), "{text}");
         for part in [
             &db.source.hash,
-            "schema version: 3",
+            "schema version: 4",
             "node matmul (examples/matmul.c:12)",
             "grid: x: N, y: N (2 dimensions)",
             "  partitionable\n",

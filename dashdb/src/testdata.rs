@@ -24,6 +24,7 @@ fn pointer(name: &str, index: u32, shape: &[&str], params: &[&str]) -> Arg {
         read: ReadKind::None,
         write: WriteKind::None,
         write_through: None,
+        read_valid_when: None,
     }
 }
 

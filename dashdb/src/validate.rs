@@ -143,6 +143,11 @@ fn check_arg(arg: &Arg) -> Vec<String> {
             }
         }
     }
+    if let Some(when) = &arg.read_valid_when {
+        if arg.read_map.is_none() || !when.contains('{') {
+            problems.push(format!("`read_valid_when` `{when}` without a read map, or not an ISL set"));
+        }
+    }
     match (arg.read, &arg.read_map) {
         (ReadKind::None, Some(_)) => problems.push("read map given but read is none".to_string()),
         (ReadKind::Exact | ReadKind::OverApproximated, None) => {

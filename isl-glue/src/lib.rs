@@ -284,6 +284,21 @@ impl<'i> AccessMap<'i> {
         Ok(AccessMap { isl: self.isl, map: self.map.union(other.map)?.coalesce()? })
     }
 
+    /// `{ i -> f(a) : i -> a in self }`: the same accesses with their elements renamed by `f`.
+    pub fn apply_range(self, f: AccessMap<'i>) -> Result<AccessMap<'i>> {
+        Ok(AccessMap { isl: self.isl, map: self.map.apply_range(f.map)?.coalesce()? })
+    }
+
+    /// Keeps the pairs whose output is in `range`.
+    pub fn intersect_range(self, range: ElementSet<'i>) -> Result<AccessMap<'i>> {
+        Ok(AccessMap { isl: self.isl, map: self.map.intersect_range(range.set)? })
+    }
+
+    /// The parameter values for which the map has some pair.
+    pub fn params_set(self) -> Result<ElementSet<'i>> {
+        Ok(ElementSet { isl: self.isl, set: self.map.params()?.coalesce()? })
+    }
+
     /// Simplifies the constraints under what is known of the parameters.
     pub fn gist_params(self, context: ElementSet<'i>) -> Result<AccessMap<'i>> {
         Ok(AccessMap { isl: self.isl, map: self.map.gist_params(context.set)?.coalesce()? })
@@ -485,6 +500,31 @@ impl<'i> ElementSet<'i> {
     pub fn subtract(self, other: ElementSet<'i>) -> Result<ElementSet<'i>> {
         let isl = self.isl;
         Ok(ElementSet { isl, set: self.set.subtract(other.set)?.coalesce()? })
+    }
+
+    /// The parameter values for which the set has some element.
+    pub fn params_of(self) -> Result<ElementSet<'i>> {
+        let isl = self.isl;
+        Ok(ElementSet { isl, set: self.set.params()?.coalesce()? })
+    }
+
+    /// The set without the parameters it does not constrain.
+    pub fn drop_unused_params(self) -> Result<ElementSet<'i>> {
+        let isl = self.isl;
+        Ok(ElementSet { isl, set: self.set.drop_unused_params()? })
+    }
+
+    /// Everything (of the same space) not in the set.
+    pub fn complement(self) -> Result<ElementSet<'i>> {
+        let isl = self.isl;
+        Ok(ElementSet { isl, set: self.set.complement()?.coalesce()? })
+    }
+
+    /// The set with its local (existential) variables dropped with the constraints that
+    /// involve them: a superset, simpler to state.
+    pub fn remove_divs(self) -> Result<ElementSet<'i>> {
+        let isl = self.isl;
+        Ok(ElementSet { isl, set: self.set.remove_divs()?.coalesce()? })
     }
 
     pub fn fix_params(self, values: &[(&str, i64)]) -> Result<ElementSet<'i>> {

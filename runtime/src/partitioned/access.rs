@@ -459,6 +459,16 @@ fn split(
             .collect::<Result<Vec<i64>, String>>()?;
         shapes.insert(a.param, shape);
     }
+    // Each read map's own conditions (dashdb's `read_valid_when`): where they fail, or cannot
+    // be checked, that argument is read whole.
+    let whole_grid = block_ranges([0; 3], blocks.map(|b| b.max(0) as u64));
+    let read_maps_hold: Vec<bool> = args
+        .iter()
+        .map(|a| match dn.arg(a.param).and_then(|x| x.read_valid_when.as_deref()) {
+            Some(cond) => assumptions_hold(cond, &value_refs, &whole_grid).unwrap_or(false),
+            None => true,
+        })
+        .collect();
     let split: Vec<usize> = dn.split.dims.iter().map(|&d| d as usize).collect();
     // Partition k runs on device k % devices, with that device's weight.
     let weights: Vec<f64> =
@@ -492,6 +502,9 @@ fn split(
                 let too_fragmented = || format!("`{}`: the elements it writes are too fragmented to plan", arg.name);
                 let r = match (arg.read, &arg.read_map) {
                     (ReadKind::None, _) => vec![],
+                    // Where the read's own conditions fail, its map names other elements
+                    // than it reads.
+                    (_, Some(_)) if !read_maps_hold[ai] => whole(),
                     // A bound of data-dependent or conditional reads may reach past the
                     // buffer where no read does (Polly bounds an `int` index by its type):
                     // clipped without a word.
