@@ -128,6 +128,23 @@ fn programs_are_bit_identical_on_simulated_devices() {
     }
 }
 
+/// A proven node whose grid is a single block of the runtime's cut runs on one device, and the
+/// statistics say why instead of leaving "0 partitioned" unexplained.
+#[test]
+fn a_grid_too_small_to_cut_says_so() {
+    let dir = TempDir::new("partitioned-small");
+    let exe = build(&dir, "examples/vecadd.c");
+    let s = stats(&exe, &["7"], "cpu:3", &dir);
+    let n = node(&s, "VecAdd");
+    assert_eq!(n["partitioned_launches"].as_u64(), Some(0), "{n}");
+    let why = n["unpartitioned_because"].as_str().unwrap_or_default();
+    assert!(why.contains("too small to cut") && why.contains("256"), "{n}");
+    // Two blocks: split, no reason.
+    let s = stats(&exe, &["300"], "cpu:3", &dir);
+    let n = node(&s, "VecAdd");
+    assert!(n["partitioned_launches"].as_u64().unwrap() > 0 && n["unpartitioned_because"].is_null(), "{n}");
+}
+
 #[test]
 fn stencil_steady_state_is_all_cache_hits() {
     let dir = TempDir::new("steady");

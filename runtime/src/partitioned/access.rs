@@ -110,7 +110,32 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
                     writes,
                 })
                 .collect();
-            let mut plan = LaunchPlan::new(buffers, parts, None);
+            // Partitions are whole blocks: a grid of one block along the split dimensions
+            // (a flat grid is cut into blocks of `launch::kernel::block_shape`) runs on one
+            // device, which the statistics should say rather than leave to be guessed.
+            let first = parts.first().map(|p| p.device);
+            let one_device = l.devices > 1 && parts.iter().all(|p| Some(p.device) == first);
+            let why = one_device.then(|| {
+                let shape = match block {
+                    Some(b) => format!(
+                        "its blocks ({})",
+                        b[..unit.dims.max(1) as usize].iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" × ")
+                    ),
+                    None => {
+                        let b = crate::launch::kernel::block_shape(unit.dims);
+                        format!(
+                            "blocks of {} instances, the runtime's cut of a flat grid",
+                            b[..unit.dims.max(1) as usize]
+                                .iter()
+                                .map(|x| x.to_string())
+                                .collect::<Vec<_>>()
+                                .join(" × ")
+                        )
+                    }
+                };
+                format!("its grid is too small to cut: partitions are whole {shape}, and the grid fits in one")
+            });
+            let mut plan = LaunchPlan::new(buffers, parts, why);
             plan.alloc_nanos = t.elapsed().as_nanos() as u64;
             Outcome::Devices(plan)
         }
