@@ -25,14 +25,43 @@ fn reports_and_databases_of_the_examples() {
 /// Programs in the shapes users write (`tests/programs/`): the report of each, snapshotted.
 #[test]
 fn reports_of_programs_written_the_common_way() {
-    for file in
-        ["jacobi1d.c", "gemm_nt.c", "heat3d.c", "threshold.c", "blur.c", "conv.c", "jds.c", "rownorm.cc", "radius.c"]
-    {
+    for file in [
+        "jacobi1d.c",
+        "gemm_nt.c",
+        "heat3d.c",
+        "threshold.c",
+        "blur.c",
+        "conv.c",
+        "jds.c",
+        "rownorm.cc",
+        "radius.c",
+        "unsigned.c",
+    ] {
         let program = file.split('.').next().unwrap();
         let o = hpvm_mgpu(&["analyze", &format!("tests/programs/{file}")]);
         assert!(o.status.success(), "{program}: {}", stderr(&o));
         check_snapshot(&format!("analyze-program-{program}.txt"), &stdout(&o));
     }
+}
+
+/// A 32-bit `unsigned` index the analysis cannot widen (a difference, which wraps below zero)
+/// is refused with that reason and its line, not as "not affine" in general.
+#[test]
+fn an_unsigned_difference_in_a_written_index_is_named() {
+    let dir = TempDir::new("unsigned-difference");
+    let src = dir.join("unsigned.c");
+    let text = std::fs::read_to_string(root().join("tests/programs/unsigned.c")).unwrap();
+    let text = text.replace("    c[row * n + col] = s;", "    c[row * n + col - 1] = s;");
+    std::fs::write(&src, text).unwrap();
+    std::fs::copy(root().join("tests/programs/check.h"), dir.join("check.h")).unwrap();
+    let o = hpvm_mgpu(&["analyze", src.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("node Mat (") && out.contains("not partitionable"), "{out}");
+    assert!(
+        out.contains("32-bit `unsigned` arithmetic that may wrap around") && out.contains("unsigned.c:80"),
+        "{out}"
+    );
 }
 
 #[test]

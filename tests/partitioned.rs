@@ -13,7 +13,7 @@ const DEVICES: [usize; 6] = [1, 2, 3, 4, 7, 8];
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-const PROGRAMS: [(&str, &[&[&str]]); 25] = [
+const PROGRAMS: [(&str, &[&[&str]]); 26] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -41,6 +41,7 @@ const PROGRAMS: [(&str, &[&[&str]]); 25] = [
     ("tests/programs/conv.c", &[&["2", "3", "1"], &["61", "37", "2"], &["130", "70", "3"]]),
     ("tests/programs/radius.c", &[&["2", "3", "1", "4"], &["53", "31", "2", "16"], &["130", "70", "5", "64"]]),
     ("tests/programs/jacobi1d.c", &[&["5", "7", "1"], &["200", "16", "3"], &["1003", "50", "5"]]),
+    ("tests/programs/unsigned.c", &[&["2", "1", "1", "1"], &["45", "29", "8", "4"], &["130", "270", "16", "5", "300"]]),
     (
         "tests/programs/gemm_nt.c",
         &[&["8", "4", "3", "8", "4"], &["48", "40", "24", "8", "4"], &["96", "120", "16", "16", "8"]],
@@ -143,6 +144,25 @@ fn a_grid_too_small_to_cut_says_so() {
     let s = stats(&exe, &["300"], "cpu:3", &dir);
     let n = node(&s, "VecAdd");
     assert!(n["partitioned_launches"].as_u64().unwrap() > 0 && n["unpartitioned_because"].is_null(), "{n}");
+}
+
+/// 32-bit unsigned index arithmetic is widened under a bound on the largest index (a product
+/// of parameters, dashdb's `bounds`); a launch whose grid could pass 2^32 runs unsplit, and
+/// says which bound failed.
+#[test]
+fn unsigned_indices_split_only_while_they_cannot_wrap() {
+    let dir = TempDir::new("partitioned-unsigned");
+    let exe = build(&dir, "tests/programs/unsigned.c");
+    // 65537 rows of 65535: the largest index, 65536 * 65535 + 65534, fits in 32 bits.
+    let s = stats(&exe, &["65535", "3", "8", "4", "65534"], "cpu:3", &dir);
+    let n = node(&s, "RowSum");
+    assert!(n["partitioned_launches"].as_u64().unwrap() > 0 && n["unpartitioned_because"].is_null(), "{n}");
+    // Two rows more and it would not.
+    let s = stats(&exe, &["65535", "3", "8", "4", "65536"], "cpu:3", &dir);
+    let n = node(&s, "RowSum");
+    assert_eq!(n["partitioned_launches"].as_u64(), Some(0), "{n}");
+    let why = n["unpartitioned_because"].as_str().unwrap_or_default();
+    assert!(why.contains("(gx - 1) * w + (w - 1) < 4294967296") && why.contains("does not hold"), "{n}");
 }
 
 #[test]

@@ -174,6 +174,7 @@ pub fn analyze_program(
             param_names: node.params.iter().map(|p| p.name.clone()).collect(),
             block: None,
             valid_when: None,
+            bounds: vec![],
             partitionable: false,
             reasons: vec![],
             split: Split { dims: vec![], chosen_by: SplitChoice::Analysis },
@@ -260,7 +261,7 @@ pub fn analyze_program(
             if !p.ty.is_pointer() || shared.contains(&(i as u32)) {
                 continue;
             }
-            let acc = maps::accesses_of(&isl, &scops, w, &w.params[i], &p.name);
+            let acc = maps::accesses_of(&isl, &scops, w, &w.params[i], &p.name, &narrow.wrapping);
             // Whether no element of a write map is written by two instances. With a run-time
             // block size the maps describe one block, whose size is unknown here: whether two
             // blocks write the same element is decided per launch by the runtime, which refuses
@@ -322,7 +323,8 @@ pub fn analyze_program(
             };
             entry.reasons.push(reason(what, &u.location));
         }
-        entry.valid_when = valid_context(&isl, &scops, narrow);
+        entry.valid_when = valid_context(&isl, &scops, &narrow.conditions);
+        entry.bounds = narrow.bounds.clone();
         for (i, conds) in &read_in_bounds {
             let valid = entry.valid_when.clone();
             let arg = entry.args.iter_mut().find(|a| a.index == *i).expect("recorded above");
@@ -512,8 +514,13 @@ fn standing_bounds(names: &[String]) -> String {
     let bounds: Vec<String> = names
         .iter()
         .map(|p| {
-            if wrap::GRID_PARAMS.contains(&p.as_str()) {
+            let p = p.as_str();
+            if wrap::GRID_PARAMS.contains(&p) {
                 format!("0 <= {p} < {}", dashdb::GRID_LIMIT)
+            } else if wrap::BLOCK_SIZES.contains(&p) {
+                format!("1 <= {p} < {}", dashdb::GRID_LIMIT)
+            } else if wrap::BLOCK_IDS.contains(&p) || wrap::BLOCK_OFFSETS.contains(&p) {
+                format!("0 <= {p} <= {}", dashdb::PARAM_LIMIT)
             } else {
                 format!("-{lim} <= {p} <= {lim}", lim = dashdb::PARAM_LIMIT)
             }

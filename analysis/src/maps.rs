@@ -131,7 +131,16 @@ fn to_instances(stmt: &str, loops: &[String], w: &Wrapper<'_>) -> Option<String>
 
 /// The accesses of the wrapper's pointer parameter `name`; messages call it `shown` (the
 /// source's name, which the analysis may have renamed to keep it apart from ISL's words).
-pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str, shown: &str) -> ArgAccesses {
+/// `wrapping`: where 32-bit unsigned index arithmetic was left narrow (see
+/// [`crate::widen::Narrowing`]), for the reason given when such an index is not affine.
+pub fn accesses_of(
+    isl: &Isl,
+    scops: &Scops,
+    w: &Wrapper<'_>,
+    name: &str,
+    shown: &str,
+    wrapping: &[String],
+) -> ArgAccesses {
     let param = name;
     let mut a = ArgAccesses::default();
     let arrays: Vec<&crate::polly::Array> = scops.arrays.iter().filter(|x| x.base == param).collect();
@@ -249,6 +258,17 @@ pub fn accesses_of(isl: &Isl, scops: &Scops, w: &Wrapper<'_>, name: &str, shown:
                     }
                     _ if acc.data_dependent => {
                         a.notes.push((format!("`{shown}` is written at a data-dependent index"), acc.location.clone()));
+                        a.write = WriteKind::Unanalysable;
+                    }
+                    _ if wrapping.contains(&acc.location) => {
+                        a.notes.push((
+                            format!(
+                                "`{shown}` is written at an index computed in 32-bit `unsigned` arithmetic that may \
+                                 wrap around (a subtraction, or a value the analysis cannot bound); computing it \
+                                 in a 64-bit type (`long`, `size_t`) or in `int` makes it affine"
+                            ),
+                            acc.location.clone(),
+                        ));
                         a.write = WriteKind::Unanalysable;
                     }
                     _ => {

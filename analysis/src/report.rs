@@ -98,6 +98,9 @@ fn node(s: &mut String, n: &Node) {
             let _ = writeln!(s, "    not accessed");
         }
     }
+    for b in &n.bounds {
+        let _ = writeln!(s, "  these maps assume {b} (32-bit unsigned index arithmetic does not wrap around)");
+    }
     if let Some(v) = &n.valid_when {
         let _ = writeln!(s, "  these maps assume {v}; otherwise the node runs on one device");
     }

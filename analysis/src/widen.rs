@@ -7,6 +7,11 @@
 //! - through `add`, `sub` and `mul` carrying `nsw` (for `sext`) or `nuw` (for `zext`): C says
 //!   such an operation never overflows in a run with defined behaviour, so extending its result
 //!   equals operating on the extended operands;
+//! - through unsigned `add` and `mul` without `nuw` (C lets `unsigned` arithmetic wrap): where
+//!   the operands are built from non-negative values, the largest value of the operation is a
+//!   polynomial of the parameters; the widening is exact while it stays below 2^32, which the
+//!   runtime checks at each launch (the node's `bounds`, products ISL cannot state);
+//! - into unsigned comparisons, with zero extensions (which keep unsigned order);
 //! - into signed and equality comparisons of narrow values: `icmp slt i32 a, b` becomes
 //!   `icmp slt i64 (sext a), (sext b)`, since sign extension keeps signed order and equality,
 //!   so the conditions of the code (bounds checks, boundary tests) are modelled in 64 bits,
@@ -136,12 +141,109 @@ unsafe fn param_expr(v: LLVMValueRef) -> Option<(String, Vec<String>)> {
     Some((format!("({ea} {sign} {eb})"), na))
 }
 
+/// An upper bound of the unsigned value of `v`, in [`dashdb::Bound`]'s text form, when `v` is
+/// built by `add` and `mul` (whatever their wrap flags) from values that are never negative:
+/// parameters (a negative value makes the runtime's check fail), block offsets, instance
+/// counters (up to `bound(counter) - 1`), non-negative constants, and truncations and zero
+/// extensions of such values (a truncation of a non-negative value is at most that value).
+/// As long as the bound is below `2^bits`, no operation under `v` wrapped around. `None` for
+/// anything else.
+///
+/// # Safety
+/// `v` must be a live value.
+unsafe fn unsigned_max(v: LLVMValueRef, bound: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    if !LLVMIsAConstantInt(v).is_null() {
+        let c = LLVMConstIntGetSExtValue(v);
+        return (c >= 0).then(|| c.to_string());
+    }
+    if !LLVMIsAArgument(v).is_null() {
+        let n = name_of(v);
+        return (!n.is_empty()).then_some(n);
+    }
+    if is_instance_counter(v) {
+        return Some(format!("({} - 1)", bound(&name_of(v))?));
+    }
+    if let Some((start, end)) = counter_end(v) {
+        // At most `max(start, end - 1)` (a do-while loop runs once from `start`).
+        let end = unsigned_max(end, bound)?;
+        return Some(if start == 0 { format!("({end} - 1)") } else { format!("({end} - 1 + {start})") });
+    }
+    if LLVMIsAInstruction(v).is_null() {
+        return None;
+    }
+    match LLVMGetInstructionOpcode(v) {
+        op @ (LLVMOpcode::LLVMAdd | LLVMOpcode::LLVMMul) => {
+            let a = unsigned_max(LLVMGetOperand(v, 0), bound)?;
+            let b = unsigned_max(LLVMGetOperand(v, 1), bound)?;
+            Some(if op == LLVMOpcode::LLVMAdd { format!("({a} + {b})") } else { format!("{a} * {b}") })
+        }
+        LLVMOpcode::LLVMTrunc | LLVMOpcode::LLVMZExt => unsigned_max(LLVMGetOperand(v, 0), bound),
+        _ => None,
+    }
+}
+
+/// The start `c` and end `n` of a counting loop `for (i = c; i != n (or i < n, unsigned); ++i)`
+/// as IndVars leaves it, when `v` is its counter: a phi of a constant `c >= 0` and `v + 1`
+/// (without unsigned wrap), the latch looping back while `v + 1 != n` (or `v + 1 <u n`). Inside
+/// the loop `v <= max(c, n - 1)`. `None` for anything else.
+///
+/// # Safety
+/// `v` must be a live value.
+unsafe fn counter_end(v: LLVMValueRef) -> Option<(i64, LLVMValueRef)> {
+    use llvm_sys::LLVMIntPredicate::*;
+    if LLVMIsAPHINode(v).is_null() || LLVMCountIncoming(v) != 2 {
+        return None;
+    }
+    let header = LLVMGetInstructionParent(v);
+    let (mut start, mut next, mut latch) = (None, None, None);
+    for k in 0..2 {
+        let x = LLVMGetIncomingValue(v, k);
+        if !LLVMIsAConstantInt(x).is_null() {
+            start = Some(LLVMConstIntGetSExtValue(x));
+        } else {
+            (next, latch) = (Some(x), Some(LLVMGetIncomingBlock(v, k)));
+        }
+    }
+    let (next, latch) = (next?, latch?);
+    let one = |c: LLVMValueRef| !LLVMIsAConstantInt(c).is_null() && LLVMConstIntGetSExtValue(c) == 1;
+    let steps = start.is_some_and(|c| c >= 0)
+        && !LLVMIsAInstruction(next).is_null()
+        && LLVMGetInstructionOpcode(next) == LLVMOpcode::LLVMAdd
+        && LLVMGetNUW(next) != 0
+        && LLVMGetOperand(next, 0) == v
+        && one(LLVMGetOperand(next, 1));
+    let br = LLVMGetBasicBlockTerminator(latch);
+    if !steps || br.is_null() || LLVMIsABranchInst(br).is_null() || LLVMIsConditional(br) == 0 {
+        return None;
+    }
+    let cmp = LLVMGetCondition(br);
+    let loops_back = LLVMGetSuccessor(br, 0) == header && LLVMGetSuccessor(br, 1) != header;
+    (loops_back
+        && !LLVMIsAICmpInst(cmp).is_null()
+        && matches!(LLVMGetICmpPredicate(cmp), LLVMIntNE | LLVMIntULT)
+        && LLVMGetOperand(cmp, 0) == next)
+        .then(|| (start.unwrap_or(0), LLVMGetOperand(cmp, 1)))
+}
+
+/// What widening assumed: the conditions under which its result equals the original.
+#[derive(Default)]
+pub struct Narrowing {
+    /// ISL constraints, each with the parameter names it uses.
+    pub conditions: Vec<(Vec<String>, String)>,
+    /// Conditions that multiply parameters ([`dashdb::Bound`] text), for the node's `bounds`.
+    pub bounds: Vec<String>,
+    /// `file:line` of each zero extension of 32-bit arithmetic left as it was (a difference,
+    /// an operand without a bound): its index may wrap around, which no affine map describes.
+    pub wrapping: Vec<String>,
+}
+
 /// Widens the extensions of `f` (see the module docs); `bound` gives, by the name of an
 /// instance loop counter, its exclusive upper bound as an ISL expression (a number or a
-/// parameter). Returns the conditions under which the result equals the original: (the
-/// parameter names they use, an ISL constraint).
-pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Vec<(Vec<String>, String)> {
+/// parameter). Returns the conditions under which the result equals the original.
+pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Narrowing {
     let mut conditions: Vec<(Vec<String>, String)> = Vec::new();
+    let mut bounds: Vec<String> = Vec::new();
+    let mut wrapping: Vec<String> = Vec::new();
     // SAFETY: `f` belongs to a live module; an instruction is erased only after all its uses
     // are replaced, and the worklist never holds an erased one (each is taken once).
     unsafe {
@@ -170,14 +272,24 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Ve
                 continue;
             }
             let pred = LLVMGetICmpPredicate(cmp);
-            if !matches!(pred, LLVMIntEQ | LLVMIntNE | LLVMIntSLT | LLVMIntSLE | LLVMIntSGT | LLVMIntSGE) {
+            // Zero extension keeps unsigned order as sign extension keeps signed order.
+            let unsigned = matches!(pred, LLVMIntULT | LLVMIntULE | LLVMIntUGT | LLVMIntUGE);
+            if !unsigned && !matches!(pred, LLVMIntEQ | LLVMIntNE | LLVMIntSLT | LLVMIntSLE | LLVMIntSGT | LLVMIntSGE) {
                 continue;
             }
             LLVMPositionBuilderBefore(builder, cmp);
-            let a = LLVMBuildSExt(builder, LLVMGetOperand(cmp, 0), i64t, c"wide".as_ptr());
-            let b = LLVMBuildSExt(builder, LLVMGetOperand(cmp, 1), i64t, c"wide".as_ptr());
+            let extend = |v| {
+                if unsigned {
+                    LLVMBuildZExt(builder, v, i64t, c"wide".as_ptr())
+                } else {
+                    LLVMBuildSExt(builder, v, i64t, c"wide".as_ptr())
+                }
+            };
+            let (a, b) = (extend(LLVMGetOperand(cmp, 0)), extend(LLVMGetOperand(cmp, 1)));
             for v in [a, b] {
-                if !LLVMIsAInstruction(v).is_null() && LLVMGetInstructionOpcode(v) == LLVMOpcode::LLVMSExt {
+                if !LLVMIsAInstruction(v).is_null()
+                    && matches!(LLVMGetInstructionOpcode(v), LLVMOpcode::LLVMSExt | LLVMOpcode::LLVMZExt)
+                {
                     work.push(v);
                 }
             }
@@ -192,10 +304,24 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Ve
             if LLVMIsAInstruction(x).is_null() {
                 continue;
             }
+            let promised = |x| (signed && LLVMGetNSW(x) != 0) || (!signed && LLVMGetNUW(x) != 0);
+            // Unsigned arithmetic that C lets wrap (`unsigned y, w; y * w + x`): exact while its
+            // largest value fits, a product of parameters the runtime checks (`bounds`).
+            let fits = |x| {
+                let bits = LLVMGetIntTypeWidth(LLVMTypeOf(x));
+                let max = unsigned_max(x, bound).filter(|_| !signed && bits < 64)?;
+                Some(format!("{max} < {}", 1u128 << bits))
+            };
+            let mut assumed = None;
             let replacement = match LLVMGetInstructionOpcode(x) {
                 op @ (LLVMOpcode::LLVMAdd | LLVMOpcode::LLVMSub | LLVMOpcode::LLVMMul)
-                    if (signed && LLVMGetNSW(x) != 0) || (!signed && LLVMGetNUW(x) != 0) =>
+                    if promised(x)
+                        || (op != LLVMOpcode::LLVMSub && {
+                            assumed = fits(x);
+                            assumed.is_some()
+                        }) =>
                 {
+                    bounds.extend(assumed.take());
                     LLVMPositionBuilderBefore(builder, ext);
                     let extend = |v: LLVMValueRef| {
                         if signed {
@@ -289,6 +415,10 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Ve
                         v
                     }
                 }
+                LLVMOpcode::LLVMAdd | LLVMOpcode::LLVMSub | LLVMOpcode::LLVMMul if !signed => {
+                    wrapping.push(crate::crop::location(ext));
+                    continue;
+                }
                 _ => continue,
             };
             LLVMReplaceAllUsesWith(ext, replacement);
@@ -298,5 +428,131 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Ve
     }
     conditions.sort();
     conditions.dedup();
-    conditions
+    bounds.sort();
+    bounds.dedup();
+    // A bound of a value is implied by that of a sum it is added into: keep the sums'.
+    let parsed: Vec<Option<dashdb::Bound>> = bounds.iter().map(|b| dashdb::Bound::parse(b).ok()).collect();
+    let implied = |i: usize| {
+        parsed[i].as_ref().is_some_and(|b| {
+            parsed.iter().enumerate().any(|(j, o)| j != i && o.as_ref().is_some_and(|o| o.implies(b) && !b.implies(o)))
+        })
+    };
+    let bounds = (0..bounds.len())
+        .filter(|&i| !implied(i))
+        .map(|i| parsed[i].as_ref().map_or_else(|| bounds[i].clone(), |b| b.to_string()))
+        .collect();
+    wrapping.sort();
+    wrapping.dedup();
+    Narrowing { conditions, bounds, wrapping }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inkwell::context::Context;
+    use inkwell::values::AnyValue;
+
+    /// Widens `@f` of the IR `body` (counters `iv.t*` bounded by 16) and returns what it
+    /// assumed and the function's text afterwards.
+    fn widened(ir: &str) -> (Narrowing, String) {
+        let ctx = Context::create();
+        let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "t");
+        let m = ctx.create_module_from_ir(buf).unwrap();
+        let f = m.get_function("f").unwrap();
+        let n = widen(f, &|c| c.starts_with("iv.t").then(|| "16".to_string()));
+        assert!(m.verify().is_ok(), "{}", m.print_to_string());
+        (n, f.print_to_string().to_string())
+    }
+
+    /// `out[(unsigned)(boffy + t) * w + EXPR]` in a loop over the instance counter `iv.t0`.
+    fn unsigned_index(expr: &str) -> String {
+        format!(
+            "define void @f(ptr %out, i32 %w, i64 %boffy) {{
+             entry:
+               br label %loop
+             loop:
+               %iv.t0 = phi i64 [ 0, %entry ], [ %next, %loop ]
+               %y64 = add nsw i64 %boffy, %iv.t0
+               %y = trunc i64 %y64 to i32
+               %m = mul i32 %y, %w
+               {expr}
+               %z = zext i32 %i to i64
+               %p = getelementptr inbounds float, ptr %out, i64 %z
+               store float 0.0, ptr %p
+               %next = add nuw nsw i64 %iv.t0, 1
+               %c = icmp ne i64 %next, 16
+               br i1 %c, label %loop, label %exit
+             exit:
+               ret void
+             }}"
+        )
+    }
+
+    #[test]
+    fn wrapping_unsigned_arithmetic_is_widened_under_a_bound() {
+        let (n, text) = widened(&unsigned_index("%i = add i32 %m, 7"));
+        assert_eq!(n.bounds, ["(boffy + (16 - 1)) * w + 7 < 4294967296"]);
+        // The index is now 64-bit arithmetic on the extended operands.
+        assert!(!text.contains("zext i32 %i"), "{text}");
+        assert!(text.contains("add nuw i64"), "{text}");
+        // The truncated coordinate comes back as the 64-bit one, while it fits.
+        assert!(
+            n.conditions.iter().any(|(names, c)| names == &["boffy"] && c.contains("4294967296")),
+            "{:?}",
+            n.conditions
+        );
+    }
+
+    #[test]
+    fn a_difference_is_left_alone() {
+        // `y * w - 1` wraps below zero for y = 0: no bound can make it exact.
+        let (n, text) = widened(&unsigned_index("%i = sub i32 %m, 1"));
+        assert!(n.bounds.is_empty(), "{:?}", n.bounds);
+        assert!(text.contains("zext i32 %i"), "{text}");
+        assert_eq!(n.wrapping.len(), 1);
+    }
+
+    #[test]
+    fn a_counting_loop_is_bounded_by_its_end() {
+        // for (unsigned k = 3; k < n; ++k) out[row * n + k], row an instance counter.
+        let ir = "define void @f(ptr %out, i32 %n) {
+             entry:
+               br label %rows
+             rows:
+               %iv.t0 = phi i64 [ 0, %entry ], [ %rnext, %latch ]
+               %row = trunc i64 %iv.t0 to i32
+               %end = zext i32 %n to i64
+               br label %cols
+             cols:
+               %k = phi i64 [ 3, %rows ], [ %knext, %cols ]
+               %k32 = trunc nuw i64 %k to i32
+               %m = mul i32 %row, %n
+               %i = add i32 %m, %k32
+               %z = zext i32 %i to i64
+               %p = getelementptr inbounds float, ptr %out, i64 %z
+               store float 0.0, ptr %p
+               %knext = add nuw nsw i64 %k, 1
+               %more = icmp ult i64 %knext, %end
+               br i1 %more, label %cols, label %latch
+             latch:
+               %rnext = add nuw nsw i64 %iv.t0, 1
+               %c = icmp ne i64 %rnext, 16
+               br i1 %c, label %rows, label %exit
+             exit:
+               ret void
+             }";
+        let (n, _) = widened(ir);
+        assert_eq!(n.bounds, ["(16 - 1) * n + (n - 1 + 3) < 4294967296"]);
+    }
+
+    #[test]
+    fn unsigned_comparisons_are_widened_with_zero_extensions() {
+        let ir = "define i1 @f(i32 %a, i32 %b) {
+               %c = icmp ult i32 %a, %b
+               ret i1 %c
+             }";
+        let (n, text) = widened(ir);
+        assert!(n.bounds.is_empty() && n.conditions.is_empty());
+        assert!(text.contains("icmp ult i64") && text.contains("zext i32 %a"), "{text}");
+    }
 }

@@ -41,6 +41,7 @@
 //! analysis is cheap and always right. Unknown fields are refused too, so a newer writer
 //! cannot be misread by an older reader that happens to share the version.
 
+mod bound;
 mod hash;
 pub mod schema;
 mod show;
@@ -49,6 +50,7 @@ mod store;
 mod testdata;
 mod validate;
 
+pub use bound::Bound;
 pub use hash::source_hash;
 pub use schema::{
     Arg, Block, Database, Node, ReadKind, Reason, RuntimeBlock, Source, Split, SplitChoice, Through, WriteKind,
@@ -56,7 +58,7 @@ pub use schema::{
 pub use show::show;
 
 /// The version of the JSON schema this crate reads and writes.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -92,7 +94,8 @@ fn known_list(known: &[String]) -> String {
 /// Map parameters are only meaningful within these bounds: `valid_when` is simplified under
 /// them, so whoever fixes a map's parameters must check them too (and run the node
 /// unpartitioned outside). Grid parameters (`gx`, `gy`, `gz`): `0 <= g < GRID_LIMIT`;
-/// any other parameter `p`: `-PARAM_LIMIT <= p <= PARAM_LIMIT`.
+/// a [`RuntimeBlock`]'s size: `1 <= size < GRID_LIMIT`, its id and offset:
+/// `0 <= v <= PARAM_LIMIT`; any other parameter `p`: `-PARAM_LIMIT <= p <= PARAM_LIMIT`.
 pub const GRID_LIMIT: i64 = 1 << 31;
 /// See [`GRID_LIMIT`].
 pub const PARAM_LIMIT: i64 = 1 << 40;

@@ -64,6 +64,13 @@ pub struct Node {
     /// standing bounds [`GRID_LIMIT`](crate::GRID_LIMIT) and
     /// [`PARAM_LIMIT`](crate::PARAM_LIMIT), which hold in addition.
     pub valid_when: Option<String>,
+    /// Conditions that hold in addition to `valid_when` but multiply parameters, which ISL
+    /// sets cannot state, in [`Bound`](crate::Bound)'s text form (`EXPR < NUMBER`). They come
+    /// from 32-bit unsigned index arithmetic widened to 64 bits, exact only while no value
+    /// reaches 2^32. Whoever fixes the parameters checks each with every block id and offset
+    /// at its largest value in the launch; where one fails the node runs unpartitioned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bounds: Vec<String>,
     /// Whether the grid may be cut into partitions run on different devices with the results
     /// of a one-device run. When false the node runs unpartitioned on one device.
     pub partitionable: bool,

@@ -82,6 +82,9 @@ fn fmt_node(f: &mut Formatter<'_>, node: &Node) -> fmt::Result {
     if let Some(when) = &node.valid_when {
         writeln!(f, "  maps hold when: {when}")?;
     }
+    for b in &node.bounds {
+        writeln!(f, "  maps hold when: {b} (block ids and offsets at their largest)")?;
+    }
     if node.partitionable {
         writeln!(f, "  partitionable")?;
     } else {
@@ -167,7 +170,7 @@ mod tests {
         assert!(text.starts_with("analysis database of examples/matmul.c\n"), "{text}");
         for part in [
             &db.source.hash,
-            "schema version: 4",
+            "schema version: 5",
             "node matmul (examples/matmul.c:12)",
             "grid: x: N, y: N (2 dimensions)",
             "  partitionable\n",

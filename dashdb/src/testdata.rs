@@ -42,6 +42,7 @@ pub fn sample() -> Database {
         param_names: ["A", "bytes_A", "B", "bytes_B", "C", "bytes_C", "N"].map(String::from).to_vec(),
         block: None,
         valid_when: None,
+        bounds: vec![],
         partitionable: true,
         reasons: vec![],
         split: Split { dims: vec![1], chosen_by: SplitChoice::Analysis },
@@ -74,6 +75,7 @@ pub fn sample() -> Database {
         param_names: ["data", "bytes_data", "bins", "bytes_bins", "n"].map(String::from).to_vec(),
         block: None,
         valid_when: None,
+        bounds: vec![],
         partitionable: false,
         reasons: vec![Reason {
             message: "`bins` is written at an index read from `data` (may-write)".into(),

@@ -17,6 +17,7 @@ impl Database {
     ///   unanalysable write cannot be partitioned;
     /// - arguments: indices unique within the node, `shape` has `dimensionality` entries,
     ///   `element_size`, `size_bits` and `pointer_level` are positive, `params` are unique;
+    /// - each of a node's `bounds` parses as a [`Bound`](crate::Bound);
     /// - a map given is not blank and contains `->` (the crate does not parse ISL further);
     /// - `read` / `write` of `none` has no map; `read` of `exact` or `over-approximated` and
     ///   `write` of `exact` have one (they are what the runtime evaluates).
@@ -66,6 +67,11 @@ fn check_node(node: &Node, problems: &mut Vec<String>) {
                 bad(format!("run-time block dimension {} out of range or out of order", r.dim));
             }
             last = Some(r.dim);
+        }
+    }
+    for b in &node.bounds {
+        if let Err(e) = crate::Bound::parse(b) {
+            bad(e);
         }
     }
     let mut seen = HashSet::new();
@@ -218,6 +224,14 @@ mod tests {
         fails("2 dimensions but 1 grid counts", |db| {
             db.nodes[0].grid.pop();
         });
+    }
+
+    #[test]
+    fn bounds_parse() {
+        fails("bound `w * < 3` does not parse", |db| db.nodes[0].bounds = vec!["w * < 3".into()]);
+        let mut db = sample();
+        db.nodes[0].bounds = vec!["(y + 1) * w < 4294967296".into()];
+        db.validate().unwrap();
     }
 
     #[test]

@@ -410,6 +410,9 @@ fn split(
     let runtime_blocks: Vec<&dashdb::RuntimeBlock> = dn.block.iter().flat_map(|b| &b.runtime).collect();
     for r in &runtime_blocks {
         let d = r.dim as usize;
+        if per_block[d] < 1 {
+            return Err(format!("its block is empty in dimension {d}"));
+        }
         values.push((r.size.clone(), per_block[d]));
         if blocks[d].saturating_mul(per_block[d]) > dashdb::PARAM_LIMIT {
             return Err(format!(
@@ -464,6 +467,21 @@ fn split(
             assumptions_hold(cond, &value_refs, &whole).map_err(|e| format!("checking its assumptions: {e}"))?;
         if !holds {
             return Err(format!("the analysis's assumptions `{cond}` do not hold for this launch"));
+        }
+    }
+    // Conditions that multiply parameters, with each block id and offset at its largest.
+    for text in &dn.bounds {
+        let bound = dashdb::Bound::parse(text).map_err(|e| format!("checking its assumptions: {e}"))?;
+        let largest = |n: &str| {
+            let last = |r: &&dashdb::RuntimeBlock| (blocks[r.dim as usize] - 1).max(0);
+            match runtime_blocks.iter().find(|r| r.id == n || r.offset == n) {
+                Some(r) if r.id == n => Some(last(r)),
+                Some(r) => Some(last(r) * per_block[r.dim as usize]),
+                None => value_refs.iter().find(|(m, _)| *m == n).map(|(_, v)| *v),
+            }
+        };
+        if bound.holds(&largest) != Some(true) {
+            return Err(format!("the analysis's assumption `{text}` does not hold for this launch"));
         }
     }
     // Every pointer the leaf uses must have maps.
