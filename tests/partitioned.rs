@@ -13,7 +13,7 @@ const DEVICES: [usize; 6] = [1, 2, 3, 4, 7, 8];
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-const PROGRAMS: [(&str, &[&[&str]]); 26] = [
+const PROGRAMS: [(&str, &[&[&str]]); 27] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -41,6 +41,7 @@ const PROGRAMS: [(&str, &[&[&str]]); 26] = [
     ("tests/programs/conv.c", &[&["2", "3", "1"], &["61", "37", "2"], &["130", "70", "3"]]),
     ("tests/programs/radius.c", &[&["2", "3", "1", "4"], &["53", "31", "2", "16"], &["130", "70", "5", "64"]]),
     ("tests/programs/jacobi1d.c", &[&["5", "7", "1"], &["200", "16", "3"], &["1003", "50", "5"]]),
+    ("tests/programs/chain.c", &[&["1", "1", "1"], &["777", "1000", "2"], &["5000", "48", "3"]]),
     ("tests/programs/unsigned.c", &[&["2", "1", "1", "1"], &["45", "29", "8", "4"], &["130", "270", "16", "5", "300"]]),
     (
         "tests/programs/gemm_nt.c",
@@ -163,6 +164,28 @@ fn unsigned_indices_split_only_while_they_cannot_wrap() {
     assert_eq!(n["partitioned_launches"].as_u64(), Some(0), "{n}");
     let why = n["unpartitioned_because"].as_str().unwrap_or_default();
     assert!(why.contains("(gx - 1) * w + (w - 1) < 4294967296") && why.contains("does not hold"), "{n}");
+}
+
+/// A blocks node whose leaf returns its parameters (`__hpvm__return(2, tmp, bytes_tmp)`, bound
+/// out to order the next node) is one launch, split across devices, and its outputs are the
+/// host's values; a leaf returning a per-thread value keeps the node off the launch shape.
+#[test]
+fn a_blocks_node_passes_its_returned_parameters_through() {
+    let dir = TempDir::new("partitioned-chain");
+    let exe = build(&dir, "tests/programs/chain.c");
+    let s = stats(&exe, &["5000", "48", "3"], "cpu:3", &dir);
+    let n = node(&s, "Scale");
+    assert_eq!(n["unit_launches"], 3, "{n}");
+    assert_eq!(n["partitioned_launches"], 3, "{n}");
+    assert_eq!(node(&s, "Smooth")["partitioned_launches"], 3);
+    let src = dir.join("perthread.c");
+    let text = std::fs::read_to_string(root().join("tests/programs/chain.c")).unwrap();
+    std::fs::write(&src, text.replace("__hpvm__return(2, tmp, bytes_tmp);", "__hpvm__return(2, tmp, (size_t)i);"))
+        .unwrap();
+    std::fs::copy(root().join("tests/programs/check.h"), dir.join("check.h")).unwrap();
+    let exe = build(&dir, src.to_str().unwrap());
+    let s = stats(&exe, &["500", "48", "1"], "cpu:3", &dir);
+    assert!(node(&s, "Scale")["unit_launches"].is_null() || node(&s, "Scale")["unit_launches"] == 0, "{s}");
 }
 
 #[test]

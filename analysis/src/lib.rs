@@ -86,7 +86,7 @@ pub fn analyze_program(
     let (kernels, _) = plan(graph);
     let blocks_of = |leaf: NodeId| {
         kernels.iter().find_map(|k| match k.shape {
-            Shape::Blocks { leaf: l, alloc } if l == leaf => Some((k.node, alloc)),
+            Shape::Blocks { leaf: l, alloc, .. } if l == leaf => Some((k.node, alloc)),
             _ => None,
         })
     };

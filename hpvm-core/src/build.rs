@@ -521,7 +521,10 @@ impl Builder {
                                 ),
                             );
                         }
-                        leaf.returns.push(ReturnSite { types, loc });
+                        let own = f.params();
+                        let params =
+                            args.iter().skip(1).map(|a| own.iter().position(|p| p == a).map(|i| i as u32)).collect();
+                        leaf.returns.push(ReturnSite { types, loc, params });
                     }
                     Some(Intrinsic::Hint | Intrinsic::Attributes) if func == f => {}
                     Some(k) => {

@@ -246,6 +246,9 @@ pub struct Leaf {
 pub struct ReturnSite {
     pub types: Vec<Ty>,
     pub loc: Option<SrcLoc>,
+    /// Per returned value, the index of the node parameter it is, unchanged (HPVM programs
+    /// return their size parameters to order nodes: `__hpvm__return(1, bytes_out)`).
+    pub params: Vec<Option<u32>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -12,7 +12,15 @@ use crate::graph::{Graph, NodeId, NodeKind, Query, Replication};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Shape {
-    Blocks { leaf: NodeId, alloc: Option<NodeId> },
+    /// `outputs`: the internal node's outputs, each `(output port, input port)`: a kernel
+    /// returns nothing per thread, so an output is allowed only where the leaf returns one of
+    /// its parameters unchanged, bound from that input of the internal node (HPVM programs
+    /// return their size parameters to order the nodes after them).
+    Blocks {
+        leaf: NodeId,
+        alloc: Option<NodeId>,
+        outputs: Vec<(u32, u32)>,
+    },
     Grid,
 }
 
@@ -41,7 +49,7 @@ pub fn plan(graph: &Graph) -> (Vec<Kernel>, Vec<Fallback>) {
         }
         match blocks_shape(graph, id) {
             Ok(shape) => {
-                if let Shape::Blocks { leaf, alloc } = &shape {
+                if let Shape::Blocks { leaf, alloc, .. } = &shape {
                     covered.push(*leaf);
                     covered.extend(alloc);
                 }
@@ -93,8 +101,27 @@ fn blocks_shape(graph: &Graph, p: NodeId) -> Result<Shape, String> {
     if !graph.nodes[leaf].hint.wants_gpu() {
         return Err("its leaf is not hinted for the GPU".into());
     }
-    if !int.bind_out.is_empty() {
-        return Err("its outputs come from per-thread values, which a kernel does not return".into());
+    let returns = graph.nodes[leaf].leaf().map_or(&[][..], |l| &l.returns[..]);
+    let mut outputs = Vec::new();
+    for b in &int.bind_out {
+        let param = returns.iter().map(|r| r.params.get(b.child_port as usize).copied().flatten()).reduce(|a, b| {
+            if a == b {
+                a
+            } else {
+                None
+            }
+        });
+        let input = param.flatten().and_then(|p| {
+            int.bind_in.iter().find(|i| i.child == leaf && i.child_port == p && !i.streaming).map(|i| i.parent_port)
+        });
+        match input {
+            Some(i) => outputs.push((b.parent_port, i)),
+            None => {
+                return Err("its outputs come from per-thread values, which a kernel does not return (only a \
+                            parameter the leaf returns unchanged can be bound out)"
+                    .into())
+            }
+        }
     }
     if graph.nodes[leaf].leaf().is_some_and(|l| l.queries.contains_key(&Query::Malloc)) {
         return Err("its leaf calls __hpvm__malloc".into());
@@ -111,7 +138,7 @@ fn blocks_shape(graph: &Graph, p: NodeId) -> Result<Shape, String> {
             return Err("its allocation node queries the graph, so its sizes may differ per block".into());
         }
     }
-    Ok(Shape::Blocks { leaf, alloc })
+    Ok(Shape::Blocks { leaf, alloc, outputs })
 }
 
 /// Leaf parameters fed by pointer outputs of the allocation node: offsets into shared memory.

@@ -72,7 +72,15 @@ pub enum KernelKind {
     /// An internal node run as one launch: its instances are thread blocks and the instances
     /// of its leaf child `leaf` are the threads of each block. An allocation child `alloc`
     /// gets shared memory: the leaf's parameters in `shared_params` receive offsets into it.
-    Blocks { leaf: u32, alloc: Option<u32>, shared_params: Vec<u32> },
+    /// Each output of the internal node is one of its inputs, passed through: `(output port,
+    /// input port)` in `outputs` (the leaf returns that parameter unchanged).
+    Blocks {
+        leaf: u32,
+        alloc: Option<u32>,
+        shared_params: Vec<u32>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        outputs: Vec<(u32, u32)>,
+    },
     /// A leaf whose grid is cut into blocks of the runtime's choosing (padding masked).
     Grid,
 }
@@ -279,10 +287,16 @@ impl Program {
             }
             for kind in node.shape.iter().chain(node.kernel.iter().map(|k| &k.kind)) {
                 match kind {
-                    KernelKind::Blocks { leaf, alloc, .. } => {
+                    KernelKind::Blocks { leaf, alloc, outputs, .. } => {
                         let KindDesc::Internal { children, .. } = &node.kind else {
                             return Err(format!("node {}: a blocks launch of a leaf", node.shown()));
                         };
+                        for &(out, input) in outputs {
+                            let (o, i) = (node.outputs.get(out as usize), node.params.get(input as usize));
+                            if o.zip(i).is_none_or(|(o, i)| o.size != i.size) {
+                                return Err(format!("node {}: an output passed through from no input", node.shown()));
+                            }
+                        }
                         if !children.contains(leaf) || alloc.is_some_and(|a| !children.contains(&a)) {
                             return Err(format!(
                                 "node {}: a blocks launch of nodes that are not its children",

@@ -182,10 +182,11 @@ pub fn describe(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Result
     // compiled (the runtime partitions them on simulated devices too).
     for k in hpvm_core::plan::plan(graph).0 {
         nodes[k.node.index()].shape = Some(match k.shape {
-            hpvm_core::plan::Shape::Blocks { leaf, alloc } => KernelKind::Blocks {
+            hpvm_core::plan::Shape::Blocks { leaf, alloc, outputs } => KernelKind::Blocks {
                 leaf: leaf.index() as u32,
                 alloc: alloc.map(|a| a.index() as u32),
                 shared_params: hpvm_core::plan::shared_params(graph, k.node, leaf, alloc),
+                outputs,
             },
             hpvm_core::plan::Shape::Grid => KernelKind::Grid,
         });

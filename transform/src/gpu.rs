@@ -130,7 +130,7 @@ pub fn compile(
             Shape::Grid => k.node,
         };
         let shared = match k.shape {
-            Shape::Blocks { leaf, alloc } => shared_params(graph, k.node, leaf, alloc),
+            Shape::Blocks { leaf, alloc, .. } => shared_params(graph, k.node, leaf, alloc),
             Shape::Grid => vec![],
         };
         let readonly: Vec<u32> = graph.nodes[leaf]
@@ -192,10 +192,11 @@ pub fn compile(
         match resolved {
             Ok(()) => {
                 let kind = match k.shape {
-                    Shape::Blocks { leaf, alloc } => KernelKind::Blocks {
+                    Shape::Blocks { leaf, alloc, ref outputs } => KernelKind::Blocks {
                         leaf: leaf.index() as u32,
                         alloc: alloc.map(|a| a.index() as u32),
                         shared_params: shared_params(graph, k.node, leaf, alloc),
+                        outputs: outputs.clone(),
                     },
                     Shape::Grid => KernelKind::Grid,
                 };
@@ -355,11 +356,18 @@ fn build_kernel<'ctx>(
     let zy = b.build_int_add(b.build_int_mul(lin_ids[2], lin_over[1], "z.dy")?, lin_ids[1], "zy")?;
     let lin = b.build_int_add(b.build_int_mul(zy, lin_over[0], "zy.dx")?, lin_ids[0], "lin")?;
     let at = b.build_int_mul(lin, i64t.const_int(record, false), "out.off")?;
-    let out_slot = unsafe { b.build_in_bounds_gep(ctx.i8_type(), outs, &[at], "out.slot")? };
+    let out_slot = match k.shape {
+        // A blocks kernel returns no per-thread values (its outputs, if any, are inputs passed
+        // through by the runtime): the leaf's record is a private scratch slot.
+        Shape::Blocks { .. } if record > 0 => {
+            b.build_array_alloca(ctx.i8_type(), i64t.const_int(record, false), "out.slot")?
+        }
+        _ => unsafe { b.build_in_bounds_gep(ctx.i8_type(), outs, &[at], "out.slot")? },
+    };
 
     // The leaf's arguments; those fed by the allocation node point into shared memory.
     let shared = match k.shape {
-        Shape::Blocks { leaf, alloc } => shared_params(graph, k.node, leaf, alloc),
+        Shape::Blocks { leaf, alloc, .. } => shared_params(graph, k.node, leaf, alloc),
         Shape::Grid => vec![],
     };
     let mut args: Vec<BasicMetadataValueEnum> = Vec::new();

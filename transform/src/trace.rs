@@ -45,7 +45,7 @@ pub fn instrument(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Resu
         let shared: Vec<u32> = kernels
             .iter()
             .find_map(|k| match k.shape {
-                hpvm_core::plan::Shape::Blocks { leaf, alloc } if leaf == id => {
+                hpvm_core::plan::Shape::Blocks { leaf, alloc, .. } if leaf == id => {
                     Some(hpvm_core::plan::shared_params(graph, k.node, leaf, alloc))
                 }
                 _ => None,

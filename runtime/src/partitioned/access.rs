@@ -65,7 +65,7 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
         unit_ptrs.push((p.offset as usize, b));
     }
     let (leaf, leaf_args, block, shared) = match l.shape {
-        KernelKind::Blocks { leaf, alloc, shared_params } => {
+        KernelKind::Blocks { leaf, alloc, shared_params, .. } => {
             let zeros = alloc.map(|a| vec![0u8; program.nodes[a as usize].outputs_size()]).unwrap_or_default();
             let args = l.engine.child_args(l.node, *leaf, l.args, &|_| (&zeros[..], 1));
             let block = l.engine.grid(*leaf, Some((l.node, l.args)));

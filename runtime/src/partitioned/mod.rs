@@ -389,6 +389,7 @@ pub(crate) fn run_unit(
         }
     }
     drop(table);
+    pass_outputs_through(e, n, shape, &args.for_instance(0), total, outs);
 
     st.unit_launches.fetch_add(1, Ordering::Relaxed);
     let used = lp.parts.iter().map(|p| p.device).collect::<std::collections::BTreeSet<_>>().len() as u64;
@@ -397,6 +398,33 @@ pub(crate) fn run_unit(
     }
     st.max_devices.fetch_max(used, Ordering::Relaxed);
     true
+}
+
+/// The outputs of a blocks unit, each one of its inputs (`KernelKind::Blocks::outputs`), for
+/// every instance: a kernel writes none, and a partition run on a simulated device binds its
+/// own copies' addresses, where the host's are meant.
+fn pass_outputs_through(e: &Engine<'_>, n: u32, shape: &KernelKind, base: &[u8], total: i64, outs: SendPtr<u8>) {
+    let KernelKind::Blocks { outputs, .. } = shape else { return };
+    let node = &e.module.program.nodes[n as usize];
+    let size = node.outputs_size();
+    if outputs.is_empty() || outs.get().is_null() || size == 0 {
+        return;
+    }
+    for &(out, input) in outputs {
+        let (to, from) = (&node.outputs[out as usize], &node.params[input as usize]);
+        let value = &base[from.offset as usize..(from.offset + from.size) as usize];
+        for i in 0..total.max(0) as usize {
+            // SAFETY: `outs` holds `total` output records of `node`, `size` bytes each; the
+            // description was checked when loaded (ports in range, same sizes).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    value.as_ptr(),
+                    outs.get().add(i * size + to.offset as usize),
+                    value.len(),
+                )
+            };
+        }
+    }
 }
 
 /// Every partition on its device, concurrently; returns when all have finished.
