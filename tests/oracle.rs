@@ -412,7 +412,7 @@ fn maps_match_programs_written_the_common_way() {
         (
             "tests/programs/unsigned.c",
             &[&["13", "9", "4", "3"], &["7", "11", "8", "2", "5"], &["1", "1", "1", "1"]],
-            &["Diff", "Mat", "RowSum"],
+            &["Diff", "Lap", "Mat", "RowSum"],
         ),
         ("tests/programs/blur.c", &[&["13", "9", "4", "3", "1"], &["7", "11", "8", "2", "1"]], &[]),
         ("tests/programs/rownorm.cc", &[&["9", "5"], &["7", "1"]], &[]),

@@ -642,7 +642,7 @@ unsafe fn split_load(f: LLVMValueRef, load: LLVMValueRef, select: LLVMValueRef, 
     LLVMDisposeBuilder(builder);
 }
 
-unsafe fn uses_of(v: LLVMValueRef) -> Vec<LLVMValueRef> {
+pub(crate) unsafe fn uses_of(v: LLVMValueRef) -> Vec<LLVMValueRef> {
     let mut out = Vec::new();
     let mut u = LLVMGetFirstUse(v);
     while !u.is_null() {

@@ -20,6 +20,7 @@
 
 pub mod bounds;
 pub mod crop;
+pub mod guards;
 pub mod maps;
 pub mod offsets;
 pub mod polly;

@@ -264,8 +264,8 @@ pub fn accesses_of(
                         a.notes.push((
                             format!(
                                 "`{shown}` is written at an index computed in 32-bit `unsigned` arithmetic that may \
-                                 wrap around (a subtraction, or a value the analysis cannot bound); computing it \
-                                 in a 64-bit type (`long`, `size_t`) or in `int` makes it affine"
+                                 wrap around (a subtraction no guard keeps from going below zero, or a value the \
+                                 analysis cannot bound); computing it in a 64-bit type (`long`, `size_t`) or in `int` makes it affine"
                             ),
                             acc.location.clone(),
                         ));

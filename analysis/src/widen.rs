@@ -26,6 +26,7 @@
 //!   that condition is returned, and becomes part of the node's `valid_when`, which the
 //!   runtime checks at every launch (and runs the node unpartitioned where it fails).
 
+use crate::guards::{self, Fact, Guards};
 use inkwell::values::{AsValueRef, FunctionValue};
 use llvm_sys::core::*;
 use llvm_sys::prelude::*;
@@ -145,13 +146,14 @@ unsafe fn param_expr(v: LLVMValueRef) -> Option<(String, Vec<String>)> {
 /// built by `add` and `mul` (whatever their wrap flags) from values that are never negative:
 /// parameters (a negative value makes the runtime's check fail), block offsets, instance
 /// counters (up to `bound(counter) - 1`), non-negative constants, and truncations and zero
-/// extensions of such values (a truncation of a non-negative value is at most that value).
-/// As long as the bound is below `2^bits`, no operation under `v` wrapped around. `None` for
-/// anything else.
+/// extensions of such values (a truncation of a non-negative value is at most that value);
+/// and by subtracting a constant `c` from such a value `a` where the guards (`facts`) prove
+/// `a >= c`, which is then at most `a`. As long as the bound is below `2^bits`, no operation
+/// under `v` wrapped around. `None` for anything else.
 ///
 /// # Safety
 /// `v` must be a live value.
-unsafe fn unsigned_max(v: LLVMValueRef, bound: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+unsafe fn unsigned_max(v: LLVMValueRef, bound: &dyn Fn(&str) -> Option<String>, facts: &[Fact]) -> Option<String> {
     if !LLVMIsAConstantInt(v).is_null() {
         let c = LLVMConstIntGetSExtValue(v);
         return (c >= 0).then(|| c.to_string());
@@ -165,19 +167,74 @@ unsafe fn unsigned_max(v: LLVMValueRef, bound: &dyn Fn(&str) -> Option<String>) 
     }
     if let Some((start, end)) = counter_end(v) {
         // At most `max(start, end - 1)` (a do-while loop runs once from `start`).
-        let end = unsigned_max(end, bound)?;
+        let end = unsigned_max(end, bound, facts)?;
         return Some(if start == 0 { format!("({end} - 1)") } else { format!("({end} - 1 + {start})") });
     }
     if LLVMIsAInstruction(v).is_null() {
         return None;
     }
+    if let Some((a, c)) = difference(v) {
+        return (unsigned_min(a, facts) >= c).then(|| unsigned_max(a, bound, facts)).flatten();
+    }
     match LLVMGetInstructionOpcode(v) {
         op @ (LLVMOpcode::LLVMAdd | LLVMOpcode::LLVMMul) => {
-            let a = unsigned_max(LLVMGetOperand(v, 0), bound)?;
-            let b = unsigned_max(LLVMGetOperand(v, 1), bound)?;
+            let a = unsigned_max(LLVMGetOperand(v, 0), bound, facts)?;
+            let b = unsigned_max(LLVMGetOperand(v, 1), bound, facts)?;
             Some(if op == LLVMOpcode::LLVMAdd { format!("({a} + {b})") } else { format!("{a} * {b}") })
         }
-        LLVMOpcode::LLVMTrunc | LLVMOpcode::LLVMZExt => unsigned_max(LLVMGetOperand(v, 0), bound),
+        LLVMOpcode::LLVMTrunc | LLVMOpcode::LLVMZExt => unsigned_max(LLVMGetOperand(v, 0), bound, facts),
+        _ => None,
+    }
+}
+
+/// A lower bound of the unsigned value of `v`: what the guards say of it, or of the sum,
+/// product, truncation or zero extension it is. Exact only while nothing under `v` wraps
+/// around, which [`unsigned_max`]'s bound of `v`, checked by the runtime, makes sure of.
+///
+/// # Safety
+/// `v` must be a live value.
+unsafe fn unsigned_min(v: LLVMValueRef, facts: &[Fact]) -> i128 {
+    let known = guards::known_min(v, facts);
+    if !LLVMIsAConstantInt(v).is_null() {
+        return (LLVMConstIntGetSExtValue(v) as i128).max(0);
+    }
+    if LLVMIsAInstruction(v).is_null() {
+        return known;
+    }
+    if let Some((a, c)) = difference(v) {
+        // No lower bound but 0 where the difference may wrap around.
+        let m = unsigned_min(a, facts);
+        return known.max(if m >= c { m - c } else { 0 });
+    }
+    let operand_min = |k| unsigned_min(LLVMGetOperand(v, k), facts);
+    let structural = match LLVMGetInstructionOpcode(v) {
+        LLVMOpcode::LLVMAdd => operand_min(0) + operand_min(1),
+        LLVMOpcode::LLVMMul => operand_min(0).saturating_mul(operand_min(1)),
+        LLVMOpcode::LLVMTrunc | LLVMOpcode::LLVMZExt => operand_min(0),
+        _ => 0,
+    };
+    known.max(structural)
+}
+
+/// `(a, c)` when `v` subtracts the constant `c > 0` from `a`: `sub a, c`, or `add a, -c` as
+/// LLVM writes it.
+///
+/// # Safety
+/// `v` must be a live value.
+unsafe fn difference(v: LLVMValueRef) -> Option<(LLVMValueRef, i128)> {
+    if LLVMIsAInstruction(v).is_null()
+        || !matches!(LLVMGetInstructionOpcode(v), LLVMOpcode::LLVMSub | LLVMOpcode::LLVMAdd)
+    {
+        return None;
+    }
+    let (a, b) = (LLVMGetOperand(v, 0), LLVMGetOperand(v, 1));
+    if LLVMIsAConstantInt(b).is_null() {
+        return None;
+    }
+    let c = LLVMConstIntGetSExtValue(b) as i128;
+    match LLVMGetInstructionOpcode(v) {
+        LLVMOpcode::LLVMSub if c > 0 => Some((a, c)),
+        LLVMOpcode::LLVMAdd if c < 0 => Some((a, -c)),
         _ => None,
     }
 }
@@ -248,6 +305,8 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Na
     // are replaced, and the worklist never holds an erased one (each is taken once).
     unsafe {
         let f = f.as_value_ref();
+        // Read before the comparisons are rewritten: the facts name their operands.
+        let guards = Guards::of(f);
         let mut work: Vec<LLVMValueRef> = Vec::new();
         let mut compares: Vec<LLVMValueRef> = Vec::new();
         let mut bb = LLVMGetFirstBasicBlock(f);
@@ -307,13 +366,40 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Na
             let promised = |x| (signed && LLVMGetNSW(x) != 0) || (!signed && LLVMGetNUW(x) != 0);
             // Unsigned arithmetic that C lets wrap (`unsigned y, w; y * w + x`): exact while its
             // largest value fits, a product of parameters the runtime checks (`bounds`).
+            // What the guards of the extension's block prove: where `y >= 1`, `y - 1` does
+            // not wrap around.
+            let facts = guards.at(LLVMGetInstructionParent(ext));
             let fits = |x| {
                 let bits = LLVMGetIntTypeWidth(LLVMTypeOf(x));
-                let max = unsigned_max(x, bound).filter(|_| !signed && bits < 64)?;
+                let max = unsigned_max(x, bound, &facts).filter(|_| !signed && bits < 64)?;
                 Some(format!("{max} < {}", 1u128 << bits))
             };
             let mut assumed = None;
             let replacement = match LLVMGetInstructionOpcode(x) {
+                // `a - c` in `unsigned`: exact where `a >= c`, from the guards, or, for a
+                // parameter `a` (`w - 1`), from a condition the runtime checks.
+                _ if !signed && !promised(x) && difference(x).is_some() => {
+                    let (a, c) = difference(x).expect("matched");
+                    let param = (!LLVMIsAArgument(a).is_null()).then(|| name_of(a)).filter(|n| !n.is_empty());
+                    if let Some(b) = fits(x) {
+                        // A parameter is below 2^bits by its type: its bound says nothing.
+                        if param.is_none() {
+                            bounds.push(b);
+                        }
+                    } else if let Some(name) = param {
+                        conditions.push((vec![name.clone()], format!("{name} >= {c}")));
+                    } else {
+                        wrapping.push(crate::crop::location(ext));
+                        continue;
+                    }
+                    LLVMPositionBuilderBefore(builder, ext);
+                    let wide_a = LLVMBuildZExt(builder, a, wide, c"wide".as_ptr());
+                    if !LLVMIsAInstruction(wide_a).is_null() && LLVMGetInstructionOpcode(wide_a) == LLVMOpcode::LLVMZExt
+                    {
+                        work.push(wide_a);
+                    }
+                    LLVMBuildNUWSub(builder, wide_a, LLVMConstInt(wide, c as u64, 0), c"wide".as_ptr())
+                }
                 op @ (LLVMOpcode::LLVMAdd | LLVMOpcode::LLVMSub | LLVMOpcode::LLVMMul)
                     if promised(x)
                         || (op != LLVMOpcode::LLVMSub && {
@@ -510,6 +596,78 @@ mod tests {
         assert!(n.bounds.is_empty(), "{:?}", n.bounds);
         assert!(text.contains("zext i32 %i"), "{text}");
         assert_eq!(n.wrapping.len(), 1);
+    }
+
+    /// `out[(y - 1) * w]`, `y` a global coordinate, under the guard `COND` (branching to the
+    /// access on `ON`).
+    fn guarded_difference(cond: &str, on: bool) -> String {
+        let (t, e) = if on { ("body", "latch") } else { ("latch", "body") };
+        format!(
+            "define void @f(ptr %out, i32 %w, i64 %boffy) {{
+             entry:
+               br label %loop
+             loop:
+               %iv.t0 = phi i64 [ 0, %entry ], [ %next, %latch ]
+               %y64 = add nsw i64 %boffy, %iv.t0
+               %y = trunc i64 %y64 to i32
+               %g = {cond}
+               br i1 %g, label %{t}, label %{e}
+             body:
+               %ym1 = add i32 %y, -1
+               %m = mul i32 %ym1, %w
+               %z = zext i32 %m to i64
+               %p = getelementptr inbounds float, ptr %out, i64 %z
+               store float 0.0, ptr %p
+               br label %latch
+             latch:
+               %next = add nuw nsw i64 %iv.t0, 1
+               %c = icmp ne i64 %next, 16
+               br i1 %c, label %loop, label %exit
+             exit:
+               ret void
+             }}"
+        )
+    }
+
+    #[test]
+    fn a_difference_a_guard_keeps_from_wrapping_is_widened() {
+        for (cond, on) in [
+            ("icmp ugt i32 %y, 0", true),
+            ("icmp ne i32 %y, 0", true),
+            ("icmp eq i32 %y, 0", false),
+            ("icmp sge i32 %y, 1", true),
+            ("icmp ult i32 0, %y", true),
+        ] {
+            let (n, text) = widened(&guarded_difference(cond, on));
+            assert!(n.wrapping.is_empty(), "{cond}: {:?}", n.wrapping);
+            // The product's bound, and that of the minuend on its own (the guard's lower
+            // bound of `y` holds only while `y` itself does not wrap).
+            assert_eq!(n.bounds, ["(boffy + (16 - 1)) * w < 4294967296", "boffy + (16 - 1) < 4294967296"], "{cond}");
+            assert!(!text.contains("zext i32 %m") && text.contains("sub nuw i64"), "{cond}: {text}");
+        }
+    }
+
+    #[test]
+    fn a_guard_that_does_not_exclude_zero_proves_nothing() {
+        for (cond, on) in [("icmp ugt i32 %y, 0", false), ("icmp uge i32 %y, 0", true), ("icmp slt i32 %y, 5", true)] {
+            let (n, text) = widened(&guarded_difference(cond, on));
+            assert!(n.bounds.is_empty(), "{cond}: {:?}", n.bounds);
+            assert!(text.contains("zext i32 %m"), "{cond}: {text}");
+            assert_eq!(n.wrapping.len(), 1, "{cond}");
+        }
+    }
+
+    #[test]
+    fn a_parameter_difference_is_widened_under_a_condition() {
+        let ir = "define i1 @f(i32 %a, i32 %w) {
+               %wm1 = sub i32 %w, 1
+               %c = icmp ult i32 %a, %wm1
+               ret i1 %c
+             }";
+        let (n, text) = widened(ir);
+        assert!(n.bounds.is_empty() && n.wrapping.is_empty());
+        assert_eq!(n.conditions, [(vec!["w".to_string()], "w >= 1".to_string())]);
+        assert!(text.contains("sub nuw i64") && !text.contains("zext i32 %wm1"), "{text}");
     }
 
     #[test]

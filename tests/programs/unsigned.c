@@ -5,6 +5,9 @@
  *
  *   DiffRoot (CPU) -> DiffBlocks (GPU, ceil(w / bx) x ceil(h / by)) -> Diff (leaf, bx x by
  *                     threads, run-time sizes): forward differences, `x + 1 < w` guards
+ *   LapRoot (CPU)  -> LapBlocks (GPU, as DiffBlocks) -> Lap (leaf): a 5-point Laplacian of the
+ *                     interior, written one column to the left: `unsigned` differences
+ *                     (`y - 1`, `x - 1`, `w - 1`) that the guards keep from wrapping
  *   MatRoot (CPU)  -> MatBlocks (GPU, ceil(n / 8) x ceil(n / 8)) -> Mat (leaf, 8 x 8): C = A B
  *                     with an `unsigned` k loop
  *   SumRoot (CPU)  -> RowSum (leaf, H + SPARE instances): row sums through an `unsigned`
@@ -62,6 +65,38 @@ void DiffRoot(float *in, size_t bytes_in, float *out, size_t bytes_out, unsigned
   __hpvm__hint(CPU_TARGET);
   __hpvm__attributes(1, in, 1, out);
   void *b = __hpvm__createNodeND(2, DiffBlocks, (long)((w + bx - 1) / bx), (long)((h + by - 1) / by));
+  BIND8(b);
+}
+
+void Lap(float *in, size_t bytes_in, float *lap, size_t bytes_lap, unsigned w, unsigned h) {
+  __hpvm__hint(DEVICE);
+  __hpvm__attributes(1, in, 1, lap);
+  void *self = __hpvm__getNode();
+  void *blocks = __hpvm__getParentNode(self);
+  unsigned x = __hpvm__getNodeInstanceID_x(blocks) * __hpvm__getNumNodeInstances_x(self) +
+               __hpvm__getNodeInstanceID_x(self);
+  unsigned y = __hpvm__getNodeInstanceID_y(blocks) * __hpvm__getNumNodeInstances_y(self) +
+               __hpvm__getNodeInstanceID_y(self);
+  if (x > 0 && y > 0 && x < w - 1 && y < h - 1) {
+    lap[y * w + x - 1] = 4.0f * in[y * w + x] - in[(y - 1) * w + x] - in[(y + 1) * w + x] - in[y * w + x - 1] -
+                         in[y * w + x + 1];
+  }
+  __hpvm__return(0);
+}
+
+void LapBlocks(float *in, size_t bytes_in, float *lap, size_t bytes_lap, unsigned w, unsigned h, unsigned bx,
+               unsigned by) {
+  __hpvm__hint(DEVICE);
+  __hpvm__attributes(1, in, 1, lap);
+  void *d = __hpvm__createNodeND(2, Lap, (long)bx, (long)by);
+  BIND6(d);
+}
+
+void LapRoot(float *in, size_t bytes_in, float *lap, size_t bytes_lap, unsigned w, unsigned h, unsigned bx,
+             unsigned by) {
+  __hpvm__hint(CPU_TARGET);
+  __hpvm__attributes(1, in, 1, lap);
+  void *b = __hpvm__createNodeND(2, LapBlocks, (long)((w + bx - 1) / bx), (long)((h + by - 1) / by));
   BIND8(b);
 }
 
@@ -155,7 +190,8 @@ int main(int argc, char **argv) {
   /* The product is square: n x n with n = h. */
   long n = h, cells = w * h;
   size_t bytes = (size_t)cells * sizeof(float), mbytes = (size_t)(n * n) * sizeof(float);
-  float *img = malloc(bytes), *diff = calloc((size_t)cells, sizeof(float)), *sums = malloc((size_t)h * sizeof(float));
+  float *img = malloc(bytes), *diff = calloc((size_t)cells, sizeof(float)), *lap = calloc((size_t)cells, sizeof(float));
+  float *sums = malloc((size_t)h * sizeof(float));
   float *a = malloc(mbytes), *b = malloc(mbytes), *c = malloc(mbytes);
   /* Small integers: every sum and product below is exact, so any order of operations (and a
    * GPU's fused multiply-adds) gives the host's bits. */
@@ -169,12 +205,16 @@ int main(int argc, char **argv) {
   __hpvm__init();
   llvm_hpvm_track_mem(img, bytes);
   llvm_hpvm_track_mem(diff, bytes);
+  llvm_hpvm_track_mem(lap, bytes);
   llvm_hpvm_track_mem(sums, (size_t)h * sizeof(float));
   llvm_hpvm_track_mem(a, mbytes);
   llvm_hpvm_track_mem(b, mbytes);
   llvm_hpvm_track_mem(c, mbytes);
   DiffIn dargs = {img, bytes, diff, bytes, (unsigned)w, (unsigned)h, (unsigned)bx, (unsigned)by};
   void *g = __hpvm__launch(0, DiffRoot, &dargs);
+  __hpvm__wait(g);
+  DiffIn largs = {img, bytes, lap, bytes, (unsigned)w, (unsigned)h, (unsigned)bx, (unsigned)by};
+  g = __hpvm__launch(0, LapRoot, &largs);
   __hpvm__wait(g);
   MatIn margs = {a, mbytes, b, mbytes, c, mbytes, (unsigned)n};
   g = __hpvm__launch(0, MatRoot, &margs);
@@ -183,6 +223,7 @@ int main(int argc, char **argv) {
   g = __hpvm__launch(0, SumRoot, &sargs);
   __hpvm__wait(g);
   llvm_hpvm_request_mem(diff, bytes);
+  llvm_hpvm_request_mem(lap, bytes);
   llvm_hpvm_request_mem(c, mbytes);
   llvm_hpvm_request_mem(sums, (size_t)h * sizeof(float));
   long bad = 0;
@@ -192,6 +233,10 @@ int main(int argc, char **argv) {
       long i = y * w + x;
       float want = x + 1 < w && y + 1 < h ? img[i + 1] - img[i] + img[i + w] - img[i + w + 1] : 0.0f;
       bad += diff[i] != want;
+      /* Column x of an interior row lands at x - 1; the last two columns stay 0. */
+      int inner = y > 0 && y + 1 < h && x + 2 < w;
+      float lwant = inner ? 4.0f * img[i + 1] - img[i + 1 - w] - img[i + 1 + w] - img[i] - img[i + 2] : 0.0f;
+      bad += lap[i] != lwant;
       s += img[i];
     }
     bad += sums[y] != s;
@@ -205,7 +250,7 @@ int main(int argc, char **argv) {
       bad += c[i * n + j] != s;
     }
   }
-  unsigned long long sum = fnv1a(diff, bytes) ^ fnv1a(c, mbytes) ^ fnv1a(sums, (size_t)h * sizeof(float));
+  unsigned long long sum = fnv1a(diff, bytes) ^ fnv1a(lap, bytes) * 3 ^ fnv1a(c, mbytes) ^ fnv1a(sums, (size_t)h * sizeof(float));
   printf("checksum %016llx\n", sum);
   __hpvm__cleanup();
   printf("unsigned %ldx%ld blocks %ldx%ld: %s (%ld wrong)\n", w, h, bx, by, bad ? "FAIL" : "PASS", bad);
