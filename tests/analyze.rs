@@ -37,6 +37,7 @@ fn reports_of_programs_written_the_common_way() {
         "radius.c",
         "unsigned.c",
         "chain.c",
+        "rowptr.c",
     ] {
         let program = file.split('.').next().unwrap();
         let o = hpvm_mgpu(&["analyze", &format!("tests/programs/{file}")]);

@@ -405,7 +405,9 @@ fn maps_match_what_the_examples_do() {
 #[test]
 fn maps_match_programs_written_the_common_way() {
     type Case<'a> = (&'a str, &'a [&'a [&'a str]], &'a [&'a str]);
-    let cases: [Case; 11] = [
+    let cases: [Case; 12] = [
+        // Neighbours through pointers chosen by clamps; rows past the image.
+        ("tests/programs/rowptr.c", &[&["7", "5"], &["1", "1"], &["3", "1"]], &["VSmooth", "HSmooth"]),
         // A blocks node bound out to the next node, blocks that do not divide.
         ("tests/programs/chain.c", &[&["37", "8", "1"], &["5", "7", "1"]], &["ScaleThread", "Smooth"]),
         // 32-bit unsigned indices: blocks that do not divide, a product with an `unsigned` k loop.

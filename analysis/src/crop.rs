@@ -473,7 +473,13 @@ unsafe fn way_to(
         if term.is_null() || LLVMGetInstructionOpcode(term) != LLVMOpcode::LLVMBr {
             return None;
         }
-        if LLVMIsConditional(term) != 0 {
+        // A branch on a constant (`at + d >= 0 && true`, a helper's test that inlining
+        // decided) goes one way only: it is a straight block on that way.
+        if let Some(taken) = constant_branch(term) {
+            if LLVMGetSuccessor(term, taken) != child {
+                return None;
+            }
+        } else if LLVMIsConditional(term) != 0 {
             let index = (0..2).find(|&i| LLVMGetSuccessor(term, i) == child)?;
             if LLVMGetSuccessor(term, 0) == LLVMGetSuccessor(term, 1) {
                 return None;
@@ -489,15 +495,28 @@ unsafe fn way_to(
             }
             i = LLVMGetNextInstruction(i);
         }
-        // One way in: a single branch reaches it (what else names a block is no way in).
-        let preds: Vec<LLVMValueRef> =
-            uses_of(LLVMBasicBlockAsValue(from)).into_iter().filter(|&u| !LLVMIsATerminatorInst(u).is_null()).collect();
+        // One way in: a single branch reaches it (what else names a block is no way in, nor
+        // is the way a branch on a constant never takes).
+        let preds: Vec<LLVMValueRef> = uses_of(LLVMBasicBlockAsValue(from))
+            .into_iter()
+            .filter(|&u| !LLVMIsATerminatorInst(u).is_null())
+            .filter(|&u| constant_branch(u).is_none_or(|taken| LLVMGetSuccessor(u, taken) == from))
+            .collect();
         let [pred] = preds[..] else { return None };
         path.push(from);
         child = from;
         from = LLVMGetInstructionParent(pred);
     }
     None
+}
+
+/// The successor a conditional branch on a constant always takes.
+unsafe fn constant_branch(term: LLVMValueRef) -> Option<u32> {
+    if LLVMIsABranchInst(term).is_null() || LLVMIsConditional(term) == 0 {
+        return None;
+    }
+    let c = LLVMGetCondition(term);
+    (!LLVMIsAConstantInt(c).is_null()).then(|| if LLVMConstIntGetZExtValue(c) != 0 { 0 } else { 1 })
 }
 
 /// Arithmetic that cannot trap or touch memory, so it may be computed before the branch
@@ -701,21 +720,9 @@ pub(crate) unsafe fn location(inst: LLVMValueRef) -> String {
     format!("{file}:{line}")
 }
 
-/// The parameter of `f` a pointer is computed from by GEPs and casts.
-unsafe fn base_param(f: LLVMValueRef, mut v: LLVMValueRef) -> Option<u32> {
-    loop {
-        if !LLVMIsAArgument(v).is_null() {
-            return (0..LLVMCountParams(f)).find(|&i| LLVMGetParam(f, i) == v);
-        }
-        let is_gep = !LLVMIsAGetElementPtrInst(v).is_null()
-            || (!LLVMIsAConstantExpr(v).is_null() && LLVMGetConstOpcode(v) == LLVMOpcode::LLVMGetElementPtr);
-        let is_cast = !LLVMIsABitCastInst(v).is_null() || !LLVMIsAAddrSpaceCastInst(v).is_null();
-        if is_gep || is_cast {
-            v = LLVMGetOperand(v, 0);
-        } else {
-            return None;
-        }
-    }
+/// The parameter of `f` a pointer is computed from (see [`hpvm_core::pointer_param`]).
+unsafe fn base_param(f: LLVMValueRef, ptr: LLVMValueRef) -> Option<u32> {
+    hpvm_core::pointer_param(f, ptr)
 }
 
 /// Calls without effects the cropping may delete when their value is unused.

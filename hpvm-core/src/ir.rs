@@ -295,3 +295,41 @@ pub fn opcode_name(op: LLVMOpcode) -> String {
     let s = format!("{op:?}");
     s.strip_prefix("LLVM").unwrap_or(&s).to_lowercase()
 }
+
+/// The parameter of `f` a pointer is computed from by GEPs and casts, and by choices between
+/// such pointers (`up = y > 0 ? row - w : row`: phis and selects whose every way comes from
+/// the same parameter).
+///
+/// # Safety
+/// `f` must be a live function and `ptr` a value of it.
+pub unsafe fn pointer_param(f: LLVMValueRef, ptr: LLVMValueRef) -> Option<u32> {
+    let mut base = None;
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![ptr];
+    while let Some(v) = stack.pop() {
+        // A pointer loop (`p = p + 1`) comes back to a phi already followed.
+        if !seen.insert(v) {
+            continue;
+        }
+        if !LLVMIsAArgument(v).is_null() {
+            let p = (0..LLVMCountParams(f)).find(|&i| LLVMGetParam(f, i) == v)?;
+            if base.replace(p).is_some_and(|b| b != p) {
+                return None;
+            }
+            continue;
+        }
+        let is_gep = !LLVMIsAGetElementPtrInst(v).is_null()
+            || (!LLVMIsAConstantExpr(v).is_null() && LLVMGetConstOpcode(v) == LLVMOpcode::LLVMGetElementPtr);
+        let is_cast = !LLVMIsABitCastInst(v).is_null() || !LLVMIsAAddrSpaceCastInst(v).is_null();
+        if is_gep || is_cast {
+            stack.push(LLVMGetOperand(v, 0));
+        } else if !LLVMIsAPHINode(v).is_null() {
+            (0..LLVMCountIncoming(v)).for_each(|k| stack.push(LLVMGetIncomingValue(v, k)));
+        } else if !LLVMIsASelectInst(v).is_null() {
+            stack.extend([LLVMGetOperand(v, 1), LLVMGetOperand(v, 2)]);
+        } else {
+            return None;
+        }
+    }
+    base
+}

@@ -36,6 +36,8 @@ pub mod verify;
 
 pub use diag::{Diagnostic, Rule};
 pub use graph::{EdgeId, Graph, Node, NodeId};
+// The analysis and the access tracer must agree on which buffer an access is into.
+pub use ir::pointer_param;
 
 use std::path::Path;
 

@@ -5,7 +5,7 @@
 //! analysis's claims are checked, never in production builds.
 
 use crate::describe::function;
-use crate::Result;
+use crate::{Error, Result};
 use hpvm_core::graph::Graph;
 use inkwell::module::Module;
 use inkwell::targets::TargetData;
@@ -35,6 +35,7 @@ pub fn instrument(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Resu
         "hpvm_rt_trace_access",
         ctx.void_type().fn_type(&[i32t.into(), i64t.into(), i32t.into(), i32t.into(), i64t.into(), i32t.into()], false),
     );
+    inline_helpers(module, graph)?;
     // Shared memory (a block's scratch, fed by its allocation node) is no buffer.
     let (kernels, _) = hpvm_core::plan::plan(graph);
     for (id, node) in graph.nodes.iter() {
@@ -147,6 +148,59 @@ pub fn instrument(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Resu
     Ok(())
 }
 
+/// Inlines into each compute leaf the functions it calls (and those they call), as the analysis
+/// does: an access in a helper, or through a pointer a helper returns (`*step(p, x, -1, w)`),
+/// is then the leaf's own, traced to the leaf's parameter.
+fn inline_helpers(module: &Module<'_>, graph: &Graph) -> Result<()> {
+    use inkwell::attributes::{Attribute, AttributeLoc};
+    let nodes: Vec<&str> = graph.nodes.iter().map(|(_, n)| n.name.as_str()).collect();
+    let mut work: Vec<FunctionValue<'_>> = graph
+        .nodes
+        .iter()
+        .filter(|(_, n)| n.leaf().is_some_and(|l| !l.is_allocation))
+        .filter_map(|(_, n)| module.get_function(&n.name))
+        .collect();
+    let mut helpers = std::collections::HashSet::new();
+    while let Some(f) = work.pop() {
+        for inst in f.get_basic_block_iter().flat_map(|bb| bb.get_instructions()) {
+            let callee = inkwell::values::CallSiteValue::try_from(inst).ok().and_then(|c| c.get_called_fn_value());
+            let Some(callee) = callee.filter(|c| c.count_basic_blocks() > 0) else { continue };
+            let name = callee.get_name().to_string_lossy();
+            if !nodes.contains(&name.as_ref()) && helpers.insert(callee) {
+                work.push(callee);
+            }
+        }
+    }
+    if helpers.is_empty() {
+        return Ok(());
+    }
+    let ctx = module.get_context();
+    let kind = |name: &str| Attribute::get_named_enum_kind_id(name);
+    for f in &helpers {
+        // Clang puts both on everything at -O0.
+        f.remove_enum_attribute(AttributeLoc::Function, kind("noinline"));
+        f.remove_enum_attribute(AttributeLoc::Function, kind("optnone"));
+        f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(kind("alwaysinline"), 0));
+    }
+    use inkwell::targets::{Target, TargetMachine};
+    Target::initialize_native(&Default::default()).map_err(Error::Llvm)?;
+    let triple = TargetMachine::get_default_triple();
+    let tm = Target::from_triple(&triple)
+        .map_err(|e| Error::Llvm(e.to_string()))?
+        .create_target_machine(
+            &triple,
+            "generic",
+            "",
+            inkwell::OptimizationLevel::None,
+            Default::default(),
+            Default::default(),
+        )
+        .ok_or_else(|| Error::Llvm("no target machine for the host".into()))?;
+    module
+        .run_passes("always-inline", &tm, inkwell::passes::PassBuilderOptions::create())
+        .map_err(|e| Error::Llvm(e.to_string()))
+}
+
 /// Loads, stores and atomic updates of `f`: the instruction, the address, the accessed type
 /// and the kind (0 read, 1 write, 2 both).
 fn memory_accesses<'ctx>(
@@ -195,23 +249,10 @@ fn inst_type(inst: InstructionValue<'_>) -> inkwell::types::BasicTypeEnum<'_> {
     unsafe { inkwell::types::BasicTypeEnum::new(llvm_sys::core::LLVMTypeOf(inst.as_value_ref())) }
 }
 
-/// The parameter of `f` an address is computed from by GEPs (and that parameter).
+/// The parameter of `f` an address is computed from (and that parameter), through GEPs, casts
+/// and choices between pointers into the same parameter ([`hpvm_core::pointer_param`]).
 fn base_param<'ctx>(f: FunctionValue<'ctx>, p: PointerValue<'ctx>) -> Option<(u32, PointerValue<'ctx>)> {
-    let mut v = p.as_value_ref();
-    // SAFETY: walks operands of values of `f`.
-    unsafe {
-        loop {
-            if let Some(i) = (0..f.count_params()).find(|&i| f.get_nth_param(i).is_some_and(|a| a.as_value_ref() == v))
-            {
-                return Some((i, f.get_nth_param(i)?.into_pointer_value()));
-            }
-            let gep = !llvm_sys::core::LLVMIsAGetElementPtrInst(v).is_null()
-                || (!llvm_sys::core::LLVMIsAConstantExpr(v).is_null()
-                    && llvm_sys::core::LLVMGetConstOpcode(v) == llvm_sys::LLVMOpcode::LLVMGetElementPtr);
-            if !gep {
-                return None;
-            }
-            v = llvm_sys::core::LLVMGetOperand(v, 0);
-        }
-    }
+    // SAFETY: `p` is a value of `f`, which is live.
+    let i = unsafe { hpvm_core::pointer_param(f.as_value_ref(), p.as_value_ref()) }?;
+    Some((i, f.get_nth_param(i)?.into_pointer_value()))
 }
