@@ -75,3 +75,36 @@ fn invalid_ir_file() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("tests/inputs/broken.ll: not valid LLVM IR"), "{}", stderr(&out));
 }
+
+/// In C++ the verifier names a node as the user wrote it (`Leaf`, not `_Z4LeafPfml`), and a
+/// parameter a lambda captures by reference (kept in its stack slot at -O0) is still the
+/// parameter `__hpvm__attributes` names.
+#[test]
+fn cxx_attributes_errors_name_the_node_as_written() {
+    let dir = TempDir::new("bad-cxx-attributes");
+    let text = std::fs::read_to_string(root().join("tests/bad/attributes.c")).unwrap();
+    let cxx = text
+        .replace(
+            "__hpvm__hint(DEVICE);",
+            "__hpvm__hint(hpvm::DEVICE);\n  auto at = [&](long k) -> float & { return a[k]; };",
+        )
+        .replace("a[i] *= 2.0f;", "at(i) *= 2.0f;")
+        .replace("__hpvm__hint(CPU_TARGET);", "__hpvm__hint(hpvm::CPU_TARGET);")
+        .replace("calloc(n, sizeof(float))", "static_cast<float *>(calloc(n, sizeof(float)))");
+    let bad = dir.join("attributes.cc");
+    std::fs::write(&bad, &cxx).unwrap();
+    let out = hpvm_mgpu(&["inspect", bad.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("__hpvm__attributes in `Leaf` names `n`, which is not a pointer parameter of `Leaf`"),
+        "{err}"
+    );
+    assert_eq!(err.matches("[attributes]").count(), 1, "only the scalar is wrong: {err}");
+    // Without the scalar, the lambda's capture of `a` is no error.
+    let good = dir.join("good.cc");
+    std::fs::write(&good, cxx.replace("__hpvm__attributes(2, a, n, 1, a);", "__hpvm__attributes(1, a, 1, a);"))
+        .unwrap();
+    let out = hpvm_mgpu(&["inspect", good.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

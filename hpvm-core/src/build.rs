@@ -230,7 +230,7 @@ impl Builder {
     }
 
     fn hint_and_attributes(&mut self, id: NodeId, f: Val, llvm_params: &[Val], calls: &[(Val, Intrinsic)]) {
-        let name = f.name();
+        let name = crate::names::display_name(&f.name()); // for messages
         for &(call, kind) in calls {
             let args = call.call_args();
             match kind {
@@ -257,6 +257,8 @@ impl Builder {
                     };
                     for (list, is_write) in [(ins, false), (outs, true)] {
                         for v in list {
+                            // A parameter kept in its slot at -O0 (its address is taken).
+                            let v = v.slot_value().filter(|s| s.is_argument()).unwrap_or(v);
                             match llvm_params.iter().position(|p| *p == v) {
                                 Some(i) if self.graph.nodes[id].params[i].ty.is_pointer() => {
                                     let access = &mut self.graph.nodes[id].params[i].access;
@@ -266,7 +268,11 @@ impl Builder {
                                         access.read = true;
                                     }
                                 }
-                                _ => self.diag(Rule::Attributes, call.loc(), format!("__hpvm__attributes in `{name}` names `{}`, which is not a pointer parameter of `{name}`", describe(v))),
+                                _ => {
+                                    let shown = &self.graph.nodes[id].display;
+                                    let message = format!("__hpvm__attributes in `{shown}` names `{}`, which is not a pointer parameter of `{shown}`", describe(v));
+                                    self.diag(Rule::Attributes, call.loc(), message)
+                                }
                             }
                         }
                     }
@@ -277,7 +283,7 @@ impl Builder {
     }
 
     fn internal(&mut self, id: NodeId, f: Val, insts: &[Val], calls: &[(Val, Intrinsic)]) -> Internal {
-        let name = f.name();
+        let name = crate::names::display_name(&f.name()); // for messages
         let mut internal = Internal::default();
         let mut handles: HashMap<Val, Handle> = HashMap::new();
         let mut count_values: HashSet<Val> = HashSet::new();
@@ -366,7 +372,7 @@ impl Builder {
 
     fn create_node(&mut self, id: NodeId, f: Val, call: Val, args: &[Val]) -> Handle {
         let loc = call.loc();
-        let name = f.name();
+        let name = crate::names::display_name(&f.name()); // for messages
         if args.len() < 2 {
             self.diag(
                 Rule::InstanceCountArity,
@@ -396,7 +402,12 @@ impl Builder {
         };
         let child_name = child_fn.name();
         if let Some(pos) = self.stack.iter().position(|&g| g == child_fn) {
-            let cycle: Vec<String> = self.stack[pos..].iter().map(|g| g.name()).chain([child_name]).collect();
+            let cycle: Vec<String> = self.stack[pos..]
+                .iter()
+                .map(|g| g.name())
+                .chain([child_name])
+                .map(|n| crate::names::display_name(&n))
+                .collect();
             self.diag(Rule::Recursion, loc, format!("recursion between node functions: {}", cycle.join(" -> ")));
             return Handle::Reported;
         }
@@ -404,7 +415,8 @@ impl Builder {
             Some(existing) => {
                 match self.graph.nodes[existing].parent {
                     Some(other) => {
-                        let other_name = &self.graph.nodes[other].name;
+                        let other_name = &self.graph.nodes[other].display;
+                        let child_name = crate::names::display_name(&child_name);
                         let msg = if other == id {
                             format!("node function `{child_name}` is created twice by `{name}`; each node needs its own function (first at {})", crate::loc::show(&self.graph.nodes[existing].create_loc))
                         } else {
@@ -477,7 +489,7 @@ impl Builder {
     }
 
     fn leaf(&mut self, f: Val, insts: &[Val]) -> Leaf {
-        let name = f.name();
+        let name = crate::names::display_name(&f.name()); // for messages
         let mut leaf = Leaf::default();
         let mut only_allocates = true;
         // The node body and, transitively, the functions it calls.
@@ -531,7 +543,7 @@ impl Builder {
                         let place = if func == f {
                             format!("leaf node `{name}`")
                         } else {
-                            format!("`{}`, called by leaf node `{name}`", func.name())
+                            format!("`{}`, called by leaf node `{name}`", crate::names::display_name(&func.name()))
                         };
                         self.diag(
                             Rule::GraphIntrinsicInLeaf,
@@ -557,7 +569,7 @@ impl Builder {
                     None => {
                         if seen.insert(callee) {
                             if self.node_of_fn.contains_key(&callee) {
-                                self.diag(Rule::GraphIntrinsicInLeaf, loc.clone(), format!("leaf node `{name}` calls node function `{}` directly; nodes communicate through edges", callee.name()));
+                                self.diag(Rule::GraphIntrinsicInLeaf, loc.clone(), format!("leaf node `{name}` calls node function `{}` directly; nodes communicate through edges", crate::names::display_name(&callee.name())));
                             }
                             leaf.aux_functions.push(callee.name());
                             bodies.push((callee, callee.instructions()));

@@ -239,6 +239,49 @@ impl Val {
         (0..n).map(|i| self.operand(i)).collect()
     }
 
+    /// For a load from a local slot (an `alloca`), the value last stored there when that store
+    /// is the nearest earlier instruction of the load's block that may write memory: the value
+    /// the load reads. At -O0 a parameter whose address is taken (a C++ lambda capturing it by
+    /// reference) stays in its slot, and uses of it are such loads.
+    pub fn slot_value(self) -> Option<Val> {
+        if self.opcode() != Some(LLVMOpcode::LLVMLoad) {
+            return None;
+        }
+        let slot = self.operand(0);
+        if !slot.is_alloca() {
+            return None;
+        }
+        let mut i = unsafe { LLVMGetPreviousInstruction(self.0) };
+        while !i.is_null() {
+            let inst = Val(i);
+            match inst.opcode() {
+                Some(LLVMOpcode::LLVMStore) => {
+                    let to = inst.operand(1);
+                    if to == slot {
+                        return Some(inst.operand(0));
+                    }
+                    // Another slot is other memory; anything else might be this one.
+                    if !to.is_alloca() {
+                        return None;
+                    }
+                }
+                Some(LLVMOpcode::LLVMCall) => {
+                    // Only calls that write no memory of the program's.
+                    let name = inst.called_function().map(|f| f.name()).unwrap_or_default();
+                    if !(name.starts_with("llvm.dbg.") || name.starts_with("__hpvm__")) {
+                        return None;
+                    }
+                }
+                Some(LLVMOpcode::LLVMInvoke | LLVMOpcode::LLVMAtomicRMW | LLVMOpcode::LLVMAtomicCmpXchg) => {
+                    return None
+                }
+                _ => {}
+            }
+            i = unsafe { LLVMGetPreviousInstruction(i) };
+        }
+        None
+    }
+
     pub fn allocated_type(self) -> LLVMTypeRef {
         unsafe { LLVMGetAllocatedType(self.0) }
     }

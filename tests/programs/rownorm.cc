@@ -1,6 +1,7 @@
 // rownorm.cc -- C++ written the common way: each row scaled to unit length with std::sqrt (a
 // call in <cmath> whose result guards the reads: `s > 0 ? x / s : 0`), a helper template in a
-// namespace, std::vector storage, a packed argument struct and a launch through a template.
+// namespace, a lambda capturing the row by reference (so at -O0 the parameters stay in their
+// stack slots), std::vector storage, a packed argument struct and a launch through a template.
 //
 //   Root (CPU) -> Norm (leaf, one instance per row; a loop over the row's M columns)
 //
@@ -22,13 +23,14 @@ void Norm(float *__restrict__ in, size_t bytes_in, float *__restrict__ out, size
   __hpvm__hint(hpvm::DEVICE);
   __hpvm__attributes(1, in, 1, out);
   long r = __hpvm__getNodeInstanceID_x(__hpvm__getNode());
+  auto cell = [&](long c) { return in[r * m + c]; };
   float s = 0.0f;
   for (long c = 0; c < m; ++c) {
-    s += detail::squared(in[r * m + c]);
+    s += detail::squared(cell(c));
   }
   s = std::sqrt(s);
   for (long c = 0; c < m; ++c) {
-    out[r * m + c] = s > 0.0f ? in[r * m + c] / s : 0.0f;
+    out[r * m + c] = s > 0.0f ? cell(c) / s : 0.0f;
   }
   __hpvm__return(0);
 }

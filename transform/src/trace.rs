@@ -150,7 +150,8 @@ pub fn instrument(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Resu
 
 /// Inlines into each compute leaf the functions it calls (and those they call), as the analysis
 /// does: an access in a helper, or through a pointer a helper returns (`*step(p, x, -1, w)`),
-/// is then the leaf's own, traced to the leaf's parameter.
+/// is then the leaf's own, traced to the leaf's parameter. Then promotes local slots: a
+/// parameter a C++ lambda captured by reference is no longer read back from its slot.
 fn inline_helpers(module: &Module<'_>, graph: &Graph) -> Result<()> {
     use inkwell::attributes::{Attribute, AttributeLoc};
     let nodes: Vec<&str> = graph.nodes.iter().map(|(_, n)| n.name.as_str()).collect();
@@ -170,9 +171,6 @@ fn inline_helpers(module: &Module<'_>, graph: &Graph) -> Result<()> {
                 work.push(callee);
             }
         }
-    }
-    if helpers.is_empty() {
-        return Ok(());
     }
     let ctx = module.get_context();
     let kind = |name: &str| Attribute::get_named_enum_kind_id(name);
@@ -197,7 +195,7 @@ fn inline_helpers(module: &Module<'_>, graph: &Graph) -> Result<()> {
         )
         .ok_or_else(|| Error::Llvm("no target machine for the host".into()))?;
     module
-        .run_passes("always-inline", &tm, inkwell::passes::PassBuilderOptions::create())
+        .run_passes("always-inline,function(sroa)", &tm, inkwell::passes::PassBuilderOptions::create())
         .map_err(|e| Error::Llvm(e.to_string()))
 }
 
