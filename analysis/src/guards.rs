@@ -189,5 +189,10 @@ unsafe fn record(mut a: LLVMValueRef, min: i128, unsigned: bool, out: &mut Vec<F
             _ => break,
         }
     }
+    // The widening erases comparisons (and extensions, looked through above): a fact must
+    // not name one, or a later value at its address could match it.
+    if !LLVMIsACmpInst(a).is_null() {
+        return;
+    }
     out.push((a, min));
 }
