@@ -38,6 +38,7 @@ fn reports_of_programs_written_the_common_way() {
         "unsigned.c",
         "chain.c",
         "rowptr.c",
+        "boxblur.c",
     ] {
         let program = file.split('.').next().unwrap();
         let o = hpvm_mgpu(&["analyze", &format!("tests/programs/{file}")]);

@@ -405,7 +405,13 @@ fn maps_match_what_the_examples_do() {
 #[test]
 fn maps_match_programs_written_the_common_way() {
     type Case<'a> = (&'a str, &'a [&'a [&'a str]], &'a [&'a str]);
-    let cases: [Case; 12] = [
+    let cases: [Case; 13] = [
+        // `int` parameters scaling clamped neighbours, a run-time radius; `unsigned` flips.
+        (
+            "tests/programs/boxblur.c",
+            &[&["11", "7", "4", "3", "2"], &["5", "9", "8", "2", "0"], &["1", "1", "1", "1", "1"]],
+            &["Blur", "Mirror"],
+        ),
         // Neighbours through pointers chosen by clamps; rows past the image.
         ("tests/programs/rowptr.c", &[&["7", "5"], &["1", "1"], &["3", "1"]], &["VSmooth", "HSmooth"]),
         // A blocks node bound out to the next node, blocks that do not divide.

@@ -1,6 +1,7 @@
 //! Lower bounds that guards prove. In `if (y > 0) out[x] = in[(y - 1) * w + x];` the branch
 //! makes `y >= 1` hold wherever the read runs, so the `unsigned` difference `y - 1` cannot wrap
-//! around there and widens exactly (`crate::widen`).
+//! around there and widens exactly (`crate::widen`). Guards between two variables give
+//! differences: under `if (y < h)`, `h >= y + 1`, so `h - 1 - y` (a flip) cannot wrap either.
 //!
 //! Invariants:
 //! - a fact is recorded for a block only when that block has exactly one predecessor, whose
@@ -19,8 +20,13 @@ use llvm_sys::LLVMIntPredicate::{self, *};
 use llvm_sys::LLVMOpcode;
 use std::collections::HashMap;
 
-/// `value >= min`, unsigned.
-pub type Fact = (LLVMValueRef, i128);
+/// `value >= over + min`, unsigned (`over` absent: `value >= min`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fact {
+    pub value: LLVMValueRef,
+    pub over: Option<LLVMValueRef>,
+    pub min: i128,
+}
 
 /// The facts each block's entry edge proves, and each such block's single predecessor.
 pub struct Guards {
@@ -73,7 +79,12 @@ impl Guards {
 
 /// The largest lower bound `facts` give `v`, or 0.
 pub fn known_min(v: LLVMValueRef, facts: &[Fact]) -> i128 {
-    facts.iter().filter(|(x, _)| *x == v).map(|&(_, m)| m).max().unwrap_or(0)
+    facts.iter().filter(|f| f.value == v && f.over.is_none()).map(|f| f.min).max().unwrap_or(0)
+}
+
+/// The largest `k` for which `facts` say `a >= b + k`, if they say any.
+pub fn known_gap(a: LLVMValueRef, b: LLVMValueRef, facts: &[Fact]) -> Option<i128> {
+    facts.iter().filter(|f| f.value == a && f.over == Some(b)).map(|f| f.min).max()
 }
 
 /// The predicate that holds when `p` does not.
@@ -122,9 +133,24 @@ unsafe fn implied(cond: LLVMValueRef, holds: bool, out: &mut Vec<Fact>) {
             (a, b) = (b, a);
             p = swapped(p);
         }
-        if LLVMIsAConstantInt(b).is_null()
-            || LLVMGetTypeKind(LLVMTypeOf(a)) != llvm_sys::LLVMTypeKind::LLVMIntegerTypeKind
-        {
+        if LLVMGetTypeKind(LLVMTypeOf(a)) != llvm_sys::LLVMTypeKind::LLVMIntegerTypeKind {
+            return;
+        }
+        if LLVMIsAConstantInt(b).is_null() {
+            // Two variables, in unsigned order: `a < b` says `b >= a + 1`, and so `b >= 1`.
+            let (big, small, gap) = match p {
+                LLVMIntULT => (b, a, 1),
+                LLVMIntULE => (b, a, 0),
+                LLVMIntUGT => (a, b, 1),
+                LLVMIntUGE => (a, b, 0),
+                _ => return,
+            };
+            if let (Some(big), Some(small)) = (unextended(big), unextended(small)) {
+                out.push(Fact { value: big, over: Some(small), min: gap });
+            }
+            if gap > 0 {
+                record(big, gap, true, out);
+            }
             return;
         }
         let (u, s) = (LLVMConstIntGetZExtValue(b) as i128, LLVMConstIntGetSExtValue(b) as i128);
@@ -194,5 +220,19 @@ unsafe fn record(mut a: LLVMValueRef, min: i128, unsigned: bool, out: &mut Vec<F
     if !LLVMIsACmpInst(a).is_null() {
         return;
     }
-    out.push((a, min));
+    out.push(Fact { value: a, over: None, min });
+}
+
+/// `a` under its zero extensions (which keep unsigned order), unless it is a comparison or a
+/// sign extension, which the widening erases or whose unsigned order differs.
+///
+/// # Safety
+/// `a` must be a live value.
+unsafe fn unextended(mut a: LLVMValueRef) -> Option<LLVMValueRef> {
+    while !LLVMIsAInstruction(a).is_null() && LLVMGetInstructionOpcode(a) == LLVMOpcode::LLVMZExt {
+        a = LLVMGetOperand(a, 0);
+    }
+    let erased = !LLVMIsACmpInst(a).is_null()
+        || (!LLVMIsAInstruction(a).is_null() && LLVMGetInstructionOpcode(a) == LLVMOpcode::LLVMSExt);
+    (!erased).then_some(a)
 }

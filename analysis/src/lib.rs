@@ -147,7 +147,7 @@ pub fn analyze_program(
     let crop_and_widen = |f: inkwell::values::FunctionValue<'_>, w: &wrap::Wrapper<'_>, shared: &[u32], split: bool| {
         // Cropping first: the clamps it unfolds compare and index with narrowed values too.
         let c = crop::crop(f, shared, split);
-        let narrow = widen::widen(f, &|counter| w.counter_bound(counter));
+        let narrow = widen::widen(f, &|counter| w.counter_bound(counter), &w.narrowed);
         (c, narrow)
     };
     let mut cropped = Vec::new();
@@ -245,6 +245,7 @@ pub fn analyze_program(
         let scops = match scops {
             Ok(mut s) => {
                 bounds::settle(&isl, &mut s);
+                narrow_contexts(&isl, &mut s, &w.narrowed);
                 s
             }
             Err(e) => {
@@ -396,6 +397,26 @@ fn resolve_throughs(entry: &mut Node, indirect: &[(u32, maps::Through)], params:
                 let why = why.unwrap_or_default();
                 entry.reasons.push(reason(why, &t.location));
             }
+        }
+    }
+}
+
+/// Adds to each SCoP's context the range of the type of each narrow parameter, which the
+/// wrapper takes as `i64` (`wrap::Wrapper::narrowed`): the runtime reads the value
+/// sign-extended, so conditions that only fail outside that range never reach `valid_when`.
+fn narrow_contexts(isl: &isl_glue::Isl, scops: &mut polly::Scops, narrowed: &[(String, u32)]) {
+    for ctx in &mut scops.contexts {
+        let Ok(mut set) = isl.set(ctx) else { continue };
+        let names = set.params().unwrap_or_default();
+        for (name, bits) in narrowed.iter().filter(|(n, _)| names.contains(n)) {
+            let half = 1i128 << (bits - 1);
+            if let Ok(range) = isl.set(&format!("[{name}] -> {{ : -{half} <= {name} < {half} }}")) {
+                let Ok(s) = set.intersect(range) else { return };
+                set = s;
+            }
+        }
+        if let Ok(text) = set.to_text() {
+            *ctx = text;
         }
     }
 }

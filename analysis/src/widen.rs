@@ -176,6 +176,9 @@ unsafe fn unsigned_max(v: LLVMValueRef, bound: &dyn Fn(&str) -> Option<String>, 
     if let Some((a, c)) = difference(v) {
         return (unsigned_min(a, facts) >= c).then(|| unsigned_max(a, bound, facts)).flatten();
     }
+    if let Some((a, _)) = guarded_difference(v, facts) {
+        return unsigned_max(a, bound, facts);
+    }
     match LLVMGetInstructionOpcode(v) {
         op @ (LLVMOpcode::LLVMAdd | LLVMOpcode::LLVMMul) => {
             let a = unsigned_max(LLVMGetOperand(v, 0), bound, facts)?;
@@ -216,6 +219,22 @@ unsafe fn unsigned_min(v: LLVMValueRef, facts: &[Fact]) -> i128 {
     known.max(structural)
 }
 
+/// The name of the wrapper parameter `v` is, directly or as the truncation of a narrowed one
+/// back to its width (`crate::wrap`).
+///
+/// # Safety
+/// `v` must be a live value.
+unsafe fn parameter(v: LLVMValueRef, narrowed: &[(String, u32)]) -> Option<String> {
+    if !LLVMIsAArgument(v).is_null() {
+        return Some(name_of(v)).filter(|n| !n.is_empty());
+    }
+    if LLVMIsAInstruction(v).is_null() || LLVMGetInstructionOpcode(v) != LLVMOpcode::LLVMTrunc {
+        return None;
+    }
+    let (arg, bits) = (LLVMGetOperand(v, 0), LLVMGetIntTypeWidth(LLVMTypeOf(v)));
+    (!LLVMIsAArgument(arg).is_null() && narrowed.contains(&(name_of(arg), bits))).then(|| name_of(arg))
+}
+
 /// `(a, c)` when `v` subtracts the constant `c > 0` from `a`: `sub a, c`, or `add a, -c` as
 /// LLVM writes it.
 ///
@@ -237,6 +256,39 @@ unsafe fn difference(v: LLVMValueRef) -> Option<(LLVMValueRef, i128)> {
         LLVMOpcode::LLVMAdd if c < 0 => Some((a, -c)),
         _ => None,
     }
+}
+
+/// `(a, b)` when `v` is `a - b` of two variables and the guards (`facts`) prove `a >= b`,
+/// so that the unsigned difference does not wrap around: `a` may subtract a constant from
+/// what a guard names, `b` add one (`h - 1 - y` under `y < h`, which says `h >= y + 1`).
+///
+/// # Safety
+/// `v` must be a live value.
+unsafe fn guarded_difference(v: LLVMValueRef, facts: &[Fact]) -> Option<(LLVMValueRef, LLVMValueRef)> {
+    if LLVMIsAInstruction(v).is_null() || LLVMGetInstructionOpcode(v) != LLVMOpcode::LLVMSub {
+        return None;
+    }
+    let (a, b) = (LLVMGetOperand(v, 0), LLVMGetOperand(v, 1));
+    if !LLVMIsAConstantInt(b).is_null() || !LLVMIsAConstantInt(a).is_null() {
+        return None;
+    }
+    // a = base_a - less, b = base_b + more: need base_a >= base_b + less + more.
+    let (mut base_a, mut less) = (a, 0i128);
+    while let Some((x, c)) = difference(base_a) {
+        (base_a, less) = (x, less + c);
+    }
+    let (mut base_b, mut more) = (b, 0i128);
+    while !LLVMIsAInstruction(base_b).is_null()
+        && LLVMGetInstructionOpcode(base_b) == LLVMOpcode::LLVMAdd
+        && (LLVMGetNUW(base_b) != 0)
+        && !LLVMIsAConstantInt(LLVMGetOperand(base_b, 1)).is_null()
+        && LLVMConstIntGetSExtValue(LLVMGetOperand(base_b, 1)) >= 0
+    {
+        more += LLVMConstIntGetSExtValue(LLVMGetOperand(base_b, 1)) as i128;
+        base_b = LLVMGetOperand(base_b, 0);
+    }
+    let gap = guards::known_gap(base_a, base_b, facts)?;
+    (gap >= less + more).then_some((a, b))
 }
 
 /// The start `c` and end `n` of a counting loop `for (i = c; i != n (or i < n, unsigned); ++i)`
@@ -297,7 +349,7 @@ pub struct Narrowing {
 /// Widens the extensions of `f` (see the module docs); `bound` gives, by the name of an
 /// instance loop counter, its exclusive upper bound as an ISL expression (a number or a
 /// parameter). Returns the conditions under which the result equals the original.
-pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Narrowing {
+pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>, narrowed: &[(String, u32)]) -> Narrowing {
     let mut conditions: Vec<(Vec<String>, String)> = Vec::new();
     let mut bounds: Vec<String> = Vec::new();
     let mut wrapping: Vec<String> = Vec::new();
@@ -380,7 +432,7 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Na
                 // parameter `a` (`w - 1`), from a condition the runtime checks.
                 _ if !signed && !promised(x) && difference(x).is_some() => {
                     let (a, c) = difference(x).expect("matched");
-                    let param = (!LLVMIsAArgument(a).is_null()).then(|| name_of(a)).filter(|n| !n.is_empty());
+                    let param = parameter(a, narrowed);
                     if let Some(b) = fits(x) {
                         // A parameter is below 2^bits by its type: its bound says nothing.
                         if param.is_none() {
@@ -399,6 +451,23 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Na
                         work.push(wide_a);
                     }
                     LLVMBuildNUWSub(builder, wide_a, LLVMConstInt(wide, c as u64, 0), c"wide".as_ptr())
+                }
+                // `a - b` in `unsigned` where the guards prove `a >= b` (a flip, `h - 1 - y`
+                // under `y < h`): the guard compared these very 32-bit values, so the
+                // difference is exact as it is, and equals that of the extended operands
+                // (whose own widening answers for them).
+                _ if !signed && !promised(x) && guarded_difference(x, &facts).is_some() => {
+                    LLVMPositionBuilderBefore(builder, ext);
+                    let (a, b) = (
+                        LLVMBuildZExt(builder, LLVMGetOperand(x, 0), wide, c"wide".as_ptr()),
+                        LLVMBuildZExt(builder, LLVMGetOperand(x, 1), wide, c"wide".as_ptr()),
+                    );
+                    for v in [a, b] {
+                        if !LLVMIsAInstruction(v).is_null() && LLVMGetInstructionOpcode(v) == LLVMOpcode::LLVMZExt {
+                            work.push(v);
+                        }
+                    }
+                    LLVMBuildNUWSub(builder, a, b, c"wide".as_ptr())
                 }
                 op @ (LLVMOpcode::LLVMAdd | LLVMOpcode::LLVMSub | LLVMOpcode::LLVMMul)
                     if promised(x)
@@ -462,6 +531,14 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>) -> Na
                         }
                         e
                     } else if flagged || (is_instance_counter(v) && bits >= 32) {
+                        v
+                    } else if !LLVMIsAArgument(v).is_null() && narrowed.contains(&(name_of(v), bits)) {
+                        // The leaf's own narrow parameter, which the wrapper takes as the
+                        // runtime reads it, sign-extended (`crate::wrap`): its sign extension
+                        // is that value, its zero extension too where it is not negative.
+                        if !signed {
+                            conditions.push((vec![name_of(v)], format!("{} >= 0", name_of(v))));
+                        }
                         v
                     } else if !LLVMIsAArgument(v).is_null() && (2..=63).contains(&bits) {
                         let name = name_of(v);
@@ -545,7 +622,7 @@ mod tests {
         let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "t");
         let m = ctx.create_module_from_ir(buf).unwrap();
         let f = m.get_function("f").unwrap();
-        let n = widen(f, &|c| c.starts_with("iv.t").then(|| "16".to_string()));
+        let n = widen(f, &|c| c.starts_with("iv.t").then(|| "16".to_string()), &[]);
         assert!(m.verify().is_ok(), "{}", m.print_to_string());
         (n, f.print_to_string().to_string())
     }
@@ -654,6 +731,70 @@ mod tests {
             assert!(n.bounds.is_empty(), "{cond}: {:?}", n.bounds);
             assert!(text.contains("zext i32 %m"), "{cond}: {text}");
             assert_eq!(n.wrapping.len(), 1, "{cond}");
+        }
+    }
+
+    /// `out[EXPR]`, `y` a global coordinate and `h` a parameter, under the guard `COND`
+    /// (branching to the access on `ON`).
+    fn guarded_flip(cond: &str, on: bool, expr: &str) -> String {
+        let (t, e) = if on { ("body", "latch") } else { ("latch", "body") };
+        format!(
+            "define void @f(ptr %out, i32 %h, i64 %boffy) {{
+             entry:
+               br label %loop
+             loop:
+               %iv.t0 = phi i64 [ 0, %entry ], [ %next, %latch ]
+               %y64 = add nsw i64 %boffy, %iv.t0
+               %y = trunc i64 %y64 to i32
+               %g = {cond}
+               br i1 %g, label %{t}, label %{e}
+             body:
+               %hm1 = add i32 %h, -1
+               %y1 = add nuw i32 %y, 1
+               {expr}
+               %z = zext i32 %i to i64
+               %p = getelementptr inbounds float, ptr %out, i64 %z
+               store float 0.0, ptr %p
+               br label %latch
+             latch:
+               %next = add nuw nsw i64 %iv.t0, 1
+               %c = icmp ne i64 %next, 16
+               br i1 %c, label %loop, label %exit
+             exit:
+               ret void
+             }}"
+        )
+    }
+
+    #[test]
+    fn a_difference_of_variables_a_guard_orders_is_widened() {
+        for (cond, on, expr) in [
+            ("icmp ult i32 %y, %h", true, "%i = sub i32 %hm1, %y"),
+            ("icmp ugt i32 %h, %y", true, "%i = sub i32 %hm1, %y"),
+            ("icmp uge i32 %y, %h", false, "%i = sub i32 %hm1, %y"),
+            ("icmp ult i32 %y, %h", true, "%i = sub i32 %h, %y1"),
+            ("icmp ule i32 %y, %h", true, "%i = sub i32 %h, %y"),
+        ] {
+            let (n, text) = widened(&guarded_flip(cond, on, expr));
+            assert!(n.wrapping.is_empty(), "{cond}, {expr}: {:?}", n.wrapping);
+            assert!(!text.contains("zext i32 %i") && text.contains("sub nuw i64"), "{cond}, {expr}: {text}");
+        }
+    }
+
+    #[test]
+    fn a_difference_of_variables_without_an_ordering_guard_is_left_alone() {
+        for (cond, on, expr) in [
+            // `y <= h` leaves `h - 1 - y` at -1 for y = h.
+            ("icmp ule i32 %y, %h", true, "%i = sub i32 %hm1, %y"),
+            ("icmp ult i32 %y, %h", false, "%i = sub i32 %hm1, %y"),
+            // Signed order says nothing of unsigned values.
+            ("icmp slt i32 %y, %h", true, "%i = sub i32 %hm1, %y"),
+            // The guard orders `y` below `h`, not the other way round.
+            ("icmp ult i32 %y, %h", true, "%i = sub i32 %y, %h"),
+        ] {
+            let (n, text) = widened(&guarded_flip(cond, on, expr));
+            assert_eq!(n.wrapping.len(), 1, "{cond}, {expr}");
+            assert!(text.contains("zext i32 %i"), "{cond}, {expr}: {text}");
         }
     }
 

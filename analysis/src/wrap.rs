@@ -45,6 +45,9 @@ pub struct Wrapper<'ctx> {
     /// Wrapper parameter names, in order: the leaf's parameters (sanitized and unique), then
     /// the grid parameters.
     pub params: Vec<String>,
+    /// The leaf's integer parameters narrower than 64 bits, by wrapper name, with their
+    /// width: the wrapper takes each as `i64` and truncates it for the call (see [`wrap`]).
+    pub narrowed: Vec<(String, u32)>,
     /// Loop header names of the wrapper loops, outermost first, with what each one is:
     /// `(level, dim)`, level 1 for blocks, 0 for threads or instances.
     pub loops: Vec<(String, usize, usize)>,
@@ -120,8 +123,23 @@ pub fn wrap<'ctx>(
         let name = isl_name(&p.name, i, &params);
         params.push(name);
     }
-    let mut types: Vec<inkwell::types::BasicMetadataTypeEnum> =
-        lf.get_params().iter().map(|p| p.get_type().into()).collect();
+    // An `int w` parameter reaches Polly as `sext i32 %w` wherever it scales an index, and
+    // Polly delinearizes only by sizes that are plain parameters: `(h - 1) * w` of two
+    // extended `int`s becomes an opaque product and the array stays one-dimensional. So the
+    // wrapper takes every narrow integer parameter as `i64`, the value the runtime reads
+    // (sign-extended, `runtime::desc`), and truncates it for the leaf; the widening turns
+    // `sext (trunc w)` back into `w` (`crate::widen`).
+    let mut narrowed: Vec<(String, u32)> = Vec::new();
+    let mut types: Vec<inkwell::types::BasicMetadataTypeEnum> = Vec::new();
+    for (i, p) in lf.get_params().iter().enumerate() {
+        match p.get_type() {
+            inkwell::types::BasicTypeEnum::IntType(t) if (8..64).contains(&t.get_bit_width()) => {
+                narrowed.push((params[i].clone(), t.get_bit_width()));
+                types.push(i64t.into());
+            }
+            t => types.push(t.into()),
+        }
+    }
     let grid_names: Vec<&str> = GRID_PARAMS
         .iter()
         .chain(&PARENT_IDS)
@@ -175,6 +193,16 @@ pub fn wrap<'ctx>(
 
     let entry = ctx.append_basic_block(f, "entry");
     b.position_at_end(entry);
+    let mut args: Vec<BasicMetadataValueEnum> = Vec::new();
+    for (i, p) in lf.get_params().iter().enumerate() {
+        let wide = f.get_nth_param(i as u32).expect("leaf parameter");
+        args.push(match p.get_type() {
+            inkwell::types::BasicTypeEnum::IntType(t) if wide.get_type() != p.get_type() => {
+                e(b.build_int_truncate(wide.into_int_value(), t, &format!("{}.narrow", params[i])))?.into()
+            }
+            _ => wide.into(),
+        });
+    }
     let mut open: Vec<(
         inkwell::basic_block::BasicBlock,
         inkwell::basic_block::BasicBlock,
@@ -228,8 +256,6 @@ pub fn wrap<'ctx>(
             count: vec![std::array::from_fn(|d| if d < dims { gx[d] } else { one }), [pcount[0], pcount[1], pcount[2]]],
         },
     };
-    let args: Vec<BasicMetadataValueEnum> =
-        (0..n_leaf).map(|i| f.get_nth_param(i as u32).expect("leaf parameter").into()).collect();
     e(b.build_call(lf, &args, ""))?;
     for (header, exit, phi, n) in open.into_iter().rev() {
         let latch = b.get_insert_block().expect("positioned");
@@ -242,7 +268,7 @@ pub fn wrap<'ctx>(
     }
     e(b.build_return(None))?;
     let loops = bounds.iter().map(|(tag, level, d, _)| (tag.clone(), *level, *d)).collect();
-    Ok(Wrapper { function: f, coords, dims, params, loops, levels })
+    Ok(Wrapper { function: f, coords, dims, params, narrowed, loops, levels })
 }
 
 impl<'ctx> Wrapper<'ctx> {
