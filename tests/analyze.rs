@@ -39,6 +39,7 @@ fn reports_of_programs_written_the_common_way() {
         "chain.c",
         "rowptr.c",
         "boxblur.c",
+        "escape.c",
     ] {
         let program = file.split('.').next().unwrap();
         let o = hpvm_mgpu(&["analyze", &format!("tests/programs/{file}")]);

@@ -405,7 +405,9 @@ fn maps_match_what_the_examples_do() {
 #[test]
 fn maps_match_programs_written_the_common_way() {
     type Case<'a> = (&'a str, &'a [&'a [&'a str]], &'a [&'a str]);
-    let cases: [Case; 13] = [
+    let cases: [Case; 14] = [
+        // Loops whose exits depend on the data: an integer and a `float` condition, a `break`.
+        ("tests/programs/escape.c", &[&["7", "5", "4"], &["3", "9", "5"], &["1", "1", "1"]], &["Collatz", "Grow"]),
         // `int` parameters scaling clamped neighbours, a run-time radius; `unsigned` flips.
         (
             "tests/programs/boxblur.c",

@@ -2,7 +2,9 @@
 // function of a module and return its SCoPs' domains and access relations as text.
 // Text is the only thing that leaves: Polly links its own copy of ISL.
 #include "polly/RegisterPasses.h"
+#include "polly/ScopDetection.h"
 #include "polly/ScopInfo.h"
+#include "llvm/Analysis/RegionInfo.h"
 #include "polly/Support/GICHelper.h"
 #include "llvm-c/Core.h"
 #include "llvm/Analysis/ScalarEvolutionExpressions.h"
@@ -13,6 +15,8 @@
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Transforms/Utils/UnifyLoopExits.h"
+#include "llvm/Analysis/LoopInfo.h"
 #include "llvm/Support/CommandLine.h"
 #include <algorithm>
 #include <cstdlib>
@@ -249,6 +253,57 @@ static std::string compound_params(polly::Scop &scop) {
   return out;
 }
 
+// `c` as a condition Polly accepts at a loop's exit: an `icmp` or a constant, or `and`/`or` of
+// such. Anything else (an `fcmp`, a short-circuit `phi` or `select`, a loaded flag) becomes
+// `icmp ne (zext c), 0`, inserted before `at`.
+static Value *as_icmp(Value *c, Instruction *at) {
+  if (isa<ICmpInst>(c) || isa<ConstantInt>(c))
+    return c;
+  if (auto *op = dyn_cast<BinaryOperator>(c))
+    if (op->getOpcode() == Instruction::And || op->getOpcode() == Instruction::Or) {
+      Value *a = as_icmp(op->getOperand(0), at), *b = as_icmp(op->getOperand(1), at);
+      if (a == op->getOperand(0) && b == op->getOperand(1))
+        return c;
+      return BinaryOperator::Create(op->getOpcode(), a, b, "hpvm.exit", at);
+    }
+  auto *z = new ZExtInst(c, Type::getInt32Ty(c->getContext()), "hpvm.exit", at);
+  return new ICmpInst(at, ICmpInst::ICMP_NE, z, ConstantInt::get(z->getType(), 0), "hpvm.exit");
+}
+
+// Loops whose exit depends on the data (`while (x * x + y * y < 4.0f)`, a search that
+// `break`s) have no trip count Polly can model; it can still over-approximate such a loop as
+// one statement (`--polly-allow-nonaffine-loops`), keeping the code around it exact, but its
+// detection dismisses the whole region instead when a loop has several exit blocks, or when
+// a loop's exit condition is not an `icmp` (it logs that as an error before it considers
+// boxing the loop). So every loop gets one exit block (LLVM's UnifyLoopExits), and each
+// exit condition of another kind is put as an `icmp`, which Polly finds non-affine and boxes.
+static void prepare_loops(Function &F, FunctionAnalysisManager &FAM) {
+  FunctionPassManager FPM;
+  FPM.addPass(UnifyLoopExitsPass());
+  FPM.run(F, FAM);
+  LoopInfo &LI = FAM.getResult<LoopAnalysis>(F);
+  std::vector<BranchInst *> control;
+  for (Loop *L : LI.getLoopsInPreorder()) {
+    SmallVector<BasicBlock *, 4> blocks;
+    L->getExitingBlocks(blocks);
+    L->getLoopLatches(blocks);
+    for (BasicBlock *BB : blocks)
+      if (auto *BI = dyn_cast<BranchInst>(BB->getTerminator()))
+        if (BI->isConditional() && std::find(control.begin(), control.end(), BI) == control.end())
+          control.push_back(BI);
+  }
+  bool changed = false;
+  for (BranchInst *BI : control) {
+    Value *c = as_icmp(BI->getCondition(), BI);
+    if (c != BI->getCondition()) {
+      BI->setCondition(c);
+      changed = true;
+    }
+  }
+  if (changed)
+    FAM.invalidate(F, PreservedAnalyses::none());
+}
+
 extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *function) {
   // A function-local static is initialized exactly once even when several threads analyse at
   // the same time (the test harness does): parsing the options twice registers `-h` twice and
@@ -277,7 +332,11 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
                           "--polly-allow-nonaffine-loops",
                           "--polly-ignore-inbounds",
                           "--polly-allow-error-blocks=false"};
-    cl::ParseCommandLineOptions(sizeof argv / sizeof *argv, argv, "", nullptr, nullptr, true);
+    std::vector<const char *> args(argv, argv + sizeof argv / sizeof *argv);
+    // Debugging: why Polly rejects a region, as LLVM remarks on stderr.
+    if (std::getenv("HPVM_MGPU_POLLY_REMARKS"))
+      args.push_back("--pass-remarks-missed=polly-detect");
+    cl::ParseCommandLineOptions((int)args.size(), args.data(), "", nullptr, nullptr, true);
     return true;
   }();
   (void)options_set;
@@ -298,8 +357,23 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
   PB.registerLoopAnalyses(LAM);
   PB.crossRegisterProxies(LAM, FAM, CGAM, MAM);
 
+  prepare_loops(*F, FAM);
   std::string out;
   polly::ScopInfo &SI = FAM.getResult<polly::ScopInfoAnalysis>(*F);
+  if (std::getenv("HPVM_MGPU_POLLY_REMARKS")) {
+    // Debugging: every region Polly rejected, with its reasons in full.
+    polly::ScopDetection &SD = FAM.getResult<polly::ScopAnalysis>(*F);
+    std::vector<const Region *> work{FAM.getResult<RegionInfoAnalysis>(*F).getTopLevelRegion()};
+    while (!work.empty()) {
+      const Region *R = work.back();
+      work.pop_back();
+      if (const polly::RejectLog *Log = SD.lookupRejectionLog(R))
+        for (auto &Reason : *Log)
+          errs() << "polly rejects " << R->getNameStr() << ": " << Reason->getMessage() << "\n";
+      for (auto &Sub : *R)
+        work.push_back(Sub.get());
+    }
+  }
   int n = 0;
   for (auto &It : SI) {
     polly::Scop *S = It.second.get();

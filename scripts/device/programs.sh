@@ -16,7 +16,8 @@ declare -A args=([mesh]="5003" [transpose]="130 70" [mixed]="3000 10" [helpers]=
   [blur]="130 70 16 5 3" [jacobi1d]="1003 50 5" [gemm_nt]="96 120 16 16 8"
   [conv]="1000 700 3" [gridstride]="100003 64 7" [rownorm]="100000 37"
   [radius]="1000 700 4 256" [unsigned]="8000 1000 32 8" [chain]="20000000 256 4"
-  [rowptr]="4000 3000" [boxblur]="4000 3000 32 8 3")
+  [rowptr]="4000 3000" [boxblur]="4000 3000 32 8 3"
+  [escape]="4000 3000 256")
 bad=0
 rows=""
 sep=""
