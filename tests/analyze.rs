@@ -40,6 +40,7 @@ fn reports_of_programs_written_the_common_way() {
         "rowptr.c",
         "boxblur.c",
         "escape.c",
+        "planes.c",
     ] {
         let program = file.split('.').next().unwrap();
         let o = hpvm_mgpu(&["analyze", &format!("tests/programs/{file}")]);

@@ -259,6 +259,10 @@ pub fn analyze_program(
         // every argument is known.
         let mut indirect: Vec<(u32, maps::Through)> = Vec::new();
         let mut read_in_bounds: Vec<(u32, Vec<String>)> = Vec::new();
+        // Parameter sets where distinct instances write distinct elements, for write maps
+        // that are one-to-one only for some launches (rows `row`, `row_size + row`: while the
+        // grid has at most `row_size` rows).
+        let mut distinct_writes: Vec<String> = Vec::new();
         for (i, p) in node.params.iter().enumerate() {
             if !p.ty.is_pointer() || shared.contains(&(i as u32)) {
                 continue;
@@ -304,6 +308,10 @@ pub fn analyze_program(
             }
             if let (WriteKind::Exact, Some(map)) = (acc.write, &acc.write_map) {
                 if !once_each(map) {
+                    if let Some(ok) = distinct_where(&isl, map) {
+                        distinct_writes.push(ok);
+                        continue;
+                    }
                     entry.reasons.push(reason(
                         format!("several instances write the same element of `{}`", w.params[i]),
                         &entry.location,
@@ -325,7 +333,7 @@ pub fn analyze_program(
             };
             entry.reasons.push(reason(what, &u.location));
         }
-        entry.valid_when = valid_context(&isl, &scops, &narrow.conditions);
+        entry.valid_when = valid_context(&isl, &scops, &narrow.conditions, &distinct_writes);
         entry.bounds = narrow.bounds.clone();
         for (i, conds) in &read_in_bounds {
             let valid = entry.valid_when.clone();
@@ -401,6 +409,28 @@ fn resolve_throughs(entry: &mut Node, indirect: &[(u32, maps::Through)], params:
     }
 }
 
+/// The parameter set (text) where write map `map` sends distinct instances to distinct
+/// elements, when that includes launches of two instances or more along some dimension
+/// (within the standing bounds); `None` when it does not, or ISL cannot say.
+fn distinct_where(isl: &isl_glue::Isl, map: &str) -> Option<String> {
+    let m = isl.map(map).ok()?;
+    let ok = m.collisions().ok()?.complement().ok()?.drop_unused_params().ok()?;
+    let names = ok.params().ok()?;
+    // ... and writes something.
+    let writes = m.copy().ok()?.params_set().ok()?;
+    let mut useful = ok.copy().ok()?.intersect(isl.set(&standing_bounds(&names)).ok()?).ok()?.intersect(writes).ok()?;
+    // A launch that splits has two instances along its split dimension at least.
+    let grid: Vec<&str> = wrap::GRID_PARAMS.iter().copied().filter(|g| names.iter().any(|n| n == g)).collect();
+    if !grid.is_empty() {
+        let wide = grid.iter().map(|g| format!("{g} >= 2")).collect::<Vec<_>>().join(" or ");
+        useful = useful.intersect(isl.set(&format!("[{}] -> {{ : {wide} }}", grid.join(", "))).ok()?).ok()?;
+    }
+    if useful.is_empty().ok()? {
+        return None;
+    }
+    ok.to_text().ok()
+}
+
 /// Adds to each SCoP's context the range of the type of each narrow parameter, which the
 /// wrapper takes as `i64` (`wrap::Wrapper::narrowed`): the runtime reads the value
 /// sign-extended, so conditions that only fail outside that range never reach `valid_when`.
@@ -423,8 +453,20 @@ fn narrow_contexts(isl: &isl_glue::Isl, scops: &mut polly::Scops, narrowed: &[(S
 
 /// Polly's assumptions and the conditions of `narrow` (see [`widen`]) as one parameter set;
 /// `None` when there are none.
-fn valid_context(isl: &isl_glue::Isl, scops: &polly::Scops, narrow: &[(Vec<String>, String)]) -> Option<String> {
+fn valid_context(
+    isl: &isl_glue::Isl,
+    scops: &polly::Scops,
+    narrow: &[(Vec<String>, String)],
+    extra: &[String],
+) -> Option<String> {
     let mut valid: Option<isl_glue::ElementSet> = None;
+    for e in extra {
+        let Ok(s) = isl.set(e) else { return Some("false".into()) };
+        valid = Some(match valid {
+            Some(v) => v.intersect(s).ok()?,
+            None => s,
+        });
+    }
     if !narrow.is_empty() {
         let mut names: Vec<&str> = narrow.iter().flat_map(|(n, _)| n.iter().map(String::as_str)).collect();
         names.sort();

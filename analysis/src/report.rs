@@ -99,7 +99,7 @@ fn node(s: &mut String, n: &Node) {
         }
     }
     for b in &n.bounds {
-        let _ = writeln!(s, "  these maps assume {b} (32-bit unsigned index arithmetic does not wrap around)");
+        let _ = writeln!(s, "  these maps assume {b} (the narrow index arithmetic does not overflow)");
     }
     if let Some(v) = &n.valid_when {
         let _ = writeln!(s, "  these maps assume {v}; otherwise the node runs on one device");

@@ -174,7 +174,15 @@ unsafe fn unsigned_max(v: LLVMValueRef, bound: &dyn Fn(&str) -> Option<String>, 
         return None;
     }
     if let Some((a, c)) = difference(v) {
-        return (unsigned_min(a, facts) >= c).then(|| unsigned_max(a, bound, facts)).flatten();
+        if unsigned_min(a, facts) >= c {
+            return unsigned_max(a, bound, facts);
+        }
+        // A parameter has one value per launch: where it is below `c`, the bound's
+        // subexpression is negative and the runtime's check fails (`dashdb::Bound::holds`).
+        return (!LLVMIsAArgument(a).is_null())
+            .then(|| name_of(a))
+            .filter(|n| !n.is_empty())
+            .map(|n| format!("({n} - {c})"));
     }
     if let Some((a, _)) = guarded_difference(v, facts) {
         return unsigned_max(a, bound, facts);
@@ -186,6 +194,15 @@ unsafe fn unsigned_max(v: LLVMValueRef, bound: &dyn Fn(&str) -> Option<String>, 
             Some(if op == LLVMOpcode::LLVMAdd { format!("({a} + {b})") } else { format!("{a} * {b}") })
         }
         LLVMOpcode::LLVMTrunc | LLVMOpcode::LLVMZExt => unsigned_max(LLVMGetOperand(v, 0), bound, facts),
+        // `(long)(int)id`: an instance counter (below 2^31) truncated to 32 bits or more and
+        // sign-extended back is the counter (the widening makes the same step).
+        LLVMOpcode::LLVMSExt => {
+            let t = LLVMGetOperand(v, 0);
+            let counter = (!LLVMIsAInstruction(t).is_null() && LLVMGetInstructionOpcode(t) == LLVMOpcode::LLVMTrunc)
+                .then(|| LLVMGetOperand(t, 0))
+                .filter(|&c| is_instance_counter(c) && LLVMGetIntTypeWidth(LLVMTypeOf(t)) >= 32)?;
+            unsigned_max(counter, bound, facts)
+        }
         _ => None,
     }
 }
@@ -433,7 +450,7 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>, narro
                 _ if !signed && !promised(x) && difference(x).is_some() => {
                     let (a, c) = difference(x).expect("matched");
                     let param = parameter(a, narrowed);
-                    if let Some(b) = fits(x) {
+                    if let Some(b) = fits(x).filter(|_| unsigned_min(a, &facts) >= c) {
                         // A parameter is below 2^bits by its type: its bound says nothing.
                         if param.is_none() {
                             bounds.push(b);
@@ -570,11 +587,20 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>, narro
                         // A sum of non-negative terms (a global coordinate `offset + thread`):
                         // kept while its largest value fits the narrow type.
                         let mut names = Vec::new();
-                        let Some(max) = max_of(v, bound, &mut names) else { continue };
                         let limit = if signed { 1i128 << (bits - 1) } else { 1i128 << bits };
-                        names.sort();
-                        names.dedup();
-                        conditions.push((names, format!("{max} < {limit}")));
+                        if let Some(max) = max_of(v, bound, &mut names) {
+                            names.sort();
+                            names.dedup();
+                            conditions.push((names, format!("{max} < {limit}")));
+                        } else {
+                            // `int index = (chan * row_size + row) * col_size + col` over
+                            // `size_t` sizes: 64-bit arithmetic of non-negative values (its
+                            // flags do not matter), truncated to `int`. While its largest value,
+                            // a polynomial the runtime checks (`bounds`), fits the narrow type,
+                            // no operation under it wrapped and the truncation kept the value.
+                            let Some(max) = unsigned_max(v, bound, &facts) else { continue };
+                            bounds.push(format!("{max} < {limit}"));
+                        }
                         v
                     }
                 }

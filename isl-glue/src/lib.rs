@@ -341,6 +341,14 @@ impl<'i> AccessMap<'i> {
         Ok(self.map.is_injective()?)
     }
 
+    /// The parameter values for which two distinct inputs reach the same output: where the
+    /// map is not injective (a write map: where instances would write the same element).
+    pub fn collisions(&self) -> Result<ElementSet<'i>> {
+        let shared = self.map.copy()?.apply_range(self.map.copy()?.reverse()?)?;
+        let same = isl::Map::identity(shared.get_space()?)?;
+        Ok(ElementSet { isl: self.isl, set: shared.subtract(same)?.params()?.coalesce()? })
+    }
+
     /// Whether every input reaches at most one output (for every parameter value).
     pub fn is_single_valued(&self) -> Result<bool> {
         Ok(self.map.is_single_valued()?)

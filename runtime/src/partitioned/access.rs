@@ -553,17 +553,17 @@ fn split(
                     // clipped without a word.
                     (kind, Some(m)) => {
                         let what = if kind == ReadKind::Exact { "reads" } else { "" };
-                        ctx.rects(m, &fixed, shape, what)?.unwrap_or_else(whole)
+                        ctx.rects(m, &fixed, shape, what, true)?.unwrap_or_else(whole)
                     }
                     (_, None) => whole(),
                 };
                 let (w, may) = match (arg.write, &arg.write_map) {
                     (WriteKind::None, _) => (vec![], false),
                     (WriteKind::Exact, Some(m)) => {
-                        (ctx.rects(m, &fixed, shape, "writes")?.ok_or_else(too_fragmented)?, false)
+                        (ctx.rects(m, &fixed, shape, "writes", false)?.ok_or_else(too_fragmented)?, false)
                     }
                     (WriteKind::May, Some(m)) => {
-                        (ctx.rects(m, &fixed, shape, "may write")?.ok_or_else(too_fragmented)?, true)
+                        (ctx.rects(m, &fixed, shape, "may write", false)?.ok_or_else(too_fragmented)?, true)
                     }
                     (WriteKind::Indirect, _) => {
                         // Where the indices are; their values are read after this pass.
@@ -574,7 +574,7 @@ fn split(
                         let xa = dn.arg(t.arg).expect("checked above");
                         let ictx = Ctx { arg: xa, a: &args[index], ..ctx };
                         let at = ictx
-                            .rects(&t.map, &fixed, &shapes[&t.arg], "reads indices")?
+                            .rects(&t.map, &fixed, &shapes[&t.arg], "reads indices", false)?
                             .ok_or_else(|| format!("`{}`: its indices are too fragmented to read", arg.name))?;
                         pending.push(Pending { written: ai, index, at });
                         (vec![], false)
@@ -752,12 +752,15 @@ impl Ctx<'_> {
         fixed: &[(&str, i64)],
         shape: &[i64],
         what: &str,
+        superset: bool,
     ) -> Result<Option<Vec<ByteRect>>, String> {
-        let rects = match element_rects(map, fixed, self.lo, self.hi, self.blocks, shape) {
+        let (rects, hull) = match element_rects(map, fixed, self.lo, self.hi, self.blocks, shape, superset) {
             Ok(r) => r,
             Err(isl_glue::Error::TooComplex) => return Ok(None),
             Err(e) => return Err(format!("`{}`: {e}", self.arg.name)),
         };
+        // A superset may reach past the buffer where no access does: clipped silently.
+        let what = if hull { "" } else { what };
         let es = self.arg.element_size as i64;
         let (base, size) = (self.a.offset as i64, self.a.size as i64);
         let mut out = Vec::with_capacity(rects.len());
@@ -807,12 +810,13 @@ struct RectKey {
     hi: Vec<i64>,
     blocks: Vec<BlockRange>,
     shape: Vec<i64>,
+    superset: bool,
 }
 
 /// Entries kept in each cache below before it starts over.
 const KEPT: usize = 1 << 14;
 
-static RECTS: Mutex<Option<HashMap<RectKey, Arc<Vec<Rect>>>>> = Mutex::new(None);
+static RECTS: Mutex<Option<HashMap<RectKey, (Arc<Vec<Rect>>, bool)>>> = Mutex::new(None);
 
 /// Parameter conditions (`valid_when`) already decided, by text and values.
 static KNOWN: Mutex<Option<HashMap<FixedKey, bool>>> = Mutex::new(None);
@@ -854,7 +858,12 @@ pub(crate) fn prefetch(db: &dashdb::Database) {
     });
 }
 
-/// The elements `map` reaches from the instances `lo..hi`, as rectangles of `shape`.
+/// The elements `map` reaches from the instances `lo..hi`, as rectangles of `shape`. With
+/// `superset` (reads, which may be over-approximated), strides and other conditions on
+/// existential variables are dropped first: `row % 2 == 0 && col % 2 == 1` reads make sets
+/// of many strided pieces whose exact rows take ISL a long time, while their superset is a
+/// few boxes, and copying whole runs is as cheap as copying every other element. The flag
+/// returned says whether the rectangles are such a superset.
 fn element_rects(
     map: &str,
     fixed: &[(&str, i64)],
@@ -862,7 +871,8 @@ fn element_rects(
     hi: &[i64],
     blocks: &[BlockRange],
     shape: &[i64],
-) -> Result<Arc<Vec<Rect>>, isl_glue::Error> {
+    superset: bool,
+) -> Result<(Arc<Vec<Rect>>, bool), isl_glue::Error> {
     let fixed: Vec<(String, i64)> = fixed.iter().map(|(n, v)| (n.to_string(), *v)).collect();
     let key = RectKey {
         map: map.to_string(),
@@ -871,13 +881,17 @@ fn element_rects(
         hi: hi.to_vec(),
         blocks: blocks.to_vec(),
         shape: shape.to_vec(),
+        superset,
     };
     if let Some(r) = RECTS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
         return Ok(r.clone());
     }
-    let rects = Arc::new(with_fixed_map(&key.map, &key.fixed, blocks, |m| {
-        m.copy()?.over_blocks(blocks)?.restrict_to_box(lo, hi)?.range()?.rectangles(shape)
-    })?);
+    let rects = with_fixed_map(&key.map, &key.fixed, blocks, |m| {
+        let range = m.copy()?.over_blocks(blocks)?.restrict_to_box(lo, hi)?.range()?;
+        let hull = superset && range.local_vars()? > 0;
+        let range = if hull { range.remove_divs()? } else { range };
+        Ok((Arc::new(range.rectangles(shape)?), hull))
+    })?;
     let mut cache = RECTS.lock().unwrap_or_else(|e| e.into_inner());
     let cache = cache.get_or_insert_with(HashMap::new);
     if cache.len() >= KEPT {
