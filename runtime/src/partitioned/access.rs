@@ -800,6 +800,9 @@ impl Ctx<'_> {
     }
 }
 
+/// Rectangles a map reaches, and whether they are a superset (see [`element_rects`]).
+type Reached = (Arc<Vec<Rect>>, bool);
+
 /// What the elements a map reaches from a box of instances depend on: nothing else, so
 /// launches that differ only in their buffers (a stencil's two directions) share them.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -816,7 +819,7 @@ struct RectKey {
 /// Entries kept in each cache below before it starts over.
 const KEPT: usize = 1 << 14;
 
-static RECTS: Mutex<Option<HashMap<RectKey, (Arc<Vec<Rect>>, bool)>>> = Mutex::new(None);
+static RECTS: Mutex<Option<HashMap<RectKey, Reached>>> = Mutex::new(None);
 
 /// Parameter conditions (`valid_when`) already decided, by text and values.
 static KNOWN: Mutex<Option<HashMap<FixedKey, bool>>> = Mutex::new(None);
@@ -872,7 +875,7 @@ fn element_rects(
     blocks: &[BlockRange],
     shape: &[i64],
     superset: bool,
-) -> Result<(Arc<Vec<Rect>>, bool), isl_glue::Error> {
+) -> Result<Reached, isl_glue::Error> {
     let fixed: Vec<(String, i64)> = fixed.iter().map(|(n, v)| (n.to_string(), *v)).collect();
     let key = RectKey {
         map: map.to_string(),
