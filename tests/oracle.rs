@@ -409,7 +409,8 @@ fn maps_match_programs_written_the_common_way() {
         // `int` indices from `size_t` sizes over colour planes; writes one-to-one while the
         // grid has no more rows than a plane.
         ("tests/programs/planes.c", &[&["7", "6"], &["5", "9", "4"], &["1", "1"]], &["Mosaic", "Mix"]),
-        // Loops whose exits depend on the data: an integer and a `float` condition, a `break`.
+        // Loops whose exits depend on the data: an integer and a `float` condition, a `break`
+        // (Find: its reads bounded by its row, a superset the oracle checks).
         ("tests/programs/escape.c", &[&["7", "5", "4"], &["3", "9", "5"], &["1", "1", "1"]], &["Collatz", "Grow"]),
         // `int` parameters scaling clamped neighbours, a run-time radius; `unsigned` flips.
         (

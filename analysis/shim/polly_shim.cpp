@@ -16,6 +16,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Transforms/Utils/UnifyLoopExits.h"
+#include "llvm/Transforms/Utils/Local.h"
 #include "llvm/Analysis/LoopInfo.h"
 #include "llvm/Support/CommandLine.h"
 #include <algorithm>
@@ -277,7 +278,108 @@ static Value *as_icmp(Value *c, Instruction *at) {
 // a loop's exit condition is not an `icmp` (it logs that as an error before it considers
 // boxing the loop). So every loop gets one exit block (LLVM's UnifyLoopExits), and each
 // exit condition of another kind is put as an `icmp`, which Polly finds non-affine and boxes.
+// Whether `v` depends on memory or floating point: a value no affine model holds.
+static bool data_dependent(Value *v, SmallPtrSetImpl<Value *> &seen) {
+  auto *I = dyn_cast<Instruction>(v);
+  if (!I || !seen.insert(I).second)
+    return false;
+  if (isa<LoadInst>(I) || isa<FCmpInst>(I) || isa<CallBase>(I))
+    return true;
+  for (Value *op : I->operands())
+    if (data_dependent(op, seen))
+      return true;
+  return false;
+}
+
+// Whether every value `L` computes is used outside it only as a value stored (through the
+// phis of its exits): then running more iterations changes no address, condition or bound
+// after the loop, only data, which the analysis does not look at.
+static bool only_data_escapes(Loop *L) {
+  std::vector<Instruction *> work;
+  for (BasicBlock *BB : L->blocks())
+    for (Instruction &I : *BB)
+      work.push_back(&I);
+  SmallPtrSet<Instruction *, 32> seen;
+  while (!work.empty()) {
+    Instruction *I = work.back();
+    work.pop_back();
+    if (!seen.insert(I).second)
+      continue;
+    for (User *U : I->users()) {
+      auto *UI = dyn_cast<Instruction>(U);
+      if (!UI)
+        return false;
+      if (L->contains(UI))
+        continue;
+      if (auto *St = dyn_cast<StoreInst>(UI); St && St->getValueOperand() == I && St->getPointerOperand() != I)
+        continue;
+      if (isa<PHINode>(UI)) {
+        work.push_back(UI);
+        continue;
+      }
+      return false;
+    }
+  }
+  return true;
+}
+
+// A loop that only reads (a search: `for (x = 0; x < w; ++x) if (m[y*w + x] >= t) break;`)
+// and also has an exit that does not depend on the data runs at most as long as that exit
+// lets it: its data-dependent exits are removed, so that its reads become the affine
+// range of the whole loop (`m[y, 0..w)`) instead of the whole array. Such reads are a
+// superset of the real ones: their loads are marked `hpvm.approx`, reported as
+// `approx-read`. Returns whether anything changed.
+static bool run_searches_to_the_end(Function &F, LoopInfo &LI) {
+  bool changed = false;
+  for (Loop *L : LI.getLoopsInPreorder()) {
+    bool writes = false;
+    for (BasicBlock *BB : L->blocks())
+      for (Instruction &I : *BB) {
+        if (auto *St = dyn_cast<StoreInst>(&I)) {
+          // The analysis turns each load into a store of its value to a sink.
+          Value *P = St->getPointerOperand()->stripPointerCasts();
+          writes |= !(P->hasName() && P->getName().starts_with("hpvm.sink"));
+        } else if (I.mayWriteToMemory()) {
+          writes = true;
+        }
+      }
+    SmallVector<BasicBlock *, 4> exiting;
+    L->getExitingBlocks(exiting);
+    if (writes || exiting.size() < 2 || !only_data_escapes(L))
+      continue;
+    std::vector<BranchInst *> data, plain;
+    for (BasicBlock *BB : exiting) {
+      auto *BI = dyn_cast<BranchInst>(BB->getTerminator());
+      if (!BI || !BI->isConditional()) {
+        data.clear();
+        plain.clear();
+        break;
+      }
+      SmallPtrSet<Value *, 16> seen;
+      (data_dependent(BI->getCondition(), seen) ? data : plain).push_back(BI);
+    }
+    if (data.empty() || plain.empty())
+      continue;
+    for (BranchInst *BI : data) {
+      unsigned stay = L->contains(BI->getSuccessor(0)) ? 0 : 1;
+      BI->getSuccessor(1 - stay)->removePredecessor(BI->getParent());
+      BranchInst::Create(BI->getSuccessor(stay), BI->getIterator());
+      BI->eraseFromParent();
+    }
+    for (BasicBlock *BB : L->blocks())
+      for (Instruction &I : *BB)
+        if (isa<LoadInst>(&I))
+          I.setMetadata("hpvm.approx", MDNode::get(F.getContext(), {}));
+    changed = true;
+  }
+  return changed;
+}
+
 static void prepare_loops(Function &F, FunctionAnalysisManager &FAM) {
+  if (run_searches_to_the_end(F, FAM.getResult<LoopAnalysis>(F))) {
+    removeUnreachableBlocks(F);
+    FAM.invalidate(F, PreservedAnalyses::none());
+  }
   FunctionPassManager FPM;
   FPM.addPass(UnifyLoopExitsPass());
   FPM.run(F, FAM);
@@ -403,7 +505,10 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
       for (polly::MemoryAccess *MA : Stmt) {
         if (!MA->isArrayKind())
           continue;
-        const char *kind = MA->isRead() ? "read" : MA->isMustWrite() ? "must-write" : "may-write";
+        const Instruction *AI = MA->getAccessInstruction();
+        const char *kind = MA->isRead() ? (AI && AI->getMetadata("hpvm.approx") ? "approx-read" : "read")
+                           : MA->isMustWrite() ? "must-write"
+                                               : "may-write";
         out += std::string("access\t") + Stmt.getBaseName() + "\t" + kind + "\t" + (MA->isAffine() ? "affine" : "non-affine") + "\t" +
                polly::stringFromIslObj(MA->getAccessRelation()) + "\t" + where(MA->getAccessInstruction()) + "\n";
         if (!MA->isRead() && !MA->isAffine()) {

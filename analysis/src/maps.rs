@@ -230,6 +230,12 @@ pub fn accesses_of(
                     acc.location.clone(),
                 ));
                 ReadKind::DataDependent
+            } else if acc.approximate {
+                a.notes.push((
+                    format!("reads of `{shown}` are over-approximated (a loop that may stop early is taken to run to its end)"),
+                    acc.location.clone(),
+                ));
+                ReadKind::OverApproximated
             } else if stmt.region || over {
                 a.notes.push((
                     format!("reads of `{shown}` are over-approximated (under a condition or bound the analysis cannot express)"),

@@ -43,6 +43,9 @@ pub struct Access {
     pub relation: String,
     /// `file:line` of the access, `?` without debug info.
     pub location: String,
+    /// A read in a loop the shim let run to the end of its affine range (a search that may
+    /// exit early): the relation is a superset of what it reads.
+    pub approximate: bool,
     /// For a write at a data-dependent index: the load in the same statement its index is,
     /// when Polly models that load exactly.
     pub through: Option<Through>,
@@ -184,8 +187,9 @@ fn parse(text: &str) -> Result<Scops> {
             }),
             ["access", stmt, kind, affine, rel, loc] => s.accesses.push(Access {
                 statement: stmt.to_string(),
+                approximate: *kind == "approx-read",
                 kind: match *kind {
-                    "read" => AccessKind::Read,
+                    "read" | "approx-read" => AccessKind::Read,
                     "must-write" => AccessKind::MustWrite,
                     _ => AccessKind::MayWrite,
                 },

@@ -9,7 +9,8 @@
  *   GrowRoot (CPU)    -> Grow (leaf, w x h): doubles a pixel until it passes a limit, a
  *                        `float` condition (`while (x < limit && k < 30)`)
  *   FindRoot (CPU)    -> Find (leaf, h): the first column of each row at or above a
- *                        threshold, a search that `break`s (its loop has two exits)
+ *                        threshold, a search that `break`s (its loop has two exits); its
+ *                        reads are bounded by the whole row, as if it never stopped early
  *
  * Usage: escape [W [H [BLOCK]]]   (defaults 37 23 16). Prints a checksum; exit 0 PASS.
  */
