@@ -179,10 +179,7 @@ unsafe fn unsigned_max(v: LLVMValueRef, bound: &dyn Fn(&str) -> Option<String>, 
         }
         // A parameter has one value per launch: where it is below `c`, the bound's
         // subexpression is negative and the runtime's check fails (`dashdb::Bound::holds`).
-        return (!LLVMIsAArgument(a).is_null())
-            .then(|| name_of(a))
-            .filter(|n| !n.is_empty())
-            .map(|n| format!("({n} - {c})"));
+        return parameter(a, &[]).map(|n| format!("({n} - {c})"));
     }
     if let Some((a, _)) = guarded_difference(v, facts) {
         return unsigned_max(a, bound, facts);
@@ -701,12 +698,12 @@ mod tests {
         assert_eq!(n.wrapping.len(), 1);
     }
 
-    /// `out[(y - 1) * w]`, `y` a global coordinate, under the guard `COND` (branching to the
-    /// access on `ON`).
-    fn guarded_difference(cond: &str, on: bool) -> String {
+    /// `out[i]`, with `i` as `BODY` computes it from `y` (a global coordinate) and the
+    /// parameters `w`, `h`, under the guard `COND` (branching to the access on `ON`).
+    fn guarded(cond: &str, on: bool, body: &str) -> String {
         let (t, e) = if on { ("body", "latch") } else { ("latch", "body") };
         format!(
-            "define void @f(ptr %out, i32 %w, i64 %boffy) {{
+            "define void @f(ptr %out, i32 %w, i32 %h, i64 %boffy) {{
              entry:
                br label %loop
              loop:
@@ -716,9 +713,8 @@ mod tests {
                %g = {cond}
                br i1 %g, label %{t}, label %{e}
              body:
-               %ym1 = add i32 %y, -1
-               %m = mul i32 %ym1, %w
-               %z = zext i32 %m to i64
+               {body}
+               %z = zext i32 %i to i64
                %p = getelementptr inbounds float, ptr %out, i64 %z
                store float 0.0, ptr %p
                br label %latch
@@ -730,6 +726,11 @@ mod tests {
                ret void
              }}"
         )
+    }
+
+    /// `out[(y - 1) * w]` under the guard `COND`.
+    fn guarded_difference(cond: &str, on: bool) -> String {
+        guarded(cond, on, "%ym1 = add i32 %y, -1\n %i = mul i32 %ym1, %w")
     }
 
     #[test]
@@ -746,7 +747,7 @@ mod tests {
             // The product's bound, and that of the minuend on its own (the guard's lower
             // bound of `y` holds only while `y` itself does not wrap).
             assert_eq!(n.bounds, ["(boffy + (16 - 1)) * w < 4294967296", "boffy + (16 - 1) < 4294967296"], "{cond}");
-            assert!(!text.contains("zext i32 %m") && text.contains("sub nuw i64"), "{cond}: {text}");
+            assert!(!text.contains("zext i32 %i") && text.contains("sub nuw i64"), "{cond}: {text}");
         }
     }
 
@@ -755,41 +756,14 @@ mod tests {
         for (cond, on) in [("icmp ugt i32 %y, 0", false), ("icmp uge i32 %y, 0", true), ("icmp slt i32 %y, 5", true)] {
             let (n, text) = widened(&guarded_difference(cond, on));
             assert!(n.bounds.is_empty(), "{cond}: {:?}", n.bounds);
-            assert!(text.contains("zext i32 %m"), "{cond}: {text}");
+            assert!(text.contains("zext i32 %i"), "{cond}: {text}");
             assert_eq!(n.wrapping.len(), 1, "{cond}");
         }
     }
 
-    /// `out[EXPR]`, `y` a global coordinate and `h` a parameter, under the guard `COND`
-    /// (branching to the access on `ON`).
+    /// `out[EXPR]` under the guard `COND`, with `h - 1` and `y + 1` at hand.
     fn guarded_flip(cond: &str, on: bool, expr: &str) -> String {
-        let (t, e) = if on { ("body", "latch") } else { ("latch", "body") };
-        format!(
-            "define void @f(ptr %out, i32 %h, i64 %boffy) {{
-             entry:
-               br label %loop
-             loop:
-               %iv.t0 = phi i64 [ 0, %entry ], [ %next, %latch ]
-               %y64 = add nsw i64 %boffy, %iv.t0
-               %y = trunc i64 %y64 to i32
-               %g = {cond}
-               br i1 %g, label %{t}, label %{e}
-             body:
-               %hm1 = add i32 %h, -1
-               %y1 = add nuw i32 %y, 1
-               {expr}
-               %z = zext i32 %i to i64
-               %p = getelementptr inbounds float, ptr %out, i64 %z
-               store float 0.0, ptr %p
-               br label %latch
-             latch:
-               %next = add nuw nsw i64 %iv.t0, 1
-               %c = icmp ne i64 %next, 16
-               br i1 %c, label %loop, label %exit
-             exit:
-               ret void
-             }}"
-        )
+        guarded(cond, on, &format!("%hm1 = add i32 %h, -1\n %y1 = add nuw i32 %y, 1\n {expr}"))
     }
 
     #[test]
