@@ -405,7 +405,7 @@ fn maps_match_what_the_examples_do() {
 #[test]
 fn maps_match_programs_written_the_common_way() {
     type Case<'a> = (&'a str, &'a [&'a [&'a str]], &'a [&'a str]);
-    let cases: [Case; 15] = [
+    let cases: [Case; 16] = [
         // `int` indices from `size_t` sizes over colour planes; writes one-to-one while the
         // grid has no more rows than a plane.
         ("tests/programs/planes.c", &[&["7", "6"], &["5", "9", "4"], &["1", "1"]], &["Mosaic", "Mix"]),
@@ -440,6 +440,8 @@ fn maps_match_programs_written_the_common_way() {
             &["Cell"],
         ),
         ("tests/programs/threshold.c", &[&["1"], &["77"]], &[]),
+        // Parboil lbm's shape: padded rows, constant extents, every field in one array.
+        ("tests/programs/lattice.c", &[&["1"]], &["Cell"]),
         ("tests/programs/jacobi1d.c", &[&["37", "8", "1"], &["64", "16", "2"], &["5", "7", "1"]], &["Sweep"]),
         ("tests/programs/gemm_nt.c", &[&["12", "8", "5", "4", "2"], &["6", "9", "3", "3", "3"]], &["Gemm"]),
         // One round: the trace does not tell launches apart, and the indices change per round.

@@ -13,7 +13,7 @@ const DEVICES: [usize; 6] = [1, 2, 3, 4, 7, 8];
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-const PROGRAMS: [(&str, &[&[&str]]); 31] = [
+const PROGRAMS: [(&str, &[&[&str]]); 32] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -45,6 +45,7 @@ const PROGRAMS: [(&str, &[&[&str]]); 31] = [
     ("tests/programs/unsigned.c", &[&["2", "1", "1", "1"], &["45", "29", "8", "4"], &["130", "270", "16", "5", "300"]]),
     ("tests/programs/rowptr.c", &[&["1", "1"], &["37", "23"], &["90", "1000"]]),
     ("tests/programs/planes.c", &[&["1", "1"], &["29", "17", "11"], &["40", "900"]]),
+    ("tests/programs/lattice.c", &[&["1"], &["4"]]),
     ("tests/programs/escape.c", &[&["1", "1", "1"], &["37", "23", "16"], &["90", "900", "64"]]),
     (
         "tests/programs/boxblur.c",

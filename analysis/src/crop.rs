@@ -12,6 +12,10 @@
 //! - Barriers and `__hpvm__return` go: they order and publish values, they address nothing.
 //! - Atomic updates become a load and a store of the same element (what they access); the
 //!   node is recorded as using atomics, which no partitioning can merge.
+//! - The two ways of an `if`/`else` that both store to the same element store once, after
+//!   they meet ([`merge_twin_stores`]): what differs between the ways was the stored value,
+//!   which is poison now, so the element is written whatever the (data-dependent) condition,
+//!   an exact write where each way alone would be a may-write.
 //!
 //! Nothing that computes an address or a guard of an access is changed.
 
@@ -109,8 +113,9 @@ pub fn crop(f: FunctionValue<'_>, shared: &[u32], split_clamps: bool) -> Cropped
         LLVMDisposeBuilder(builder);
         let settle = || loop {
             let dead = delete_dead(f, shared);
+            let twins = merge_twin_stores(f);
             let folded = fold_empty_diamonds(f);
-            if !dead && !folded {
+            if !dead && !twins && !folded {
                 break;
             }
         };
@@ -265,12 +270,16 @@ unsafe fn merge_equal_choices(f: LLVMValueRef) {
 /// Whether two instructions compute the same value: same opcode, type, comparison
 /// predicate, wrap flags and operands.
 unsafe fn same_operation(a: LLVMValueRef, b: LLVMValueRef) -> bool {
+    LLVMGetNumOperands(a) == LLVMGetNumOperands(b)
+        && (0..LLVMGetNumOperands(a)).all(|k| LLVMGetOperand(a, k as u32) == LLVMGetOperand(b, k as u32))
+        && same_kind(a, b)
+}
+
+/// Whether two instructions apply the same operation (operands aside): opcode, type,
+/// comparison predicate, wrap and exactness flags, a GEP's element type and `inbounds`.
+unsafe fn same_kind(a: LLVMValueRef, b: LLVMValueRef) -> bool {
     let op = LLVMGetInstructionOpcode(a);
-    if op != LLVMGetInstructionOpcode(b)
-        || LLVMTypeOf(a) != LLVMTypeOf(b)
-        || LLVMGetNumOperands(a) != LLVMGetNumOperands(b)
-        || (0..LLVMGetNumOperands(a)).any(|k| LLVMGetOperand(a, k as u32) != LLVMGetOperand(b, k as u32))
-    {
+    if op != LLVMGetInstructionOpcode(b) || LLVMTypeOf(a) != LLVMTypeOf(b) {
         return false;
     }
     match op {
@@ -284,8 +293,152 @@ unsafe fn same_operation(a: LLVMValueRef, b: LLVMValueRef) -> bool {
             LLVMGetExact(a) == LLVMGetExact(b)
         }
         LLVMOpcode::LLVMZExt => LLVMGetNNeg(a) == LLVMGetNNeg(b),
+        LLVMOpcode::LLVMGetElementPtr => {
+            LLVMGetGEPSourceElementType(a) == LLVMGetGEPSourceElementType(b) && LLVMIsInBounds(a) == LLVMIsInBounds(b)
+        }
         _ => true,
     }
+}
+
+/// The blocks that branch to `bb`.
+unsafe fn predecessors(bb: LLVMBasicBlockRef) -> Vec<LLVMBasicBlockRef> {
+    let mut out = Vec::new();
+    let mut u = LLVMGetFirstUse(LLVMBasicBlockAsValue(bb));
+    while !u.is_null() {
+        let user = LLVMGetUser(u);
+        if !LLVMIsAInstruction(user).is_null() {
+            let from = LLVMGetInstructionParent(user);
+            if !out.contains(&from) {
+                out.push(from);
+            }
+        }
+        u = LLVMGetNextUse(u);
+    }
+    out
+}
+
+/// The block an unconditional branch ends `bb` with goes to.
+unsafe fn only_successor(bb: LLVMBasicBlockRef) -> Option<LLVMBasicBlockRef> {
+    let term = LLVMGetBasicBlockTerminator(bb);
+    (!term.is_null() && LLVMGetInstructionOpcode(term) == LLVMOpcode::LLVMBr && LLVMIsConditional(term) == 0)
+        .then(|| LLVMGetSuccessor(term, 0))
+}
+
+/// Whether `a` (computed in block `ta` or before it) and `b` (in `tb` or before) are the same
+/// address: the same value, or the same pure arithmetic and GEPs of the same values, each
+/// way computing its own copy.
+unsafe fn same_address(
+    a: LLVMValueRef,
+    b: LLVMValueRef,
+    ta: LLVMBasicBlockRef,
+    tb: LLVMBasicBlockRef,
+    depth: u32,
+) -> bool {
+    use LLVMOpcode::*;
+    if a == b {
+        return true;
+    }
+    if depth == 0 || LLVMIsAInstruction(a).is_null() || LLVMIsAInstruction(b).is_null() {
+        return false;
+    }
+    if LLVMGetInstructionParent(a) != ta || LLVMGetInstructionParent(b) != tb {
+        return false;
+    }
+    let pure = matches!(
+        LLVMGetInstructionOpcode(a),
+        LLVMAdd | LLVMSub | LLVMMul | LLVMShl | LLVMAnd | LLVMOr | LLVMTrunc | LLVMZExt | LLVMSExt | LLVMGetElementPtr
+    );
+    pure && same_kind(a, b)
+        && LLVMGetNumOperands(a) == LLVMGetNumOperands(b)
+        && (0..LLVMGetNumOperands(a))
+            .all(|k| same_address(LLVMGetOperand(a, k as u32), LLVMGetOperand(b, k as u32), ta, tb, depth - 1))
+}
+
+/// `v`, computed in block `from` or before it, computed again at the builder's position:
+/// what `from` computed is cloned, what comes before `from` is used as it is.
+unsafe fn recompute(builder: LLVMBuilderRef, v: LLVMValueRef, from: LLVMBasicBlockRef) -> LLVMValueRef {
+    if LLVMIsAInstruction(v).is_null() || LLVMGetInstructionParent(v) != from {
+        return v;
+    }
+    let copy = LLVMInstructionClone(v);
+    for k in 0..LLVMGetNumOperands(v) {
+        let op = recompute(builder, LLVMGetOperand(v, k as u32), from);
+        LLVMSetOperand(copy, k as u32, op);
+    }
+    LLVMInsertIntoBuilder(builder, copy);
+    copy
+}
+
+/// Stores of poison to the same address on both ways of a diamond (`if (c) a[i] = x; else
+/// a[i] = y;`, after cropping) become one store where the ways meet. The ways must be single
+/// blocks entered only from the branch, and the meeting block entered only from them, so
+/// everything the branch block sees is seen there too. True if any merged.
+unsafe fn merge_twin_stores(f: LLVMValueRef) -> bool {
+    let mut changed = false;
+    let builder = LLVMCreateBuilderInContext(LLVMGetTypeContext(LLVMTypeOf(f)));
+    let mut bb = LLVMGetFirstBasicBlock(f);
+    while !bb.is_null() {
+        let term = LLVMGetBasicBlockTerminator(bb);
+        bb = LLVMGetNextBasicBlock(bb);
+        if term.is_null() || LLVMGetInstructionOpcode(term) != LLVMOpcode::LLVMBr || LLVMIsConditional(term) == 0 {
+            continue;
+        }
+        let (t, e) = (LLVMGetSuccessor(term, 0), LLVMGetSuccessor(term, 1));
+        let head = LLVMGetInstructionParent(term);
+        let (Some(jt), Some(je)) = (only_successor(t), only_successor(e)) else { continue };
+        if t == e
+            || jt != je
+            || predecessors(t) != [head]
+            || predecessors(e) != [head]
+            || has_phi(t)
+            || has_phi(e)
+            || !matches!(predecessors(jt).as_slice(), [x, y] if (*x == t && *y == e) || (*x == e && *y == t))
+        {
+            continue;
+        }
+        let stores = |b: LLVMBasicBlockRef| -> Vec<LLVMValueRef> {
+            let mut out = Vec::new();
+            let mut i = LLVMGetFirstInstruction(b);
+            while !i.is_null() {
+                if LLVMGetInstructionOpcode(i) == LLVMOpcode::LLVMStore
+                    && LLVMIsPoison(LLVMGetOperand(i, 0)) != 0
+                    && LLVMGetVolatile(i) == 0
+                    && LLVMGetOrdering(i) == llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingNotAtomic
+                {
+                    out.push(i);
+                }
+                i = LLVMGetNextInstruction(i);
+            }
+            out
+        };
+        let mut others = stores(e);
+        for st in stores(t) {
+            let twin = others.iter().position(|&se| {
+                LLVMTypeOf(LLVMGetOperand(se, 0)) == LLVMTypeOf(LLVMGetOperand(st, 0))
+                    && same_address(LLVMGetOperand(st, 1), LLVMGetOperand(se, 1), t, e, 32)
+            });
+            let Some(k) = twin else { continue };
+            let se = others.remove(k);
+            let mut at = LLVMGetFirstInstruction(jt);
+            while LLVMGetInstructionOpcode(at) == LLVMOpcode::LLVMPHI {
+                at = LLVMGetNextInstruction(at);
+            }
+            LLVMPositionBuilderBefore(builder, at);
+            let ptr = recompute(builder, LLVMGetOperand(st, 1), t);
+            let merged = LLVMBuildStore(builder, LLVMGetOperand(st, 0), ptr);
+            LLVMSetAlignment(merged, LLVMGetAlignment(st).min(LLVMGetAlignment(se)));
+            // The debug location says which line writes: the first way's.
+            llvm_sys::debuginfo::LLVMInstructionSetDebugLoc(
+                merged,
+                llvm_sys::debuginfo::LLVMInstructionGetDebugLoc(st),
+            );
+            LLVMInstructionEraseFromParent(st);
+            LLVMInstructionEraseFromParent(se);
+            changed = true;
+        }
+    }
+    LLVMDisposeBuilder(builder);
+    changed
 }
 
 /// Whether `i` loads from a buffer (a pointer parameter that is not shared memory).

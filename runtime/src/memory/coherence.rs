@@ -114,6 +114,12 @@ impl Coherence {
         })
     }
 
+    /// A reader of the map for queries in increasing order of their starts: each costs the
+    /// segments it passes, not a search over the whole map.
+    pub fn cursor(&self) -> Cursor<'_> {
+        Cursor { map: self, at: 0 }
+    }
+
     /// The pieces of `start..end` that `place` does not hold, with their holders.
     pub fn missing(&self, start: u64, end: u64, place: Place) -> Vec<Segment> {
         self.query(start, end).filter(|s| !s.holders.has(place)).collect()
@@ -165,23 +171,29 @@ impl Coherence {
 
     fn update_runs(&mut self, runs: impl IntoIterator<Item = (u64, u64)>, f: impl Fn(Holders) -> Holders) {
         let size = self.size;
-        let mut runs = runs.into_iter().map(|(a, b)| (a.min(size), b.min(size))).filter(|(a, b)| a < b);
-        let mut run = runs.next();
-        if run.is_none() {
-            return;
-        }
-        let mut out: Vec<Segment> = Vec::with_capacity(self.segments.len() + 2);
+        let mut runs = runs.into_iter().map(|(a, b)| (a.min(size), b.min(size))).filter(|(a, b)| a < b).peekable();
+        let Some(&(first, _)) = runs.peek() else { return };
+        // Only the segments from the first run on change (and the one before, which may merge
+        // with them): a buffer's map may hold many segments that one rectangle never reaches.
+        let from = self.segments.partition_point(|s| s.end <= first).saturating_sub(1);
+        let mut out: Vec<Segment> = Vec::new();
         let mut push = |start: u64, end: u64, holders: Holders| match out.last_mut() {
             Some(l) if l.holders == holders && l.end == start => l.end = end,
             _ => out.push(Segment { start, end, holders }),
         };
-        for seg in &self.segments {
+        let mut run = runs.next();
+        let mut to = from;
+        for seg in &self.segments[from..] {
+            if run.is_none() {
+                break;
+            }
+            to += 1;
             let mut at = seg.start;
             while at < seg.end {
                 match run {
-                    Some((_, hi)) if hi <= at => {
+                    Some((_, end)) if end <= at => {
                         let next = runs.next();
-                        debug_assert!(next.is_none_or(|(lo, _)| lo >= hi), "runs must be sorted and disjoint");
+                        debug_assert!(next.is_none_or(|(lo, _)| lo >= end), "runs must be sorted and disjoint");
                         run = next;
                     }
                     Some((lo, hi)) if lo < seg.end => {
@@ -200,7 +212,12 @@ impl Coherence {
                 }
             }
         }
-        self.segments = out;
+        // The next untouched segment may merge with the last one written.
+        if let Some(&next) = self.segments.get(to) {
+            push(next.start, next.end, next.holders);
+            to += 1;
+        }
+        self.segments.splice(from..to, out);
     }
 
     fn update(&mut self, start: u64, end: u64, f: impl Fn(Holders) -> Holders) {
@@ -231,6 +248,28 @@ impl Coherence {
             }
         }
         self.segments.splice(lo..hi, merged);
+    }
+}
+
+/// See [`Coherence::cursor`].
+pub struct Cursor<'a> {
+    map: &'a Coherence,
+    at: usize,
+}
+
+impl Cursor<'_> {
+    /// As [`Coherence::query`]; `start` must not be below the previous query's.
+    pub fn query(&mut self, start: u64, end: u64) -> impl Iterator<Item = Segment> + '_ {
+        let segs = &self.map.segments;
+        let (start, end) = (start.min(self.map.size), end.min(self.map.size));
+        while self.at < segs.len() && segs[self.at].end <= start {
+            self.at += 1;
+        }
+        segs[self.at..].iter().take_while(move |s| s.start < end).map(move |s| Segment {
+            start: s.start.max(start),
+            end: s.end.min(end),
+            holders: s.holders,
+        })
     }
 }
 
@@ -308,6 +347,15 @@ mod tests {
                     }
                 }
                 model_check(&c, &model);
+                // A cursor answers increasing queries as `query` does.
+                let mut starts: Vec<u64> = (0..4).map(|_| next(size + 2)).collect();
+                starts.sort_unstable();
+                let mut cursor = c.cursor();
+                for s in starts {
+                    let e = s + next(size + 2 - s.min(size));
+                    let got: Vec<Segment> = cursor.query(s, e).collect();
+                    assert_eq!(got, c.query(s, e).collect::<Vec<_>>(), "query {s}..{e}");
+                }
             }
         }
     }

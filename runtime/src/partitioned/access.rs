@@ -332,7 +332,7 @@ fn unpartitioned(
 }
 
 /// A partition: its device, its box of the grid, and the bytes it reads and writes per buffer.
-type Part = (usize, GridBox, Vec<(usize, ByteRect)>, Vec<(usize, ByteRect)>);
+pub(crate) type Part = (usize, GridBox, Vec<(usize, ByteRect)>, Vec<(usize, ByteRect)>);
 type Parts = Vec<Part>;
 
 /// The partitions and their accesses, or why the launch may not be split.
@@ -642,6 +642,7 @@ fn split(
         }
     }
     disjoint_writes(&parts, buffers.len())?;
+    super::hulls::take_whole(&mut parts, buffers.len());
     Ok(parts)
 }
 
@@ -709,10 +710,10 @@ fn disjoint_writes(parts: &Parts, buffers: usize) -> Result<(), String> {
 }
 
 /// A byte run `start..end` written by partition `k`: `(start, end, k)`.
-type PartRun = (u64, u64, usize);
+pub(crate) type PartRun = (u64, u64, usize);
 
 /// Two partitions' byte runs that overlap: the partitions and the bytes shared.
-fn first_overlap(mut runs: Vec<PartRun>) -> Option<(usize, usize, u64, u64)> {
+pub(crate) fn first_overlap(mut runs: Vec<PartRun>) -> Option<(usize, usize, u64, u64)> {
     runs.sort_unstable();
     // A sweep with the furthest end so far and its partition: a run starting before it
     // overlaps that partition's run (two other partitions overlapping each other would have

@@ -25,6 +25,7 @@
 pub(crate) mod access;
 pub(crate) mod cache;
 mod gpu;
+pub(crate) mod hulls;
 
 use crate::ctx::{GridBox, NodeCtx};
 use crate::desc::KernelKind;
