@@ -17,7 +17,7 @@ declare -A args=([mesh]="5003" [transpose]="130 70" [mixed]="3000 10" [helpers]=
   [conv]="1000 700 3" [gridstride]="100003 64 7" [rownorm]="100000 37"
   [radius]="1000 700 4 256" [unsigned]="8000 1000 32 8" [chain]="20000000 256 4"
   [rowptr]="4000 3000" [boxblur]="4000 3000 32 8 3"
-  [escape]="4000 3000 256" [planes]="3000 2000")
+  [escape]="4000 3000 256" [planes]="3000 2000" [lattice]="200")
 bad=0
 rows=""
 sep=""
@@ -44,21 +44,41 @@ for name in ${PROGRAMS:-${!args[@]}}; do
   done
 done
 # Parboil programs carried with their inputs: carry/parboil/NAME/{NAME,args}; args is the
-# command line, with OUTPUT where the output file goes.
+# command line, with OUTPUT where the output file goes. The same three modes; outputs compared
+# byte for byte with the 1-GPU one; statistics kept as JSON (packed into $OUT/logs.tgz).
 for dir in carry/parboil/*/; do
   [ -d "$dir" ] || continue
   name=$(basename "$dir")
-  for n in 1 $g; do
-    cl=$(sed "s|OUTPUT|$out/$name.$n.out|" "$dir/args")
-    ( cd "$dir" && /usr/bin/time -f "%e" env HPVM_MGPU_DEVICES=cuda:$n HPVM_MGPU_STATS=1 timeout 300 ./$name $cl ) >"$out/logs/$name.$n.log" 2>&1
-    echo "parboil $name on $n GPU(s): rc=$? wall $(tail -1 "$out/logs/$name.$n.log") s" | tee -a "$out/programs.txt"
+  for mode in one many parts3; do
+    env=(HPVM_MGPU_DEVICES=cuda:$g)
+    case $mode in
+      one) env=(HPVM_MGPU_DEVICES=cuda:1) ;;
+      parts3) env+=(HPVM_MGPU_PARTITIONS=3) ;;
+    esac
+    cl=$(sed "s|OUTPUT|$out/$name.$mode.out|" "$dir/args")
+    stats="$out/logs/parboil-$name.$mode.stats.json"
+    ( cd "$dir" && /usr/bin/time -f "%e" env "${env[@]}" HPVM_MGPU_STATS="$stats" timeout 300 ./$name $cl ) >"$out/logs/parboil-$name.$mode.log" 2>&1
+    rc=$?
+    if cmp -s "$out/$name.one.out" "$out/$name.$mode.out"; then same=yes; else same=NO; bad=1; fi
+    wall=$(tail -1 "$out/logs/parboil-$name.$mode.log")
+    # Per node: launches split, GPU kernels and the runtime's own planning (ms).
+    summary=$(python3 - "$stats" <<'PY' 2>/dev/null
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("; ".join(
+    f'{n["node"]}: {n["partitioned_launches"]}/{n["unit_launches"]} split, kernels {n["gpu_ms_kernels"]:.1f} ms, '
+    f'intervals {n["ms_intervals"]:.1f} ms, copy planning {n["ms_copy_planning"]:.1f} ms, '
+    f'host->dev {n["bytes_host_to_device"]} B, dev->dev {n["bytes_device_to_device"]} B'
+    for n in r["nodes"] if n["unit_launches"]))
+PY
+)
+    echo "parboil $name $mode: rc=$rc wall ${wall}s identical to 1 GPU: $same; $summary" | tee -a "$out/programs.txt"
+    rows+="$sep{\"program\":\"parboil $name\",\"args\":\"$(cat "$dir/args")\",\"mode\":\"$mode\",\"env\":\"${env[*]}\",\"rc\":$rc,\"wall_s\":\"$wall\",\"identical_to_one_gpu\":\"$same\",\"summary\":\"$summary\"}"
+    sep=","
   done
-  if cmp -s "$out/$name.1.out" "$out/$name.$g.out"; then same=yes; else same=NO; bad=1; fi
-  echo "parboil $name: 1 and $g GPUs give identical output: $same" | tee -a "$out/programs.txt"
-  rows+="$sep{\"program\":\"parboil $name\",\"args\":\"$(cat "$dir/args")\",\"identical_1_and_${g}_gpus\":\"$same\"}"
-  sep=","
-  rm -f "$out/$name.$g.out"
+  rm -f "$out/$name.many.out" "$out/$name.parts3.out"
 done
+tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs"
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
 echo "{\"device\":\"$g x $gpu\",\"commit\":\"$(cat carry/commit 2>/dev/null)\",\"command\":\"bash scripts/device/programs.sh $g\",\"runs\":[$rows]}" >"$out/programs.json"
 exit $bad
