@@ -692,7 +692,8 @@ mod tests {
             let mut version = size as u32;
             for launch in 0..12 {
                 // Bands of rows, one per partition; each writes `width` columns from `col` of
-                // its band and reads its band with a row of halo each side.
+                // its band (holes small enough to be widened, or not) and reads its band with
+                // a row of halo each side, some other rows, or nothing.
                 let width = pitch - next(pitch / 4 + 1);
                 let col = next(pitch - width + 1);
                 let mut cuts: Vec<u64> = (0..devices - 1).map(|_| next(rows + 1)).collect();
