@@ -18,17 +18,21 @@ declare -A args=([mesh]="5003" [transpose]="130 70" [mixed]="3000 10" [helpers]=
   [radius]="1000 700 4 256" [unsigned]="8000 1000 32 8" [chain]="20000000 256 4"
   [rowptr]="4000 3000" [boxblur]="4000 3000 32 8 3"
   [escape]="4000 3000 256" [planes]="3000 2000" [lattice]="200")
+# The settings of a mode, into the array `env`: 1 GPU, every GPU, every GPU in 3 parts each.
+mode_env() {
+  case $1 in
+    one) env=(HPVM_MGPU_DEVICES=cuda:1) ;;
+    many) env=(HPVM_MGPU_DEVICES=cuda:$g) ;;
+    parts3) env=(HPVM_MGPU_DEVICES=cuda:$g HPVM_MGPU_PARTITIONS=3) ;;
+  esac
+}
 bad=0
 rows=""
 sep=""
 for name in ${PROGRAMS:-${!args[@]}}; do
   ref=""
   for mode in one many parts3; do
-    env=(HPVM_MGPU_DEVICES=cuda:$g)
-    case $mode in
-      one) env=(HPVM_MGPU_DEVICES=cuda:1) ;;
-      parts3) env+=(HPVM_MGPU_PARTITIONS=3) ;;
-    esac
+    mode_env $mode
     log="$out/logs/$name.$mode.log"
     env "${env[@]}" HPVM_MGPU_STATS=1 timeout 120 carry/bin/$name ${args[$name]} >"$log" 2>&1
     rc=$?
@@ -50,11 +54,7 @@ for dir in carry/parboil/*/; do
   [ -d "$dir" ] || continue
   name=$(basename "$dir")
   for mode in one many parts3; do
-    env=(HPVM_MGPU_DEVICES=cuda:$g)
-    case $mode in
-      one) env=(HPVM_MGPU_DEVICES=cuda:1) ;;
-      parts3) env+=(HPVM_MGPU_PARTITIONS=3) ;;
-    esac
+    mode_env $mode
     cl=$(sed "s|OUTPUT|$out/$name.$mode.out|" "$dir/args")
     stats="$out/logs/parboil-$name.$mode.stats.json"
     ( cd "$dir" && /usr/bin/time -f "%e" env "${env[@]}" HPVM_MGPU_STATS="$stats" timeout 300 ./$name $cl ) >"$out/logs/parboil-$name.$mode.log" 2>&1

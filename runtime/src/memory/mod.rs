@@ -525,6 +525,14 @@ pub fn forget_all() {
 mod tests {
     use super::*;
 
+    /// A seeded generator of numbers below `n` (0 for `n` 0): random tests that repeat.
+    fn numbers(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % n.max(1)
+        }
+    }
+
     /// A buffer whose allocations exist already (fake addresses: nothing touches memory).
     fn buffer(size: u64, devices: usize) -> Buffer {
         Buffer {
@@ -585,11 +593,7 @@ mod tests {
     /// rectangles, checked against the values each byte was last given.
     #[test]
     fn planned_copies_bring_the_latest_values() {
-        let mut seed = 7u64;
-        let mut next = |n: u64| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (seed >> 33) % n.max(1)
-        };
+        let mut next = numbers(7);
         for round in 0..60 {
             let (rows, row_len) = (1 + next(12), 1 + next(16));
             let size = rows * row_len;
@@ -677,11 +681,7 @@ mod tests {
     #[test]
     fn widened_writes_keep_every_holder_current() {
         use crate::ctx::GridBox;
-        let mut seed = 11u64;
-        let mut next = |n: u64| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (seed >> 33) % n.max(1)
-        };
+        let mut next = numbers(11);
         for round in 0..40 {
             let (rows, pitch) = (4 + next(20), 8 + next(24));
             let size = rows * pitch;
