@@ -48,6 +48,10 @@ pub struct NodeStats {
     /// Time making device allocations (a buffer's first use on a device).
     pub nanos_alloc: AtomicU64,
     pub nanos_copy_plan: AtomicU64,
+    /// Launches whose plan and copy plan both came from the caches, and the runtime's work
+    /// on them (lookups, coherence updates), from the plan lookup to the first copy.
+    pub hit_launches: AtomicU64,
+    pub nanos_hit_work: AtomicU64,
     pub nanos_copies: AtomicU64,
     pub nanos_kernels: AtomicU64,
     /// On GPUs, the same phases on the devices' timelines (CUDA events), per launch the

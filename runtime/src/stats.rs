@@ -103,6 +103,9 @@ pub struct NodeReport {
     pub ms_intervals: f64,
     pub ms_allocation: f64,
     pub ms_copy_planning: f64,
+    /// Mean runtime work of a launch whose plan and copy plan were both cached (lookups and
+    /// coherence updates, before any copy), in microseconds; 0 without such launches.
+    pub us_per_hit_launch: f64,
     pub ms_copies: f64,
     pub ms_partitions: f64,
     /// On GPUs (CUDA events; per launch the slowest device): copies from the host, copies
@@ -177,6 +180,10 @@ pub fn collect() -> Report {
                 ms_intervals: ms(&st.nanos_intervals),
                 ms_allocation: ms(&st.nanos_alloc),
                 ms_copy_planning: ms(&st.nanos_copy_plan),
+                us_per_hit_launch: match load(&st.hit_launches) {
+                    0 => 0.0,
+                    k => load(&st.nanos_hit_work) as f64 / 1e3 / k as f64,
+                },
                 ms_copies: ms(&st.nanos_copies),
                 ms_partitions: ms(&st.nanos_kernels),
                 gpu_ms_host_copies: ms(&st.gpu_nanos_host_copies),
@@ -245,14 +252,15 @@ pub fn report() -> String {
         if n.unit_launches > 0 {
             let _ = writeln!(
                 s,
-                "    on devices: {} launches, {} partitioned (up to {} devices); plans {} hits / {} misses, copy plans {} hits / {} misses",
+                "    on devices: {} launches, {} partitioned (up to {} devices); plans {} hits / {} misses, copy plans {} hits / {} misses; a cache-hit launch {:.2} µs of runtime work",
                 n.unit_launches,
                 n.partitioned_launches,
                 n.max_devices,
                 n.plan_cache.hits,
                 n.plan_cache.misses,
                 n.copy_plan_cache.hits,
-                n.copy_plan_cache.misses
+                n.copy_plan_cache.misses,
+                n.us_per_hit_launch
             );
             let _ = writeln!(
                 s,

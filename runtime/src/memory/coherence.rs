@@ -8,6 +8,13 @@
 //!   the reader, nothing removes the last holder.
 //!
 //! Byte intervals, not elements: nodes may view one buffer with different element types.
+//!
+//! A map shares its segments (copy on write), so the copy-plan cache can keep the states
+//! before and after a launch and put one back at the cost of a pointer: in a loop's steady
+//! state a launch finds its buffers in the very state it recorded, and compares pointers, not
+//! the thousands of segments a scatter leaves (Parboil spmv).
+
+use std::sync::Arc;
 
 /// A set of holders: bit 0 is the host, bit `1 + k` device `k`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -82,17 +89,23 @@ pub struct Segment {
     pub holders: Holders,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Eq)]
 pub struct Coherence {
     size: u64,
-    segments: Vec<Segment>,
+    segments: Arc<Vec<Segment>>,
+}
+
+impl PartialEq for Coherence {
+    fn eq(&self, other: &Coherence) -> bool {
+        self.size == other.size && (Arc::ptr_eq(&self.segments, &other.segments) || self.segments == other.segments)
+    }
 }
 
 impl Coherence {
     /// A buffer of `size` bytes current at `holders` only.
     pub fn new(size: u64, holders: Holders) -> Coherence {
         let segments = if size == 0 { Vec::new() } else { vec![Segment { start: 0, end: size, holders }] };
-        Coherence { size, segments }
+        Coherence { size, segments: Arc::new(segments) }
     }
 
     pub fn size(&self) -> u64 {
@@ -159,14 +172,14 @@ impl Coherence {
             return;
         }
         let mut out: Vec<Segment> = Vec::with_capacity(self.segments.len());
-        for s in &self.segments {
+        for s in self.segments.iter() {
             let holders = if s.holders.has(Place::Host) { Holders::HOST } else { s.holders };
             match out.last_mut() {
                 Some(l) if l.holders == holders => l.end = s.end,
                 _ => out.push(Segment { holders, ..*s }),
             }
         }
-        self.segments = out;
+        self.segments = Arc::new(out);
     }
 
     fn update_runs(&mut self, runs: impl IntoIterator<Item = (u64, u64)>, f: impl Fn(Holders) -> Holders) {
@@ -217,7 +230,7 @@ impl Coherence {
             push(next.start, next.end, next.holders);
             to += 1;
         }
-        self.segments.splice(from..to, out);
+        Arc::make_mut(&mut self.segments).splice(from..to, out);
     }
 
     fn update(&mut self, start: u64, end: u64, f: impl Fn(Holders) -> Holders) {
@@ -247,7 +260,7 @@ impl Coherence {
                 _ => merged.push(s),
             }
         }
-        self.segments.splice(lo..hi, merged);
+        Arc::make_mut(&mut self.segments).splice(lo..hi, merged);
     }
 }
 
@@ -395,6 +408,21 @@ mod tests {
         b.set_only(0, 100, Place::Device(1));
         b.set_only(0, 40, Place::Device(0));
         b.add(40, 60, Place::Device(0));
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn clones_share_until_one_is_written() {
+        let mut a = Coherence::new(100, Holders::HOST);
+        a.set_only(0, 50, Place::Device(0));
+        let mut b = a.clone();
+        assert!(Arc::ptr_eq(&a.segments, &b.segments));
+        b.set_only(50, 100, Place::Device(1));
+        assert_ne!(a, b);
+        assert_eq!(a.segments().len(), 2, "the original is untouched: {:?}", a.segments());
+        // Equal maps that share nothing still compare equal.
+        b.set_only(50, 100, Place::Host);
+        assert!(!Arc::ptr_eq(&a.segments, &b.segments));
         assert_eq!(a, b);
     }
 

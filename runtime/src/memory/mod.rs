@@ -173,6 +173,19 @@ impl Table {
         self.buffers.get_mut(&start)
     }
 
+    /// A table of buffers `(start, size)` with allocations on `devices` devices at made-up
+    /// addresses (nothing may touch their memory), for tests of planning.
+    #[cfg(test)]
+    pub(crate) fn with_fake_buffers(buffers: &[(u64, u64)], devices: usize) -> Table {
+        let mut t = Table { buffers: BTreeMap::new(), next_id: 0 };
+        for &(start, size) in buffers {
+            t.track(start, size);
+            let buf = t.buffers.get_mut(&start).expect("tracked");
+            buf.allocs = (0..devices).map(|k| Some(0x1000_0000 * (k as u64 + 1) + start)).collect();
+        }
+        t
+    }
+
     fn track(&mut self, ptr: u64, bytes: u64) {
         self.next_id += 1;
         let buf = Buffer {

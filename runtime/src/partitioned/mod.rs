@@ -52,7 +52,7 @@ pub(crate) struct LaunchPlan {
     /// Why the launch is not split, when it is not.
     pub unpartitioned: Option<String>,
     /// Copy plans by the coherence states they start from, most recent first.
-    copies: Mutex<Vec<Arc<CopyPlan>>>,
+    copies: Mutex<Vec<CachedCopies>>,
     /// Time spent making device allocations while planning (first use of a buffer).
     pub alloc_nanos: u64,
     /// The GPU kernel may read its `in`-only buffers through the read-only data cache.
@@ -73,12 +73,23 @@ pub(crate) struct PartPlan {
     pub writes: Vec<(usize, ByteRect)>,
 }
 
-struct CopyPlan {
+/// A cached copy plan and the coherence states of the plan's buffers it starts from.
+struct CachedCopies {
+    /// Replaced, on every match, by the states the match found: equal to them, and sharing
+    /// their segments, so the next match in a loop's steady state compares pointers
+    /// ([`Coherence`]'s equality) instead of maps.
     before: Vec<Coherence>,
+    plan: Arc<CopyPlan>,
+}
+
+struct CopyPlan {
     copies: Vec<Copy>,
     /// What each copy reads: (buffer index, byte range within the buffer).
     sources: Vec<Source>,
-    after: Vec<Coherence>,
+    /// Each buffer's state after the launch; `None` where it equals the state before (the
+    /// launch neither copies into it nor writes it, or rewrites what its writers held): the
+    /// map is left as found, sharing its segments with whatever else matched them.
+    after: Vec<Option<Coherence>>,
 }
 
 /// The bytes a copy reads: `start..end` of buffer `buffer` (an index into the plan's buffers).
@@ -111,26 +122,28 @@ impl LaunchPlan {
     }
 
     /// The copies this launch needs in the present state, with what each reads; moves the
-    /// coherence maps to the state after the launch. Returns the copies and whether the plan
+    /// coherence maps to the state after the launch. Returns the copy plan and whether it
     /// came from the cache.
-    fn copies(&self, table: &mut Table) -> (Vec<Copy>, Vec<Source>, bool) {
+    fn copies(&self, table: &mut Table) -> (Arc<CopyPlan>, bool) {
         for &(s, _) in &self.buffers {
             table.get_mut(s).expect("current").account_host_writes();
         }
         let mut cached = self.copies.lock().unwrap_or_else(|e| e.into_inner());
-        let hit = cached.iter().position(|cp| {
-            self.buffers.iter().zip(&cp.before).all(|(&(s, _), st)| table.get(s).is_some_and(|b| &b.coherence == st))
+        let hit = cached.iter().position(|c| {
+            self.buffers.iter().zip(&c.before).all(|(&(s, _), st)| table.get(s).is_some_and(|b| &b.coherence == st))
         });
         if let Some(i) = hit {
-            let cp = cached[i].clone();
-            if i > 0 {
-                cached.remove(i);
-                cached.insert(0, cp.clone());
+            let mut entry = cached.remove(i);
+            for ((&(s, _), before), after) in self.buffers.iter().zip(&mut entry.before).zip(&entry.plan.after) {
+                let map = &mut table.get_mut(s).expect("current").coherence;
+                before.clone_from(map);
+                if let Some(after) = after {
+                    map.clone_from(after);
+                }
             }
-            for (&(s, _), st) in self.buffers.iter().zip(&cp.after) {
-                table.get_mut(s).expect("current").coherence.clone_from(st);
-            }
-            return (cp.copies.clone(), cp.sources.clone(), true);
+            let plan = entry.plan.clone();
+            cached.insert(0, entry);
+            return (plan, true);
         }
         let before: Vec<Coherence> =
             self.buffers.iter().map(|&(s, _)| table.get(s).expect("current").coherence.clone()).collect();
@@ -169,10 +182,14 @@ impl LaunchPlan {
                 buf.coherence.set_only_runs(merged, Place::Device(p.device));
             }
         }
-        let after = self.buffers.iter().map(|&(s, _)| table.get(s).expect("current").coherence.clone()).collect();
-        cached.insert(0, Arc::new(CopyPlan { before, copies: copies.clone(), sources: sources.clone(), after }));
+        let after = self.buffers.iter().zip(&before).map(|(&(s, _), then)| {
+            let now = &table.get(s).expect("current").coherence;
+            (now != then).then(|| now.clone())
+        });
+        let plan = Arc::new(CopyPlan { copies, sources, after: after.collect() });
+        cached.insert(0, CachedCopies { before, plan: plan.clone() });
         cached.truncate(COPY_PLANS_KEPT);
-        (copies, sources, false)
+        (plan, false)
     }
 }
 
@@ -304,6 +321,7 @@ pub(crate) fn run_unit(
     let mut table = memory::table();
     let t0 = Instant::now();
     let cached = e.module.launches.get(&key, &table).filter(|p| access::inspected_unchanged(p, &mut table));
+    let plan_hit = cached.is_some();
     let plan = match cached {
         Some(p) => {
             st.plan_hits.fetch_add(1, Ordering::Relaxed);
@@ -351,9 +369,14 @@ pub(crate) fn run_unit(
     }
 
     let t1 = Instant::now();
-    let (copies, sources, hit) = lp.copies(&mut table);
+    let (copy_plan, hit) = lp.copies(&mut table);
+    let (copies, sources) = (&copy_plan.copies, &copy_plan.sources);
     st.nanos_copy_plan.fetch_add(t1.elapsed().as_nanos() as u64, Ordering::Relaxed);
     if hit { &st.copy_hits } else { &st.copy_misses }.fetch_add(1, Ordering::Relaxed);
+    if plan_hit && hit {
+        st.hit_launches.fetch_add(1, Ordering::Relaxed);
+        st.nanos_hit_work.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
 
     match &gpu_launch {
         Some((kernel, ptx, prepared)) => {
@@ -365,7 +388,7 @@ pub(crate) fn run_unit(
                 }
                 _ => &kernel.name,
             };
-            let times = gpu::run(e, n, st, lp, &copies, &sources, kernel, name, prepared, ptx, parent, grid, outs)
+            let times = gpu::run(e, n, st, lp, copies, sources, kernel, name, prepared, ptx, parent, grid, outs)
                 .unwrap_or_else(|err| {
                     crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc))
                 });
@@ -373,14 +396,14 @@ pub(crate) fn run_unit(
         }
         None => {
             let t2 = Instant::now();
-            memory::execute(&copies).unwrap_or_else(|err| {
+            memory::execute(copies).unwrap_or_else(|err| {
                 crate::fatal(&format!(
                     "node {} ({}): copying its inputs: {err}",
                     e.module.program.nodes[n as usize].shown(),
                     e.module.program.nodes[n as usize].loc
                 ))
             });
-            for c in &copies {
+            for c in copies {
                 st.count_bytes(c);
             }
             st.nanos_copies.fetch_add(t2.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -499,5 +522,91 @@ pub fn bench_forget(module: &crate::module::Module, what: Forget) {
 pub(crate) fn prefetch(db: &dashdb::Database) {
     if devices().count() > 1 {
         access::prefetch(db);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A seeded generator of numbers below `n`: random tests that repeat.
+    fn numbers(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % n.max(1)
+        }
+    }
+
+    fn rect(next: &mut impl FnMut(u64) -> u64, size: u64) -> ByteRect {
+        let start = next(size);
+        ByteRect::run(start, start + 1 + next(size - start))
+    }
+
+    /// The copy-plan cache gives what planning from scratch gives: the same copies and the same
+    /// coherence maps after the launch, whatever state the buffers are in (loops, launches in
+    /// another order, the host reading back, states reached by different paths). Random
+    /// launches drawn from a few plans, each run with its cached plan on one table and with a
+    /// fresh copy of it (empty cache) on a twin table; the maps must agree after every launch.
+    #[test]
+    fn cached_copy_plans_agree_with_planning_anew() {
+        const BUFFERS: [(u64, u64); 2] = [(0x1000, 64), (0x2000, 48)];
+        let mut next = numbers(11);
+        let mut hits = 0;
+        for round in 0..40 {
+            let devices = 1 + next(3) as usize;
+            let plans: Vec<Vec<(usize, Vec<(usize, ByteRect)>, Vec<(usize, ByteRect)>)>> = (0..1 + next(3))
+                .map(|_| {
+                    (0..devices)
+                        .map(|k| {
+                            let b = next(2) as usize;
+                            let reads = (0..next(3)).map(|_| (b, rect(&mut next, BUFFERS[b].1))).collect();
+                            let w = next(2) as usize;
+                            let writes = (0..next(2)).map(|_| (w, rect(&mut next, BUFFERS[w].1))).collect();
+                            (k, reads, writes)
+                        })
+                        .collect()
+                })
+                .collect();
+            let make = |i: usize| {
+                let parts = plans[i]
+                    .iter()
+                    .map(|(k, reads, writes)| PartPlan {
+                        device: *k,
+                        bx: GridBox::whole([1, 1, 1]),
+                        args: Vec::new(),
+                        reads: reads.clone(),
+                        writes: writes.clone(),
+                    })
+                    .collect();
+                LaunchPlan::new(BUFFERS.iter().map(|&(s, _)| (s, 0)).collect(), parts, None)
+            };
+            let cached: Vec<LaunchPlan> = (0..plans.len()).map(make).collect();
+            let mut table = Table::with_fake_buffers(&BUFFERS, devices);
+            let mut twin = Table::with_fake_buffers(&BUFFERS, devices);
+            for launch in 0..30 {
+                if next(5) == 0 {
+                    // The host reads a buffer back (as `llvm_hpvm_request_mem` does).
+                    let (s, size) = BUFFERS[next(2) as usize];
+                    for t in [&mut table, &mut twin] {
+                        t.get_mut(s).unwrap().coherence.add(0, size, Place::Host);
+                    }
+                    continue;
+                }
+                let i = next(plans.len() as u64) as usize;
+                let (plan, hit) = cached[i].copies(&mut table);
+                let (fresh, _) = make(i).copies(&mut twin);
+                hits += hit as usize;
+                assert_eq!(plan.copies, fresh.copies, "round {round} launch {launch}: copies of plan {i}");
+                assert_eq!(plan.sources, fresh.sources, "round {round} launch {launch}: sources of plan {i}");
+                for &(s, _) in &BUFFERS {
+                    assert_eq!(
+                        table.get(s).unwrap().coherence,
+                        twin.get(s).unwrap().coherence,
+                        "round {round} launch {launch}: the map of buffer {s:#x} after plan {i} (cached: {hit})"
+                    );
+                }
+            }
+        }
+        assert!(hits > 200, "{hits} launches hit the cache: too few to test it");
     }
 }
