@@ -104,11 +104,16 @@ fn programs_are_bit_identical_on_simulated_devices() {
             }
             let off = run_ok(&exe, args, &[("HPVM_MGPU_DEVICES", "cpu:3"), ("HPVM_MGPU_PARTITION", "off")]);
             assert_eq!(off, host, "{src} {args:?} unpartitioned differs from the host run");
-            // More partitions than devices, and unequal shares (one device gets none).
+            // More partitions than devices.
             let more = run_ok(&exe, args, &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_PARTITIONS", "3")]);
             assert_eq!(more, host, "{src} {args:?} with 3 partitions per device differs from the host run");
-            let weighted = run_ok(&exe, args, &[("HPVM_MGPU_DEVICES", "cpu:3"), ("HPVM_MGPU_WEIGHTS", "3,0,1")]);
-            assert_eq!(weighted, host, "{src} {args:?} with weights 3,0,1 differs from the host run");
+            // Unequal shares (one device gets none), the devices taken out of their order.
+            let weighted = run_ok(
+                &exe,
+                args,
+                &[("HPVM_MGPU_DEVICES", "cpu:3"), ("HPVM_MGPU_WEIGHTS", "3,0,1"), ("HPVM_MGPU_ORDER", "2,0,1")],
+            );
+            assert_eq!(weighted, host, "{src} {args:?} with weights 3,0,1 and order 2,0,1 differs from the host run");
         }
         // At the largest size, every node the analysis proved partitionable ran split.
         let largest = sizes.last().unwrap();
@@ -284,6 +289,8 @@ fn bad_settings_are_refused_with_a_message() {
         ("HPVM_MGPU_PARTITIONS", "0", "1 to 64"),
         ("HPVM_MGPU_WEIGHTS", "1,2,3", "one per device"),
         ("HPVM_MGPU_WEIGHTS", "0,0", "not all zero"),
+        ("HPVM_MGPU_ORDER", "1,1", "a permutation"),
+        ("HPVM_MGPU_ORDER", "0", "a permutation"),
         ("HPVM_MGPU_PIN", "yes", "expected `on` or `off`"),
         ("HPVM_MGPU_HOST_WRITES", "some", "expected `any` or `none`"),
     ] {

@@ -63,6 +63,9 @@ pub struct Gpus {
     pub visible: usize,
     /// Pairs (i, j) where i reads j's memory directly (peer access enabled).
     pub peer: Vec<(usize, usize)>,
+    /// The cost of copying from GPU i to GPU j ([`super::topology`]): the driver's
+    /// performance rank of the link where peer access works, else `NO_PEER`.
+    pub link_cost: Vec<Vec<u32>>,
 }
 
 /// Opens the first `want` GPUs (all visible ones when `None`). `Ok(None)` when there is no
@@ -85,14 +88,18 @@ pub fn open(want: Option<usize>) -> Result<Option<Gpus>, String> {
     }
     let gpus = (0..n).map(Cuda::open).collect::<Result<Vec<_>, _>>()?;
     let mut peer = Vec::new();
+    let mut link_cost = vec![vec![0; n]; n];
     for a in &gpus {
         for b in &gpus {
             if a.index != b.index && a.enable_peer(b)? {
                 peer.push((a.index, b.index));
+                link_cost[a.index][b.index] = a.link_rank(b)?;
+            } else if a.index != b.index {
+                link_cost[a.index][b.index] = super::topology::NO_PEER;
             }
         }
     }
-    Ok(Some(Gpus { gpus, visible, peer }))
+    Ok(Some(Gpus { gpus, visible, peer, link_cost }))
 }
 
 impl Cuda {
@@ -131,6 +138,18 @@ impl Cuda {
             sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(true),
             e => Err(format!("enabling peer access from {} to {}: {e:?}", self.label(), other.label())),
         }
+    }
+
+    /// The driver's performance rank of the link from this GPU to `other` (0 the best).
+    fn link_rank(&self, other: &Cuda) -> Result<u32, String> {
+        let mut rank = 0;
+        let attr = sys::CUdevice_P2PAttribute::CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK;
+        // SAFETY: both handles come from cuDeviceGet and are distinct.
+        check(
+            "cuDeviceGetP2PAttribute",
+            unsafe { sys::cuDeviceGetP2PAttribute(&mut rank, attr, self.dev, other.dev) }.result(),
+        )?;
+        Ok(rank.max(0) as u32)
     }
 
     /// "GPU k (name)", for messages.

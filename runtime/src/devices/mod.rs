@@ -21,6 +21,7 @@ pub mod cuda;
 pub mod host;
 pub mod sim;
 pub mod staging;
+pub mod topology;
 
 use crate::fatal;
 pub use crate::memory::coherence::{Place, MAX_DEVICES};
@@ -84,6 +85,10 @@ pub struct Devices {
     pub peer: Vec<(usize, usize)>,
     /// Simulated devices (`cpu:N`).
     pub sims: Vec<SimDevice>,
+    /// The cost of copying between devices `i` and `j` ([`topology`]; empty but on GPUs).
+    pub link_cost: Vec<Vec<u32>>,
+    /// The devices in the order a split launch's partitions take them ([`topology`]).
+    pub order: Vec<usize>,
     /// GPU nodes run on the host because no GPU was found (not because the user chose so).
     pub no_gpu_found: bool,
 }
@@ -128,18 +133,28 @@ impl Devices {
                 0 => ", no peer access (copies between GPUs go through the host)".to_string(),
                 p => format!(", peer access for {p} of {pairs} ordered pairs"),
             };
-            return format!("{n} GPU{} ({}{peer})", if n == 1 { "" } else { "s" }, g.name);
+            return format!("{n} GPU{} ({}{peer}){}", if n == 1 { "" } else { "s" }, g.name, self.describe_order());
         }
+        let order = self.describe_order();
         match self.sims.len() {
             0 => "the host only".to_string(),
-            n if self.sims[0].is_dry() => format!("{n} dry-run devices (nothing runs)"),
+            n if self.sims[0].is_dry() => format!("{n} dry-run devices (nothing runs){order}"),
             n => format!(
-                "{n} simulated CPU device{} ({} worker thread{} each)",
+                "{n} simulated CPU device{} ({} worker thread{} each){order}",
                 if n == 1 { "" } else { "s" },
                 self.sims[0].threads(),
                 if self.sims[0].threads() == 1 { "" } else { "s" }
             ),
         }
+    }
+
+    /// ", partitions on devices 0, 2, 1, 3", where that is not their own order.
+    fn describe_order(&self) -> String {
+        if self.order.iter().enumerate().all(|(k, &d)| k == d) {
+            return String::new();
+        }
+        let list: Vec<String> = self.order.iter().map(|d| d.to_string()).collect();
+        format!(", partitions on devices {} in turn", list.join(", "))
     }
 }
 
@@ -148,9 +163,16 @@ pub fn devices() -> &'static Devices {
     DEVICES.get_or_init(|| {
         let text = std::env::var("HPVM_MGPU_DEVICES").unwrap_or_default();
         let choice = parse_choice(&text).unwrap_or_else(|e| fatal(&format!("HPVM_MGPU_DEVICES={text}: {e}")));
-        let none = || Devices { gpus: Vec::new(), peer: Vec::new(), sims: Vec::new(), no_gpu_found: false };
-        let on = |g: Gpus| Devices { gpus: g.gpus, peer: g.peer, ..none() };
-        match choice {
+        let none = || Devices {
+            gpus: Vec::new(),
+            peer: Vec::new(),
+            sims: Vec::new(),
+            link_cost: Vec::new(),
+            order: Vec::new(),
+            no_gpu_found: false,
+        };
+        let on = |g: Gpus| Devices { gpus: g.gpus, peer: g.peer, link_cost: g.link_cost, ..none() };
+        let mut devs = match choice {
             Choice::Cpu => none(),
             Choice::Sim(n) => {
                 let threads = (crate::pool::pool().current_num_threads() / n).max(1);
@@ -170,7 +192,15 @@ pub fn devices() -> &'static Devices {
                 Ok(None) => fatal(&format!("HPVM_MGPU_DEVICES={text} but no CUDA GPU was found")),
                 Err(e) => fatal(&format!("HPVM_MGPU_DEVICES={text}: {e}")),
             },
-        }
+        };
+        devs.order = match std::env::var("HPVM_MGPU_ORDER") {
+            Ok(v) if !v.trim().is_empty() && devs.count() > 0 => {
+                topology::parse_order(&v, devs.count()).unwrap_or_else(|e| fatal(&format!("HPVM_MGPU_ORDER={v}: {e}")))
+            }
+            _ if devs.link_cost.len() == devs.count() => topology::chain_order(&devs.link_cost),
+            _ => (0..devs.count()).collect(),
+        };
+        devs
     })
 }
 

@@ -30,7 +30,8 @@ pub(crate) struct Launch<'a> {
     pub args: &'a [u8],
     pub parent: ([i64; 3], [i64; 3]),
     pub grid: [i64; 3],
-    pub devices: usize,
+    /// The devices in the order partitions take them (a permutation of `0..devices`).
+    pub order: &'a [usize],
 }
 
 /// One pointer argument of the unit's leaf that points into a tracked buffer.
@@ -114,7 +115,7 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
             // (a flat grid is cut into blocks of `launch::kernel::block_shape`) runs on one
             // device, which the statistics should say rather than leave to be guessed.
             let first = parts.first().map(|p| p.device);
-            let one_device = l.devices > 1 && parts.iter().all(|p| Some(p.device) == first);
+            let one_device = l.order.len() > 1 && parts.iter().all(|p| Some(p.device) == first);
             let why = one_device.then(|| {
                 let shape = match block {
                     Some(b) => format!(
@@ -513,9 +514,11 @@ fn split(
         })
         .collect();
     let split: Vec<usize> = dn.split.dims.iter().map(|&d| d as usize).collect();
-    // Partition k runs on device k % devices, with that device's weight.
+    // Partition k runs on device order[k % devices], with that device's weight: consecutive
+    // partitions, which share the most, on the best links.
+    let device = |k: usize| l.order[k % l.order.len()];
     let weights: Vec<f64> =
-        (0..l.devices * super::partitions_per_device()).map(|k| super::device_weight(k % l.devices)).collect();
+        (0..l.order.len() * super::partitions_per_device()).map(|k| super::device_weight(device(k))).collect();
     let parts = partition::weighted(blocks.map(|b| b.max(0) as u64), &split, &weights).map_err(|e| e.to_string())?;
     let node_name = leaf.shown();
     let loc = &unit.loc;
@@ -603,7 +606,7 @@ fn split(
             } else {
                 bx
             };
-            Ok((k % l.devices, bx, reads, writes, pending))
+            Ok((device(k), bx, reads, writes, pending))
         })
         .collect();
     let computed: Vec<_> = computed.into_iter().collect::<Result<_, _>>()?;

@@ -335,7 +335,7 @@ pub(crate) fn run_unit(
                 args: &key.args,
                 parent: key.parent,
                 grid,
-                devices: devs.count(),
+                order: &devs.order,
             };
             let table = &mut *table;
             let p = Arc::new(std::thread::scope(|s| {
