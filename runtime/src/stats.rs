@@ -67,6 +67,10 @@ pub struct Report {
     pub stream_items: u64,
     pub devices: String,
     pub device_count: usize,
+    /// On GPUs, the cost of copying from GPU i to GPU j (the driver's link rank, 0 the best;
+    /// 1000 without peer access), and the order partitions take the devices in.
+    pub link_cost: Vec<Vec<u32>>,
+    pub device_order: Vec<usize>,
     pub worker_threads: usize,
     pub nodes: Vec<NodeReport>,
     /// Every (source, destination) pair that moved bytes.
@@ -211,6 +215,8 @@ pub fn collect() -> Report {
         launches: LAUNCHES.load(Ordering::Relaxed),
         stream_items: STREAM_ITEMS.load(Ordering::Relaxed),
         devices: devs.describe(),
+        link_cost: devs.link_cost.clone(),
+        device_order: devs.order.clone(),
         device_count: devs.count(),
         worker_threads: crate::pool::pool().current_num_threads(),
         nodes,
