@@ -537,6 +537,9 @@ mod tests {
         }
     }
 
+    /// A partition: its device, and the (buffer, bytes) it reads and writes.
+    type Part = (usize, Vec<(usize, ByteRect)>, Vec<(usize, ByteRect)>);
+
     fn rect(next: &mut impl FnMut(u64) -> u64, size: u64) -> ByteRect {
         let start = next(size);
         ByteRect::run(start, start + 1 + next(size - start))
@@ -554,7 +557,7 @@ mod tests {
         let mut hits = 0;
         for round in 0..40 {
             let devices = 1 + next(3) as usize;
-            let plans: Vec<Vec<(usize, Vec<(usize, ByteRect)>, Vec<(usize, ByteRect)>)>> = (0..1 + next(3))
+            let plans: Vec<Vec<Part>> = (0..1 + next(3))
                 .map(|_| {
                     (0..devices)
                         .map(|k| {
