@@ -32,6 +32,8 @@ pub mod partitioned;
 pub mod pool;
 pub mod scratch;
 pub mod stats;
+#[cfg(test)]
+mod testing;
 pub mod trace;
 
 /// Ends the program with an error about the user's program (a bad instance count, a barrier

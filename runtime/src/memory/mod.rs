@@ -537,14 +537,7 @@ pub fn forget_all() {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A seeded generator of numbers below `n` (0 for `n` 0): random tests that repeat.
-    fn numbers(mut seed: u64) -> impl FnMut(u64) -> u64 {
-        move |n| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (seed >> 33) % n.max(1)
-        }
-    }
+    use crate::testing::numbers;
 
     /// A buffer whose allocations exist already (fake addresses: nothing touches memory).
     fn buffer(size: u64, devices: usize) -> Buffer {

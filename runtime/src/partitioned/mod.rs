@@ -528,14 +528,7 @@ pub(crate) fn prefetch(db: &dashdb::Database) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A seeded generator of numbers below `n`: random tests that repeat.
-    fn numbers(mut seed: u64) -> impl FnMut(u64) -> u64 {
-        move |n| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (seed >> 33) % n.max(1)
-        }
-    }
+    use crate::testing::numbers;
 
     /// A partition: its device, and the (buffer, bytes) it reads and writes.
     type Part = (usize, Vec<(usize, ByteRect)>, Vec<(usize, ByteRect)>);
