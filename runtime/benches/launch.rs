@@ -18,9 +18,9 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use hpvm_runtime::ctx::{GridBox, NodeCtx};
+use hpvm_runtime::launch::{bench_forget, bench_launch, load, Loaded};
 use hpvm_runtime::memory;
-use hpvm_runtime::module::Module;
-use hpvm_runtime::partitioned::{self, Forget};
+use hpvm_runtime::partitioned::Forget;
 use std::ffi::CString;
 use std::sync::Arc;
 
@@ -29,11 +29,11 @@ unsafe extern "C" fn never_runs(_: *const u8, _: *const NodeCtx, _: *const GridB
     unreachable!("dry-run devices run nothing")
 }
 
-fn module(json: &str) -> Arc<Module> {
+fn module(json: &str) -> Arc<Loaded> {
     let desc: &'static CString = Box::leak(Box::new(CString::new(json).unwrap()));
     let entries: &'static [hpvm_runtime::ctx::EntryFn; 1] = Box::leak(Box::new([never_runs as _]));
     // SAFETY: NUL-terminated description and one entry point, both leaked (live forever).
-    unsafe { hpvm_runtime::module::get(desc.as_ptr(), entries.as_ptr(), 1, std::ptr::null()) }
+    unsafe { load(desc.as_ptr(), entries.as_ptr(), 1, std::ptr::null()) }
 }
 
 /// Addresses of host buffers that are tracked but never touched (nothing is copied).
@@ -50,7 +50,7 @@ fn args(words: &[u64]) -> Vec<u8> {
 /// Node 1 of both programs is the launch unit (an internal node launched as 16 x 16 blocks).
 const UNIT: u32 = 1;
 
-fn stencil(c: &mut Criterion, m: &Module) {
+fn stencil(c: &mut Criterion, m: &Loaded) {
     let mut g = c.benchmark_group("stencil2d");
     for n in [4096u64, 16384, 32768] {
         let bytes = n * n * 4;
@@ -58,7 +58,7 @@ fn stencil(c: &mut Criterion, m: &Module) {
         let forward = args(&[a, bytes, b, bytes, n, n]);
         let backward = args(&[b, bytes, a, bytes, n, n]);
         let grid = [(n / 16) as i64, (n / 16) as i64, 1];
-        let launch = |x: &Vec<u8>| assert!(partitioned::bench_launch(m, UNIT, x.clone(), grid));
+        let launch = |x: &Vec<u8>| assert!(bench_launch(m, UNIT, x.clone(), grid));
         for _ in 0..4 {
             launch(&forward);
             launch(&backward);
@@ -73,7 +73,7 @@ fn stencil(c: &mut Criterion, m: &Module) {
         for (name, what) in [("miss", Forget::Plans), ("plan", Forget::Intervals), ("cold", Forget::All)] {
             g.bench_function(BenchmarkId::new(name, n), |bch| {
                 bch.iter(|| {
-                    partitioned::bench_forget(m, what);
+                    bench_forget(m, what);
                     launch(&forward)
                 })
             });
@@ -82,14 +82,14 @@ fn stencil(c: &mut Criterion, m: &Module) {
     g.finish();
 }
 
-fn matmul(c: &mut Criterion, m: &Module) {
+fn matmul(c: &mut Criterion, m: &Loaded) {
     let mut g = c.benchmark_group("matmul");
     for n in [4096u64, 16384, 32768] {
         let bytes = n * n * 4;
         let (a, b, cc) = (fake_buffer(3 * n, bytes), fake_buffer(3 * n + 1, bytes), fake_buffer(3 * n + 2, bytes));
         let x = args(&[a, bytes, b, bytes, cc, bytes, n]);
         let grid = [(n / 16) as i64, (n / 16) as i64, 1];
-        let launch = || assert!(partitioned::bench_launch(m, UNIT, x.clone(), grid));
+        let launch = || assert!(bench_launch(m, UNIT, x.clone(), grid));
         for _ in 0..3 {
             launch();
         }
@@ -97,7 +97,7 @@ fn matmul(c: &mut Criterion, m: &Module) {
         for (name, what) in [("miss", Forget::Plans), ("plan", Forget::Intervals), ("cold", Forget::All)] {
             g.bench_function(BenchmarkId::new(name, n), |bch| {
                 bch.iter(|| {
-                    partitioned::bench_forget(m, what);
+                    bench_forget(m, what);
                     launch()
                 })
             });

@@ -2,14 +2,9 @@
 //! code calls (`hpvm_rt_*`). None may unwind into C: each body runs under [`guard`].
 
 use crate::ctx::EntryFn;
-use crate::launch::Launch;
-use crate::{memory, module, scratch, stats};
+use crate::launch::{self, Launch};
+use crate::{memory, scratch, stats};
 use std::ffi::{c_char, c_void};
-
-extern "C" {
-    #[link_name = "malloc"]
-    pub fn libc_malloc(size: usize) -> *mut c_void;
-}
 
 /// Runs `f`; a panic (a bug in the runtime) ends the process with a message instead of
 /// unwinding into C.
@@ -27,6 +22,7 @@ fn guard<R>(what: &str, f: impl FnOnce() -> R) -> R {
 pub extern "C" fn __hpvm__init() {
     guard("__hpvm__init", || {
         // Every setting is checked now, so a bad one stops the program before it starts work.
+        stats::install();
         stats::session_started();
         crate::pool::pool();
         let t = std::time::Instant::now();
@@ -65,8 +61,9 @@ pub unsafe extern "C" fn hpvm_rt_launch(
     ptx: *const c_char,
 ) -> *mut c_void {
     guard("__hpvm__launch", || {
-        crate::memory::host_resumes();
-        let m = unsafe { module::get(desc, entries, n_entries, ptx) };
+        stats::install();
+        memory::host_resumes();
+        let m = unsafe { launch::load(desc, entries, n_entries, ptx) };
         Box::into_raw(unsafe { Launch::start(m, launch, streaming != 0, args as *mut u8) }) as *mut c_void
     })
 }
@@ -91,7 +88,7 @@ pub unsafe extern "C" fn __hpvm__push(handle: *mut c_void, args: *mut c_void) {
         if handle.is_null() {
             crate::fatal("__hpvm__push on a null graph handle");
         }
-        crate::memory::host_resumes();
+        memory::host_resumes();
         unsafe { (*(handle as *const Launch)).push(args as *const u8) }
     })
 }
@@ -110,17 +107,26 @@ pub unsafe extern "C" fn __hpvm__pop(handle: *mut c_void) -> *mut c_void {
 
 #[no_mangle]
 pub extern "C" fn llvm_hpvm_track_mem(ptr: *mut c_void, bytes: usize) {
-    guard("llvm_hpvm_track_mem", || memory::track(ptr as usize, bytes))
+    guard("llvm_hpvm_track_mem", || {
+        stats::install();
+        memory::track(ptr as usize, bytes)
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn llvm_hpvm_untrack_mem(ptr: *mut c_void) {
-    guard("llvm_hpvm_untrack_mem", || memory::untrack(ptr as usize))
+    guard("llvm_hpvm_untrack_mem", || {
+        stats::install();
+        memory::untrack(ptr as usize)
+    })
 }
 
 #[no_mangle]
 pub extern "C" fn llvm_hpvm_request_mem(ptr: *mut c_void, bytes: usize) {
-    guard("llvm_hpvm_request_mem", || memory::request(ptr as usize, bytes))
+    guard("llvm_hpvm_request_mem", || {
+        stats::install();
+        memory::request(ptr as usize, bytes)
+    })
 }
 
 /// `__hpvm__barrier` in compiled leaf code.

@@ -3,14 +3,30 @@
 //! The compiler leaves three things in an executable: compiled leaf nodes (entry points over
 //! boxes of instances, [`ctx::EntryFn`]), a JSON description of each module's graphs
 //! ([`desc::Program`]), and host code calling the C ABI in [`abi`] (`__hpvm__init`,
-//! `hpvm_rt_launch`, `__hpvm__wait`, the memory tracker...). At a launch the runtime parses
-//! the description once ([`module`]), then interprets internal nodes and runs leaves on a
-//! thread pool ([`launch::engine`]); streaming launches become pipelines ([`launch`]).
+//! `hpvm_rt_launch`, `__hpvm__wait`, the memory tracker...). At a launch the runtime loads
+//! the module once ([`launch::load`]), then interprets internal nodes and runs leaves on a
+//! thread pool ([`launch::engine`]); launch units (GPU-shaped nodes) are split across the
+//! devices ([`partitioned`]); streaming launches become pipelines ([`launch`]).
 //!
-//! Where things live: [`launch`] (launches, the graph interpreter, GPU kernel launches),
-//! [`partitioned`] (launches split across devices: access intervals, plan caches),
-//! [`memory`] (virtual buffers and their coherence maps), [`devices`] (the host, simulated,
-//! dry-run and CUDA devices), [`stats`], and [`abi`], the C functions over all of them.
+//! # The map of the crate
+//!
+//! The top-level modules form layers. A module may use modules of its own layer or of lower
+//! ones, never of a higher one, and no modules form a circle of imports. Read the crate from
+//! the bottom up: each layer makes sense knowing only the layers below it.
+//! `runtime/tests/layers.rs` reads this table and every `crate::`/`super::` path in
+//! `src/`, and fails on an upward import or a circle, naming the file and line; a new
+//! top-level module must get a row here.
+//!
+//! | layer | modules | what it holds |
+//! |---|---|---|
+//! | 0 | `ctx`, `desc`, `args`, `sink`, `testing` | records shared with compiled code (instance contexts, the description, argument buffers); the interface through which lower layers report events to the statistics; test helpers. The crate root's [`fatal`] belongs here. |
+//! | 1 | `pool`, `fiber`, `scratch`, `trace` | services of the host: the worker pool, barrier fibers, per-instance scratch memory, access traces |
+//! | 2 | `devices` | open devices (host cores, simulated, dry-run, CUDA), allocate, copy, run a box of instances or a kernel; knows nothing of launches, plans or coherence |
+//! | 3 | `memory`, `module` | virtual buffers and their coherence maps, driving devices through the [`devices::Device`] trait; a loaded module: its description, entry points, analysis database, per-node counters, and the evaluation of its graphs' data flow |
+//! | 4 | `partitioned` | launch units across devices: plans (access intervals, with ISL), copy plans from the coherence maps, the plan caches, kernels on GPUs; a box of a unit on a simulated device runs through a callback the engine gives |
+//! | 5 | `launch` | loaded modules and their plan caches, the graph interpreter (engine), graph launches and streaming pipelines |
+//! | 6 | `stats` | the statistics: the sink's receiver, and the report, which reads every layer |
+//! | 7 | `abi` | the C functions over all of them |
 //!
 //! Invariants:
 //! - A description is checked on load ([`desc::Program::parse`]): afterwards every node, port
@@ -21,6 +37,7 @@
 //! - The library never links LLVM.
 
 pub mod abi;
+pub mod args;
 pub mod ctx;
 pub mod desc;
 pub mod devices;
@@ -31,6 +48,7 @@ pub mod module;
 pub mod partitioned;
 pub mod pool;
 pub mod scratch;
+pub mod sink;
 pub mod stats;
 #[cfg(test)]
 mod testing;

@@ -1,12 +1,20 @@
 //! A compiled module as the runtime holds it: its parsed description, its leaf entry points,
-//! and what is derived once (child order, statistics slots).
+//! its analysis database, what is derived once (child order, statistics slots), and the
+//! evaluation of its graphs' data flow that every layer above needs: instance counts, a
+//! child's arguments from its parent's and its sources' outputs, a node's bound outputs.
+//!
+//! Invariant: a [`Module`] exists only for a description that parsed and checked
+//! ([`Program::parse`]) and whose internal nodes' edges are acyclic, so node, port and entry
+//! indices taken from it are in range.
 
+use crate::args::{int_param, Args, Patch, SendPtr};
 use crate::ctx::EntryFn;
-use crate::desc::{KindDesc, Program};
+use crate::desc::{EdgeDesc, KindDesc, NodeDesc, Program};
+use crate::devices::{Copy, Place};
 use crate::fatal;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Mutex;
 
 pub struct Module {
     pub program: Program,
@@ -18,8 +26,6 @@ pub struct Module {
     pub stats: Vec<NodeStats>,
     /// The analysis database the build embedded (validated, of this schema version).
     pub analysis: Option<dashdb::Database>,
-    /// Plans of partitioned launches by launch key.
-    pub launches: crate::partitioned::cache::Launches,
 }
 
 #[derive(Default)]
@@ -83,8 +89,7 @@ impl NodeStats {
         }
     }
 
-    pub fn count_bytes(&self, c: &crate::devices::Copy) {
-        use crate::devices::Place;
+    pub fn count_bytes(&self, c: &Copy) {
         let slot = match (c.src, c.dst) {
             (Place::Host, _) => &self.bytes_h2d,
             (_, Place::Host) => &self.bytes_d2h,
@@ -101,7 +106,13 @@ impl NodeStats {
 }
 
 impl Module {
-    fn new(program: Program, entries: Vec<EntryFn>, ptx: Option<&'static std::ffi::CStr>) -> Result<Module, String> {
+    /// The module of a parsed description and its entry points (`entries[i]` is leaf entry
+    /// `i`); an error names the node whose graph cannot run.
+    pub fn new(
+        program: Program,
+        entries: Vec<EntryFn>,
+        ptx: Option<&'static std::ffi::CStr>,
+    ) -> Result<Module, String> {
         let mut order = Vec::with_capacity(program.nodes.len());
         for node in &program.nodes {
             order.push(match &node.kind {
@@ -126,7 +137,107 @@ impl Module {
                 })?),
                 None => None,
             };
-        Ok(Module { program, entries, ptx, order, stats, analysis, launches: Default::default() })
+        Ok(Module { program, entries, ptx, order, stats, analysis })
+    }
+
+    /// Parses the description `json` and makes its module.
+    pub fn load(json: &str, entries: Vec<EntryFn>, ptx: Option<&'static std::ffi::CStr>) -> Result<Module, String> {
+        Program::parse(json).and_then(|p| Module::new(p, entries, ptx))
+    }
+
+    pub fn node(&self, n: u32) -> &NodeDesc {
+        &self.program.nodes[n as usize]
+    }
+
+    /// The grid of node `c`, from its count expressions over its parent's arguments
+    /// (`parent`: the parent node and one instance's argument buffer; `None` for a root).
+    /// A count that is negative or cannot be evaluated ends the program with the node's name.
+    pub fn grid(&self, c: u32, parent: Option<(u32, &[u8])>) -> [i64; 3] {
+        let node = self.node(c);
+        let mut dim = [1i64; 3];
+        for (d, e) in node.counts.iter().enumerate() {
+            let v = match parent {
+                Some((p, args)) => e.eval(&|i| int_param(self.node(p), args, i)),
+                None => e.eval(&|_| None),
+            };
+            match v {
+                Some(v) if v >= 0 => dim[d] = v,
+                Some(v) => fatal(&format!(
+                    "node {} ({}): instance count {v} in dimension {d} is negative",
+                    node.name, node.loc
+                )),
+                None => fatal(&format!(
+                    "node {} ({}): cannot evaluate its instance count in dimension {d} (overflow or division by zero)",
+                    node.name, node.loc
+                )),
+            }
+        }
+        dim
+    }
+
+    /// The arguments of child `c` of internal node `n`: bound inputs from the parent's
+    /// arguments `args`, the others from the output records of edge sources (`source`).
+    pub fn child_args<'r>(
+        &self,
+        n: u32,
+        c: u32,
+        args: &[u8],
+        source: &dyn Fn(&EdgeDesc) -> (&'r [u8], i64),
+    ) -> Args<'r> {
+        let node = self.node(n);
+        let child = self.node(c);
+        let KindDesc::Internal { edges, bind_in, .. } = &node.kind else {
+            unreachable!("only internal nodes have children")
+        };
+        let mut base = vec![0u8; child.args_size()];
+        for b in bind_in.iter().filter(|b| b.child == c) {
+            let (from, to) = (&node.params[b.parent_port as usize], &child.params[b.child_port as usize]);
+            base[to.offset as usize..(to.offset + to.size) as usize]
+                .copy_from_slice(&args[from.offset as usize..(from.offset + from.size) as usize]);
+        }
+        let mut patches = Vec::new();
+        for e in edges.iter().filter(|e| e.dst == c) {
+            let src = self.node(e.src);
+            let (outs, total) = source(e);
+            let (from, to) = (&src.outputs[e.src_port as usize], &child.params[e.dst_port as usize]);
+            if e.one_to_one {
+                patches.push(Patch {
+                    dst_offset: to.offset as usize,
+                    size: to.size as usize,
+                    src: outs,
+                    src_offset: from.offset as usize,
+                    stride: src.outputs_size(),
+                });
+            } else if total > 0 {
+                let at = (total as usize - 1) * src.outputs_size() + from.offset as usize;
+                base[to.offset as usize..(to.offset + to.size) as usize]
+                    .copy_from_slice(&outs[at..at + to.size as usize]);
+            }
+        }
+        Args { base, patches }
+    }
+
+    /// Writes the outputs of internal node `n` (one instance) at `out` from its children's
+    /// output records (`result` of a child: records and instance count, if it ran).
+    pub fn bind_outputs<'r>(&self, n: u32, out: SendPtr<u8>, result: &dyn Fn(u32) -> Option<(&'r [u8], i64)>) {
+        let node = self.node(n);
+        let KindDesc::Internal { bind_out, .. } = &node.kind else { unreachable!("only internal nodes bind outputs") };
+        if out.0.is_null() {
+            return;
+        }
+        for b in bind_out {
+            let child = self.node(b.child);
+            let Some((outs, total)) = result(b.child) else { continue };
+            if total == 0 {
+                continue;
+            }
+            let (from, to) = (&child.outputs[b.child_port as usize], &node.outputs[b.parent_port as usize]);
+            let at = (total as usize - 1) * child.outputs_size() + from.offset as usize;
+            // SAFETY: `out` is one output record of `node`, `outputs_size()` bytes long.
+            unsafe {
+                std::ptr::copy_nonoverlapping(outs[at..].as_ptr(), out.0.add(to.offset as usize), to.size as usize)
+            };
+        }
     }
 }
 
@@ -148,44 +259,6 @@ fn topological(children: &[u32], edges: impl Iterator<Item = (u32, u32)>) -> Opt
         }
     }
     Some(done)
-}
-
-/// Modules by the address of their description: parsed on first launch, kept for the run.
-fn registry() -> &'static Mutex<HashMap<usize, Arc<Module>>> {
-    static REGISTRY: OnceLock<Mutex<HashMap<usize, Arc<Module>>>> = OnceLock::new();
-    REGISTRY.get_or_init(Default::default)
-}
-
-/// The module whose description is the NUL-terminated JSON at `desc`.
-///
-/// # Safety
-/// `desc` (and `ptx` unless null) must point to NUL-terminated strings and `entries` to
-/// `n_entries` entry points, all living as long as the program (constants of the executable).
-pub unsafe fn get(
-    desc: *const std::ffi::c_char,
-    entries: *const EntryFn,
-    n_entries: u32,
-    ptx: *const std::ffi::c_char,
-) -> Arc<Module> {
-    let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(m) = reg.get(&(desc as usize)) {
-        return m.clone();
-    }
-    let json = unsafe { std::ffi::CStr::from_ptr(desc) }.to_string_lossy();
-    let entries = unsafe { std::slice::from_raw_parts(entries, n_entries as usize) }.to_vec();
-    let ptx = (!ptx.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(ptx) });
-    let module = Program::parse(&json).and_then(|p| Module::new(p, entries, ptx)).unwrap_or_else(|e| fatal(&e));
-    if let Some(db) = &module.analysis {
-        crate::partitioned::prefetch(db);
-    }
-    let module = Arc::new(module);
-    reg.insert(desc as usize, module.clone());
-    module
-}
-
-/// Every module loaded so far, for the statistics report.
-pub fn loaded() -> Vec<Arc<Module>> {
-    registry().lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
 }
 
 #[cfg(test)]

@@ -5,15 +5,17 @@
 //! were split and over how many devices, plan and copy-plan cache hits and misses, time in
 //! interval computation, copy planning, copies and partitions (the Mekong thesis's runtime
 //! breakdown, its section 4), and bytes moved. Globally: bytes per (source, destination).
+//!
+//! The layers below report global events through [`crate::sink`], whose [`Sink`] this module
+//! installs ([`install`]); per-node counters are read from each loaded module's records.
 
-use crate::devices::{Copy, MAX_DEVICES};
-use crate::memory;
-use crate::module;
+use crate::devices::{devices, MAX_DEVICES};
+use crate::launch;
+use crate::sink::{self, Event, Sink};
 use serde::Serialize;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub static LAUNCHES: AtomicU64 = AtomicU64::new(0);
 /// Time `__hpvm__init` spent opening the devices (a GPU's context, peer access).
 pub static DEVICE_SETUP_NANOS: AtomicU64 = AtomicU64::new(0);
 static SESSION_START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
@@ -22,37 +24,74 @@ static SESSION_START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceL
 pub fn session_started() {
     SESSION_START.get_or_init(std::time::Instant::now);
 }
-pub static STREAM_ITEMS: AtomicU64 = AtomicU64::new(0);
 
-/// Bytes copied from place `i` to place `j` (0 the host, `1 + k` device `k`).
-static BYTES: [[AtomicU64; MAX_DEVICES + 1]; MAX_DEVICES + 1] =
-    [const { [const { AtomicU64::new(0) }; MAX_DEVICES + 1] }; MAX_DEVICES + 1];
+/// The global counters, filled by the events the layers below report.
+struct Counters {
+    launches: AtomicU64,
+    stream_items: AtomicU64,
+    /// Bytes copied from place `i` to place `j` (0 the host, `1 + k` device `k`).
+    bytes: [[AtomicU64; MAX_DEVICES + 1]; MAX_DEVICES + 1],
+    bytes_requested: AtomicU64,
+    nanos_to_host: AtomicU64,
+    bytes_pinned: AtomicU64,
+    nanos_pinning: AtomicU64,
+}
 
-pub fn count_copy(c: &Copy) {
-    BYTES[c.src.index()][c.dst.index()].fetch_add(c.bytes(), Ordering::Relaxed);
+static COUNTERS: Counters = Counters {
+    launches: AtomicU64::new(0),
+    stream_items: AtomicU64::new(0),
+    bytes: [const { [const { AtomicU64::new(0) }; MAX_DEVICES + 1] }; MAX_DEVICES + 1],
+    bytes_requested: AtomicU64::new(0),
+    nanos_to_host: AtomicU64::new(0),
+    bytes_pinned: AtomicU64::new(0),
+    nanos_pinning: AtomicU64::new(0),
+};
+
+impl Sink for Counters {
+    fn record(&self, event: Event) {
+        let add = |a: &AtomicU64, n: u64| {
+            a.fetch_add(n, Ordering::Relaxed);
+        };
+        match event {
+            Event::GraphLaunch => add(&self.launches, 1),
+            Event::StreamItem => add(&self.stream_items, 1),
+            Event::Copied { from, to, bytes } => add(&self.bytes[from][to], bytes),
+            Event::Requested { bytes } => add(&self.bytes_requested, bytes),
+            Event::ToHost { nanos } => add(&self.nanos_to_host, nanos),
+            Event::PageLocked { bytes, nanos } => {
+                add(&self.bytes_pinned, bytes);
+                add(&self.nanos_pinning, nanos);
+            }
+        }
+    }
+}
+
+/// Makes the statistics the receiver of the runtime's events (idempotent).
+pub fn install() {
+    sink::install(&COUNTERS);
 }
 
 /// Where the report goes.
-enum Sink {
+enum Destination {
     Print,
     Json(String),
 }
 
-fn sink() -> Option<Sink> {
+fn destination() -> Option<Destination> {
     let v = std::env::var("HPVM_MGPU_STATS").ok()?;
     match v.trim() {
         "" | "0" => None,
-        "1" => Some(Sink::Print),
-        path => Some(Sink::Json(path.to_string())),
+        "1" => Some(Destination::Print),
+        path => Some(Destination::Json(path.to_string())),
     }
 }
 
 /// Emits the report where `HPVM_MGPU_STATS` says, if anywhere.
 pub fn emit() {
-    match sink() {
+    match destination() {
         None => {}
-        Some(Sink::Print) => eprint!("{}", report()),
-        Some(Sink::Json(path)) => {
+        Some(Destination::Print) => eprint!("{}", report()),
+        Some(Destination::Json(path)) => {
             let json = serde_json::to_string_pretty(&collect()).expect("the report serializes");
             if let Err(e) = std::fs::write(&path, json + "\n") {
                 eprintln!("hpvm-mgpu: cannot write the statistics to {path}: {e}");
@@ -148,12 +187,13 @@ fn place_name(i: usize) -> String {
 }
 
 pub fn collect() -> Report {
-    let devs = crate::devices::devices();
+    let devs = devices();
+    let c = &COUNTERS;
     let ms = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e6;
     let mut nodes = Vec::new();
-    let mut modules = module::loaded();
-    modules.sort_by(|a, b| a.program.source.cmp(&b.program.source));
-    for m in modules {
+    let mut modules = launch::loaded();
+    modules.sort_by(|a, b| a.module.program.source.cmp(&b.module.program.source));
+    for m in modules.iter().map(|l| &l.module) {
         for (node, st) in m.program.nodes.iter().zip(&m.stats) {
             let runs = st.runs.load(Ordering::Relaxed);
             if runs == 0 {
@@ -203,7 +243,7 @@ pub fn collect() -> Report {
         }
     }
     let mut bytes = Vec::new();
-    for (i, row) in BYTES.iter().enumerate() {
+    for (i, row) in c.bytes.iter().enumerate() {
         for (j, b) in row.iter().enumerate() {
             let b = b.load(Ordering::Relaxed);
             if b > 0 {
@@ -212,8 +252,8 @@ pub fn collect() -> Report {
         }
     }
     Report {
-        launches: LAUNCHES.load(Ordering::Relaxed),
-        stream_items: STREAM_ITEMS.load(Ordering::Relaxed),
+        launches: c.launches.load(Ordering::Relaxed),
+        stream_items: c.stream_items.load(Ordering::Relaxed),
         devices: devs.describe(),
         link_cost: devs.link_cost.clone(),
         device_order: devs.order.clone(),
@@ -221,12 +261,12 @@ pub fn collect() -> Report {
         worker_threads: crate::pool::pool().current_num_threads(),
         nodes,
         bytes,
-        bytes_requested_by_host: memory::BYTES_REQUESTED.load(Ordering::Relaxed),
-        ms_to_host: memory::NANOS_TO_HOST.load(Ordering::Relaxed) as f64 / 1e6,
+        bytes_requested_by_host: c.bytes_requested.load(Ordering::Relaxed),
+        ms_to_host: ms(&c.nanos_to_host),
         ms_session: SESSION_START.get().map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3),
         ms_device_setup: DEVICE_SETUP_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
-        bytes_page_locked: memory::BYTES_PINNED.load(Ordering::Relaxed),
-        ms_page_locking: memory::NANOS_PINNING.load(Ordering::Relaxed) as f64 / 1e6,
+        bytes_page_locked: c.bytes_pinned.load(Ordering::Relaxed),
+        ms_page_locking: ms(&c.nanos_pinning),
     }
 }
 

@@ -229,7 +229,7 @@ impl Cuda {
     /// returns.
     fn enqueue_copy(&self, c: &super::Copy, peer: Option<&Cuda>) -> Result<(), String> {
         use super::Place;
-        if c.bytes() >= STAGE_AT_LEAST && !crate::memory::pinning() {
+        if c.bytes() >= STAGE_AT_LEAST && !super::pinning() {
             match (c.src, c.dst) {
                 (Place::Host, Place::Device(_)) => return self.staged_to_device(c),
                 (Place::Device(_), Place::Host) => return self.staged_to_host(c),

@@ -2,9 +2,9 @@
 //! the calling thread (the main pool for host nodes, a simulated device's own pool for its
 //! partitions).
 
+use crate::args::{Args, SendPtr};
 use crate::ctx::{EntryFn, GridBox, NodeCtx};
 use crate::desc::NodeDesc;
-use crate::launch::engine::{Args, SendPtr};
 use crate::{fatal, fiber, scratch};
 use rayon::prelude::*;
 use std::sync::{Arc, Barrier};

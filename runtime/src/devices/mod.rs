@@ -24,10 +24,29 @@ pub mod staging;
 pub mod topology;
 
 use crate::fatal;
-pub use crate::memory::coherence::{Place, MAX_DEVICES};
 use cuda::{Cuda, Gpus};
 use sim::SimDevice;
 use std::sync::OnceLock;
+
+/// Most devices a run can have (the coherence maps' holder sets are 64-bit, bit 0 the host).
+pub const MAX_DEVICES: usize = 63;
+
+/// Who holds or receives data: the host or device `k`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Place {
+    Host,
+    Device(usize),
+}
+
+impl Place {
+    /// Row of the byte-count tables in the statistics: 0 the host, `1 + k` device `k`.
+    pub fn index(self) -> usize {
+        match self {
+            Place::Host => 0,
+            Place::Device(k) => 1 + k,
+        }
+    }
+}
 
 /// One copy of a rectangle of bytes: `rows` rows of `row_bytes` bytes, consecutive rows
 /// `pitch` bytes apart at both ends (a contiguous run is one row). Addresses are the host's
@@ -201,6 +220,19 @@ pub fn devices() -> &'static Devices {
             _ => (0..devs.count()).collect(),
         };
         devs
+    })
+}
+
+/// `HPVM_MGPU_PIN=on`: the program's buffers of 1 MiB or more are page-locked on their first
+/// trip to a GPU and copied directly. Off (the default), host copies go through the GPUs'
+/// staging slots ([`staging`]): locking costs more than it saves unless a buffer crosses many
+/// times, and the program's pages stay as the system made them.
+pub fn pinning() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| match std::env::var("HPVM_MGPU_PIN").unwrap_or_default().trim() {
+        "on" => true,
+        "" | "off" => false,
+        other => fatal(&format!("HPVM_MGPU_PIN={other}: expected `on` or `off`")),
     })
 }
 

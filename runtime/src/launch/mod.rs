@@ -1,26 +1,78 @@
 //! Launches: a graph run on its own thread (`__hpvm__launch` returns at once, `__hpvm__wait`
 //! joins), or a streaming pipeline with one thread per child of the root. The graph itself is
-//! interpreted by [`engine`]; nodes with a GPU kernel run through [`kernel`].
+//! interpreted by [`engine`], which hands launch units to [`crate::partitioned`].
+//!
+//! The modules of the program are loaded here ([`load`]): each is kept for the run with its
+//! plan cache ([`Loaded`]), by the address of its description.
 
 pub mod engine;
-pub(crate) mod kernel;
 
-use crate::ctx::NodeCtx;
+use crate::args::{Args, SendPtr};
+use crate::ctx::{EntryFn, NodeCtx};
 use crate::desc::{KindDesc, LaunchDesc};
-use crate::launch::engine::{Args, Engine, SendPtr};
+use crate::devices::{devices, notice_gpu_nodes_on_cpu, Place};
 use crate::module::Module;
-use crate::{fatal, pool, scratch, stats};
-use std::sync::atomic::Ordering;
+use crate::partitioned::{self, Forget, Launches};
+use crate::sink::{self, Event};
+use crate::{fatal, pool, scratch};
+use engine::Engine;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CStr};
 use std::sync::mpsc::{channel, sync_channel, Receiver, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
+
+extern "C" {
+    #[link_name = "malloc"]
+    fn libc_malloc(size: usize) -> *mut c_void;
+}
+
+/// A module as launches use it: the program, and the plans of its partitioned launches.
+pub struct Loaded {
+    pub module: Module,
+    pub plans: Launches,
+}
+
+/// Modules by the address of their description: parsed on first launch, kept for the run.
+fn registry() -> &'static Mutex<HashMap<usize, Arc<Loaded>>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<usize, Arc<Loaded>>>> = OnceLock::new();
+    REGISTRY.get_or_init(Default::default)
+}
+
+/// The module whose description is the NUL-terminated JSON at `desc`, loaded on first use
+/// (a bad description ends the program).
+///
+/// # Safety
+/// `desc` (and `ptx` unless null) must point to NUL-terminated strings and `entries` to
+/// `n_entries` entry points, all living as long as the program (constants of the executable).
+pub unsafe fn load(desc: *const c_char, entries: *const EntryFn, n_entries: u32, ptx: *const c_char) -> Arc<Loaded> {
+    let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(m) = reg.get(&(desc as usize)) {
+        return m.clone();
+    }
+    let json = unsafe { CStr::from_ptr(desc) }.to_string_lossy();
+    let entries = unsafe { std::slice::from_raw_parts(entries, n_entries as usize) }.to_vec();
+    let ptx = (!ptx.is_null()).then(|| unsafe { CStr::from_ptr(ptx) });
+    let module = Module::load(&json, entries, ptx).unwrap_or_else(|e| fatal(&e));
+    if let Some(db) = &module.analysis {
+        partitioned::prefetch(db);
+    }
+    let loaded = Arc::new(Loaded { module, plans: Launches::default() });
+    reg.insert(desc as usize, loaded.clone());
+    loaded
+}
+
+/// Every module loaded so far, for the statistics report.
+pub fn loaded() -> Vec<Arc<Loaded>> {
+    registry().lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+}
 
 /// Items in flight between two pipeline stages.
 const STREAM_DEPTH: usize = 4;
 
 /// What `__hpvm__launch` returns.
 pub struct Launch {
-    module: Arc<Module>,
+    module: Arc<Loaded>,
     launch: u32,
     thread: Option<JoinHandle<()>>,
     stream: Option<Stream>,
@@ -35,17 +87,16 @@ struct Stream {
 /// The instance context of a root: one instance, no parent.
 const ROOT_CTX: NodeCtx = NodeCtx { id: [0; 3], dim: [1; 3], parent: std::ptr::null() };
 
-fn engine(module: &Module) -> Engine<'_> {
-    let devices = crate::devices::devices();
-    if module.ptx.is_some() && !devices.on_gpus() {
-        crate::devices::notice_gpu_nodes_on_cpu();
+fn engine(loaded: &Loaded) -> Engine<'_> {
+    if loaded.module.ptx.is_some() && !devices().on_gpus() {
+        notice_gpu_nodes_on_cpu();
     }
-    Engine { module, place: crate::devices::Place::Host }
+    Engine { module: &loaded.module, plans: &loaded.plans, place: Place::Host }
 }
 
 impl Launch {
     fn desc(&self) -> &LaunchDesc {
-        &self.module.program.launches[self.launch as usize]
+        &self.module.module.program.launches[self.launch as usize]
     }
 
     /// Copies the root's arguments out of the user's struct into a packed buffer.
@@ -67,29 +118,30 @@ impl Launch {
     ///
     /// # Safety
     /// `user` points to the launch's argument struct and stays valid until `wait` returns.
-    pub unsafe fn start(module: Arc<Module>, launch: u32, streaming: bool, user: *mut u8) -> Box<Launch> {
-        if launch as usize >= module.program.launches.len() {
+    pub unsafe fn start(module: Arc<Loaded>, launch: u32, streaming: bool, user: *mut u8) -> Box<Launch> {
+        if launch as usize >= module.module.program.launches.len() {
             fatal(&format!("launch {launch} is not in the program description"));
         }
-        stats::LAUNCHES.fetch_add(1, Ordering::Relaxed);
+        sink::record(Event::GraphLaunch);
         if streaming {
             let stream = Stream::start(module.clone(), launch);
             return Box::new(Launch { module, launch, thread: None, stream: Some(stream) });
         }
-        let args = unsafe { Self::root_args(&module, launch, user) };
+        let args = unsafe { Self::root_args(&module.module, launch, user) };
         let user = SendPtr(user);
-        let m = module.clone();
+        let loaded = module.clone();
         let thread = std::thread::Builder::new()
             .name("hpvm-launch".into())
             .spawn(move || {
                 let user = user;
+                let m = &loaded.module;
                 let l = &m.program.launches[launch as usize];
                 let root = &m.program.nodes[l.root as usize];
                 let mut out = vec![0u8; root.outputs_size()];
                 let out_ptr = SendPtr(if out.is_empty() { std::ptr::null_mut() } else { out.as_mut_ptr() });
                 pool::pool().install(|| {
-                    let e = engine(&m);
-                    let grid = e.grid(l.root, None);
+                    let e = engine(&loaded);
+                    let grid = m.grid(l.root, None);
                     e.run(l.root, &Args::uniform(args), &ROOT_CTX, grid, out_ptr)
                 });
                 // The root's outputs go to the trailing struct of the user's arguments.
@@ -133,8 +185,8 @@ impl Launch {
         let Some(s) = &self.stream else {
             fatal(&format!("__hpvm__push on the non-streaming launch at {}", self.desc().loc))
         };
-        let args = unsafe { Self::root_args(&self.module, self.launch, user) };
-        stats::STREAM_ITEMS.fetch_add(1, Ordering::Relaxed);
+        let args = unsafe { Self::root_args(&self.module.module, self.launch, user) };
+        sink::record(Event::StreamItem);
         if let Some(tx) = &s.input {
             if tx.send(Arc::new(args)).is_err() {
                 fatal("the pipeline stopped accepting input");
@@ -150,9 +202,9 @@ impl Launch {
         };
         let Ok(record) = s.output.recv() else { return std::ptr::null_mut() };
         let l = self.desc();
-        let root = &self.module.program.nodes[l.root as usize];
+        let root = &self.module.module.program.nodes[l.root as usize];
         // SAFETY: malloc of at least one byte; null checked.
-        let user = unsafe { crate::abi::libc_malloc((l.out_size as usize).max(1)) } as *mut u8;
+        let user = unsafe { libc_malloc((l.out_size as usize).max(1)) } as *mut u8;
         if user.is_null() {
             fatal("__hpvm__pop: out of memory");
         }
@@ -173,8 +225,8 @@ impl Launch {
 impl Stream {
     /// One stage per child of the root (or one for a leaf root), joined by channels along the
     /// root's edges; every stage gets each item's root arguments for its bound inputs.
-    fn start(module: Arc<Module>, launch: u32) -> Stream {
-        let root = module.program.launches[launch as usize].root;
+    fn start(module: Arc<Loaded>, launch: u32) -> Stream {
+        let root = module.module.program.launches[launch as usize].root;
         let (input_tx, input_rx) = sync_channel::<Arc<Vec<u8>>>(STREAM_DEPTH);
         // Unbounded, so a program may push every item before popping any.
         let (output_tx, output_rx) = channel::<Vec<u8>>();
@@ -186,7 +238,8 @@ impl Stream {
                 .unwrap_or_else(|e| fatal(&format!("cannot start a pipeline stage: {e}")))
         };
 
-        let KindDesc::Internal { children, edges, bind_out, .. } = module.program.nodes[root as usize].kind.clone()
+        let KindDesc::Internal { children, edges, bind_out, .. } =
+            module.module.program.nodes[root as usize].kind.clone()
         else {
             // A leaf root: one stage running it per item.
             let m = module.clone();
@@ -272,9 +325,9 @@ impl Stream {
                             let Ok(r) = rx.recv() else { return };
                             received.push((*i, r));
                         }
-                        let grid = e.grid(c, Some((root, &args)));
+                        let grid = m.module.grid(c, Some((root, &args)));
                         let records = {
-                            let child_args = e.child_args(root, c, &args, &|edge| {
+                            let child_args = m.module.child_args(root, c, &args, &|edge| {
                                 let i = edges.iter().position(|x| x == edge).expect("edge of this root");
                                 let r = &received.iter().find(|(j, _)| *j == i).expect("input received").1;
                                 (&r.0[..], r.1)
@@ -303,8 +356,7 @@ impl Stream {
         stages.push(spawn(
             "hpvm-stream-out".into(),
             Box::new(move || {
-                let e = engine(&m);
-                let size = m.program.nodes[root as usize].outputs_size();
+                let size = m.module.program.nodes[root as usize].outputs_size();
                 loop {
                     let mut got = Vec::new();
                     for rx in &collect_rx {
@@ -317,7 +369,7 @@ impl Stream {
                     }
                     let mut out = vec![0u8; size];
                     let ptr = SendPtr(if out.is_empty() { std::ptr::null_mut() } else { out.as_mut_ptr() });
-                    e.bind_outputs(root, ptr, &|c| {
+                    m.module.bind_outputs(root, ptr, &|c| {
                         bound.iter().position(|&b| b == c).map(|i| (&got[i].0[..], got[i].1))
                     });
                     if output_tx.send(out).is_err() {
@@ -331,13 +383,32 @@ impl Stream {
 }
 
 /// Runs a root over one item's arguments and returns its output record.
-fn run_root_item(m: &Module, root: u32, args: &[u8]) -> Vec<u8> {
-    let mut out = vec![0u8; m.program.nodes[root as usize].outputs_size()];
+fn run_root_item(m: &Loaded, root: u32, args: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; m.module.program.nodes[root as usize].outputs_size()];
     let ptr = SendPtr(if out.is_empty() { std::ptr::null_mut() } else { out.as_mut_ptr() });
     pool::pool().install(|| {
         let e = engine(m);
-        let grid = e.grid(root, None);
+        let grid = m.module.grid(root, None);
         e.run(root, &Args::uniform(args.to_vec()), &ROOT_CTX, grid, ptr)
     });
     out
+}
+
+/// Benchmarks only: one launch of unit `node` (a child of a root) with the argument buffer
+/// `args` over `grid`, as the engine would make it. False when it ran on the host.
+#[doc(hidden)]
+pub fn bench_launch(loaded: &Loaded, node: u32, args: Vec<u8>, grid: [i64; 3]) -> bool {
+    let e = Engine { module: &loaded.module, plans: &loaded.plans, place: Place::Host };
+    let Some(shape) = &loaded.module.node(node).shape else { return false };
+    let parent = SendPtr(&ROOT_CTX as *const NodeCtx as *mut NodeCtx);
+    let outs = SendPtr(std::ptr::null_mut());
+    let unit = partitioned::Unit { module: e.module, plans: e.plans, node, shape, parent, grid, outs };
+    let run_box = |place: Place, bx, args: &Args| Engine { place, ..e }.run_box(node, args, parent, grid, bx, outs);
+    partitioned::run_unit(&unit, &Args::uniform(args), &run_box)
+}
+
+/// Benchmarks only: forgets what the runtime has computed, so the next launch misses.
+#[doc(hidden)]
+pub fn bench_forget(loaded: &Loaded, what: Forget) {
+    partitioned::bench_forget(&loaded.plans, what);
 }

@@ -14,41 +14,23 @@
 //! state a launch finds its buffers in the very state it recorded, and compares pointers, not
 //! the thousands of segments a scatter leaves (Parboil spmv).
 
+use crate::devices::{Place, MAX_DEVICES};
 use std::sync::Arc;
 
 /// A set of holders: bit 0 is the host, bit `1 + k` device `k`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Holders(pub u64);
 
-/// Most devices a coherence map can name (bit 0 is the host).
-pub const MAX_DEVICES: usize = 63;
+impl Holders {
+    pub const HOST: Holders = Holders(1);
 
-/// Who holds or receives data: the host or device `k`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Place {
-    Host,
-    Device(usize),
-}
-
-impl Place {
-    pub fn holders(self) -> Holders {
-        match self {
+    /// The set holding only `p`.
+    pub fn of(p: Place) -> Holders {
+        match p {
             Place::Host => Holders::HOST,
             Place::Device(k) => Holders::device(k),
         }
     }
-
-    /// Row of the byte-count tables in the statistics: 0 the host, `1 + k` device `k`.
-    pub fn index(self) -> usize {
-        match self {
-            Place::Host => 0,
-            Place::Device(k) => 1 + k,
-        }
-    }
-}
-
-impl Holders {
-    pub const HOST: Holders = Holders(1);
 
     pub fn device(k: usize) -> Holders {
         debug_assert!(k < MAX_DEVICES);
@@ -60,7 +42,7 @@ impl Holders {
     }
 
     pub fn has(self, p: Place) -> bool {
-        self.contains(p.holders())
+        self.contains(Holders::of(p))
     }
 
     pub fn with(self, other: Holders) -> Holders {
@@ -140,13 +122,13 @@ impl Coherence {
 
     /// `place` now holds `start..end` too (it received a copy).
     pub fn add(&mut self, start: u64, end: u64, place: Place) {
-        let h = place.holders();
+        let h = Holders::of(place);
         self.update(start, end, |old| old.with(h));
     }
 
     /// `place` is now the only holder of `start..end` (it wrote it).
     pub fn set_only(&mut self, start: u64, end: u64, place: Place) {
-        let h = place.holders();
+        let h = Holders::of(place);
         self.update(start, end, |_| h);
     }
 
@@ -154,13 +136,13 @@ impl Coherence {
     /// rectangle). One pass over the map, however many runs: row by row, each update would
     /// move the segments after it (quadratic in the rows of a tall rectangle).
     pub fn add_runs(&mut self, runs: impl IntoIterator<Item = (u64, u64)>, place: Place) {
-        let h = place.holders();
+        let h = Holders::of(place);
         self.update_runs(runs, |old| old.with(h));
     }
 
     /// `place` is now the only holder of every run of `runs` (sorted, disjoint).
     pub fn set_only_runs(&mut self, runs: impl IntoIterator<Item = (u64, u64)>, place: Place) {
-        let h = place.holders();
+        let h = Holders::of(place);
         self.update_runs(runs, |_| h);
     }
 
@@ -345,18 +327,18 @@ mod tests {
                     for &(a, b) in &runs {
                         for x in a.min(size)..b.min(size) {
                             model[x as usize] =
-                                if only { place.holders() } else { model[x as usize].with(place.holders()) };
+                                if only { Holders::of(place) } else { model[x as usize].with(Holders::of(place)) };
                         }
                     }
                 } else if next(2) == 0 {
                     c.add(lo, hi, place);
                     for x in lo.min(size)..hi.min(size) {
-                        model[x as usize] = model[x as usize].with(place.holders());
+                        model[x as usize] = model[x as usize].with(Holders::of(place));
                     }
                 } else {
                     c.set_only(lo, hi, place);
                     for x in lo.min(size)..hi.min(size) {
-                        model[x as usize] = place.holders();
+                        model[x as usize] = Holders::of(place);
                     }
                 }
                 model_check(&c, &model);

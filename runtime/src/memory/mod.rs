@@ -15,51 +15,28 @@
 //! the launch's copies, so the copies of one launch never depend on each other.
 
 pub mod coherence;
+#[cfg(test)]
+pub(crate) mod fakes;
 
 use crate::devices::staging::STAGE_AT_LEAST;
-use crate::devices::{devices, Copy, Devices};
-use crate::stats;
-use coherence::{Coherence, Holders, Place};
+use crate::devices::{devices, pinning, Copy, Devices, Place};
+use crate::sink::{self, Event};
+use coherence::{Coherence, Holders};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
-
-/// Bytes the host asked for with `llvm_hpvm_request_mem`.
-pub static BYTES_REQUESTED: AtomicU64 = AtomicU64::new(0);
-
-/// Time spent making the host current (copies back from the devices, waited for).
-pub static NANOS_TO_HOST: AtomicU64 = AtomicU64::new(0);
-
-/// Bytes page-locked, and the time it took.
-pub static BYTES_PINNED: AtomicU64 = AtomicU64::new(0);
-pub static NANOS_PINNING: AtomicU64 = AtomicU64::new(0);
 
 /// Page-locks `[start, start + size)` for every GPU; false where the driver refuses.
 fn pin(start: u64, size: u64) -> bool {
     let t = std::time::Instant::now();
     let pinned = devices().get(0).pin_host(start as *mut u8, size as usize);
-    NANOS_PINNING.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-    if pinned {
-        BYTES_PINNED.fetch_add(size, Ordering::Relaxed);
-    }
+    let nanos = t.elapsed().as_nanos() as u64;
+    sink::record(Event::PageLocked { bytes: if pinned { size } else { 0 }, nanos });
     pinned
 }
 
 /// Buffers at least this large are page-locked when they first go to a GPU.
 const PIN_AT_LEAST: u64 = 1 << 20;
-
-/// `HPVM_MGPU_PIN=on`: page-lock the program's buffers of 1 MiB or more on their first trip
-/// to a GPU, and copy them directly. Off (the default), host copies go through the GPUs'
-/// staging slots ([`crate::devices::staging`]): locking costs more than it saves unless a
-/// buffer crosses many times, and the program's pages stay as the system made them.
-pub(crate) fn pinning() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| match std::env::var("HPVM_MGPU_PIN").unwrap_or_default().trim() {
-        "on" => true,
-        "" | "off" => false,
-        other => crate::fatal(&format!("HPVM_MGPU_PIN={other}: expected `on` or `off`")),
-    })
-}
 
 /// Whether the program may write tracked memory on the host between launches (HPVM's
 /// contract: the runtime copies what the host holds again at each graph launch that reads it,
@@ -418,7 +395,7 @@ impl Buffer {
         let mut copies = Vec::new();
         self.plan_run(Place::Host, lo, hi, &before, self.start, &mut copies);
         execute(&copies).unwrap_or_else(|e| crate::fatal(&format!("copying a buffer back to the host: {e}")));
-        NANOS_TO_HOST.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        sink::record(Event::ToHost { nanos: t.elapsed().as_nanos() as u64 });
     }
 
     /// Frees the device copies and unlocks the pages.
@@ -460,7 +437,7 @@ pub fn enqueue(copies: &[Copy]) -> Result<u64, String> {
     let run = |k: usize| -> Result<(), String> {
         for c in copies.iter().filter(|c| c.executor() == k) {
             devs.get(k).copy(c).map_err(|e| format!("{}: {e}", devs.get(k).name()))?;
-            stats::count_copy(c);
+            sink::record(Event::Copied { from: c.src.index(), to: c.dst.index(), bytes: c.bytes() });
         }
         Ok(())
     };
@@ -506,7 +483,7 @@ pub fn untrack(ptr: usize) {
 
 /// `llvm_hpvm_request_mem`: the host copy of `[ptr, ptr + bytes)` becomes current.
 pub fn request(ptr: usize, bytes: usize) {
-    BYTES_REQUESTED.fetch_add(bytes as u64, Ordering::Relaxed);
+    sink::record(Event::Requested { bytes: bytes as u64 });
     host_access(ptr, bytes, false);
 }
 
@@ -536,62 +513,9 @@ pub fn forget_all() {
 
 #[cfg(test)]
 mod tests {
+    use super::fakes::{buffer, device_base, Memories, HOST};
     use super::*;
     use crate::testing::numbers;
-
-    /// A buffer whose allocations exist already (fake addresses: nothing touches memory).
-    fn buffer(size: u64, devices: usize) -> Buffer {
-        Buffer {
-            id: 1,
-            start: HOST,
-            size,
-            coherence: Coherence::new(size, Holders::HOST),
-            allocs: (0..devices).map(|k| Some(device_base(k))).collect(),
-            pinned: false,
-            host_epoch: 0,
-        }
-    }
-
-    const HOST: u64 = 0x1000;
-    fn device_base(k: usize) -> u64 {
-        0x100_0000 * (k as u64 + 1)
-    }
-
-    /// Simulated memories: what each place holds of the buffer, byte by byte.
-    struct Memories {
-        host: Vec<u32>,
-        devices: Vec<Vec<u32>>,
-    }
-
-    impl Memories {
-        fn at(&mut self, addr: u64) -> &mut u32 {
-            if addr >= 0x100_0000 {
-                let k = (addr / 0x100_0000 - 1) as usize;
-                &mut self.devices[k][(addr - device_base(k)) as usize]
-            } else {
-                &mut self.host[(addr - HOST) as usize]
-            }
-        }
-
-        fn run(&mut self, copies: &[Copy]) {
-            for c in copies {
-                assert_ne!(c.src, c.dst, "a copy within one place: {c:?}");
-                for r in 0..c.rows {
-                    for b in 0..c.row_bytes {
-                        let v = *self.at(c.src_addr + r * c.pitch + b);
-                        *self.at(c.dst_addr + r * c.pitch + b) = v;
-                    }
-                }
-            }
-        }
-
-        fn place(&mut self, p: Place) -> &mut Vec<u32> {
-            match p {
-                Place::Host => &mut self.host,
-                Place::Device(k) => &mut self.devices[k],
-            }
-        }
-    }
 
     /// The property the partitioned launch rests on: after the planned copies, a place that
     /// reads a rectangle holds the latest value of every byte of it, whoever wrote it last;
@@ -678,127 +602,5 @@ mod tests {
         let whole = ByteRect { start: 0, rows: 4, row_bytes: 16, pitch: 16 };
         assert_eq!(whole.row_runs().collect::<Vec<_>>(), vec![(0, 64)]);
         assert_eq!(ByteRect::run(5, 9).row_runs().collect::<Vec<_>>(), vec![(5, 9)]);
-    }
-
-    /// Launches split by bands of rows whose writes leave holes (padded rows), planned as the
-    /// runtime plans them (`partitioned::hulls` widens, then every read is made current, then
-    /// every writer becomes the only holder of what it wrote): every holder the map names for
-    /// a byte has its latest value, and every partition read the latest values.
-    #[test]
-    fn widened_writes_keep_every_holder_current() {
-        use crate::ctx::GridBox;
-        let mut next = numbers(11);
-        for round in 0..40 {
-            let (rows, pitch) = (4 + next(20), 8 + next(24));
-            let size = rows * pitch;
-            let devices = 1 + next(4) as usize;
-            let mut buf = buffer(size, devices);
-            let mut latest: Vec<u32> = (0..size as u32).collect();
-            let mut mem = Memories { host: latest.clone(), devices: vec![vec![u32::MAX; size as usize]; devices] };
-            let mut version = size as u32;
-            for launch in 0..12 {
-                // Bands of rows, one per partition; each writes `width` columns from `col` of
-                // its band (holes small enough to be widened, or not) and reads its band with
-                // a row of halo each side, some other rows, or nothing.
-                let width = pitch - next(pitch / 4 + 1);
-                let col = next(pitch - width + 1);
-                let mut cuts: Vec<u64> = (0..devices - 1).map(|_| next(rows + 1)).collect();
-                cuts.extend([0, rows]);
-                cuts.sort_unstable();
-                let bx = GridBox { lo: [0; 3], hi: [1; 3], dim: [1; 3] };
-                let mut parts: Vec<crate::partitioned::access::Part> = Vec::new();
-                for k in 0..devices {
-                    let (a, b) = (cuts[k], cuts[k + 1]);
-                    if a == b {
-                        continue;
-                    }
-                    let write = ByteRect { start: a * pitch + col, rows: b - a, row_bytes: width, pitch };
-                    // Its band with a halo row each side, some other rows, or nothing.
-                    let reads = match next(3) {
-                        0 => {
-                            let (ra, rb) = (a.saturating_sub(1), (b + 1).min(rows));
-                            vec![(0, ByteRect { start: ra * pitch + col, rows: rb - ra, row_bytes: width, pitch })]
-                        }
-                        1 => {
-                            let r0 = next(rows);
-                            vec![(
-                                0,
-                                ByteRect {
-                                    start: r0 * pitch,
-                                    rows: 1 + next(rows - r0),
-                                    row_bytes: 1 + next(pitch),
-                                    pitch,
-                                },
-                            )]
-                        }
-                        _ => vec![],
-                    };
-                    parts.push((k, bx, reads, vec![(0, write)]));
-                }
-                // Sometimes another partition also writes a byte of one band's holes: that band's
-                // hull would take it.
-                if parts.len() > 1 && width < pitch && next(2) == 0 {
-                    let (i, j) = (next(parts.len() as u64) as usize, next(parts.len() as u64) as usize);
-                    let band = parts[i].3[0].1;
-                    if i != j && band.rows > 1 {
-                        let row = band.start / pitch + next(band.rows - 1);
-                        let c = (col + width + next(pitch - width)) % pitch;
-                        parts[j].3.push((0, ByteRect::run(row * pitch + c, row * pitch + c + 1)));
-                    }
-                }
-                let exact: Vec<Vec<ByteRect>> = parts.iter().map(|p| p.3.iter().map(|w| w.1).collect()).collect();
-                let asked: Vec<Vec<ByteRect>> = parts.iter().map(|p| p.2.iter().map(|r| r.1).collect()).collect();
-                crate::partitioned::hulls::take_whole(&mut parts, 1);
-                let before = buf.coherence.clone();
-                let mut copies = Vec::new();
-                for p in &parts {
-                    for (_, r) in &p.2 {
-                        buf.plan_current(Place::Device(p.0), r, &before, &mut copies);
-                    }
-                }
-                mem.run(&copies);
-                for (p, read) in parts.iter().zip(&asked).flat_map(|(p, rs)| rs.iter().map(move |r| (p, r))) {
-                    for (lo, hi) in read.row_runs() {
-                        for b in lo..hi {
-                            let got = mem.place(Place::Device(p.0))[b as usize];
-                            assert_eq!(
-                                got, latest[b as usize],
-                                "round {round} launch {launch}: byte {b} read by {}",
-                                p.0
-                            );
-                        }
-                    }
-                }
-                // The kernels write exactly their rectangles; the map learns the widened ones.
-                for (p, rects) in parts.iter().zip(&exact) {
-                    for r in rects {
-                        for (lo, hi) in r.row_runs() {
-                            for b in lo..hi {
-                                version += 1;
-                                latest[b as usize] = version;
-                                mem.place(Place::Device(p.0))[b as usize] = version;
-                            }
-                        }
-                    }
-                    let mut runs: Vec<(u64, u64)> = p.3.iter().flat_map(|(_, r)| r.row_runs()).collect();
-                    runs.sort_unstable();
-                    runs.dedup();
-                    buf.coherence.set_only_runs(runs, Place::Device(p.0));
-                }
-                for s in buf.coherence.segments() {
-                    for h in (0..=devices).map(|i| if i == 0 { Place::Host } else { Place::Device(i - 1) }) {
-                        if s.holders.has(h) {
-                            for b in s.start..s.end {
-                                assert_eq!(
-                                    mem.place(h)[b as usize],
-                                    latest[b as usize],
-                                    "round {round}: byte {b} at {h:?}"
-                                );
-                            }
-                        }
-                    }
-                }
-            }
-        }
     }
 }

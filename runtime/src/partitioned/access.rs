@@ -8,11 +8,14 @@
 //! a parameter the runtime cannot read), the plan is one partition on device 0 that reads
 //! and may write every buffer whole, with the reason kept for the statistics.
 
+use super::kernel::block_shape;
 use super::{LaunchPlan, Outcome, PartPlan};
+use crate::args::{int_param, read_u64};
 use crate::ctx::GridBox;
-use crate::desc::{KernelKind, NodeDesc, ScalarKind};
-use crate::launch::engine::{int_param, read_u64, Engine};
-use crate::memory::{ByteRect, Table};
+use crate::desc::{KernelKind, KindDesc, NodeDesc, ScalarKind};
+use crate::devices::Place;
+use crate::memory::{AllocError, Buffer, ByteRect, Table};
+use crate::module::Module;
 use dashdb::{ReadKind, WriteKind};
 use isl_glue::{AccessMap, BlockRange, Isl, Rect};
 use rayon::prelude::*;
@@ -23,7 +26,7 @@ use std::sync::{Arc, Mutex};
 
 /// What a plan is computed from.
 pub(crate) struct Launch<'a> {
-    pub engine: &'a Engine<'a>,
+    pub module: &'a Module,
     pub node: u32,
     pub shape: &'a KernelKind,
     /// The unit's argument buffer (host addresses).
@@ -45,7 +48,7 @@ struct BufArg {
 }
 
 pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
-    let program = &l.engine.module.program;
+    let program = &l.module.program;
     let unit = &program.nodes[l.node as usize];
     // The unit's pointers become device addresses: each must be in a tracked buffer.
     let mut buffers: Vec<(u64, u64)> = Vec::new();
@@ -68,8 +71,8 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
     let (leaf, leaf_args, block, shared) = match l.shape {
         KernelKind::Blocks { leaf, alloc, shared_params, .. } => {
             let zeros = alloc.map(|a| vec![0u8; program.nodes[a as usize].outputs_size()]).unwrap_or_default();
-            let args = l.engine.child_args(l.node, *leaf, l.args, &|_| (&zeros[..], 1));
-            let block = l.engine.grid(*leaf, Some((l.node, l.args)));
+            let args = l.module.child_args(l.node, *leaf, l.args, &|_| (&zeros[..], 1));
+            let block = l.module.grid(*leaf, Some((l.node, l.args)));
             (*leaf, args.base, Some(block), shared_params.clone())
         }
         KernelKind::Grid => (l.node, l.args.to_vec(), None, Vec::new()),
@@ -112,7 +115,7 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
                 })
                 .collect();
             // Partitions are whole blocks: a grid of one block along the split dimensions
-            // (a flat grid is cut into blocks of `launch::kernel::block_shape`) runs on one
+            // (a flat grid is cut into blocks of `kernel::block_shape`) runs on one
             // device, which the statistics should say rather than leave to be guessed.
             let first = parts.first().map(|p| p.device);
             let one_device = l.order.len() > 1 && parts.iter().all(|p| Some(p.device) == first);
@@ -123,7 +126,7 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
                         b[..unit.dims.max(1) as usize].iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" × ")
                     ),
                     None => {
-                        let b = crate::launch::kernel::block_shape(unit.dims);
+                        let b = block_shape(unit.dims);
                         format!(
                             "blocks of {} instances, the runtime's cut of a flat grid",
                             b[..unit.dims.max(1) as usize]
@@ -176,7 +179,7 @@ pub(crate) fn inspected_unchanged(plan: &Outcome, table: &mut Table) -> bool {
 }
 
 /// The host's bytes `lo..hi` of a buffer, made current first.
-fn host_bytes(buf: &mut crate::memory::Buffer, lo: u64, hi: u64) -> &[u8] {
+fn host_bytes(buf: &mut Buffer, lo: u64, hi: u64) -> &[u8] {
     buf.host_current(lo, hi);
     // SAFETY: `lo..hi` lies within the tracked buffer (the runs come from a map clipped to
     // it), which is the program's memory for as long as it is tracked, and no device copy
@@ -268,7 +271,7 @@ fn read_only_cache_legal(readonly: &[u32], args: &[BufArg], plan: &LaunchPlan) -
 
 /// The message for a failed device allocation: the device's words, then which of the node's
 /// parameters point into that buffer, so the user can tell which array did not fit.
-fn allocation_failed(l: &Launch<'_>, unit: &NodeDesc, table: &Table, e: &crate::memory::AllocError) -> String {
+fn allocation_failed(l: &Launch<'_>, unit: &NodeDesc, table: &Table, e: &AllocError) -> String {
     let names: Vec<String> = unit
         .params
         .iter()
@@ -289,7 +292,7 @@ fn device_args(args: &[u8], ptrs: &[(usize, usize)], buffers: &[(u64, u64)], k: 
     for &(off, b) in ptrs {
         let v = read_u64(args, off).expect("read when planning");
         let buf = table.get_mut(buffers[b].0).expect("tracked");
-        let base = buf.addr(crate::devices::Place::Device(k)).unwrap_or_else(|e| crate::fatal(&e));
+        let base = buf.addr(Place::Device(k)).unwrap_or_else(|e| crate::fatal(&e));
         out[off..off + 8].copy_from_slice(&(base + (v - buffers[b].0)).to_le_bytes());
     }
     out
@@ -306,7 +309,7 @@ fn unpartitioned(
     leaf: &NodeDesc,
     reason: String,
 ) -> Outcome {
-    let db_node = l.engine.module.analysis.as_ref().and_then(|db| db.node(&leaf.name));
+    let db_node = l.module.analysis.as_ref().and_then(|db| db.node(&leaf.name));
     let mut reads = Vec::new();
     let mut writes = Vec::new();
     for (b, &(start, _)) in buffers.iter().enumerate() {
@@ -323,7 +326,7 @@ fn unpartitioned(
     }
     let t = std::time::Instant::now();
     let needs: Vec<(u64, usize)> = ptrs.iter().map(|&(_, b)| (buffers[b].0, 0)).collect();
-    let unit = &l.engine.module.program.nodes[l.node as usize];
+    let unit = l.module.node(l.node);
     table.allocate(&needs).unwrap_or_else(|e| crate::fatal(&allocation_failed(l, unit, table, &e)));
     let args = device_args(l.args, ptrs, buffers, 0, table);
     let part = PartPlan { device: 0, bx: GridBox::whole(l.grid), args, reads, writes };
@@ -351,7 +354,7 @@ fn split(
     if super::partitioning_off() {
         return Err("HPVM_MGPU_PARTITION=off".into());
     }
-    let module = l.engine.module;
+    let module = l.module;
     let db = module.analysis.as_ref().ok_or("the executable has no analysis database")?;
     let dn = db.node(&leaf.name).ok_or_else(|| format!("the analysis did not cover node {}", leaf.shown()))?;
     if !dn.partitionable {
@@ -383,10 +386,10 @@ fn split(
             (l.grid, b)
         }
         (None, None) => {
-            if matches!(unit.kind, crate::desc::KindDesc::Leaf { barrier: true, .. }) {
+            if matches!(unit.kind, KindDesc::Leaf { barrier: true, .. }) {
                 return Err("its instances use __hpvm__barrier across the grid".into());
             }
-            let b = crate::launch::kernel::block_shape(unit.dims);
+            let b = block_shape(unit.dims);
             (std::array::from_fn(|d| (l.grid[d] + b[d] - 1) / b[d]), b)
         }
         _ => return Err("the analysis modelled another launch shape".into()),

@@ -14,14 +14,14 @@
 //! - the launch returns after every stream it used is synchronized, so the host may read or
 //!   change any buffer afterwards (copies from page-locked memory are asynchronous).
 
+use super::kernel::{self, GpuPart, Prepared, MARK_COPIES, MARK_HOST_COPIES, MARK_START};
 use super::{LaunchPlan, PartPlan, Source};
+use crate::args::SendPtr;
 use crate::ctx::NodeCtx;
 use crate::desc::KernelDesc;
 use crate::devices::{devices, Copy, Device, Place};
-use crate::launch::engine::{Engine, SendPtr};
-use crate::launch::kernel::{self, GpuPart, Prepared, MARK_COPIES, MARK_HOST_COPIES, MARK_START};
 use crate::memory;
-use crate::module::NodeStats;
+use crate::module::{Module, NodeStats};
 use std::ffi::CStr;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -30,7 +30,7 @@ use std::time::Instant;
 /// state) then every partition of `lp`. Returns each kernel's time in milliseconds.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run(
-    e: &Engine<'_>,
+    m: &Module,
     n: u32,
     st: &NodeStats,
     lp: &LaunchPlan,
@@ -82,7 +82,7 @@ pub(super) fn run(
     let t1 = Instant::now();
     let parts: Vec<GpuPart<'_>> =
         lp.parts.iter().map(|p| GpuPart { device: p.device, args: &p.args, bx: p.bx }).collect();
-    let launched = kernel::run(e, n, kernel, name, prepared, ptx, &parts, parent, grid, outs);
+    let launched = kernel::run(m, n, kernel, name, prepared, ptx, &parts, parent, grid, outs);
     // Devices that only copied are waited for too.
     for &k in &used {
         gpus[k].synchronize()?;

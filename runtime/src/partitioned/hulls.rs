@@ -96,6 +96,9 @@ fn merged(mut rects: Vec<(usize, ByteRect)>) -> Vec<(usize, ByteRect)> {
 mod tests {
     use super::*;
     use crate::ctx::GridBox;
+    use crate::devices::Place;
+    use crate::memory::fakes::{buffer, Memories};
+    use crate::testing::numbers;
 
     /// A partition writing `rows` rows of 120 floats from row `first` of a 128-float pitch.
     fn padded(first: u64, rows: u64) -> Part {
@@ -160,5 +163,126 @@ mod tests {
         let mut parts = vec![(0, bx, vec![(0, sparse), (0, small), (0, next)], vec![])];
         take_whole(&mut parts, 1);
         assert_eq!(parts[0].2, vec![(0, ByteRect::run(4096, 8192)), (0, sparse)]);
+    }
+
+    /// Launches split by bands of rows whose writes leave holes (padded rows), planned as the
+    /// runtime plans them (this module widens, then every read is made current, then
+    /// every writer becomes the only holder of what it wrote): every holder the map names for
+    /// a byte has its latest value, and every partition read the latest values.
+    #[test]
+    fn widened_writes_keep_every_holder_current() {
+        let mut next = numbers(11);
+        for round in 0..40 {
+            let (rows, pitch) = (4 + next(20), 8 + next(24));
+            let size = rows * pitch;
+            let devices = 1 + next(4) as usize;
+            let mut buf = buffer(size, devices);
+            let mut latest: Vec<u32> = (0..size as u32).collect();
+            let mut mem = Memories { host: latest.clone(), devices: vec![vec![u32::MAX; size as usize]; devices] };
+            let mut version = size as u32;
+            for launch in 0..12 {
+                // Bands of rows, one per partition; each writes `width` columns from `col` of
+                // its band (holes small enough to be widened, or not) and reads its band with
+                // a row of halo each side, some other rows, or nothing.
+                let width = pitch - next(pitch / 4 + 1);
+                let col = next(pitch - width + 1);
+                let mut cuts: Vec<u64> = (0..devices - 1).map(|_| next(rows + 1)).collect();
+                cuts.extend([0, rows]);
+                cuts.sort_unstable();
+                let bx = GridBox { lo: [0; 3], hi: [1; 3], dim: [1; 3] };
+                let mut parts: Vec<Part> = Vec::new();
+                for k in 0..devices {
+                    let (a, b) = (cuts[k], cuts[k + 1]);
+                    if a == b {
+                        continue;
+                    }
+                    let write = ByteRect { start: a * pitch + col, rows: b - a, row_bytes: width, pitch };
+                    // Its band with a halo row each side, some other rows, or nothing.
+                    let reads = match next(3) {
+                        0 => {
+                            let (ra, rb) = (a.saturating_sub(1), (b + 1).min(rows));
+                            vec![(0, ByteRect { start: ra * pitch + col, rows: rb - ra, row_bytes: width, pitch })]
+                        }
+                        1 => {
+                            let r0 = next(rows);
+                            vec![(
+                                0,
+                                ByteRect {
+                                    start: r0 * pitch,
+                                    rows: 1 + next(rows - r0),
+                                    row_bytes: 1 + next(pitch),
+                                    pitch,
+                                },
+                            )]
+                        }
+                        _ => vec![],
+                    };
+                    parts.push((k, bx, reads, vec![(0, write)]));
+                }
+                // Sometimes another partition also writes a byte of one band's holes: that band's
+                // hull would take it.
+                if parts.len() > 1 && width < pitch && next(2) == 0 {
+                    let (i, j) = (next(parts.len() as u64) as usize, next(parts.len() as u64) as usize);
+                    let band = parts[i].3[0].1;
+                    if i != j && band.rows > 1 {
+                        let row = band.start / pitch + next(band.rows - 1);
+                        let c = (col + width + next(pitch - width)) % pitch;
+                        parts[j].3.push((0, ByteRect::run(row * pitch + c, row * pitch + c + 1)));
+                    }
+                }
+                let exact: Vec<Vec<ByteRect>> = parts.iter().map(|p| p.3.iter().map(|w| w.1).collect()).collect();
+                let asked: Vec<Vec<ByteRect>> = parts.iter().map(|p| p.2.iter().map(|r| r.1).collect()).collect();
+                take_whole(&mut parts, 1);
+                let before = buf.coherence.clone();
+                let mut copies = Vec::new();
+                for p in &parts {
+                    for (_, r) in &p.2 {
+                        buf.plan_current(Place::Device(p.0), r, &before, &mut copies);
+                    }
+                }
+                mem.run(&copies);
+                for (p, read) in parts.iter().zip(&asked).flat_map(|(p, rs)| rs.iter().map(move |r| (p, r))) {
+                    for (lo, hi) in read.row_runs() {
+                        for b in lo..hi {
+                            let got = mem.place(Place::Device(p.0))[b as usize];
+                            assert_eq!(
+                                got, latest[b as usize],
+                                "round {round} launch {launch}: byte {b} read by {}",
+                                p.0
+                            );
+                        }
+                    }
+                }
+                // The kernels write exactly their rectangles; the map learns the widened ones.
+                for (p, rects) in parts.iter().zip(&exact) {
+                    for r in rects {
+                        for (lo, hi) in r.row_runs() {
+                            for b in lo..hi {
+                                version += 1;
+                                latest[b as usize] = version;
+                                mem.place(Place::Device(p.0))[b as usize] = version;
+                            }
+                        }
+                    }
+                    let mut runs: Vec<(u64, u64)> = p.3.iter().flat_map(|(_, r)| r.row_runs()).collect();
+                    runs.sort_unstable();
+                    runs.dedup();
+                    buf.coherence.set_only_runs(runs, Place::Device(p.0));
+                }
+                for s in buf.coherence.segments() {
+                    for h in (0..=devices).map(|i| if i == 0 { Place::Host } else { Place::Device(i - 1) }) {
+                        if s.holders.has(h) {
+                            for b in s.start..s.end {
+                                assert_eq!(
+                                    mem.place(h)[b as usize],
+                                    latest[b as usize],
+                                    "round {round}: byte {b} at {h:?}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -21,19 +21,26 @@
 //!   a deadlock, seen with streaming pipelines). Plans are computed on the [`planner`] pool
 //!   and partitions run on their devices' pools, each reached from a plain thread that the
 //!   worker joins.
+//!
+//! This layer knows the program ([`Module`]), the memory and the devices, and nothing of how
+//! the graph around a unit is interpreted: the engine hands a launch over as a [`Unit`] and
+//! says how to run a box of its grid on a simulated device ([`RunBox`]).
 
 pub(crate) mod access;
 pub(crate) mod cache;
 mod gpu;
 pub(crate) mod hulls;
+pub(crate) mod kernel;
 
+pub use cache::Launches;
+
+use crate::args::{Args, SendPtr};
 use crate::ctx::{GridBox, NodeCtx};
 use crate::desc::KernelKind;
 use crate::devices::{devices, Copy, Place};
-use crate::launch::engine::{Args, Engine, SendPtr};
-use crate::launch::kernel;
 use crate::memory::coherence::Coherence;
 use crate::memory::{self, ByteRect, Table};
+use crate::module::Module;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -274,33 +281,43 @@ pub(crate) fn report_outside(node: &str, loc: &str, arg: &str, what: &str, first
     }
 }
 
-/// Runs unit `n` on the devices; false when it must run on the host instead (no devices, or
+/// One launch of a launch unit, as the engine hands it over.
+pub struct Unit<'a> {
+    pub module: &'a Module,
+    /// The module's plan cache.
+    pub plans: &'a Launches,
+    pub node: u32,
+    pub shape: &'a KernelKind,
+    pub parent: SendPtr<NodeCtx>,
+    pub grid: [i64; 3],
+    /// Output records, one per instance of `grid` (null when the node has none).
+    pub outs: SendPtr<u8>,
+}
+
+/// Runs a box of a unit's grid where a place's memory is addressed (a simulated device's,
+/// whose pool the call runs on), with the unit's arguments for that place: the engine's
+/// interpretation of the unit, which this layer does not know.
+pub type RunBox<'a> = dyn Fn(Place, GridBox, &Args) + Sync + 'a;
+
+/// Runs the unit on the devices; false when it must run on the host instead (no devices, or
 /// a reason the plan gives, such as an untracked pointer).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn run_unit(
-    e: &Engine<'_>,
-    n: u32,
-    shape: &KernelKind,
-    args: &Args,
-    parent: SendPtr<NodeCtx>,
-    grid: [i64; 3],
-    outs: SendPtr<u8>,
-) -> bool {
+pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
+    let Unit { module, plans, node: n, shape, parent, grid, outs } = *u;
     let devs = devices();
     if devs.count() == 0 {
         return false;
     }
     let total: i64 = grid.iter().product();
-    let st = &e.module.stats[n as usize];
-    let Some(base) = crate::launch::kernel::uniform_args(args, total) else {
+    let st = &module.stats[n as usize];
+    let Some(base) = args.uniform_over(total) else {
         st.note_host("its instances get different arguments through one-to-one edges");
         return false;
     };
     // On a GPU, a unit runs as its compiled kernel, if it has one that can launch; that is
     // decided before anything moves.
-    let gpu_launch = match (devs.on_gpus(), &e.module.program.nodes[n as usize].kernel, e.module.ptx) {
+    let gpu_launch = match (devs.on_gpus(), &module.node(n).kernel, module.ptx) {
         (false, _, _) => None,
-        (true, Some(kernel), Some(ptx)) => match kernel::prepare(e, n, kernel, &base, parent, grid) {
+        (true, Some(kernel), Some(ptx)) => match kernel::prepare(module, n, kernel, &base, parent, grid) {
             Some(prepared) => Some((kernel, ptx, prepared)),
             None => {
                 st.note_host(
@@ -320,7 +337,7 @@ pub(crate) fn run_unit(
 
     let mut table = memory::table();
     let t0 = Instant::now();
-    let cached = e.module.launches.get(&key, &table).filter(|p| access::inspected_unchanged(p, &mut table));
+    let cached = plans.get(&key, &table).filter(|p| access::inspected_unchanged(p, &mut table));
     let plan_hit = cached.is_some();
     let plan = match cached {
         Some(p) => {
@@ -329,7 +346,7 @@ pub(crate) fn run_unit(
         }
         None => {
             let launch = access::Launch {
-                engine: e,
+                module,
                 node: n,
                 shape,
                 args: &key.args,
@@ -353,7 +370,7 @@ pub(crate) fn run_unit(
             };
             st.nanos_alloc.fetch_add(alloc, Ordering::Relaxed);
             st.nanos_intervals.fetch_add((t0.elapsed().as_nanos() as u64).saturating_sub(alloc), Ordering::Relaxed);
-            e.module.launches.insert(key, p.clone());
+            plans.insert(key, p.clone());
             p
         }
     };
@@ -380,7 +397,7 @@ pub(crate) fn run_unit(
 
     match &gpu_launch {
         Some((kernel, ptx, prepared)) => {
-            let node = &e.module.program.nodes[n as usize];
+            let node = module.node(n);
             let name = match (&kernel.nc_name, lp.read_only_cache) {
                 (Some(nc), true) => {
                     st.read_only_cache_launches.fetch_add(1, Ordering::Relaxed);
@@ -388,7 +405,7 @@ pub(crate) fn run_unit(
                 }
                 _ => &kernel.name,
             };
-            let times = gpu::run(e, n, st, lp, copies, sources, kernel, name, prepared, ptx, parent, grid, outs)
+            let times = gpu::run(module, n, st, lp, copies, sources, kernel, name, prepared, ptx, parent, grid, outs)
                 .unwrap_or_else(|err| {
                     crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc))
                 });
@@ -399,8 +416,8 @@ pub(crate) fn run_unit(
             memory::execute(copies).unwrap_or_else(|err| {
                 crate::fatal(&format!(
                     "node {} ({}): copying its inputs: {err}",
-                    e.module.program.nodes[n as usize].shown(),
-                    e.module.program.nodes[n as usize].loc
+                    module.node(n).shown(),
+                    module.node(n).loc
                 ))
             });
             for c in copies {
@@ -408,12 +425,12 @@ pub(crate) fn run_unit(
             }
             st.nanos_copies.fetch_add(t2.elapsed().as_nanos() as u64, Ordering::Relaxed);
             let t3 = Instant::now();
-            run_parts(e, n, lp, parent, grid, outs);
+            run_parts(lp, run_box);
             st.nanos_kernels.fetch_add(t3.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
     }
     drop(table);
-    pass_outputs_through(e, n, shape, &args.for_instance(0), total, outs);
+    pass_outputs_through(module, n, shape, &args.for_instance(0), total, outs);
 
     st.unit_launches.fetch_add(1, Ordering::Relaxed);
     let used = lp.parts.iter().map(|p| p.device).collect::<std::collections::BTreeSet<_>>().len() as u64;
@@ -427,9 +444,9 @@ pub(crate) fn run_unit(
 /// The outputs of a blocks unit, each one of its inputs (`KernelKind::Blocks::outputs`), for
 /// every instance: a kernel writes none, and a partition run on a simulated device binds its
 /// own copies' addresses, where the host's are meant.
-fn pass_outputs_through(e: &Engine<'_>, n: u32, shape: &KernelKind, base: &[u8], total: i64, outs: SendPtr<u8>) {
+fn pass_outputs_through(m: &Module, n: u32, shape: &KernelKind, base: &[u8], total: i64, outs: SendPtr<u8>) {
     let KernelKind::Blocks { outputs, .. } = shape else { return };
-    let node = &e.module.program.nodes[n as usize];
+    let node = m.node(n);
     let size = node.outputs_size();
     if outputs.is_empty() || outs.get().is_null() || size == 0 {
         return;
@@ -451,16 +468,15 @@ fn pass_outputs_through(e: &Engine<'_>, n: u32, shape: &KernelKind, base: &[u8],
     }
 }
 
-/// Every partition on its device, concurrently; returns when all have finished.
-fn run_parts(e: &Engine<'_>, n: u32, lp: &LaunchPlan, parent: SendPtr<NodeCtx>, grid: [i64; 3], outs: SendPtr<u8>) {
+/// Every partition on its simulated device, concurrently; returns when all have finished.
+fn run_parts(lp: &LaunchPlan, run_box: &RunBox<'_>) {
     let sims = &devices().sims;
     if sims.first().is_some_and(|d| d.is_dry()) {
         return;
     }
     let run = |p: &PartPlan| {
-        let engine = Engine { module: e.module, place: Place::Device(p.device) };
         let args = Args::uniform(p.args.clone());
-        sims[p.device].install(|| engine.run_box(n, &args, parent, grid, p.bx, outs));
+        sims[p.device].install(|| run_box(Place::Device(p.device), p.bx, &args));
     };
     // Plain threads (see the module's invariants), joined at the end of the scope.
     std::thread::scope(|s| {
@@ -486,17 +502,6 @@ pub(crate) fn planner() -> &'static rayon::ThreadPool {
     })
 }
 
-/// Benchmarks only: one launch of unit `node` (a child of a root) with the argument buffer
-/// `args` over `grid`, as the engine would make it. False when it ran on the host.
-#[doc(hidden)]
-pub fn bench_launch(module: &crate::module::Module, node: u32, args: Vec<u8>, grid: [i64; 3]) -> bool {
-    let e = Engine { module, place: Place::Host };
-    let Some(shape) = &module.program.nodes[node as usize].shape else { return false };
-    let root = NodeCtx { id: [0; 3], dim: [1; 3], parent: std::ptr::null() };
-    let parent = SendPtr(&root as *const NodeCtx as *mut NodeCtx);
-    run_unit(&e, node, shape, &Args::uniform(args), parent, grid, SendPtr(std::ptr::null_mut()))
-}
-
 /// What [`bench_forget`] forgets.
 #[doc(hidden)]
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -511,8 +516,8 @@ pub enum Forget {
 
 /// Benchmarks only: forgets what the runtime has computed, so the next launch misses.
 #[doc(hidden)]
-pub fn bench_forget(module: &crate::module::Module, what: Forget) {
-    module.launches.clear();
+pub fn bench_forget(plans: &Launches, what: Forget) {
+    plans.clear();
     if what != Forget::Plans {
         access::forget_intervals(what == Forget::All);
     }

@@ -5,9 +5,11 @@
 //! differ from the CPU's (per-instance arguments that differ, a block too large, a grid the
 //! GPU cannot launch), [`prepare`] says no before anything moves, and the node runs on the host.
 
+use crate::args::SendPtr;
 use crate::ctx::{GridBox, NodeCtx};
 use crate::desc::{KernelDesc, KernelKind, KindDesc};
-use crate::launch::engine::{Args, Engine, SendPtr};
+use crate::devices::{devices, Device};
+use crate::module::Module;
 use crate::scratch;
 use std::ffi::CStr;
 
@@ -36,26 +38,26 @@ pub(crate) struct Prepared {
 /// Whether unit `n` can run as its kernel with the argument buffer `base` (host addresses are
 /// fine: only sizes and scalars are read), and how.
 pub(crate) fn prepare(
-    e: &Engine<'_>,
+    m: &Module,
     n: u32,
     kernel: &KernelDesc,
     base: &[u8],
     parent: SendPtr<NodeCtx>,
     grid: [i64; 3],
 ) -> Option<Prepared> {
-    let node = &e.module.program.nodes[n as usize];
+    let node = m.node(n);
     match &kernel.kind {
         KernelKind::Blocks { leaf, alloc, .. } => {
             let (alloc_records, shared) = match alloc {
                 Some(a) => {
-                    let a_grid = e.grid(*a, Some((n, base)));
+                    let a_grid = m.grid(*a, Some((n, base)));
                     let a_args =
-                        e.child_args(n, *a, base, &|_| unreachable!("allocation nodes have no incoming edges"));
-                    let a_node = &e.module.program.nodes[*a as usize];
+                        m.child_args(n, *a, base, &|_| unreachable!("allocation nodes have no incoming edges"));
+                    let a_node = m.node(*a);
                     let mut records = vec![0u8; a_node.outputs_size()];
                     let ptr = SendPtr(if records.is_empty() { std::ptr::null_mut() } else { records.as_mut_ptr() });
                     let KindDesc::Leaf { entry, .. } = a_node.kind else { return None };
-                    let f = e.module.entries[entry as usize];
+                    let f = m.entries[entry as usize];
                     let ((), bytes) = scratch::measure(|| {
                         // SAFETY: the allocation node's entry over its single instance.
                         unsafe { f(a_args.base.as_ptr(), parent.get(), &GridBox::single(a_grid, 0), ptr.get()) }
@@ -64,8 +66,8 @@ pub(crate) fn prepare(
                 }
                 None => (Vec::new(), 0),
             };
-            let leaf_args = e.child_args(n, *leaf, base, &|_| (&alloc_records[..], 1));
-            let block = e.grid(*leaf, Some((n, base)));
+            let leaf_args = m.child_args(n, *leaf, base, &|_| (&alloc_records[..], 1));
+            let block = m.grid(*leaf, Some((n, base)));
             if block.iter().product::<i64>() > MAX_BLOCK || !leaf_args.patches.is_empty() {
                 return None;
             }
@@ -114,7 +116,7 @@ pub(crate) struct GpuTimes {
 /// that ran it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
-    e: &Engine<'_>,
+    m: &Module,
     n: u32,
     kernel: &KernelDesc,
     name: &str,
@@ -125,8 +127,8 @@ pub(crate) fn run(
     grid: [i64; 3],
     outs: SendPtr<u8>,
 ) -> Result<GpuTimes, String> {
-    let gpus = &crate::devices::devices().gpus;
-    let node = &e.module.program.nodes[n as usize];
+    let gpus = &devices().gpus;
+    let node = m.node(n);
     // SAFETY: the parent context outlives this call (it is the caller's).
     let (pid, pdim) = unsafe { parent.get().as_ref() }.map_or(([0; 3], [1; 3]), |p| (p.id, p.dim));
     let record = match &kernel.kind {
@@ -134,7 +136,7 @@ pub(crate) fn run(
         KernelKind::Grid => node.outputs_size(),
     };
     let leaf_desc = match &kernel.kind {
-        KernelKind::Blocks { leaf, .. } => &e.module.program.nodes[*leaf as usize],
+        KernelKind::Blocks { leaf, .. } => m.node(*leaf),
         KernelKind::Grid => node,
     };
     let total: i64 = grid.iter().product();
@@ -155,7 +157,7 @@ pub(crate) fn run(
         let gpu = &gpus[p.device];
         let leaf_args = match &kernel.kind {
             KernelKind::Blocks { leaf, .. } => {
-                e.child_args(n, *leaf, p.args, &|_| (&prepared.alloc_records[..], 1)).base
+                m.child_args(n, *leaf, p.args, &|_| (&prepared.alloc_records[..], 1)).base
             }
             KernelKind::Grid => p.args.to_vec(),
         };
@@ -196,7 +198,7 @@ pub(crate) fn run(
             let timed = (|| {
                 let mut once = || -> Result<f32, String> {
                     launch()?;
-                    crate::devices::Device::synchronize(gpu)?;
+                    Device::synchronize(gpu)?;
                     gpu.between(slot, slot + 1)
                 };
                 for _ in 0..3 {
@@ -223,7 +225,7 @@ pub(crate) fn run(
     // the caller may free.
     let mut waited = Ok(());
     for &k in &used {
-        let w = crate::devices::Device::synchronize(&gpus[k]);
+        let w = Device::synchronize(&gpus[k]);
         if waited.is_ok() {
             waited = w;
         }
@@ -278,13 +280,4 @@ pub(crate) fn run(
 fn bench_repeat() -> Option<usize> {
     static REPEAT: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     *REPEAT.get_or_init(|| std::env::var("HPVM_MGPU_BENCH_REPEAT").ok()?.parse().ok().filter(|&n| n > 0))
-}
-
-/// The argument buffer shared by all instances, if their one-to-one inputs all agree.
-pub(crate) fn uniform_args(args: &Args, total: i64) -> Option<Vec<u8>> {
-    if args.patches.is_empty() {
-        return Some(args.base.clone());
-    }
-    let first = args.for_instance(0).into_owned();
-    (1..total).all(|i| *args.for_instance(i) == first[..]).then_some(first)
 }

@@ -1,0 +1,49 @@
+//! Where the layers below the statistics report what they did: a small interface, so that
+//! copying bytes or page-locking a buffer never needs the statistics module (which sits
+//! near the top of the crate and reads every layer).
+//!
+//! The statistics ([`crate::stats`]) install their [`Sink`] when the program starts
+//! (`__hpvm__init`); until one is installed, events are dropped (a benchmark driving the
+//! planner directly counts nothing). Per-node counters are not events: they live in the
+//! node's own record ([`crate::module::NodeStats`]), which its layer owns.
+
+use std::sync::OnceLock;
+
+/// Something the runtime did that the statistics count. Places are numbered as the
+/// statistics' tables are: 0 the host, `1 + k` device `k`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A graph launch (`__hpvm__launch`).
+    GraphLaunch,
+    /// One item pushed into a streaming launch.
+    StreamItem,
+    /// `bytes` copied from place `from` to place `to`.
+    Copied { from: usize, to: usize, bytes: u64 },
+    /// The host asked for `bytes` with `llvm_hpvm_request_mem`.
+    Requested { bytes: u64 },
+    /// Time making the host current (copies back from the devices, waited for).
+    ToHost { nanos: u64 },
+    /// An attempt to page-lock a buffer: the bytes locked (0 where the driver refused) and
+    /// the time it took.
+    PageLocked { bytes: u64, nanos: u64 },
+}
+
+/// A receiver of events. Called from any thread, often on hot paths: keep it to atomics.
+pub trait Sink: Sync {
+    fn record(&self, event: Event);
+}
+
+static SINK: OnceLock<&'static dyn Sink> = OnceLock::new();
+
+/// Installs the process's sink; the first one installed stays.
+pub fn install(sink: &'static dyn Sink) {
+    SINK.get_or_init(|| sink);
+}
+
+/// Reports `event` to the installed sink, if any.
+#[inline]
+pub fn record(event: Event) {
+    if let Some(s) = SINK.get() {
+        s.record(event);
+    }
+}

@@ -1,0 +1,519 @@
+//! The runtime's layering holds: the map in `src/lib.rs`'s crate docs gives each top-level
+//! module a layer, and every path a file names through `crate::` or `super::` (in `use`
+//! lines and in code, tests included) must reach a module of its own layer or a lower one,
+//! with no circle among the top-level modules. A failure names the file and line.
+//!
+//! The scanner reads Rust text, not a syntax tree: comments and string literals are skipped,
+//! inline `mod name { ... }` blocks are followed (so `super::` inside them resolves), and
+//! paths are taken after `crate::` and `super::`. That is every way one module can name
+//! another in this crate's style: no `extern crate`, no `#[path]`; a glob of the crate root
+//! (`use crate::*`, or `super::*` in a top-level module) would hide names, so it is an error.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// A reference from one top-level module to another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Reference {
+    file: String,
+    line: usize,
+    from: String,
+    to: String,
+}
+
+/// The layer of each module, from the crate docs' rows `//! | N | `a`, `b` | ... |`.
+fn parse_map(lib_rs: &str) -> Result<BTreeMap<String, usize>, String> {
+    let mut layers = BTreeMap::new();
+    for line in lib_rs.lines() {
+        let Some(row) = line.trim_start().strip_prefix("//!") else { continue };
+        let cells: Vec<&str> = row.trim().split('|').map(str::trim).collect();
+        // "| N | modules | what |" splits into ["", "N", "modules", "what", ""].
+        let Some(layer) = cells.get(1).and_then(|c| c.parse::<usize>().ok()) else { continue };
+        let modules = cells.get(2).ok_or_else(|| format!("the row of layer {layer} has no modules"))?;
+        for m in modules.split(',') {
+            let name = m.trim().trim_matches('`');
+            if name.is_empty() {
+                continue;
+            }
+            if let Some(old) = layers.insert(name.to_string(), layer) {
+                return Err(format!("module `{name}` is in layers {old} and {layer}"));
+            }
+        }
+    }
+    if layers.is_empty() {
+        return Err("no layer table (rows `//! | N | `module`, ... | ... |`) in the crate docs".into());
+    }
+    Ok(layers)
+}
+
+/// The top-level modules `lib.rs` declares (`mod x;`, `pub mod x;`).
+fn declared_modules(lib_rs: &str) -> BTreeSet<String> {
+    lib_rs
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let rest = l.strip_prefix("pub ").unwrap_or(l);
+            let rest = rest.strip_prefix("pub(crate) ").unwrap_or(rest);
+            let name = rest.strip_prefix("mod ")?.strip_suffix(';')?;
+            Some(name.trim().to_string())
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    PathSep,
+    Open,
+    Close,
+    Comma,
+    Star,
+    Other,
+}
+
+/// The tokens of Rust source that matter for paths, each with its line; comments, strings
+/// and character literals are dropped.
+fn tokens(src: &str) -> Vec<(Tok, usize)> {
+    let c: Vec<char> = src.chars().collect();
+    let mut out = Vec::new();
+    let (mut i, mut line) = (0, 1);
+    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
+    while i < c.len() {
+        let ch = c[i];
+        match ch {
+            '\n' => {
+                line += 1;
+                i += 1;
+            }
+            '/' if at(i + 1) == '/' => {
+                while i < c.len() && c[i] != '\n' {
+                    i += 1;
+                }
+            }
+            '/' if at(i + 1) == '*' => {
+                let mut depth = 0;
+                while i < c.len() {
+                    if c[i] == '/' && at(i + 1) == '*' {
+                        depth += 1;
+                        i += 2;
+                    } else if c[i] == '*' && at(i + 1) == '/' {
+                        depth -= 1;
+                        i += 2;
+                        if depth == 0 {
+                            break;
+                        }
+                    } else {
+                        line += usize::from(c[i] == '\n');
+                        i += 1;
+                    }
+                }
+            }
+            '"' => i = skip_string(&c, i + 1, &mut line),
+            'r' | 'b' if is_raw_or_byte_string(&c, i) => {
+                // b"..", r"..", r#".."#, br#".."#
+                let mut j = i + 1;
+                if c[i] == 'b' && at(j) == 'r' {
+                    j += 1;
+                }
+                let hashes = c[j..].iter().take_while(|&&h| h == '#').count();
+                j += hashes;
+                if c[i] == 'b' && at(i + 1) == '"' {
+                    i = skip_string(&c, i + 2, &mut line);
+                    continue;
+                }
+                j += 1; // the opening quote
+                let closing: Vec<char> = std::iter::once('"').chain(std::iter::repeat_n('#', hashes)).collect();
+                while j < c.len() && c[j..].iter().take(closing.len()).ne(closing.iter()) {
+                    line += usize::from(c[j] == '\n');
+                    j += 1;
+                }
+                i = j + closing.len();
+            }
+            '\'' => {
+                // A character literal ('x', '\n', '\u{..}') or a lifetime ('a).
+                if at(i + 1) == '\\' {
+                    let mut j = i + 2;
+                    while j < c.len() && c[j] != '\'' {
+                        j += 1;
+                    }
+                    i = j + 1;
+                } else if at(i + 2) == '\'' {
+                    i += 3;
+                } else {
+                    i += 1;
+                }
+            }
+            c0 if c0.is_alphabetic() || c0 == '_' => {
+                let start = i;
+                while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_') {
+                    i += 1;
+                }
+                out.push((Tok::Ident(c[start..i].iter().collect()), line));
+            }
+            ':' if at(i + 1) == ':' => {
+                out.push((Tok::PathSep, line));
+                i += 2;
+            }
+            '{' => {
+                out.push((Tok::Open, line));
+                i += 1;
+            }
+            '}' => {
+                out.push((Tok::Close, line));
+                i += 1;
+            }
+            ',' => {
+                out.push((Tok::Comma, line));
+                i += 1;
+            }
+            '*' => {
+                out.push((Tok::Star, line));
+                i += 1;
+            }
+            c0 if c0.is_whitespace() => i += 1,
+            _ => {
+                out.push((Tok::Other, line));
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+fn is_raw_or_byte_string(c: &[char], i: usize) -> bool {
+    // Not the tail of an identifier (`for"`, `attr#`...).
+    if i > 0 && (c[i - 1].is_alphanumeric() || c[i - 1] == '_') {
+        return false;
+    }
+    let rest: String = c[i..c.len().min(i + 3)].iter().collect();
+    rest.starts_with("r\"") || rest.starts_with("r#") || rest.starts_with("b\"") || rest.starts_with("br")
+}
+
+/// Skips a string body from `i` (after its opening quote); returns the index after its end.
+fn skip_string(c: &[char], mut i: usize, line: &mut usize) -> usize {
+    while i < c.len() && c[i] != '"' {
+        if c[i] == '\\' {
+            i += 1;
+        }
+        if c.get(i) == Some(&'\n') {
+            *line += 1;
+        }
+        i += 1;
+    }
+    i + 1
+}
+
+/// The module path of a file under `src/` (`devices/cuda.rs` is `devices::cuda`).
+fn module_path(rel: &str) -> Vec<String> {
+    let rel = rel.trim_end_matches(".rs");
+    let mut parts: Vec<String> = rel.split('/').map(str::to_string).collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// Every reference from `file` (path under `src/`) to a top-level module other than its own,
+/// or an error for a glob of the crate root.
+fn references(file: &str, src: &str) -> Result<Vec<Reference>, String> {
+    let toks = tokens(src);
+    let file_path = module_path(file);
+    let own = file_path[0].clone();
+    let ident = |k: usize, name: &str| matches!(toks.get(k), Some((Tok::Ident(s), _)) if s == name);
+    let sep = |k: usize| matches!(toks.get(k), Some((Tok::PathSep, _)));
+    let mut out = Vec::new();
+    // Inline modules: (name, brace depth inside it).
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0usize;
+    let mut k = 0;
+    while k < toks.len() {
+        let (tok, line) = (&toks[k].0, toks[k].1);
+        match tok {
+            Tok::Open => depth += 1,
+            Tok::Close => {
+                if inline.last().is_some_and(|(_, d)| *d == depth) {
+                    inline.pop();
+                }
+                depth = depth.saturating_sub(1);
+            }
+            Tok::Ident(s) if s == "mod" => {
+                if let (Some((Tok::Ident(name), _)), Some((Tok::Open, _))) = (toks.get(k + 1), toks.get(k + 2)) {
+                    inline.push((name.clone(), depth + 1));
+                }
+            }
+            _ => {}
+        }
+        let starts_path = (ident(k, "crate") || ident(k, "super")) && sep(k + 1) && (k == 0 || !sep(k - 1));
+        if !starts_path {
+            k += 1;
+            continue;
+        }
+        let mut base: Vec<String> = file_path.iter().cloned().chain(inline.iter().map(|(n, _)| n.clone())).collect();
+        let mut j = k;
+        if ident(k, "crate") {
+            base.clear();
+            j += 2;
+        } else {
+            while ident(j, "super") && sep(j + 1) {
+                if base.pop().is_none() {
+                    return Err(format!("{file}:{line}: `super::` climbs above the crate root"));
+                }
+                j += 2;
+            }
+        }
+        if let Some(top) = base.first() {
+            // Still inside a top-level module (its own, via `super::`).
+            if *top != own {
+                out.push(Reference { file: file.into(), line, from: own.clone(), to: top.clone() });
+            }
+            k = j;
+            continue;
+        }
+        // At the crate root: the next segment, or each item of a group, names a module.
+        match toks.get(j) {
+            Some((Tok::Ident(name), _)) if *name != own => {
+                out.push(Reference { file: file.into(), line, from: own.clone(), to: name.clone() });
+            }
+            Some((Tok::Star, _)) => return Err(format!("{file}:{line}: a glob import of the crate root")),
+            Some((Tok::Open, _)) => {
+                let mut d = 0;
+                let mut item_start = true;
+                let mut m = j;
+                while m < toks.len() {
+                    match &toks[m].0 {
+                        Tok::Open => {
+                            d += 1;
+                            item_start = d == 1;
+                            m += 1;
+                            continue;
+                        }
+                        Tok::Close => {
+                            d -= 1;
+                            if d == 0 {
+                                break;
+                            }
+                        }
+                        Tok::Comma if d == 1 => {
+                            item_start = true;
+                            m += 1;
+                            continue;
+                        }
+                        Tok::Star if d == 1 && item_start => {
+                            return Err(format!("{file}:{}: a glob import of the crate root", toks[m].1));
+                        }
+                        Tok::Ident(name) if d == 1 && item_start && name != "self" && *name != own => {
+                            out.push(Reference {
+                                file: file.into(),
+                                line: toks[m].1,
+                                from: own.clone(),
+                                to: name.clone(),
+                            });
+                        }
+                        _ => {}
+                    }
+                    item_start = false;
+                    m += 1;
+                }
+            }
+            _ => {}
+        }
+        k = j;
+    }
+    Ok(out)
+}
+
+/// Every violation of the layering among `refs`: upward references, then circles.
+fn violations(layers: &BTreeMap<String, usize>, refs: &[Reference]) -> Vec<String> {
+    let mut errors = Vec::new();
+    // Names not in the table are the crate root's own items (`fatal`): the bottom layer.
+    let layer = |m: &str| layers.get(m).copied().unwrap_or(0);
+    for r in refs {
+        if layer(&r.to) > layer(&r.from) {
+            errors.push(format!(
+                "{}:{}: `{}` (layer {}) names `{}` (layer {}): an upward import",
+                r.file,
+                r.line,
+                r.from,
+                layer(&r.from),
+                r.to,
+                layer(&r.to)
+            ));
+        }
+    }
+    // Circles: a depth-first search over the first reference of each edge.
+    let mut edges: BTreeMap<&str, BTreeMap<&str, &Reference>> = BTreeMap::new();
+    for r in refs.iter().filter(|r| layers.contains_key(&r.to)) {
+        edges.entry(r.from.as_str()).or_default().entry(r.to.as_str()).or_insert(r);
+    }
+    let mut reported: BTreeSet<BTreeSet<&str>> = BTreeSet::new();
+    fn walk<'a>(
+        at: &'a str,
+        path: &mut Vec<&'a str>,
+        edges: &BTreeMap<&'a str, BTreeMap<&'a str, &'a Reference>>,
+        reported: &mut BTreeSet<BTreeSet<&'a str>>,
+        errors: &mut Vec<String>,
+        done: &mut BTreeSet<&'a str>,
+    ) {
+        if let Some(i) = path.iter().position(|p| *p == at) {
+            let circle: Vec<&str> = path[i..].to_vec();
+            if reported.insert(circle.iter().copied().collect()) {
+                let hops: Vec<String> = circle
+                    .iter()
+                    .zip(circle.iter().skip(1).chain(std::iter::once(&at)))
+                    .map(|(a, b)| {
+                        let r = edges[a][b];
+                        format!("`{a}` -> `{b}` ({}:{})", r.file, r.line)
+                    })
+                    .collect();
+                errors.push(format!("a circle of imports: {}", hops.join(", ")));
+            }
+            return;
+        }
+        if done.contains(at) {
+            return;
+        }
+        path.push(at);
+        if let Some(next) = edges.get(at) {
+            for to in next.keys() {
+                walk(to, path, edges, reported, errors, done);
+            }
+        }
+        path.pop();
+        done.insert(at);
+    }
+    let mut done = BTreeSet::new();
+    for start in edges.keys() {
+        walk(start, &mut Vec::new(), &edges, &mut reported, &mut errors, &mut done);
+    }
+    errors
+}
+
+fn rust_files(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("src/ is readable").map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, root, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+            out.push((rel, std::fs::read_to_string(&p).unwrap()));
+        }
+    }
+}
+
+#[test]
+fn the_runtime_imports_point_down() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    let layers = parse_map(&lib).unwrap_or_else(|e| panic!("src/lib.rs: {e}"));
+    let declared = declared_modules(&lib);
+    let mapped: BTreeSet<String> = layers.keys().cloned().collect();
+    let unmapped: Vec<&String> = declared.difference(&mapped).collect();
+    let undeclared: Vec<&String> = mapped.difference(&declared).collect();
+    assert!(unmapped.is_empty(), "src/lib.rs declares modules the layer table does not place: {unmapped:?}");
+    assert!(undeclared.is_empty(), "the layer table names modules src/lib.rs does not declare: {undeclared:?}");
+
+    let mut files = Vec::new();
+    rust_files(&src, &src, &mut files);
+    let mut refs = Vec::new();
+    let mut errors = Vec::new();
+    for (rel, text) in files.iter().filter(|(rel, _)| rel != "lib.rs") {
+        match references(rel, text) {
+            Ok(r) => refs.extend(r),
+            Err(e) => errors.push(e),
+        }
+    }
+    assert!(refs.len() > 50, "the scanner found only {} cross-module references: is it reading src/?", refs.len());
+    errors.extend(violations(&layers, &refs));
+    assert!(errors.is_empty(), "the runtime's layering (src/lib.rs) is broken:\n{}", errors.join("\n"));
+}
+
+// The scanner and the checks, on small sources.
+
+fn map() -> BTreeMap<String, usize> {
+    parse_map(
+        "//! | layer | modules | what |\n//! |---|---|---|\n//! | 0 | `ctx`, `sink` | records |\n\
+         //! | 2 | `devices` | devices |\n//! | 3 | `memory`, `module` | memory |\n//! | 5 | `launch` | top |\n",
+    )
+    .unwrap()
+}
+
+fn targets(file: &str, src: &str) -> Vec<(usize, String)> {
+    references(file, src).unwrap().into_iter().map(|r| (r.line, r.to)).collect()
+}
+
+#[test]
+fn the_map_is_read_from_the_table_rows() {
+    let m = map();
+    assert_eq!(m["ctx"], 0);
+    assert_eq!(m["memory"], 3);
+    assert_eq!(m["launch"], 5);
+    assert_eq!(m.len(), 6);
+    assert!(parse_map("//! | 1 | `a` | x |\n//! | 2 | `a` | y |").is_err_and(|e| e.contains("`a`")));
+    assert!(parse_map("//! no table\n").is_err());
+    let lib = "pub mod a;\nmod b;\n#[cfg(test)]\nmod c;\npub fn fatal() {}\n";
+    assert_eq!(declared_modules(lib), ["a", "b", "c"].iter().map(|s| s.to_string()).collect());
+}
+
+#[test]
+fn paths_in_use_lines_groups_and_code_are_found() {
+    let src = "use crate::devices::Place;\nuse crate::{memory::{self, Table}, sink, fatal};\n\
+               fn f() { crate::launch::go(); let x = a::crate_thing; }\n";
+    assert_eq!(
+        targets("module.rs", src),
+        vec![
+            (1, "devices".to_string()),
+            (2, "memory".to_string()),
+            (2, "sink".to_string()),
+            (2, "fatal".to_string()),
+            (3, "launch".to_string())
+        ]
+    );
+}
+
+#[test]
+fn comments_strings_and_visibility_are_not_paths() {
+    let src = "// use crate::launch;\n/* crate::launch /* nested */ crate::launch */\n\
+               pub(crate) fn f() -> &'static str { \"crate::launch\" }\n\
+               const R: &str = r#\"crate::launch \"quoted\" \"#;\nconst C: char = '\"';\nfn g<'a>(x: &'a u8) {}\n\
+               use crate::sink;\n";
+    assert_eq!(targets("memory/mod.rs", src), vec![(7, "sink".to_string())]);
+}
+
+#[test]
+fn super_resolves_through_files_and_inline_modules() {
+    // In devices/cuda.rs, `super::` is `devices`: its own module, not a reference; nor is
+    // its own module named from the root.
+    assert!(targets("devices/cuda.rs", "use super::Device;\nuse crate::devices::{Copy, Place};").is_empty());
+    // In a top-level file, `super::` is the crate root.
+    assert_eq!(targets("memory.rs", "use super::launch::X;"), vec![(1, "launch".to_string())]);
+    // Inside an inline module of a top-level file, `super::` is that file's module...
+    assert!(targets("memory.rs", "mod tests {\n use super::*;\n}\n").is_empty());
+    // ...and `super::super::` the crate root; after the block closes, the file's module again.
+    let src = "mod tests {\n use super::super::launch::X;\n}\nuse super::sink::Y;\n";
+    assert_eq!(targets("memory.rs", src), vec![(2, "launch".to_string()), (4, "sink".to_string())]);
+    // A glob of the crate root hides what it brings in.
+    assert!(references("memory.rs", "use super::*;").is_err_and(|e| e.contains("memory.rs:1")));
+    assert!(references("memory/x.rs", "use crate::{sink, *};").is_err_and(|e| e.contains("glob")));
+}
+
+#[test]
+fn an_upward_import_is_named_with_its_file_and_line() {
+    let refs = references("memory/mod.rs", "use crate::devices::Copy;\n\nuse crate::launch::engine::Args;\n").unwrap();
+    let errors = violations(&map(), &refs);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].starts_with("memory/mod.rs:3: `memory` (layer 3) names `launch` (layer 5)"), "{}", errors[0]);
+}
+
+#[test]
+fn a_circle_within_a_layer_is_named_with_each_hop() {
+    let mut refs = references("memory/mod.rs", "use crate::module::Module;").unwrap();
+    refs.extend(references("module.rs", "\nfn f() { crate::memory::table(); }").unwrap());
+    let errors = violations(&map(), &refs);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("`memory` -> `module` (memory/mod.rs:1)"), "{}", errors[0]);
+    assert!(errors[0].contains("`module` -> `memory` (module.rs:2)"), "{}", errors[0]);
+    // Without the way back, no circle.
+    let one_way = references("memory/mod.rs", "use crate::module::Module;").unwrap();
+    assert!(violations(&map(), &one_way).is_empty());
+}
