@@ -95,7 +95,7 @@ pub(crate) struct GpuPart<'a> {
     pub bx: GridBox,
 }
 
-/// Mark slots of a device's stream during a launch (see [`Cuda::mark`]): the launch's start,
+/// Mark slots of a device's stream during a launch (see [`crate::devices::cuda::Cuda::mark`]): the launch's start,
 /// after its copies from the host, after its copies from other GPUs; its kernels' marks follow.
 pub(crate) const MARK_START: usize = 0;
 pub(crate) const MARK_HOST_COPIES: usize = 1;
