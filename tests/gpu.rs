@@ -94,3 +94,34 @@ fn nodes_that_cannot_be_kernels_say_why_and_run_on_the_cpu() {
     let run = run_program(&exe, &[], &[("HPVM_MGPU_DEVICES", "cpu")]);
     assert!(stdout(&run).contains("gpu-fallback: PASS"), "{}{}", stdout(&run), stderr(&run));
 }
+
+/// libm in a GPU leaf: exact intrinsics where LLVM has them, libdevice (from the toolchain
+/// cache `scripts/bootstrap` fills) for the rest, so the node is a kernel and its PTX calls
+/// nothing outside itself. Without libdevice the node runs on the CPU and the note says why.
+#[test]
+fn math_functions_compile_for_the_gpu_with_libdevice() {
+    let dir = TempDir::new("math");
+    let exe = dir.join("mathfns");
+    let out = hpvm_mgpu(&["build", "-O2", "--emit-ptx", "tests/programs/mathfns.c", "-o", exe.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("runs on the CPU"), "the math leaf fell back (is the toolchain bootstrapped?):\n{err}");
+    let ptx = std::fs::read_to_string(dir.join("mathfns.ptx")).expect("PTX written");
+    assert!(ptx.contains(".entry hpvm_kernel_Math("), "no kernel for Math");
+    assert!(!ptx.contains(".extern"), "the kernel calls something undefined:\n{ptx}");
+    // libdevice's expf (and powf, tanhf) scale the hardware's base-2 exponential.
+    assert!(ptx.contains("ex2.approx"), "no libdevice code in the PTX");
+
+    let out = hpvm_mgpu_env(
+        &["build", "-O2", "tests/programs/mathfns.c", "-o", exe.to_str().unwrap()],
+        &[("HPVM_MGPU_CUDA_PATH", "/nonexistent-cuda")],
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("tests/programs/mathfns.c:25: note: node `Math` runs on the CPU: it calls `expf`, but the GPU's math library is not available: /nonexistent-cuda/nvvm/libdevice/libdevice.10.bc is missing"),
+        "{err}"
+    );
+    let run = run_program(&exe, &["300"], &[("HPVM_MGPU_DEVICES", "cpu")]);
+    assert!(stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
+}

@@ -13,7 +13,7 @@ const DEVICES: [usize; 6] = [1, 2, 3, 4, 7, 8];
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-const PROGRAMS: [(&str, &[&[&str]]); 32] = [
+const PROGRAMS: [(&str, &[&[&str]]); 33] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -30,6 +30,7 @@ const PROGRAMS: [(&str, &[&[&str]]); 32] = [
     ("tests/programs/volume.c", &[&["3", "2", "1"], &["20", "12", "9"], &["17", "5", "40"]]),
     ("tests/programs/heat3d.c", &[&["3", "3", "3", "4", "4", "4", "1"], &["20", "13", "17", "4", "3", "2", "3"]]),
     ("tests/programs/threshold.c", &[&["3"], &["1001"], &["5000"]]),
+    ("tests/programs/mathfns.c", &[&["3"], &["1001"], &["5000"]]),
     ("tests/programs/hostwrites.c", &[&["2", "2"], &["1001", "4"], &["5000", "3"]]),
     ("tests/programs/jds.c", &[&["5", "2", "2"], &["300", "16", "3"], &["2000", "64", "3"]]),
     (

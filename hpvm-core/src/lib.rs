@@ -32,6 +32,7 @@ pub mod names;
 pub mod plan;
 pub mod print;
 pub mod scratch;
+pub mod toolchain;
 pub mod verify;
 
 pub use diag::{Diagnostic, Rule};

@@ -12,8 +12,14 @@ pub fn root() -> PathBuf {
 
 /// Runs `hpvm-mgpu` with `args` from the repository root.
 pub fn hpvm_mgpu(args: &[&str]) -> Output {
+    hpvm_mgpu_env(args, &[])
+}
+
+/// Runs `hpvm-mgpu` with `args` and the environment variables `env` from the repository root.
+pub fn hpvm_mgpu_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hpvm-mgpu"))
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(root())
         .env_remove("RUST_LOG")
         .output()

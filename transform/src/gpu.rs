@@ -183,10 +183,16 @@ pub fn compile(
     gpu.run_passes("always-inline,globaldce", &tm, PassBuilderOptions::create())
         .map_err(|e| Error::Llvm(e.to_string()))?;
 
+    // The GPU's math library, for what leaves call of libm that has no exact intrinsic.
+    let math = link_libdevice(&gpu, &tm);
+    if let Err(why) = &math {
+        tracing::info!("no GPU math library: {why}");
+    }
+    let math = math.as_ref().err().map(String::as_str);
     let mut compiled = Vec::new();
     for Built { kernel: k, f, levels, name, nc, readonly } in built {
-        let resolved = resolve(&gpu, &b, f, &levels).and_then(|()| match &nc {
-            Some((f, levels, _)) => resolve(&gpu, &b, *f, levels),
+        let resolved = resolve(&gpu, &b, f, &levels, math).and_then(|()| match &nc {
+            Some((f, levels, _)) => resolve(&gpu, &b, *f, levels, math),
             None => Ok(()),
         });
         match resolved {
@@ -404,13 +410,51 @@ fn shared_base<'ctx>(
     Ok(b.build_address_space_cast(g.as_pointer_value(), ctx.ptr_type(AddressSpace::default()), "shared.base")?)
 }
 
+/// Links libdevice (`hpvm_core::toolchain::libdevice`) into the GPU module, its functions
+/// internal so that those no kernel calls are dropped; `Err` says why it is not there.
+fn link_libdevice(gpu: &Module<'_>, tm: &TargetMachine) -> Result<(), String> {
+    let path = hpvm_core::toolchain::libdevice()?;
+    let lib = Module::parse_bitcode_from_path(&path, gpu.get_context())
+        .map_err(|e| format!("{}: {}", path.display(), e.to_string()))?;
+    // Its own triple (`nvptx64-nvidia-gpulibs`) would make the linker warn on every build.
+    lib.set_triple(&tm.get_triple());
+    lib.set_data_layout(&tm.get_target_data().get_data_layout());
+    gpu.link_in_module(lib).map_err(|e| format!("linking {}: {}", path.display(), e.to_string()))?;
+    for f in gpu.get_functions() {
+        if f.count_basic_blocks() > 0 && f.get_name().to_bytes().starts_with(b"__nv_") {
+            f.set_linkage(Linkage::Internal);
+        }
+    }
+    Ok(())
+}
+
+/// The libdevice function standing for a call of `name` (a libm function, or an LLVM math
+/// intrinsic that NVPTX cannot select): `__nv_<libm name>`.
+fn libdevice_name(name: &str) -> Option<String> {
+    if let Some(rest) = name.strip_prefix("llvm.") {
+        let (op, ty) = rest.rsplit_once('.')?;
+        let suffix = match ty {
+            "f32" => "f",
+            "f64" => "",
+            _ => return None,
+        };
+        return ["exp", "exp2", "exp10", "log", "log2", "log10", "pow", "sin", "cos", "tan"]
+            .contains(&op)
+            .then(|| format!("__nv_{op}{suffix}"));
+    }
+    let plain = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !name.starts_with("__");
+    plain.then(|| format!("__nv_{name}"))
+}
+
 /// Replaces node handles and queries in an inlined kernel by the kernel's values, and calls
-/// the kernel may not make by what the GPU has.
+/// the kernel may not make by what the GPU has: exact LLVM intrinsics for some of libm,
+/// libdevice for the rest (`no_libdevice`: why it is not linked, if it is not).
 fn resolve<'ctx>(
     m: &Module<'ctx>,
     b: &Builder<'ctx>,
     kf: FunctionValue<'ctx>,
     levels: &Levels<'ctx>,
+    no_libdevice: Option<&str>,
 ) -> Result<(), String> {
     let ctx = m.get_context();
     let handles = hpvm_core::handles::Levels { id: levels.id.to_vec(), count: levels.dim.to_vec() };
@@ -426,25 +470,46 @@ fn resolve<'ctx>(
             return Err("it calls a function through a pointer".into());
         };
         let name = callee.get_name().to_string_lossy().into_owned();
+        // The same call to another function of the same type.
+        let call_instead = |f: FunctionValue<'ctx>| -> Result<inkwell::values::BasicValueEnum<'ctx>, String> {
+            b.position_before(&inst);
+            let args: Vec<BasicMetadataValueEnum> = (0..inst.get_num_operands() - 1)
+                .filter_map(|i| inst.get_operand(i).and_then(|o| o.value()))
+                .map(Into::into)
+                .collect();
+            let call = b.build_call(f, &args, "math").map_err(|e| e.to_string())?;
+            call.try_as_basic_value().basic().ok_or_else(|| "a math function returns nothing".to_string())
+        };
+        // libdevice's version, where it has one of the very same type.
+        let in_libdevice = libdevice_name(&name)
+            .and_then(|n| m.get_function(&n))
+            .filter(|f| f.count_basic_blocks() > 0 && f.get_type() == callee.get_type());
         match name.as_str() {
             OUT_SLOT => replace.push((inst, levels.out_slot.as_basic_value_enum())),
-            n if n.starts_with("llvm.") => {}
-            n if callee.count_basic_blocks() == 0 => match libm_intrinsic(n) {
-                Some(intr) => {
+            n if n.starts_with("llvm.") => {
+                if let Some(f) = in_libdevice {
+                    replace.push((inst, call_instead(f)?));
+                }
+            }
+            n if callee.count_basic_blocks() == 0 => match (libm_intrinsic(n), in_libdevice) {
+                (Some(intr), _) => {
                     let decl = inkwell::intrinsics::Intrinsic::find(intr.0)
                         .and_then(|i| i.get_declaration(m, &[intr.1(&ctx)]))
                         .ok_or("no LLVM intrinsic for a math function")?;
-                    b.position_before(&inst);
-                    let args: Vec<BasicMetadataValueEnum> = (0..inst.get_num_operands() - 1)
-                        .filter_map(|i| inst.get_operand(i).and_then(|o| o.value()))
-                        .map(Into::into)
-                        .collect();
-                    let call = b.build_call(decl, &args, "math").map_err(|e| e.to_string())?;
-                    let v = call.try_as_basic_value().basic().ok_or("math intrinsic returns nothing")?;
-                    replace.push((inst, v));
+                    replace.push((inst, call_instead(decl)?));
                 }
-                None => return Err(format!("it calls `{n}`, which has no GPU version")),
+                (None, Some(f)) => replace.push((inst, call_instead(f)?)),
+                (None, None) => {
+                    return Err(match (libdevice_name(n), no_libdevice) {
+                        (Some(_), Some(why)) => {
+                            format!("it calls `{n}`, but the GPU's math library is not available: {why}")
+                        }
+                        _ => format!("it calls `{n}`, which has no GPU version"),
+                    })
+                }
             },
+            // libdevice's own functions, once called (they have bodies).
+            n if n.starts_with("__nv_") => {}
             n => return Err(format!("it calls `{n}`, which could not be inlined (recursion?)")),
         }
     }
@@ -511,4 +576,22 @@ fn libm_intrinsic(name: &str) -> Option<(&'static str, TypeFn)> {
         "fma" => ("llvm.fma", f64t),
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::libdevice_name;
+
+    #[test]
+    fn math_calls_map_to_libdevice_names() {
+        assert_eq!(libdevice_name("expf").as_deref(), Some("__nv_expf"));
+        assert_eq!(libdevice_name("pow").as_deref(), Some("__nv_pow"));
+        assert_eq!(libdevice_name("llvm.exp.f32").as_deref(), Some("__nv_expf"));
+        assert_eq!(libdevice_name("llvm.log10.f64").as_deref(), Some("__nv_log10"));
+        // Intrinsics NVPTX selects itself, other types, and reserved names stay as they are.
+        assert_eq!(libdevice_name("llvm.sqrt.f32"), None);
+        assert_eq!(libdevice_name("llvm.exp.v4f32"), None);
+        assert_eq!(libdevice_name("__hpvm__barrier"), None);
+        assert_eq!(libdevice_name("a.b"), None);
+    }
 }
