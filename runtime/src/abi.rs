@@ -8,7 +8,7 @@ use std::ffi::{c_char, c_void};
 
 /// Runs `f`; a panic (a bug in the runtime) ends the process with a message instead of
 /// unwinding into C.
-fn guard<R>(what: &str, f: impl FnOnce() -> R) -> R {
+pub(crate) fn guard<R>(what: &str, f: impl FnOnce() -> R) -> R {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(_) => {

@@ -26,7 +26,7 @@
 //! | 4 | `partitioned` | launch units across devices: plans (access intervals, with ISL), copy plans from the coherence maps, the plan caches, kernels on GPUs; a box of a unit on a simulated device runs through a callback the engine gives |
 //! | 5 | `launch` | loaded modules and their plan caches, the graph interpreter (engine), graph launches and streaming pipelines |
 //! | 6 | `stats` | the statistics: the sink's receiver, and the report, which reads every layer |
-//! | 7 | `abi` | the C functions over all of them |
+//! | 7 | `abi`, `cudart` | the C functions over all of them: HPVM-C's, and the CUDA runtime API over virtual buffers (the program sees one GPU) |
 //!
 //! Invariants:
 //! - A description is checked on load ([`desc::Program::parse`]): afterwards every node, port
@@ -39,6 +39,7 @@
 pub mod abi;
 pub mod args;
 pub mod ctx;
+pub mod cudart;
 pub mod desc;
 pub mod devices;
 pub mod fiber;

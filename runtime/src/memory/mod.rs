@@ -503,6 +503,32 @@ pub fn host_access(ptr: usize, bytes: usize, write: bool) {
     }
 }
 
+/// The host overwrites every byte of `[ptr, ptr + bytes)` now (a copy into device memory
+/// through the CUDA API, a memset): the devices' copies of it become stale, and nothing is
+/// copied back first. Untracked memory is the host's alone.
+pub fn host_overwrites(ptr: usize, bytes: usize) {
+    let mut t = table();
+    let (ptr, bytes) = (ptr as u64, bytes as u64);
+    let Some(start) = t.containing(ptr, bytes) else { return };
+    let buf = t.buffers.get_mut(&start).expect("found above");
+    let lo = ptr - start;
+    buf.coherence.set_only(lo, lo + bytes, Place::Host);
+}
+
+/// The tracked buffer holding `[ptr, ptr + bytes)`: its start and size.
+pub fn tracked(ptr: usize, bytes: usize) -> Option<(usize, usize)> {
+    let t = table();
+    let start = t.containing(ptr as u64, bytes as u64)?;
+    Some((start as usize, t.buffers[&start].size as usize))
+}
+
+/// Stops tracking the buffer that starts at `ptr` without making the host current: its
+/// contents are dead (the program frees it). False when no buffer starts there.
+pub fn discard(ptr: usize) -> bool {
+    let removed = table().buffers.remove(&(ptr as u64));
+    removed.map(Buffer::release).is_some()
+}
+
 /// At cleanup: host copies made current, device copies freed.
 pub fn forget_all() {
     let starts: Vec<u64> = table().buffers.keys().copied().collect();

@@ -1,0 +1,11 @@
+/* A CUDA runtime function hpvm-mgpu does not implement yet: the build must fail at link time,
+ * naming it and where the program calls it, rather than run with a silent no-op. */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+
+int main(void) {
+  struct cudaDeviceProp p;
+  cudaError_t e = cudaGetDeviceProperties(&p, 0);
+  printf("%d %s\n", (int)e, p.name);
+  return 0;
+}

@@ -1,0 +1,152 @@
+/*
+ * cudart.c -- the CUDA runtime API's memory, device, error, stream and event functions,
+ * from NVIDIA's own header, over the runtime's virtual buffers: an HPVM-C node updates
+ * cudaMalloc'd memory in place on the devices, and copies in and out of it (whole buffers,
+ * sub-ranges, device to device, memset) must see and leave the latest bytes. Every step is
+ * checked against a host model; errors are CUDA's codes.
+ *
+ * Usage: cudart [N]   (default 1000). Prints a checksum; exit 0 PASS.
+ */
+#include <cuda_runtime_api.h>
+#include <hpvm.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../programs/check.h"
+
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+
+static int failures = 0;
+#define EXPECT(cond)                                                                               \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "cudart.c:%d: failed: %s\n", __LINE__, #cond);                               \
+      ++failures;                                                                                  \
+    }                                                                                              \
+  } while (0)
+
+void Twice(float *a, size_t bytes, long n) {
+  __hpvm__hint(DEVICE);
+  __hpvm__attributes(1, a, 1, a);
+  long i = __hpvm__getNodeInstanceID_x(__hpvm__getNode());
+  if (i < n) a[i] = 2.0f * a[i] + 1.0f;
+  __hpvm__return(0);
+}
+
+void Root(float *a, size_t bytes, long n) {
+  __hpvm__hint(CPU_TARGET);
+  __hpvm__attributes(1, a, 1, a);
+  void *k = __hpvm__createNodeND(1, Twice, n);
+  __hpvm__bindIn(k, 0, 0, 0);
+  __hpvm__bindIn(k, 1, 1, 0);
+  __hpvm__bindIn(k, 2, 2, 0);
+}
+
+typedef struct __attribute__((__packed__)) {
+  float *a;
+  size_t bytes;
+  long n;
+} In;
+
+/* The node on device memory `d`, and the same on the model `m`. */
+static void twice(float *d, float *m, long n) {
+  In args = {d, (size_t)n * sizeof(float), n};
+  void *g = __hpvm__launch(0, Root, &args);
+  __hpvm__wait(g);
+  for (long i = 0; i < n; ++i) m[i] = 2.0f * m[i] + 1.0f;
+}
+
+/* The device buffer's bytes equal the model's. */
+static int same(const float *d, const float *m, long n) {
+  float *h = malloc((size_t)n * sizeof(float));
+  int ok = cudaMemcpy(h, d, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess &&
+           memcmp(h, m, (size_t)n * sizeof(float)) == 0;
+  free(h);
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  long n = argc > 1 ? atol(argv[1]) : 1000;
+  if (n < 8 || argc > 2) {
+    fprintf(stderr, "usage: %s [N >= 8]\n", argv[0]);
+    return 2;
+  }
+  size_t bytes = (size_t)n * sizeof(float);
+  __hpvm__init();
+  int count = 0, dev = -1;
+  EXPECT(cudaGetDeviceCount(&count) == cudaSuccess && count == 1);
+  EXPECT(cudaSetDevice(0) == cudaSuccess && cudaGetDevice(&dev) == cudaSuccess && dev == 0);
+
+  float *model = malloc(bytes), *d = NULL, *e = NULL, *pinned = NULL;
+  EXPECT(cudaMalloc((void **)&d, bytes) == cudaSuccess && d != NULL);
+  EXPECT(cudaMalloc((void **)&e, bytes) == cudaSuccess && e != NULL);
+  EXPECT(((size_t)d & 255) == 0);
+  EXPECT(cudaMallocHost((void **)&pinned, bytes) == cudaSuccess);
+  for (long i = 0; i < n; ++i) pinned[i] = model[i] = (float)(i % 101);
+
+  cudaEvent_t start, stop;
+  EXPECT(cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess);
+  EXPECT(cudaEventRecord(start, 0) == cudaSuccess);
+
+  /* In, updated on the devices, out. */
+  EXPECT(cudaMemcpy(d, pinned, bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+  twice(d, model, n);
+  EXPECT(same(d, model, n));
+  /* A sub-range in, through a pointer offset, while the devices hold the rest. */
+  twice(d, model, n);
+  float patch[5] = {-1, -2, -3, -4, -5};
+  EXPECT(cudaMemcpy(d + n / 3, patch, sizeof patch, cudaMemcpyHostToDevice) == cudaSuccess);
+  memcpy(model + n / 3, patch, sizeof patch);
+  twice(d, model, n);
+  EXPECT(same(d, model, n));
+  /* A memset of the second half, then device to device into another buffer, on a stream. */
+  cudaStream_t s;
+  EXPECT(cudaStreamCreate(&s) == cudaSuccess);
+  EXPECT(cudaMemsetAsync(d + n / 2, 0, (size_t)(n - n / 2) * sizeof(float), s) == cudaSuccess);
+  memset(model + n / 2, 0, (size_t)(n - n / 2) * sizeof(float));
+  EXPECT(cudaMemcpyAsync(e, d, bytes, cudaMemcpyDeviceToDevice, s) == cudaSuccess);
+  EXPECT(cudaStreamSynchronize(s) == cudaSuccess);
+  float *model_e = malloc(bytes);
+  memcpy(model_e, model, bytes);
+  twice(e, model_e, n);
+  EXPECT(same(e, model_e, n));
+  EXPECT(same(d, model, n));
+  /* Overlapping device-to-device within one buffer, cudaMemcpyDefault. */
+  EXPECT(cudaMemcpy(e + 1, e, 4 * sizeof(float), cudaMemcpyDefault) == cudaSuccess);
+  memmove(model_e + 1, model_e, 4 * sizeof(float));
+  EXPECT(same(e, model_e, n));
+  EXPECT(cudaEventRecord(stop, s) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess);
+  float ms = -1;
+  EXPECT(cudaEventElapsedTime(&ms, start, stop) == cudaSuccess && ms >= 0);
+
+  /* Errors: CUDA's codes, the last one kept until read. */
+  EXPECT(cudaGetLastError() == cudaSuccess);
+  EXPECT(cudaMemcpy(d + n - 1, patch, sizeof patch, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+  EXPECT(cudaPeekAtLastError() == cudaErrorInvalidValue);
+  EXPECT(cudaGetLastError() == cudaErrorInvalidValue && cudaGetLastError() == cudaSuccess);
+  EXPECT(cudaMemcpy(patch, model, sizeof patch, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+  EXPECT(cudaMemcpy(d, patch, sizeof patch, (enum cudaMemcpyKind)7) == cudaErrorInvalidMemcpyDirection);
+  EXPECT(cudaMemset(model, 0, 4) == cudaErrorInvalidValue);
+  EXPECT(cudaSetDevice(1) == cudaErrorInvalidDevice);
+  EXPECT(cudaFree(model) == cudaErrorInvalidValue);
+  EXPECT(cudaFreeHost(d) == cudaErrorInvalidValue);
+  EXPECT(cudaStreamDestroy(s) == cudaSuccess && cudaStreamDestroy(s) == cudaErrorInvalidResourceHandle);
+  EXPECT(strcmp(cudaGetErrorString(cudaErrorInvalidValue), "invalid argument") == 0);
+  EXPECT(strcmp(cudaGetErrorName(cudaErrorInvalidDevice), "cudaErrorInvalidDevice") == 0);
+  EXPECT(cudaGetLastError() == cudaErrorInvalidResourceHandle);
+
+  float *result = malloc(bytes);
+  EXPECT(cudaMemcpy(result, e, bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+  printf("checksum %016llx\n", fnv1a(result, bytes));
+  EXPECT(cudaEventDestroy(start) == cudaSuccess && cudaEventDestroy(stop) == cudaSuccess);
+  EXPECT(cudaFree(d) == cudaSuccess && cudaFree(e) == cudaSuccess && cudaFreeHost(pinned) == cudaSuccess);
+  EXPECT(cudaFree(d) == cudaErrorInvalidValue);
+  EXPECT(cudaDeviceSynchronize() == cudaSuccess);
+  __hpvm__cleanup();
+  free(model);
+  free(model_e);
+  free(result);
+  printf("%s\n", failures ? "FAIL" : "PASS");
+  return failures != 0;
+}
