@@ -175,6 +175,16 @@ fn copy(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int) -> Error {
     SUCCESS
 }
 
+/// Writes `v` to the caller's `slot`: `INVALID_VALUE` (made the last error) for a null one.
+fn put<T>(slot: *mut T, v: T) -> Error {
+    if slot.is_null() {
+        return ret(INVALID_VALUE);
+    }
+    // SAFETY: the caller's slot for a `T`, checked non-null.
+    unsafe { slot.write(v) };
+    SUCCESS
+}
+
 fn stream_ok(stream: *mut c_void) -> bool {
     BUILTIN_STREAMS.contains(&(stream as usize)) || state().streams.contains(&(stream as usize))
 }
@@ -340,14 +350,7 @@ pub extern "C" fn cudaDeviceReset() -> Error {
 
 #[no_mangle]
 pub extern "C" fn cudaGetDeviceCount(count: *mut c_int) -> Error {
-    guard("cudaGetDeviceCount", || {
-        if count.is_null() {
-            return ret(INVALID_VALUE);
-        }
-        // SAFETY: the caller's slot, checked non-null.
-        unsafe { *count = 1 };
-        SUCCESS
-    })
+    guard("cudaGetDeviceCount", || put(count, 1))
 }
 
 #[no_mangle]
@@ -357,14 +360,7 @@ pub extern "C" fn cudaSetDevice(device: c_int) -> Error {
 
 #[no_mangle]
 pub extern "C" fn cudaGetDevice(device: *mut c_int) -> Error {
-    guard("cudaGetDevice", || {
-        if device.is_null() {
-            return ret(INVALID_VALUE);
-        }
-        // SAFETY: the caller's slot, checked non-null.
-        unsafe { *device = 0 };
-        SUCCESS
-    })
+    guard("cudaGetDevice", || put(device, 0))
 }
 
 #[no_mangle]
@@ -417,9 +413,7 @@ pub extern "C" fn cudaStreamCreateWithFlags(stream: *mut *mut c_void, _flags: c_
         }
         let h = new_handle();
         state().streams.insert(h);
-        // SAFETY: the caller's slot, checked non-null.
-        unsafe { *stream = h as *mut c_void };
-        SUCCESS
+        put(stream, h as *mut c_void)
     })
 }
 
@@ -464,9 +458,7 @@ pub extern "C" fn cudaEventCreateWithFlags(event: *mut *mut c_void, _flags: c_ui
         }
         let h = new_handle();
         state().events.insert(h, None);
-        // SAFETY: the caller's slot, checked non-null.
-        unsafe { *event = h as *mut c_void };
-        SUCCESS
+        put(event, h as *mut c_void)
     })
 }
 
@@ -522,8 +514,6 @@ pub extern "C" fn cudaEventElapsedTime(ms: *mut f32, start: *mut c_void, end: *m
             return ret(INVALID_RESOURCE_HANDLE);
         };
         let d = if b >= a { b.duration_since(*a).as_secs_f64() } else { -a.duration_since(*b).as_secs_f64() };
-        // SAFETY: the caller's slot, checked non-null.
-        unsafe { *ms = (d * 1e3) as f32 };
-        SUCCESS
+        put(ms, (d * 1e3) as f32)
     })
 }
