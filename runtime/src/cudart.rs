@@ -19,7 +19,10 @@
 //! failing call also becomes the calling thread's last error (`cudaGetLastError`). What is
 //! not implemented here is not defined, so a program using it fails at link time naming it.
 //!
-//! Not yet: kernel launches (`<<<...>>>`, `cudaLaunchKernel`), device properties, symbols of
+//! Device properties describe the one device the program sees ([`DeviceLimits`]: the GPUs
+//! combined, or the host's cores as a nominal GPU).
+//!
+//! Not yet: kernel launches (`<<<...>>>`, `cudaLaunchKernel`), symbols of
 //! `__constant__` data beyond host copies (`cudaMemcpyToSymbol` copies into the host's shadow
 //! variable, which is what kernels will read once they are compiled from CUDA sources).
 
@@ -30,6 +33,7 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 use crate::abi::guard;
+use crate::devices::{devices, DeviceLimits};
 use crate::memory;
 use crate::stats;
 use std::alloc::Layout;
@@ -45,6 +49,7 @@ pub type Error = c_int;
 pub const SUCCESS: Error = 0;
 pub const INVALID_VALUE: Error = 1;
 pub const MEMORY_ALLOCATION: Error = 2;
+pub const INITIALIZATION_ERROR: Error = 3;
 pub const INVALID_DEVICE_POINTER: Error = 17;
 pub const INVALID_MEMCPY_DIRECTION: Error = 21;
 pub const INVALID_DEVICE: Error = 101;
@@ -374,10 +379,11 @@ pub extern "C" fn cudaPeekAtLastError() -> Error {
 }
 
 /// The name and description of each code this runtime returns.
-const MESSAGES: [(Error, &CStr, &CStr); 7] = [
+const MESSAGES: [(Error, &CStr, &CStr); 8] = [
     (SUCCESS, c"cudaSuccess", c"no error"),
     (INVALID_VALUE, c"cudaErrorInvalidValue", c"invalid argument"),
     (MEMORY_ALLOCATION, c"cudaErrorMemoryAllocation", c"out of memory"),
+    (INITIALIZATION_ERROR, c"cudaErrorInitializationError", c"initialization error"),
     (INVALID_DEVICE_POINTER, c"cudaErrorInvalidDevicePointer", c"invalid device pointer"),
     (INVALID_MEMCPY_DIRECTION, c"cudaErrorInvalidMemcpyDirection", c"invalid copy direction for memcpy"),
     (INVALID_DEVICE, c"cudaErrorInvalidDevice", c"invalid device ordinal"),
@@ -515,5 +521,142 @@ pub extern "C" fn cudaEventElapsedTime(ms: *mut f32, start: *mut c_void, end: *m
         };
         let d = if b >= a { b.duration_since(*a).as_secs_f64() } else { -a.duration_since(*b).as_secs_f64() };
         put(ms, (d * 1e3) as f32)
+    })
+}
+
+/// Bytes of `struct cudaDeviceProp` in CUDA 12.4's `driver_types.h`, and the offsets of the
+/// fields filled in (`tests/inputs/cudart.c` reads them back through NVIDIA's header).
+const DEVICE_PROP_SIZE: usize = 1032;
+mod prop {
+    pub const NAME: usize = 0;
+    pub const TOTAL_GLOBAL_MEM: usize = 288;
+    pub const SHARED_MEM_PER_BLOCK: usize = 296;
+    pub const REGS_PER_BLOCK: usize = 304;
+    pub const WARP_SIZE: usize = 308;
+    pub const MEM_PITCH: usize = 312;
+    pub const MAX_THREADS_PER_BLOCK: usize = 320;
+    pub const MAX_THREADS_DIM: usize = 324;
+    pub const MAX_GRID_SIZE: usize = 336;
+    pub const CLOCK_RATE: usize = 348;
+    pub const TOTAL_CONST_MEM: usize = 352;
+    pub const MAJOR: usize = 360;
+    pub const MINOR: usize = 364;
+    pub const TEXTURE_ALIGNMENT: usize = 368;
+    pub const MULTI_PROCESSOR_COUNT: usize = 388;
+    pub const CAN_MAP_HOST_MEMORY: usize = 400;
+    pub const CONCURRENT_KERNELS: usize = 576;
+    pub const ASYNC_ENGINE_COUNT: usize = 600;
+    pub const UNIFIED_ADDRESSING: usize = 604;
+    pub const MEMORY_CLOCK_RATE: usize = 608;
+    pub const MEMORY_BUS_WIDTH: usize = 612;
+    pub const L2_CACHE_SIZE: usize = 616;
+    pub const MAX_THREADS_PER_MULTIPROCESSOR: usize = 624;
+    pub const SHARED_MEM_PER_MULTIPROCESSOR: usize = 640;
+    pub const REGS_PER_MULTIPROCESSOR: usize = 648;
+    pub const MANAGED_MEMORY: usize = 652;
+    pub const SHARED_MEM_PER_BLOCK_OPTIN: usize = 696;
+}
+
+/// `struct cudaDeviceProp` for `d`, as bytes; fields not filled in are zero.
+fn device_prop(d: &DeviceLimits) -> [u8; DEVICE_PROP_SIZE] {
+    let mut b = [0u8; DEVICE_PROP_SIZE];
+    let mut put_bytes = |at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
+    let name = d.name.as_bytes();
+    put_bytes(prop::NAME, &name[..name.len().min(255)]);
+    let int = |v: u32| (v.min(i32::MAX as u32) as i32).to_ne_bytes();
+    let size = |v: u64| (v as usize).to_ne_bytes();
+    put_bytes(prop::TOTAL_GLOBAL_MEM, &size(d.total_memory));
+    put_bytes(prop::SHARED_MEM_PER_BLOCK, &size(d.shared_per_block));
+    put_bytes(prop::REGS_PER_BLOCK, &int(d.registers_per_block));
+    put_bytes(prop::WARP_SIZE, &int(d.warp_size));
+    put_bytes(prop::MEM_PITCH, &size(i32::MAX as u64));
+    put_bytes(prop::MAX_THREADS_PER_BLOCK, &int(d.max_threads_per_block));
+    for i in 0..3 {
+        put_bytes(prop::MAX_THREADS_DIM + 4 * i, &int(d.max_block[i]));
+        put_bytes(prop::MAX_GRID_SIZE + 4 * i, &int(d.max_grid[i]));
+    }
+    put_bytes(prop::CLOCK_RATE, &int(d.clock_khz));
+    put_bytes(prop::TOTAL_CONST_MEM, &size(d.constant_memory));
+    put_bytes(prop::MAJOR, &int(d.capability.0));
+    put_bytes(prop::MINOR, &int(d.capability.1));
+    put_bytes(prop::TEXTURE_ALIGNMENT, &size(512));
+    put_bytes(prop::MULTI_PROCESSOR_COUNT, &int(d.multiprocessors));
+    put_bytes(prop::CAN_MAP_HOST_MEMORY, &int(1));
+    put_bytes(prop::CONCURRENT_KERNELS, &int(1));
+    put_bytes(prop::ASYNC_ENGINE_COUNT, &int(2));
+    put_bytes(prop::UNIFIED_ADDRESSING, &int(1));
+    put_bytes(prop::MEMORY_CLOCK_RATE, &int(d.memory_clock_khz));
+    put_bytes(prop::MEMORY_BUS_WIDTH, &int(d.memory_bus_bits));
+    put_bytes(prop::L2_CACHE_SIZE, &int(d.l2_bytes));
+    put_bytes(prop::MAX_THREADS_PER_MULTIPROCESSOR, &int(d.max_threads_per_multiprocessor));
+    put_bytes(prop::SHARED_MEM_PER_MULTIPROCESSOR, &size(d.shared_per_multiprocessor));
+    put_bytes(prop::REGS_PER_MULTIPROCESSOR, &int(d.registers_per_multiprocessor));
+    put_bytes(prop::MANAGED_MEMORY, &int(1));
+    put_bytes(prop::SHARED_MEM_PER_BLOCK_OPTIN, &size(d.shared_per_block_optin));
+    b
+}
+
+/// The properties of the one device, or the error code for a device ordinal other than 0 or
+/// devices that cannot say.
+fn limits_of(device: c_int) -> Result<DeviceLimits, Error> {
+    if device != 0 {
+        return Err(INVALID_DEVICE);
+    }
+    devices().limits().map_err(|e| {
+        eprintln!("hpvm-mgpu: reading the device properties: {e}");
+        INITIALIZATION_ERROR
+    })
+}
+
+/// CUDA 12's name for `cudaGetDeviceProperties` (its header renames calls to it).
+#[no_mangle]
+pub extern "C" fn cudaGetDeviceProperties_v2(out: *mut c_void, device: c_int) -> Error {
+    guard("cudaGetDeviceProperties", || {
+        if out.is_null() {
+            return ret(INVALID_VALUE);
+        }
+        match limits_of(device) {
+            Ok(d) => put(out as *mut [u8; DEVICE_PROP_SIZE], device_prop(&d)),
+            Err(e) => ret(e),
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetDeviceProperties(out: *mut c_void, device: c_int) -> Error {
+    cudaGetDeviceProperties_v2(out, device)
+}
+
+/// `cudaDeviceGetAttribute` for the attributes `cudaDeviceProp` has (`cudaDeviceAttr`
+/// values, which are the driver's `CUdevice_attribute`); others are `INVALID_VALUE`.
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetAttribute(value: *mut c_int, attribute: c_int, device: c_int) -> Error {
+    guard("cudaDeviceGetAttribute", || {
+        let d = match limits_of(device) {
+            Ok(d) => d,
+            Err(e) => return ret(e),
+        };
+        let v: u64 = match attribute {
+            1 => d.max_threads_per_block as u64,
+            2..=4 => d.max_block[(attribute - 2) as usize] as u64,
+            5..=7 => d.max_grid[(attribute - 5) as usize] as u64,
+            8 => d.shared_per_block,
+            9 => d.constant_memory,
+            10 => d.warp_size as u64,
+            12 => d.registers_per_block as u64,
+            13 => d.clock_khz as u64,
+            16 => d.multiprocessors as u64,
+            36 => d.memory_clock_khz as u64,
+            37 => d.memory_bus_bits as u64,
+            38 => d.l2_bytes as u64,
+            39 => d.max_threads_per_multiprocessor as u64,
+            75 => d.capability.0 as u64,
+            76 => d.capability.1 as u64,
+            81 => d.shared_per_multiprocessor,
+            82 => d.registers_per_multiprocessor as u64,
+            97 => d.shared_per_block_optin,
+            _ => return ret(INVALID_VALUE),
+        };
+        put(value, v.min(i32::MAX as u64) as c_int)
     })
 }

@@ -78,6 +78,32 @@ int main(int argc, char **argv) {
   EXPECT(cudaGetDeviceCount(&count) == cudaSuccess && count == 1);
   EXPECT(cudaSetDevice(0) == cudaSuccess && cudaGetDevice(&dev) == cudaSuccess && dev == 0);
 
+  /* The one device: its properties, field by field the same as its attributes. */
+  struct cudaDeviceProp p;
+  memset(&p, 0xAB, sizeof p);
+  EXPECT(cudaGetDeviceProperties(&p, 0) == cudaSuccess);
+  EXPECT(strlen(p.name) > 0 && p.totalGlobalMem > 0 && p.managedMemory == 1 && p.unifiedAddressing == 1);
+  int v = -1;
+#define SAME_ATTRIBUTE(attr, field)                                                                \
+  EXPECT(cudaDeviceGetAttribute(&v, attr, 0) == cudaSuccess && v == (int)(field))
+  SAME_ATTRIBUTE(cudaDevAttrMultiProcessorCount, p.multiProcessorCount);
+  SAME_ATTRIBUTE(cudaDevAttrMaxThreadsPerBlock, p.maxThreadsPerBlock);
+  SAME_ATTRIBUTE(cudaDevAttrMaxBlockDimZ, p.maxThreadsDim[2]);
+  SAME_ATTRIBUTE(cudaDevAttrMaxGridDimY, p.maxGridSize[1]);
+  SAME_ATTRIBUTE(cudaDevAttrMaxSharedMemoryPerBlock, p.sharedMemPerBlock);
+  SAME_ATTRIBUTE(cudaDevAttrMaxSharedMemoryPerBlockOptin, p.sharedMemPerBlockOptin);
+  SAME_ATTRIBUTE(cudaDevAttrWarpSize, p.warpSize);
+  SAME_ATTRIBUTE(cudaDevAttrComputeCapabilityMajor, p.major);
+  SAME_ATTRIBUTE(cudaDevAttrComputeCapabilityMinor, p.minor);
+  SAME_ATTRIBUTE(cudaDevAttrMaxRegistersPerBlock, p.regsPerBlock);
+  SAME_ATTRIBUTE(cudaDevAttrL2CacheSize, p.l2CacheSize);
+  SAME_ATTRIBUTE(cudaDevAttrMaxThreadsPerMultiProcessor, p.maxThreadsPerMultiProcessor);
+  EXPECT(p.multiProcessorCount >= 1 && p.maxThreadsPerBlock == 1024 && p.warpSize == 32 && p.major >= 3);
+  EXPECT(p.maxThreadsDim[0] == 1024 && p.maxGridSize[0] == 2147483647);
+  EXPECT(cudaGetDeviceProperties(&p, 1) == cudaErrorInvalidDevice && cudaGetLastError() == cudaErrorInvalidDevice);
+  printf("device: %s, %d multiprocessors, compute capability %d.%d\n", p.name, p.multiProcessorCount, p.major,
+         p.minor);
+
   float *model = malloc(bytes), *d = NULL, *e = NULL, *pinned = NULL;
   EXPECT(cudaMalloc((void **)&d, bytes) == cudaSuccess && d != NULL);
   EXPECT(cudaMalloc((void **)&e, bytes) == cudaSuccess && e != NULL);

@@ -152,6 +152,50 @@ impl Cuda {
         Ok(rank.max(0) as u32)
     }
 
+    /// The GPU's properties, from the driver.
+    pub fn limits(&self) -> Result<super::DeviceLimits, String> {
+        use sys::CUdevice_attribute as A;
+        let get = |a: A| -> Result<u32, String> {
+            // SAFETY: `dev` comes from cuDeviceGet; attributes are plain integers.
+            let v = check("cuDeviceGetAttribute", unsafe { result::device::get_attribute(self.dev, a) })?;
+            Ok(v.max(0) as u32)
+        };
+        // SAFETY: as above.
+        let total = check("cuDeviceTotalMem", unsafe { result::device::total_mem(self.dev) })?;
+        Ok(super::DeviceLimits {
+            name: self.name.clone(),
+            total_memory: total as u64,
+            multiprocessors: get(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+            capability: (
+                get(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+                get(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+            ),
+            shared_per_block: get(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)? as u64,
+            shared_per_block_optin: get(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u64,
+            shared_per_multiprocessor: get(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)? as u64,
+            constant_memory: get(A::CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY)? as u64,
+            registers_per_block: get(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)?,
+            registers_per_multiprocessor: get(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR)?,
+            warp_size: get(A::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
+            max_threads_per_block: get(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            max_threads_per_multiprocessor: get(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
+            max_block: [
+                get(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+                get(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+                get(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+            ],
+            max_grid: [
+                get(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+                get(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+                get(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+            ],
+            clock_khz: get(A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
+            memory_clock_khz: get(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)?,
+            memory_bus_bits: get(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)?,
+            l2_bytes: get(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?,
+        })
+    }
+
     /// "GPU k (name)", for messages.
     pub fn label(&self) -> String {
         format!("GPU {} ({})", self.index, self.name)

@@ -19,12 +19,14 @@
 
 pub mod cuda;
 pub mod host;
+mod limits;
 pub mod sim;
 pub mod staging;
 pub mod topology;
 
 use crate::fatal;
 use cuda::{Cuda, Gpus};
+pub use limits::DeviceLimits;
 use sim::SimDevice;
 use std::sync::OnceLock;
 
@@ -165,6 +167,19 @@ impl Devices {
                 if self.sims[0].threads() == 1 { "" } else { "s" }
             ),
         }
+    }
+
+    /// The one device a CUDA program sees: the GPUs combined, or the host's cores.
+    pub fn limits(&self) -> Result<DeviceLimits, String> {
+        if !self.gpus.is_empty() {
+            let each = self.gpus.iter().map(Cuda::limits).collect::<Result<Vec<_>, _>>()?;
+            return Ok(DeviceLimits::combine(&each));
+        }
+        let threads = match self.sims.first() {
+            Some(s) => s.threads() * self.sims.len(),
+            None => crate::pool::pool().current_num_threads(),
+        };
+        Ok(DeviceLimits::host(threads))
     }
 
     /// ", partitions on devices 0, 2, 1, 3", where that is not their own order.
