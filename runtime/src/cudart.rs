@@ -51,6 +51,7 @@ pub const INVALID_VALUE: Error = 1;
 pub const MEMORY_ALLOCATION: Error = 2;
 pub const INITIALIZATION_ERROR: Error = 3;
 pub const INVALID_DEVICE_POINTER: Error = 17;
+pub const INVALID_PITCH_VALUE: Error = 12;
 pub const INVALID_MEMCPY_DIRECTION: Error = 21;
 pub const INVALID_DEVICE: Error = 101;
 pub const INVALID_RESOURCE_HANDLE: Error = 400;
@@ -150,14 +151,40 @@ fn release(ptr: *mut c_void, kinds: &[Kind]) -> Error {
 /// Copies `n` bytes, keeping the coherence maps exact: the source made current on the host
 /// first where it is device memory, the destination's device copies made stale.
 fn copy(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int) -> Error {
-    if n == 0 {
+    copy_2d(dst, n, src, n, n, 1, kind)
+}
+
+/// The bytes a 2-D region of `height` rows of `width` bytes, `pitch` apart, spans.
+fn span(pitch: usize, width: usize, height: usize) -> Option<usize> {
+    pitch.checked_mul(height - 1)?.checked_add(width)
+}
+
+/// Copies `height` rows of `width` bytes, `spitch` apart at the source and `dpitch` at the
+/// destination, as [`copy`] does a run: only the rows' bytes are requested or made stale, not
+/// the padding between them.
+fn copy_2d(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: c_int,
+) -> Error {
+    if width == 0 || height == 0 {
         return SUCCESS;
     }
     if dst.is_null() || src.is_null() {
         return INVALID_VALUE;
     }
-    let on_device = |p: usize| memory::tracked(p, n).is_some();
-    let (src_dev, dst_dev) = (on_device(src as usize), on_device(dst as usize));
+    if width > dpitch || width > spitch {
+        return INVALID_PITCH_VALUE;
+    }
+    let (Some(dspan), Some(sspan)) = (span(dpitch, width, height), span(spitch, width, height)) else {
+        return INVALID_VALUE;
+    };
+    let (src_dev, dst_dev) =
+        (memory::tracked(src as usize, sspan).is_some(), memory::tracked(dst as usize, dspan).is_some());
     let valid = match kind {
         HOST_TO_HOST | DEFAULT => true,
         HOST_TO_DEVICE => dst_dev,
@@ -168,15 +195,18 @@ fn copy(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int) -> Error {
     if !valid {
         return INVALID_VALUE;
     }
-    if src_dev {
-        memory::request(src as usize, n);
+    for r in 0..height {
+        let (s, d) = (src as usize + r * spitch, dst as usize + r * dpitch);
+        if src_dev {
+            memory::request(s, width);
+        }
+        if dst_dev {
+            memory::host_overwrites(d, width);
+        }
+        // SAFETY: the program's pointers to rows of `width` bytes (device memory is host
+        // memory here); rows may overlap within one buffer.
+        unsafe { std::ptr::copy(s as *const u8, d as *mut u8, width) };
     }
-    if dst_dev {
-        memory::host_overwrites(dst as usize, n);
-    }
-    // SAFETY: the program's pointers to `n` bytes each (device memory is host memory here);
-    // they may overlap within one buffer.
-    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, n) };
     SUCCESS
 }
 
@@ -302,15 +332,27 @@ pub extern "C" fn cudaMemcpyFromSymbol(
 }
 
 fn set(ptr: *mut c_void, value: c_int, n: usize) -> Error {
-    if n == 0 {
+    set_2d(ptr, n, value, n, 1)
+}
+
+/// Sets `height` rows of `width` bytes, `pitch` apart, to `value`.
+fn set_2d(ptr: *mut c_void, pitch: usize, value: c_int, width: usize, height: usize) -> Error {
+    if width == 0 || height == 0 {
         return SUCCESS;
     }
+    if width > pitch {
+        return INVALID_PITCH_VALUE;
+    }
+    let Some(n) = span(pitch, width, height) else { return INVALID_VALUE };
     if ptr.is_null() || memory::tracked(ptr as usize, n).is_none() {
         return INVALID_VALUE;
     }
-    memory::host_overwrites(ptr as usize, n);
-    // SAFETY: `n` bytes of a tracked buffer (checked above), host memory.
-    unsafe { std::ptr::write_bytes(ptr as *mut u8, value as u8, n) };
+    for r in 0..height {
+        let row = ptr as usize + r * pitch;
+        memory::host_overwrites(row, width);
+        // SAFETY: a row of a tracked buffer (checked above), host memory.
+        unsafe { std::ptr::write_bytes(row as *mut u8, value as u8, width) };
+    }
     SUCCESS
 }
 
@@ -322,6 +364,63 @@ pub extern "C" fn cudaMemset(ptr: *mut c_void, value: c_int, n: usize) -> Error 
 #[no_mangle]
 pub extern "C" fn cudaMemsetAsync(ptr: *mut c_void, value: c_int, n: usize, stream: *mut c_void) -> Error {
     guard("cudaMemsetAsync", || ret(if stream_ok(stream) { set(ptr, value, n) } else { INVALID_RESOURCE_HANDLE }))
+}
+
+/// Rows of `width` bytes at a pitch that keeps each row 512-byte aligned (CUDA's texture
+/// alignment), which the program must use to address them.
+#[no_mangle]
+pub extern "C" fn cudaMallocPitch(ptr: *mut *mut c_void, pitch: *mut usize, width: usize, height: usize) -> Error {
+    guard("cudaMallocPitch", || {
+        stats::install();
+        if pitch.is_null() {
+            return ret(INVALID_VALUE);
+        }
+        let p = width.div_ceil(512).max(1) * 512;
+        let Some(bytes) = p.checked_mul(height) else { return ret(MEMORY_ALLOCATION) };
+        match ret(allocate(ptr, bytes, Kind::Device)) {
+            SUCCESS => put(pitch, p),
+            e => e,
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpy2D(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: c_int,
+) -> Error {
+    guard("cudaMemcpy2D", || ret(copy_2d(dst, dpitch, src, spitch, width, height, kind)))
+}
+
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // CUDA's signature
+pub extern "C" fn cudaMemcpy2DAsync(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: c_int,
+    stream: *mut c_void,
+) -> Error {
+    guard("cudaMemcpy2DAsync", || {
+        ret(if stream_ok(stream) {
+            copy_2d(dst, dpitch, src, spitch, width, height, kind)
+        } else {
+            INVALID_RESOURCE_HANDLE
+        })
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemset2D(ptr: *mut c_void, pitch: usize, value: c_int, width: usize, height: usize) -> Error {
+    guard("cudaMemset2D", || ret(set_2d(ptr, pitch, value, width, height)))
 }
 
 #[no_mangle]
@@ -379,11 +478,12 @@ pub extern "C" fn cudaPeekAtLastError() -> Error {
 }
 
 /// The name and description of each code this runtime returns.
-const MESSAGES: [(Error, &CStr, &CStr); 8] = [
+const MESSAGES: [(Error, &CStr, &CStr); 9] = [
     (SUCCESS, c"cudaSuccess", c"no error"),
     (INVALID_VALUE, c"cudaErrorInvalidValue", c"invalid argument"),
     (MEMORY_ALLOCATION, c"cudaErrorMemoryAllocation", c"out of memory"),
     (INITIALIZATION_ERROR, c"cudaErrorInitializationError", c"initialization error"),
+    (INVALID_PITCH_VALUE, c"cudaErrorInvalidPitchValue", c"invalid pitch argument"),
     (INVALID_DEVICE_POINTER, c"cudaErrorInvalidDevicePointer", c"invalid device pointer"),
     (INVALID_MEMCPY_DIRECTION, c"cudaErrorInvalidMemcpyDirection", c"invalid copy direction for memcpy"),
     (INVALID_DEVICE, c"cudaErrorInvalidDevice", c"invalid device ordinal"),

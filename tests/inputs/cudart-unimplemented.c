@@ -4,8 +4,8 @@
 #include <stdio.h>
 
 int main(void) {
-  static float a[16], b[16];
-  cudaError_t e = cudaMemcpy2D(a, 16, b, 16, 16, 4, cudaMemcpyHostToHost);
+  struct cudaPointerAttributes a;
+  cudaError_t e = cudaPointerGetAttributes(&a, (void *)0);
   printf("%d\n", (int)e);
   return 0;
 }

@@ -146,6 +146,39 @@ int main(int argc, char **argv) {
   float ms = -1;
   EXPECT(cudaEventElapsedTime(&ms, start, stop) == cudaSuccess && ms >= 0);
 
+  /* A matrix in pitched memory. 2-D copies and memsets touch only the rows' bytes, and the node
+   * runs over the whole allocation, padding included, which must keep its own values. */
+  size_t rows = 7, cols = 33, pitch = 0;
+  float *m2 = NULL, *mat = malloc(rows * cols * sizeof(float));
+  EXPECT(cudaMallocPitch((void **)&m2, &pitch, cols * sizeof(float), rows) == cudaSuccess);
+  EXPECT(pitch >= cols * sizeof(float) && pitch % 512 == 0);
+  size_t stride = pitch / sizeof(float);
+  long all = (long)(stride * rows);
+  float *model_m = malloc(pitch * rows);
+  for (size_t i = 0; i < rows * cols; ++i) mat[i] = (float)(i % 97);
+  EXPECT(cudaMemset(m2, 0, pitch * rows) == cudaSuccess);
+  memset(model_m, 0, pitch * rows);
+  EXPECT(cudaMemcpy2D(m2, pitch, mat, cols * sizeof(float), cols * sizeof(float), rows, cudaMemcpyHostToDevice) ==
+         cudaSuccess);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t c = 0; c < cols; ++c) model_m[r * stride + c] = mat[r * cols + c];
+  twice(m2, model_m, all);
+  EXPECT(same(m2, model_m, all));
+  float sub[4 * 8];
+  EXPECT(cudaMemcpy2D(sub, 8 * sizeof(float), m2 + 2 * stride + 3, pitch, 8 * sizeof(float), 4,
+                      cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (size_t r = 0; r < 4; ++r)
+    for (size_t c = 0; c < 8; ++c) EXPECT(sub[r * 8 + c] == model_m[(r + 2) * stride + 3 + c]);
+  EXPECT(cudaMemset2D(m2 + stride, pitch, 0, 5 * sizeof(float), 3) == cudaSuccess);
+  for (size_t r = 1; r < 4; ++r) memset(model_m + r * stride, 0, 5 * sizeof(float));
+  twice(m2, model_m, all);
+  EXPECT(same(m2, model_m, all));
+  EXPECT(cudaMemcpy2D(m2, 4, mat, 4, 8, 1, cudaMemcpyHostToDevice) == cudaErrorInvalidPitchValue);
+  EXPECT(cudaGetLastError() == cudaErrorInvalidPitchValue);
+  EXPECT(cudaFree(m2) == cudaSuccess);
+  free(mat);
+  free(model_m);
+
   /* Errors: CUDA's codes, the last one kept until read. */
   EXPECT(cudaGetLastError() == cudaSuccess);
   EXPECT(cudaMemcpy(d + n - 1, patch, sizeof patch, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
