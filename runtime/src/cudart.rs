@@ -38,7 +38,7 @@ use crate::memory;
 use crate::stats;
 use std::alloc::Layout;
 use std::cell::Cell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
@@ -96,7 +96,8 @@ enum Kind {
 struct State {
     /// Allocations by address: layout and kind.
     allocations: HashMap<usize, (Layout, Kind)>,
-    streams: HashSet<usize>,
+    /// Streams by address (made by `cudaStreamCreate`).
+    streams: HashMap<usize, ()>,
     /// Events by address: when last recorded.
     events: HashMap<usize, Option<Instant>>,
 }
@@ -221,7 +222,7 @@ fn put<T>(slot: *mut T, v: T) -> Error {
 }
 
 fn stream_ok(stream: *mut c_void) -> bool {
-    BUILTIN_STREAMS.contains(&(stream as usize)) || state().streams.contains(&(stream as usize))
+    BUILTIN_STREAMS.contains(&(stream as usize)) || state().streams.contains_key(&(stream as usize))
 }
 
 /// Makes the host current on managed memory, which the program may read after a
@@ -440,7 +441,7 @@ pub extern "C" fn cudaDeviceReset() -> Error {
             release(p as *mut c_void, &[k]);
         }
         let mut st = state();
-        for s in st.streams.drain() {
+        for (s, ()) in st.streams.drain() {
             // SAFETY: made by `cudaStreamCreate`, in the table until now.
             drop(unsafe { Box::from_raw(s as *mut u8) });
         }
@@ -511,28 +512,37 @@ pub extern "C" fn cudaStreamCreate(stream: *mut *mut c_void) -> Error {
     cudaStreamCreateWithFlags(stream, 0)
 }
 
+/// A table of handles in the state: streams or events.
+type Handles<T> = fn(&mut State) -> &mut HashMap<usize, T>;
+
+/// Makes a handle in `table`, holding `value`, and writes it to the caller's `slot`.
+fn create<T>(slot: *mut *mut c_void, table: Handles<T>, value: T) -> Error {
+    if slot.is_null() {
+        return ret(INVALID_VALUE);
+    }
+    let h = new_handle();
+    table(&mut state()).insert(h, value);
+    put(slot, h as *mut c_void)
+}
+
+/// Removes `handle` from `table` and frees it; `INVALID_RESOURCE_HANDLE` where it is not there.
+fn destroy<T>(handle: *mut c_void, table: Handles<T>) -> Error {
+    if table(&mut state()).remove(&(handle as usize)).is_none() {
+        return ret(INVALID_RESOURCE_HANDLE);
+    }
+    // SAFETY: made by `new_handle`, just removed from its table.
+    drop(unsafe { Box::from_raw(handle as *mut u8) });
+    SUCCESS
+}
+
 #[no_mangle]
 pub extern "C" fn cudaStreamCreateWithFlags(stream: *mut *mut c_void, _flags: c_uint) -> Error {
-    guard("cudaStreamCreate", || {
-        if stream.is_null() {
-            return ret(INVALID_VALUE);
-        }
-        let h = new_handle();
-        state().streams.insert(h);
-        put(stream, h as *mut c_void)
-    })
+    guard("cudaStreamCreate", || create(stream, |st| &mut st.streams, ()))
 }
 
 #[no_mangle]
 pub extern "C" fn cudaStreamDestroy(stream: *mut c_void) -> Error {
-    guard("cudaStreamDestroy", || {
-        if !state().streams.remove(&(stream as usize)) {
-            return ret(INVALID_RESOURCE_HANDLE);
-        }
-        // SAFETY: made by `new_handle`, just removed from the table.
-        drop(unsafe { Box::from_raw(stream as *mut u8) });
-        SUCCESS
-    })
+    guard("cudaStreamDestroy", || destroy(stream, |st| &mut st.streams))
 }
 
 #[no_mangle]
@@ -558,26 +568,12 @@ pub extern "C" fn cudaEventCreate(event: *mut *mut c_void) -> Error {
 
 #[no_mangle]
 pub extern "C" fn cudaEventCreateWithFlags(event: *mut *mut c_void, _flags: c_uint) -> Error {
-    guard("cudaEventCreate", || {
-        if event.is_null() {
-            return ret(INVALID_VALUE);
-        }
-        let h = new_handle();
-        state().events.insert(h, None);
-        put(event, h as *mut c_void)
-    })
+    guard("cudaEventCreate", || create(event, |st| &mut st.events, None))
 }
 
 #[no_mangle]
 pub extern "C" fn cudaEventDestroy(event: *mut c_void) -> Error {
-    guard("cudaEventDestroy", || {
-        if state().events.remove(&(event as usize)).is_none() {
-            return ret(INVALID_RESOURCE_HANDLE);
-        }
-        // SAFETY: made by `new_handle`, just removed from the table.
-        drop(unsafe { Box::from_raw(event as *mut u8) });
-        SUCCESS
-    })
+    guard("cudaEventDestroy", || destroy(event, |st| &mut st.events))
 }
 
 #[no_mangle]
