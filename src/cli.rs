@@ -134,6 +134,7 @@ pub enum Lang {
     C,
     #[value(name = "c++")]
     Cxx,
+    Cuda,
 }
 
 impl From<Lang> for Language {
@@ -141,6 +142,7 @@ impl From<Lang> for Language {
         match l {
             Lang::C => Language::C,
             Lang::Cxx => Language::Cxx,
+            Lang::Cuda => Language::Cuda,
         }
     }
 }
@@ -184,14 +186,20 @@ impl ClangArgs {
             std: self.std.clone(),
             verbose,
             opt_level: None,
+            cuda_arch: None,
         }
     }
 }
 
-/// C compilers spell it `-std=c11`; clap wants long options with two dashes.
+/// C compilers spell it `-std=c11`, and nvcc `-arch=sm_90` (or `--gpu-architecture=sm_90`);
+/// clap wants long options with two dashes, and ours is `--gpu-arch`.
 pub fn normalize_args(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
     args.map(|a| match a.to_str() {
         Some(s) if s.starts_with("-std=") => OsString::from(format!("-{s}")),
+        Some(s) if s.starts_with("-arch=") => OsString::from(format!("--gpu-arch={}", &s["-arch=".len()..])),
+        Some(s) if s.starts_with("--gpu-architecture=") => {
+            OsString::from(format!("--gpu-arch={}", &s["--gpu-architecture=".len()..]))
+        }
         _ => a,
     })
     .collect()

@@ -1,5 +1,5 @@
 //! Partitioned execution on simulated devices (`HPVM_MGPU_DEVICES=cpu:N`): every example and
-//! every program of `tests/programs/` gives output bit-identical to a host run and to an
+//! every program of `tests/programs/` and `tests/cuda/` gives output bit-identical to a host run and to an
 //! unpartitioned run, on 1 to 8 devices and at sizes that do not divide evenly or give fewer
 //! blocks than devices; the statistics show that partitionable nodes really ran split.
 
@@ -13,7 +13,7 @@ const DEVICES: [usize; 6] = [1, 2, 3, 4, 7, 8];
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-const PROGRAMS: [(&str, &[&[&str]]); 33] = [
+const PROGRAMS: [(&str, &[&[&str]]); 34] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -56,6 +56,7 @@ const PROGRAMS: [(&str, &[&[&str]]); 33] = [
         "tests/programs/gemm_nt.c",
         &[&["8", "4", "3", "8", "4"], &["48", "40", "24", "8", "4"], &["96", "120", "16", "16", "8"]],
     ),
+    ("tests/cuda/kernels.cu", &[&["16"], &["1000"], &["3001"]]),
 ];
 
 fn build(dir: &TempDir, src: &str) -> PathBuf {

@@ -35,14 +35,25 @@ static char *copy_out(const std::string &s) {
   return p;
 }
 
-// `file:line` of an instruction, `?` without debug info.
+// Whether a file is the compiler's or the system's header (hpvm_core::loc::is_system_header).
+static bool system_header(StringRef f) {
+  return f.contains("/lib/clang/") || f.starts_with("/usr/include/") || f.contains("/hpvm-mgpu/cuda-");
+}
+
+// `file:line` of an instruction, `?` without debug info. Code inlined from a system header
+// (CUDA's `expf`, `atomicAdd`) is reported where the user's code called it.
 static std::string where(const Instruction *I) {
   if (!I)
     return "?";
-  const DebugLoc &DL = I->getDebugLoc();
-  if (!DL)
+  const DILocation *L = I->getDebugLoc().get();
+  if (!L)
     return "?";
-  return DL->getFilename().str() + ":" + std::to_string(DL.getLine());
+  const DILocation *first = L;
+  while (L && system_header(L->getFilename()))
+    L = L->getInlinedAt();
+  if (!L)
+    L = first;
+  return L->getFilename().str() + ":" + std::to_string(L->getLine());
 }
 
 // The name of the object a pointer is based on (a parameter of the analysed function), `?`.

@@ -863,14 +863,10 @@ unsafe fn callee_name(call: LLVMValueRef) -> String {
 
 /// `file:line` of an instruction, `?` without debug info.
 pub(crate) unsafe fn location(inst: LLVMValueRef) -> String {
-    let line = LLVMGetDebugLocLine(inst);
-    let mut len = 0;
-    let file = LLVMGetDebugLocFilename(inst, &mut len);
-    if file.is_null() || line == 0 {
-        return "?".into();
+    match hpvm_core::loc::of_instruction(inst) {
+        Some(l) if l.line > 0 => format!("{}:{}", l.file, l.line),
+        _ => "?".into(),
     }
-    let file = String::from_utf8_lossy(std::slice::from_raw_parts(file as *const u8, len as usize));
-    format!("{file}:{line}")
 }
 
 /// The parameter of `f` a pointer is computed from (see [`hpvm_core::pointer_param`]).
@@ -926,7 +922,9 @@ fn is_pure_call(name: &str) -> bool {
         "__hpvm__cos",
         "rsqrtf",
     ];
-    MATH.contains(&name) || (name.starts_with("llvm.") && !name.starts_with("llvm.mem"))
+    MATH.contains(&name)
+        || hpvm_core::libm::is_pure(name)
+        || (name.starts_with("llvm.") && !name.starts_with("llvm.mem"))
 }
 
 /// For a call to a pure math function returning a floating-point value: an argument of the

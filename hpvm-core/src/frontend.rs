@@ -22,6 +22,8 @@ pub const HPVM_H: &str = include_str!("../../include/hpvm.h");
 pub enum Language {
     C,
     Cxx,
+    /// CUDA C++: device and host halves compiled apart, kernels made graph nodes ([`crate::cuda`]).
+    Cuda,
 }
 
 /// What kind of file an input is.
@@ -42,6 +44,7 @@ impl InputKind {
         Ok(match ext {
             "c" => InputKind::Source(Language::C),
             "cc" | "cpp" | "cxx" | "C" | "c++" => InputKind::Source(Language::Cxx),
+            "cu" => InputKind::Source(Language::Cuda),
             "ll" | "bc" => InputKind::Ir,
             _ => return Err(Error::UnknownInput(path.display().to_string())),
         })
@@ -63,6 +66,9 @@ pub struct ClangOptions {
     /// level (with its type-based alias metadata) but runs no passes, so the graph is read
     /// from unoptimized code either way. `None`: reading only (`inspect`).
     pub opt_level: Option<u8>,
+    /// For CUDA sources: the GPU architecture device code is compiled for (`__CUDA_ARCH__`);
+    /// `None`: [`crate::cuda::DEFAULT_ARCH`].
+    pub cuda_arch: Option<String>,
 }
 
 /// The clang used for C and C++: `$HPVM_MGPU_CLANG`, else `clang-19` on the PATH, else
@@ -90,6 +96,8 @@ pub fn compile_source(src: &Path, lang: Language, opts: &ClangOptions, out: &Pat
     cmd.arg("-x").arg(match lang {
         Language::C => "c",
         Language::Cxx => "c++",
+        // Two halves, never one file of IR: see `crate::cuda::load`.
+        Language::Cuda => return Err(Error::Cuda(format!("{}: CUDA sources are read by cuda::load", src.display()))),
     });
     if let Some(std) = &opts.std {
         cmd.arg(format!("-std={std}"));
@@ -161,6 +169,11 @@ pub fn load<'ctx>(ctx: &'ctx Context, path: &Path, opts: &ClangOptions) -> Resul
     }
     let module = match InputKind::detect(path, opts.language)? {
         InputKind::Ir => read_ir(ctx, path)?,
+        InputKind::Source(Language::Cuda) => {
+            let module = crate::cuda::load(ctx, path, opts)?;
+            prepare(&module)?;
+            return Ok(module);
+        }
         InputKind::Source(lang) => {
             let scratch = ScratchDir::new("ir").map_err(|e| Error::io("temporary directory", e))?;
             let bc = scratch.path().join("input.bc");

@@ -186,15 +186,26 @@ impl Val {
     }
 
     /// The location of an instruction, from its `!dbg` attachment.
+    ///
+    /// Code inlined from the compiler's own headers (CUDA's `atomicAdd`, `expf`...) is reported
+    /// where the user's code called it: the first place along the `inlinedAt` chain that is
+    /// not a system header.
     pub fn loc(self) -> Option<SrcLoc> {
-        let dl = unsafe { LLVMInstructionGetDebugLoc(self.0) };
-        if dl.is_null() {
-            return None;
+        let mut dl = unsafe { LLVMInstructionGetDebugLoc(self.0) };
+        let mut first = None;
+        while !dl.is_null() {
+            let line = unsafe { LLVMDILocationGetLine(dl) };
+            let column = unsafe { LLVMDILocationGetColumn(dl) };
+            let scope = unsafe { LLVMDILocationGetScope(dl) };
+            let here = scope_file(scope).map(|file| SrcLoc { file, line, column });
+            match here {
+                Some(l) if !crate::loc::is_system_header(&l.file) => return Some(l),
+                Some(l) if first.is_none() => first = Some(l),
+                _ => {}
+            }
+            dl = unsafe { LLVMDILocationGetInlinedAt(dl) };
         }
-        let line = unsafe { LLVMDILocationGetLine(dl) };
-        let column = unsafe { LLVMDILocationGetColumn(dl) };
-        let scope = unsafe { LLVMDILocationGetScope(dl) };
-        Some(SrcLoc { file: scope_file(scope)?, line, column })
+        first
     }
 
     /// For an instruction that inlining put here: the call site it was inlined from, in the

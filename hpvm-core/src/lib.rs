@@ -18,6 +18,7 @@
 //! - Every diagnostic carries the user's `file:line:column` when the IR has debug info.
 
 pub mod build;
+pub mod cuda;
 pub mod diag;
 pub mod entity;
 pub mod expr;
@@ -27,6 +28,7 @@ pub mod handles;
 pub mod helpers;
 pub mod intrinsics;
 mod ir;
+pub mod libm;
 pub mod loc;
 pub mod names;
 pub mod plan;
@@ -46,7 +48,7 @@ use std::path::Path;
 pub enum Error {
     #[error("{0}: no such file")]
     MissingInput(String),
-    #[error("{0}: unknown kind of input (expected .c, .cpp/.cc/.cxx, .ll or .bc; or use -x c|c++)")]
+    #[error("{0}: unknown kind of input (expected .c, .cpp/.cc/.cxx, .cu, .ll or .bc; or use -x c|c++|cuda)")]
     UnknownInput(String),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
@@ -60,6 +62,10 @@ pub enum Error {
     Llvm(String),
     #[error("{0}: no HPVM dataflow graph: the program never calls __hpvm__launch")]
     NotHpvm(String),
+    /// A CUDA program using what the CUDA frontend does not take (yet); the message starts
+    /// with the user's file:line.
+    #[error("{0}")]
+    Cuda(String),
     #[error("{} error{} in the dataflow graph", .0.len(), if .0.len() == 1 { "" } else { "s" })]
     Invalid(Vec<Diagnostic>),
 }

@@ -25,3 +25,31 @@ impl fmt::Display for SrcLoc {
 pub fn show(loc: &Option<SrcLoc>) -> String {
     loc.as_ref().map_or_else(|| "<unknown location>".to_string(), |l| l.to_string())
 }
+
+/// Whether `file` is one of the compiler's or the system's headers rather than the user's:
+/// clang's resource headers (its CUDA wrappers among them), the CUDA folder's, `/usr/include`.
+pub fn is_system_header(file: &str) -> bool {
+    let cuda = crate::toolchain::cuda_path();
+    file.contains("/lib/clang/")
+        || file.starts_with("/usr/include/")
+        || cuda.is_some_and(|c| std::path::Path::new(file).starts_with(c))
+}
+
+/// The location of an instruction as the user should read it (see [`crate::ir`]'s `loc`).
+///
+/// # Safety
+/// `inst` is an instruction of a live module.
+pub unsafe fn of_instruction(inst: llvm_sys::prelude::LLVMValueRef) -> Option<SrcLoc> {
+    crate::ir::Val(inst).loc()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn headers_of_the_compiler_are_not_the_users() {
+        assert!(super::is_system_header("/usr/lib/llvm-19/lib/clang/19/include/__clang_cuda_math.h"));
+        assert!(super::is_system_header("/usr/include/stdio.h"));
+        assert!(!super::is_system_header("/home/me/app/kernels.cu"));
+        assert!(!super::is_system_header("kernels.cu"));
+    }
+}

@@ -10,6 +10,10 @@ pub fn display_name(symbol: &str) -> String {
     if !symbol.starts_with("_Z") {
         return symbol.to_string();
     }
+    // Nodes made around a CUDA kernel: `<kernel symbol>.root`, `.blocks`, `.alloc`.
+    if let Some((head, tail)) = symbol.split_once('.').filter(|(_, t)| ["root", "blocks", "alloc"].contains(t)) {
+        return format!("{}.{tail}", display_name(head));
+    }
     let options = cpp_demangle::DemangleOptions::new().no_params().no_return_type();
     cpp_demangle::Symbol::new(symbol)
         .ok()
@@ -34,6 +38,8 @@ mod tests {
         assert_eq!(display_name("_Z27performStreamCollide_kernelPfmS_m"), "performStreamCollide_kernel");
         assert_eq!(display_name("_ZN5stage4blurEPfm"), "stage::blur");
         assert_eq!(display_name("_ZN12_GLOBAL__N_14leafEPfm"), "(anonymous namespace)::leaf");
+        assert_eq!(display_name("_Z5scaleIfEvPT_S0_i.root"), "scale<float>.root");
+        assert_eq!(display_name("_Z4tilePfi.blocks"), "tile.blocks");
     }
 
     #[test]

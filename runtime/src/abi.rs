@@ -18,8 +18,16 @@ pub(crate) fn guard<R>(what: &str, f: impl FnOnce() -> R) -> R {
     }
 }
 
+/// Whether `__hpvm__init` ran and `__hpvm__cleanup` has not since.
+static SESSION_OPEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub(crate) fn session_open() -> bool {
+    SESSION_OPEN.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 #[no_mangle]
 pub extern "C" fn __hpvm__init() {
+    SESSION_OPEN.store(true, std::sync::atomic::Ordering::SeqCst);
     guard("__hpvm__init", || {
         // Every setting is checked now, so a bad one stops the program before it starts work.
         stats::install();
@@ -35,6 +43,7 @@ pub extern "C" fn __hpvm__init() {
 
 #[no_mangle]
 pub extern "C" fn __hpvm__cleanup() {
+    SESSION_OPEN.store(false, std::sync::atomic::Ordering::SeqCst);
     guard("__hpvm__cleanup", || {
         // Buffers first: the copies back to the host count in the statistics.
         memory::forget_all();

@@ -17,7 +17,7 @@ declare -A args=([mesh]="5003" [mathfns]="1000003" [transpose]="130 70" [mixed]=
   [conv]="1000 700 3" [gridstride]="100003 64 7" [rownorm]="100000 37"
   [radius]="1000 700 4 256" [unsigned]="8000 1000 32 8" [chain]="20000000 256 4"
   [rowptr]="4000 3000" [boxblur]="4000 3000 32 8 3"
-  [escape]="4000 3000 256" [planes]="3000 2000" [lattice]="200")
+  [escape]="4000 3000 256" [planes]="3000 2000" [lattice]="200" [kernels]="1000003")
 # The settings of a mode, into the array `env`: 1 GPU, every GPU, every GPU in 3 parts each.
 mode_env() {
   case $1 in
@@ -36,7 +36,7 @@ for name in ${PROGRAMS:-${!args[@]}}; do
     log="$out/logs/$name.$mode.log"
     env "${env[@]}" HPVM_MGPU_STATS=1 timeout 120 carry/bin/$name ${args[$name]} >"$log" 2>&1
     rc=$?
-    sum=$(grep -o 'checksum [0-9a-f]*' "$log" | cut -d' ' -f2 | tr '\n' ' ' | sed 's/ $//')
+    sum=$(grep '^checksum ' "$log" | cut -d' ' -f2- | tr '\n' ' ' | sed 's/ $//')
     verdict=$(grep -o 'PASS\|FAIL' "$log" | head -1)
     split=$(grep -o 'partitioned (up to [0-9]* devices)' "$log" | grep -o '[0-9]*' | sort -n | tail -1)
     [ $mode = one ] && ref=$sum

@@ -431,6 +431,10 @@ fn link_libdevice(gpu: &Module<'_>, tm: &TargetMachine) -> Result<(), String> {
 /// The libdevice function standing for a call of `name` (a libm function, or an LLVM math
 /// intrinsic that NVPTX cannot select): `__nv_<libm name>`.
 fn libdevice_name(name: &str) -> Option<String> {
+    // Already libdevice's (CUDA kernels' `min`, `__saturatef`...).
+    if name.starts_with("__nv_") {
+        return Some(name.to_string());
+    }
     if let Some(rest) = name.strip_prefix("llvm.") {
         let (op, ty) = rest.rsplit_once('.')?;
         let suffix = match ty {

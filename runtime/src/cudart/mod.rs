@@ -22,15 +22,21 @@
 //! Device properties describe the one device the program sees ([`DeviceLimits`]: the GPUs
 //! combined, or the host's cores as a nominal GPU).
 //!
-//! Not yet: kernel launches (`<<<...>>>`, `cudaLaunchKernel`), symbols of
-//! `__constant__` data beyond host copies (`cudaMemcpyToSymbol` copies into the host's shadow
-//! variable, which is what kernels will read once they are compiled from CUDA sources).
+//! Kernels ([`launch`]): `<<<…>>>` and `cudaLaunchKernel` run the kernel's graph through the
+//! launcher the compiler registered under its stub, as one HPVM launch, finished on return.
+//! `__device__`/`__constant__` variables are their host shadow variables, tracked as buffers
+//! from the first launch that uses them, so `cudaMemcpyToSymbol` is a copy into device memory.
+//! A program that never calls `__hpvm__init` gets the runtime's session at its first launch,
+//! closed at exit (statistics included).
 
 // CUDA's names.
 #![allow(non_snake_case)]
 // C entry points: their pointer arguments are valid as CUDA's API documents (the C caller's
 // contract, checked for null here); no Rust code calls them.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+mod launch;
+mod libdevice;
 
 use crate::abi::guard;
 use crate::devices::{devices, DeviceLimits};
@@ -55,6 +61,9 @@ pub const INVALID_PITCH_VALUE: Error = 12;
 pub const INVALID_MEMCPY_DIRECTION: Error = 21;
 pub const INVALID_DEVICE: Error = 101;
 pub const INVALID_RESOURCE_HANDLE: Error = 400;
+pub const INVALID_CONFIGURATION: Error = 9;
+pub const INVALID_DEVICE_FUNCTION: Error = 98;
+pub const MISSING_CONFIGURATION: Error = 52;
 
 /// `cudaMemcpyKind`.
 const HOST_TO_HOST: c_int = 0;
@@ -479,7 +488,10 @@ pub extern "C" fn cudaPeekAtLastError() -> Error {
 }
 
 /// The name and description of each code this runtime returns.
-const MESSAGES: [(Error, &CStr, &CStr); 9] = [
+const MESSAGES: [(Error, &CStr, &CStr); 12] = [
+    (INVALID_CONFIGURATION, c"cudaErrorInvalidConfiguration", c"invalid configuration argument"),
+    (INVALID_DEVICE_FUNCTION, c"cudaErrorInvalidDeviceFunction", c"invalid device function"),
+    (MISSING_CONFIGURATION, c"cudaErrorMissingConfiguration", c"__global__ function call is not configured"),
     (SUCCESS, c"cudaSuccess", c"no error"),
     (INVALID_VALUE, c"cudaErrorInvalidValue", c"invalid argument"),
     (MEMORY_ALLOCATION, c"cudaErrorMemoryAllocation", c"out of memory"),

@@ -1,0 +1,817 @@
+//! The device half: each `__global__` kernel becomes the graph of a GPU launch.
+//!
+//! For a kernel `K(params)` using static `__shared__` variables `s…`, dynamic (`extern`)
+//! shared memory and `__device__`/`__constant__` variables `v…`:
+//!
+//! ```text
+//! K.root(front…, bx, by, bz, shared sizes…, gx, gy, gz)     CPU: a 3-D grid of blocks
+//!   K.blocks(front…, bx, by, bz, shared sizes…)             GPU: one instance per block
+//!     K.alloc(shared sizes…)                                 0-D: __hpvm__malloc per block
+//!     K(front…, s0, bytes, …, dyn, bytes)                    the leaf: bx × by × bz threads
+//! front = the kernel's parameters, each pointer followed by its extent, then (v, bytes)…
+//! ```
+//!
+//! The leaf keeps the kernel's symbol and its body (with every `__device__` function inlined);
+//! special registers become instance ids and counts of the leaf (threads) and its parent
+//! (blocks), `__syncthreads` becomes `__hpvm__barrier`, libdevice's `__nv_*` math becomes libm
+//! where libm has it. Variables in the GPU's address spaces become the leaf's parameters
+//! (shared memory from the allocation node, device variables bound by the launcher to the
+//! host's shadow variables); read-only data without a shadow moves to ordinary memory.
+
+use super::consts;
+use crate::ir::Val;
+use crate::{Error, Result};
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum};
+use inkwell::values::{AsValueRef, BasicMetadataValueEnum, BasicValueEnum, FunctionValue, GlobalValue};
+use inkwell::AddressSpace;
+use llvm_sys::core::*;
+use llvm_sys::debuginfo::*;
+use llvm_sys::prelude::*;
+use std::path::Path;
+
+/// What the host side needs to launch one converted kernel.
+pub(super) struct Kernel {
+    /// The kernel's symbol, which the leaf keeps.
+    pub symbol: String,
+    pub root: String,
+    /// The kernel's parameter types, in order (pointers get an extent in the root).
+    pub params: Vec<LLVMTypeRef>,
+    /// `__device__`/`__constant__` variables: the host shadow's name and its size in bytes.
+    pub symbols: Vec<(String, u64)>,
+    /// Sizes of the static `__shared__` variables, in bytes.
+    pub shared: Vec<u64>,
+    /// Whether the kernel uses dynamic (`extern __shared__`) memory, sized by the launch.
+    pub dynamic_shared: bool,
+}
+
+/// Reads the device half's IR: its kernels, and the module without their NVPTX annotations
+/// (which would make the GPU backend take every leaf for a kernel of its own).
+pub(super) fn read<'ctx>(ctx: &'ctx Context, path: &Path) -> Result<(Module<'ctx>, Vec<String>)> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(&path.display().to_string(), e))?;
+    let parse = |text: &str| {
+        let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "device");
+        ctx.create_module_from_ir(buf)
+            .map_err(|e| Error::BadIr { file: path.display().to_string(), message: e.to_string() })
+    };
+    let annotated = parse(&text)?;
+    let kernels = kernels_of(&annotated);
+    drop(annotated);
+    let kept: String =
+        text.lines().filter(|l| !l.starts_with("!nvvm.annotations = ")).flat_map(|l| [l, "\n"]).collect();
+    Ok((parse(&kept)?, kernels))
+}
+
+/// The functions `nvvm.annotations` marks as kernels.
+fn kernels_of(m: &Module<'_>) -> Vec<String> {
+    let name = c"nvvm.annotations";
+    let mut out = Vec::new();
+    unsafe {
+        let n = LLVMGetNamedMetadataNumOperands(m.as_mut_ptr(), name.as_ptr());
+        let mut nodes = vec![std::ptr::null_mut(); n as usize];
+        LLVMGetNamedMetadataOperands(m.as_mut_ptr(), name.as_ptr(), nodes.as_mut_ptr());
+        for node in nodes {
+            let k = LLVMGetMDNodeNumOperands(node);
+            if k < 2 {
+                continue;
+            }
+            let mut ops = vec![std::ptr::null_mut(); k as usize];
+            LLVMGetMDNodeOperands(node, ops.as_mut_ptr());
+            let mut len = 0;
+            let s = LLVMGetMDString(ops[1], &mut len);
+            let is_kernel = !s.is_null() && std::slice::from_raw_parts(s as *const u8, len as usize) == b"kernel";
+            if is_kernel && !ops[0].is_null() && !LLVMIsAFunction(ops[0]).is_null() {
+                let f = Val(ops[0]).name();
+                if !out.contains(&f) {
+                    out.push(f);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// How a kernel reaches a variable of a GPU address space.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Var {
+    /// Static `__shared__`: one per block, from the allocation node.
+    Shared,
+    /// `extern __shared__`: the launch's dynamic shared memory.
+    Dynamic,
+    /// `__device__`/`__constant__` with a host shadow: a buffer the launcher binds.
+    Symbol,
+}
+
+fn cuda_err(at: Option<crate::loc::SrcLoc>, what: String) -> Error {
+    Error::Cuda(format!("{}: error: {what}", crate::loc::show(&at)))
+}
+
+/// Rewrites the device half (retargeted to the host) into graph nodes, one graph per kernel
+/// named by `kernels`; `host` is the host half, whose shadow variables device variables bind to.
+pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Module<'ctx>) -> Result<Vec<Kernel>> {
+    let ctx = dev.get_context();
+    dev.set_triple(&host.get_triple());
+    dev.set_data_layout(&host.get_data_layout());
+    for name in ["llvm.used", "llvm.compiler.used"] {
+        if let Some(g) = dev.get_global(name) {
+            unsafe { g.delete() };
+        }
+    }
+    let kind = Attribute::get_named_enum_kind_id;
+    for f in dev.get_functions() {
+        for a in ["target-cpu", "target-features"] {
+            f.remove_string_attribute(AttributeLoc::Function, a);
+        }
+        if f.count_basic_blocks() > 0 {
+            f.set_linkage(Linkage::Internal);
+            f.remove_enum_attribute(AttributeLoc::Function, kind("noinline"));
+            f.remove_enum_attribute(AttributeLoc::Function, kind("optnone"));
+            f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(kind("alwaysinline"), 0));
+        }
+    }
+    let mut out = Vec::new();
+    let mut leaves = Vec::new();
+    for symbol in kernels {
+        let Some(k) = dev.get_function(symbol) else { continue };
+        let (kernel, leaf) = leaf_of(dev, host, k, symbol)?;
+        leaves.push(leaf);
+        out.push(kernel);
+    }
+    let tm = crate::frontend::host_machine()?;
+    let run = |passes: &str| {
+        dev.run_passes(passes, &tm, inkwell::passes::PassBuilderOptions::create())
+            .map_err(|e| Error::Llvm(e.to_string()))
+    };
+    run("always-inline")?;
+    for Leaf { function: leaf, vars, handles } in &leaves {
+        resolve(dev, *leaf, *handles)?;
+        for (g, param) in vars {
+            unsafe { consts::replace_in_function(leaf.as_value_ref(), g.as_value_ref(), param.as_value_ref()) }
+                .map_err(|(inst, why)| {
+                    cuda_err(Val(inst).loc(), format!("`{}` {why}", Val(g.as_value_ref()).name()))
+                })?;
+        }
+    }
+    run("globaldce")?;
+    move_read_only_data(dev, host)?;
+    for (kernel, leaf) in out.iter().zip(&leaves) {
+        graph_around(dev, kernel, leaf.function);
+    }
+    Ok(out)
+}
+
+/// A leaf being made from a kernel.
+struct Leaf<'ctx> {
+    function: FunctionValue<'ctx>,
+    /// Which parameter stands for which GPU variable.
+    vars: Vec<(GlobalValue<'ctx>, BasicValueEnum<'ctx>)>,
+    /// `__hpvm__getNode()` and its parent, made at the top.
+    handles: (BasicValueEnum<'ctx>, BasicValueEnum<'ctx>),
+}
+
+/// Builds the leaf of kernel `k` (renamed `<symbol>.cuda`, to be inlined into it).
+fn leaf_of<'ctx>(
+    dev: &Module<'ctx>,
+    host: &Module<'ctx>,
+    k: FunctionValue<'ctx>,
+    symbol: &str,
+) -> Result<(Kernel, Leaf<'ctx>)> {
+    let ctx = dev.get_context();
+    let at = Val(k.as_value_ref()).function_loc();
+    let shown = crate::names::display_name(symbol);
+    let i64t = ctx.i64_type();
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    // Parameters: by value, only scalars and pointers (a struct would need its layout split).
+    let mut params = Vec::new();
+    let mut types: Vec<BasicMetadataTypeEnum> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    let byval = Attribute::get_named_enum_kind_id("byval");
+    for (i, p) in k.get_param_iter().enumerate() {
+        let ty = p.get_type();
+        let by_value = k.get_enum_attribute(AttributeLoc::Param(i as u32), byval).is_some();
+        if by_value || !(ty.is_int_type() || ty.is_float_type() || ty.is_pointer_type()) {
+            return Err(cuda_err(
+                at,
+                format!(
+                    "kernel `{shown}`: parameter {} is a struct or array passed by value, which the CUDA frontend does not take yet",
+                    i + 1
+                ),
+            ));
+        }
+        params.push(unsafe { LLVMTypeOf(p.as_value_ref()) });
+        let name = Val(p.as_value_ref()).name();
+        let name = if name.is_empty() { format!("arg{i}") } else { name };
+        types.push(ty.into());
+        if ty.is_pointer_type() {
+            types.push(i64t.into());
+            names.push(name.clone());
+            names.push(format!("bytes_{name}"));
+        } else {
+            names.push(name);
+        }
+    }
+    // The GPU variables the kernel reaches, in the order it first reaches them.
+    let mut vars: Vec<(GlobalValue<'ctx>, Var)> = Vec::new();
+    for f in reachable(k) {
+        for inst in Val(f.as_value_ref()).instructions() {
+            for i in 0..inst.num_operands() {
+                for g in globals_in(inst.operand(i).0) {
+                    let g = unsafe { GlobalValue::new(g) };
+                    if vars.iter().any(|(v, _)| *v == g) {
+                        continue;
+                    }
+                    let space = unsafe { LLVMGetPointerAddressSpace(LLVMTypeOf(g.as_value_ref())) };
+                    let name = g.get_name().to_string_lossy().into_owned();
+                    let var = match space {
+                        0 => continue,
+                        3 if g.is_declaration() => Var::Dynamic,
+                        3 => Var::Shared,
+                        1 | 4 if host.get_global(&name).is_some() => Var::Symbol,
+                        1 | 4 if g.is_constant() => continue,
+                        _ => {
+                            return Err(cuda_err(
+                                inst.loc(),
+                                format!("kernel `{shown}` uses `{name}`, a GPU variable the host program cannot reach"),
+                            ))
+                        }
+                    };
+                    vars.push((g, var));
+                }
+            }
+        }
+    }
+    let data = inkwell::targets::TargetData::create(&dev.get_data_layout().as_str().to_string_lossy());
+    let bytes = |g: &GlobalValue| unsafe {
+        llvm_sys::target::LLVMABISizeOfType(data.as_mut_ptr(), LLVMGlobalGetValueType(g.as_value_ref()))
+    };
+    let mut kernel = Kernel {
+        symbol: symbol.to_string(),
+        root: format!("{symbol}.root"),
+        params,
+        symbols: Vec::new(),
+        shared: Vec::new(),
+        dynamic_shared: false,
+    };
+    for want in [Var::Symbol, Var::Shared, Var::Dynamic] {
+        for (g, var) in vars.iter().filter(|(_, v)| *v == want) {
+            let name = Val(g.as_value_ref()).name();
+            match var {
+                Var::Symbol => kernel.symbols.push((name.clone(), bytes(g))),
+                Var::Shared => kernel.shared.push(bytes(g)),
+                Var::Dynamic if kernel.dynamic_shared => continue,
+                Var::Dynamic => kernel.dynamic_shared = true,
+            }
+            let short = match var {
+                Var::Symbol => name,
+                Var::Shared => format!("shared{}", kernel.shared.len() - 1),
+                Var::Dynamic => "dynamic_shared".into(),
+            };
+            types.push(ptr.into());
+            types.push(i64t.into());
+            names.push(short.clone());
+            names.push(format!("bytes_{short}"));
+        }
+    }
+    k.as_global_value().set_name(&format!("{symbol}.cuda"));
+    let leaf = dev.add_function(symbol, ctx.void_type().fn_type(&types, false), None);
+    for (p, n) in leaf.get_param_iter().zip(&names) {
+        p.set_name(n);
+    }
+    // The kernel's debug info moves to the leaf, so that the node is found at the kernel.
+    let sp = unsafe { LLVMGetSubprogram(k.as_value_ref()) };
+    unsafe {
+        LLVMSetSubprogram(leaf.as_value_ref(), sp);
+        LLVMSetSubprogram(k.as_value_ref(), std::ptr::null_mut());
+    }
+    let b = ctx.create_builder();
+    b.position_at_end(ctx.append_basic_block(leaf, "entry"));
+    let hpvm = Hpvm::declare(dev);
+    let values: Vec<BasicValueEnum> = leaf.get_param_iter().collect();
+    let buffers: Vec<BasicMetadataValueEnum> = buffer_params(&kernel).iter().map(|&i| values[i].into()).collect();
+    hpvm.hint_and_attributes(&b, 2, &buffers);
+    let me = b.build_call(hpvm.get_node, &[], "self").map_err(llvm)?.try_as_basic_value().basic().expect("ptr");
+    let parent =
+        b.build_call(hpvm.get_parent, &[me.into()], "blocks").map_err(llvm)?.try_as_basic_value().basic().expect("ptr");
+    let mut at = 0;
+    let mut args: Vec<BasicMetadataValueEnum> = Vec::new();
+    for &ty in &kernel.params {
+        args.push(values[at].into());
+        at += if unsafe { is_pointer(ty) } { 2 } else { 1 };
+    }
+    let call = b.build_call(k, &args, "").map_err(|e| Error::Llvm(e.to_string()))?;
+    if !sp.is_null() {
+        unsafe {
+            let line = LLVMDISubprogramGetLine(sp);
+            let loc = LLVMDIBuilderCreateDebugLocation(
+                LLVMGetTypeContext(LLVMTypeOf(leaf.as_value_ref())),
+                line,
+                0,
+                sp,
+                std::ptr::null_mut(),
+            );
+            LLVMInstructionSetDebugLoc(call.as_value_ref(), loc);
+        }
+    }
+    hpvm.ret(&b, &[]);
+    b.build_return(None).map_err(|e| Error::Llvm(e.to_string()))?;
+    // Which parameter stands for which variable (every dynamic one for the one region).
+    let mut var_params = Vec::new();
+    let mut next = at + 2 * kernel.symbols.len();
+    let first_symbol = at;
+    let (mut si, mut sh) = (0, 0);
+    let dyn_param = kernel.dynamic_shared.then(|| values[at + 2 * (kernel.symbols.len() + kernel.shared.len())]);
+    for (g, var) in &vars {
+        let p = match var {
+            Var::Symbol => {
+                si += 1;
+                values[first_symbol + 2 * (si - 1)]
+            }
+            Var::Shared => {
+                sh += 1;
+                let p = values[next];
+                next += 2;
+                p
+            }
+            Var::Dynamic => dyn_param.expect("counted"),
+        };
+        var_params.push((*g, p));
+    }
+    debug_assert_eq!(sh, kernel.shared.len());
+    Ok((kernel, Leaf { function: leaf, vars: var_params, handles: (me, parent) }))
+}
+
+/// Indices, among a leaf's (and its parents' leading) parameters, of the buffers: the kernel's
+/// pointers and the device variables.
+pub(super) fn buffer_params(k: &Kernel) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for &ty in &k.params {
+        if unsafe { is_pointer(ty) } {
+            out.push(at);
+            at += 2;
+        } else {
+            at += 1;
+        }
+    }
+    out.extend((0..k.symbols.len()).map(|i| at + 2 * i));
+    out
+}
+
+/// The number of leading parameters the leaf shares with its parents (kernel parameters with
+/// extents, then device variables with sizes).
+pub(super) fn front_len(k: &Kernel) -> usize {
+    k.params.iter().map(|&t| if unsafe { is_pointer(t) } { 2 } else { 1 }).sum::<usize>() + 2 * k.symbols.len()
+}
+
+pub(super) unsafe fn is_pointer(ty: LLVMTypeRef) -> bool {
+    LLVMGetTypeKind(ty) == llvm_sys::LLVMTypeKind::LLVMPointerTypeKind
+}
+
+/// `k` and every defined function it calls, directly or not.
+fn reachable(k: FunctionValue<'_>) -> Vec<FunctionValue<'_>> {
+    let mut seen = vec![k];
+    let mut at = 0;
+    while at < seen.len() {
+        for inst in Val(seen[at].as_value_ref()).instructions() {
+            if unsafe { LLVMIsACallInst(inst.0).is_null() } {
+                continue;
+            }
+            let callee = unsafe { LLVMGetCalledValue(inst.0) };
+            if unsafe { LLVMIsAFunction(callee).is_null() || LLVMIsDeclaration(callee) != 0 } {
+                continue;
+            }
+            let f = unsafe { FunctionValue::new(callee) }.expect("a function");
+            if !seen.contains(&f) {
+                seen.push(f);
+            }
+        }
+        at += 1;
+    }
+    seen
+}
+
+/// The global variables a constant is or is an expression over.
+fn globals_in(c: LLVMValueRef) -> Vec<LLVMValueRef> {
+    unsafe {
+        if !LLVMIsAGlobalVariable(c).is_null() {
+            return vec![c];
+        }
+        if LLVMIsAConstantExpr(c).is_null() {
+            return Vec::new();
+        }
+        (0..LLVMGetNumOperands(c) as u32).flat_map(|i| globals_in(LLVMGetOperand(c, i))).collect()
+    }
+}
+
+/// What a special register is in the graph: (the leaf's or its parent's, count or id, dimension).
+fn special_register(name: &str) -> Option<(bool, bool, usize)> {
+    let rest = name.strip_prefix("llvm.nvvm.read.ptx.sreg.")?;
+    let (reg, d) = rest.split_once('.')?;
+    let dim = ["x", "y", "z"].iter().position(|&x| x == d)?;
+    let (parent, count) = match reg {
+        "tid" => (false, false),
+        "ntid" => (false, true),
+        "ctaid" => (true, false),
+        "nctaid" => (true, true),
+        _ => return None,
+    };
+    Some((parent, count, dim))
+}
+
+/// libdevice functions without a libm twin that the runtime implements for the CPU (the GPU
+/// backend links libdevice's own).
+const RUNTIME_NV: [&str; 22] = [
+    "__nv_min",
+    "__nv_max",
+    "__nv_umin",
+    "__nv_umax",
+    "__nv_llmin",
+    "__nv_llmax",
+    "__nv_ullmin",
+    "__nv_ullmax",
+    "__nv_abs",
+    "__nv_llabs",
+    "__nv_saturatef",
+    "__nv_rsqrtf",
+    "__nv_rsqrt",
+    "__nv_fast_expf",
+    "__nv_fast_exp10f",
+    "__nv_fast_logf",
+    "__nv_fast_log2f",
+    "__nv_fast_log10f",
+    "__nv_fast_powf",
+    "__nv_fast_sinf",
+    "__nv_fast_cosf",
+    "__nv_fast_fdividef",
+];
+
+/// Replaces what only a GPU has in the inlined leaf by graph queries and host functions.
+fn resolve<'ctx>(
+    dev: &Module<'ctx>,
+    leaf: FunctionValue<'ctx>,
+    (me, parent): (BasicValueEnum<'ctx>, BasicValueEnum<'ctx>),
+) -> Result<()> {
+    let ctx = dev.get_context();
+    let hpvm = Hpvm::declare(dev);
+    let b = ctx.create_builder();
+    let shown = crate::names::display_name(&leaf.get_name().to_string_lossy());
+    for inst in Val(leaf.as_value_ref()).instructions() {
+        if unsafe { LLVMIsACallInst(inst.0).is_null() } {
+            continue;
+        }
+        let callee = unsafe { LLVMGetCalledValue(inst.0) };
+        if unsafe { LLVMIsAFunction(callee).is_null() } {
+            continue;
+        }
+        let name = Val(callee).name();
+        let here = unsafe { inkwell::values::InstructionValue::new(inst.0) };
+        b.position_before(&here);
+        let replacement: Option<LLVMValueRef> = if let Some((up, count, d)) = special_register(&name) {
+            let f = if count { hpvm.count[d] } else { hpvm.id[d] };
+            let node = if up { parent } else { me };
+            let v = b.build_call(f, &[node.into()], "").map_err(llvm)?.try_as_basic_value().basic().expect("i64");
+            let reg = name.trim_start_matches("llvm.nvvm.read.ptx.sreg.");
+            Some(b.build_int_truncate(v.into_int_value(), ctx.i32_type(), reg).map_err(llvm)?.as_value_ref())
+        } else if name == "llvm.nvvm.barrier0" {
+            Some(b.build_call(hpvm.barrier, &[], "").map_err(llvm)?.as_value_ref())
+        } else if name.starts_with("llvm.nvvm.membar.") {
+            Some(unsafe {
+                LLVMBuildFence(
+                    b.as_mut_ptr(),
+                    llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingSequentiallyConsistent,
+                    0,
+                    c"".as_ptr(),
+                )
+            })
+        } else if let Some(libm) = crate::libm::of_libdevice(&name) {
+            retarget(dev, inst.0, callee, libm);
+            None
+        } else if RUNTIME_NV.contains(&name.as_str()) {
+            None
+        } else if name.starts_with("llvm.nvvm.") || name.starts_with("__nv_") || name == "vprintf" {
+            let what = match name.as_str() {
+                "vprintf" => "printf in device code".to_string(),
+                n if n.starts_with("llvm.nvvm.shfl") || n.contains("vote") || n.contains("match") => {
+                    format!("a warp function (`{n}`)")
+                }
+                n => format!("the device builtin `{}`", n.strip_prefix("__nv_").unwrap_or(n)),
+            };
+            return Err(cuda_err(
+                inst.loc(),
+                format!("kernel `{shown}` uses {what}, which the CUDA frontend does not take yet"),
+            ));
+        } else if unsafe { LLVMIsDeclaration(callee) } == 0 {
+            return Err(cuda_err(
+                inst.loc(),
+                format!(
+                    "kernel `{shown}` calls `{}` recursively, which cannot be inlined",
+                    crate::names::display_name(&name)
+                ),
+            ));
+        } else {
+            None
+        };
+        if let Some(v) = replacement {
+            unsafe {
+                if LLVMGetTypeKind(LLVMTypeOf(inst.0)) != llvm_sys::LLVMTypeKind::LLVMVoidTypeKind {
+                    LLVMReplaceAllUsesWith(inst.0, v);
+                }
+                if !LLVMIsAInstruction(v).is_null() {
+                    LLVMInstructionSetDebugLoc(v, LLVMInstructionGetDebugLoc(inst.0));
+                }
+                LLVMInstructionEraseFromParent(inst.0);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn llvm(e: inkwell::builder::BuilderError) -> Error {
+    Error::Llvm(e.to_string())
+}
+
+/// Makes the call `inst` of `callee` call `name` (declared with the same type) instead.
+fn retarget(dev: &Module<'_>, inst: LLVMValueRef, callee: LLVMValueRef, name: &str) {
+    let ty = unsafe { inkwell::types::FunctionType::new(LLVMGlobalGetValueType(callee)) };
+    let f = dev.get_function(name).unwrap_or_else(|| dev.add_function(name, ty, None));
+    unsafe { LLVMSetOperand(inst, LLVMGetNumOperands(inst) as u32 - 1, f.as_value_ref()) };
+}
+
+/// Read-only data in GPU address spaces that no host shadow stands for (tables of constants):
+/// moved to ordinary memory, where both backends read it as any constant. Device variables
+/// with a shadow give the shadow their initial value and go.
+fn move_read_only_data<'ctx>(dev: &Module<'ctx>, host: &Module<'ctx>) -> Result<()> {
+    let globals: Vec<GlobalValue> = dev.get_globals().collect();
+    for g in globals {
+        let space = unsafe { LLVMGetPointerAddressSpace(LLVMTypeOf(g.as_value_ref())) };
+        if space == 0 {
+            continue;
+        }
+        let name = g.get_name().to_string_lossy().into_owned();
+        if let (Some(shadow), Some(init)) = (host.get_global(&name), g.get_initializer()) {
+            let same_type =
+                unsafe { LLVMGlobalGetValueType(shadow.as_value_ref()) == LLVMGlobalGetValueType(g.as_value_ref()) };
+            if same_type && unsafe { LLVMIsUndef(init.as_value_ref()) } == 0 {
+                shadow.set_initializer(&init);
+            }
+        }
+        let uses: Vec<LLVMValueRef> = Val(g.as_value_ref()).users().into_iter().map(|v| v.0).collect();
+        if uses.is_empty() {
+            unsafe { g.delete() };
+            continue;
+        }
+        if !g.is_constant() || g.is_declaration() {
+            return Err(cuda_err(None, format!("`{name}`: a GPU variable used outside any kernel")));
+        }
+        let value_type = unsafe { BasicTypeEnum::new(LLVMGlobalGetValueType(g.as_value_ref())) };
+        let moved = dev.add_global(value_type, None, &format!("{name}.host"));
+        moved.set_initializer(&g.get_initializer().expect("defined"));
+        moved.set_constant(true);
+        moved.set_linkage(Linkage::Internal);
+        moved.set_alignment(g.get_alignment());
+        for u in uses {
+            let generic = unsafe {
+                !LLVMIsAConstantExpr(u).is_null()
+                    && LLVMGetConstOpcode(u) == llvm_sys::LLVMOpcode::LLVMAddrSpaceCast
+                    && LLVMGetPointerAddressSpace(LLVMTypeOf(u)) == 0
+            };
+            if !generic {
+                return Err(cuda_err(None, format!("`{name}` is used in its own address space")));
+            }
+            unsafe { LLVMReplaceAllUsesWith(u, moved.as_value_ref()) };
+        }
+        unsafe { g.delete() };
+    }
+    Ok(())
+}
+
+/// The allocation node (if the kernel has shared memory), the node of blocks and the root.
+fn graph_around<'ctx>(dev: &Module<'ctx>, k: &Kernel, leaf: FunctionValue<'ctx>) {
+    let ctx = dev.get_context();
+    let hpvm = Hpvm::declare(dev);
+    let i64t = ctx.i64_type();
+    let i32t = ctx.i32_type();
+    let b = ctx.create_builder();
+    let leaf_types: Vec<BasicMetadataTypeEnum> = leaf.get_type().get_param_types();
+    let front = front_len(k);
+    let n_shared = k.shared.len() + k.dynamic_shared as usize;
+    let buffers = buffer_params(k);
+    let c = |v: u64| i32t.const_int(v, false);
+    // K.alloc(sizes…): one allocation per size, returned as (pointer, size) pairs.
+    let alloc = (n_shared > 0).then(|| {
+        let f = dev.add_function(
+            &format!("{}.alloc", k.symbol),
+            ctx.void_type().fn_type(&vec![i64t.into(); n_shared], false),
+            None,
+        );
+        for (i, p) in f.get_param_iter().enumerate() {
+            p.set_name(&format!("bytes_{}", shared_name(k, i)));
+        }
+        b.position_at_end(ctx.append_basic_block(f, "entry"));
+        hpvm.hint_and_attributes(&b, 2, &[]);
+        let mut outs: Vec<BasicMetadataValueEnum> = Vec::new();
+        for p in f.get_param_iter() {
+            let m = b.build_call(hpvm.malloc, &[p.into()], "shared").expect("call");
+            outs.push(m.try_as_basic_value().basic().expect("ptr").into());
+            outs.push(p.into());
+        }
+        hpvm.ret(&b, &outs);
+        b.build_return(None).expect("ret");
+        f
+    });
+    // K.blocks(front…, bx, by, bz, sizes…)
+    let mut block_types: Vec<BasicMetadataTypeEnum> = leaf_types[..front].to_vec();
+    block_types.extend(std::iter::repeat_n(BasicMetadataTypeEnum::from(i64t), 3 + n_shared));
+    let blocks = dev.add_function(&format!("{}.blocks", k.symbol), ctx.void_type().fn_type(&block_types, false), None);
+    let mut names: Vec<String> = leaf.get_param_iter().take(front).map(|p| Val(p.as_value_ref()).name()).collect();
+    names.extend(["bx", "by", "bz"].map(String::from));
+    names.extend((0..n_shared).map(|i| format!("bytes_{}", shared_name(k, i))));
+    for (p, n) in blocks.get_param_iter().zip(&names) {
+        p.set_name(n);
+    }
+    b.position_at_end(ctx.append_basic_block(blocks, "entry"));
+    let ps: Vec<BasicValueEnum> = blocks.get_param_iter().collect();
+    let bufs: Vec<BasicMetadataValueEnum> = buffers.iter().map(|&i| ps[i].into()).collect();
+    hpvm.hint_and_attributes(&b, 2, &bufs);
+    let node = b
+        .build_call(
+            hpvm.create,
+            &[
+                c(3).into(),
+                leaf.as_global_value().as_pointer_value().into(),
+                ps[front].into(),
+                ps[front + 1].into(),
+                ps[front + 2].into(),
+            ],
+            "threads",
+        )
+        .expect("call")
+        .try_as_basic_value()
+        .basic()
+        .expect("ptr");
+    for i in 0..front {
+        hpvm.bind_in(&b, node, i, i);
+    }
+    if let Some(alloc) = alloc {
+        let a = b
+            .build_call(hpvm.create, &[c(0).into(), alloc.as_global_value().as_pointer_value().into()], "alloc")
+            .expect("call")
+            .try_as_basic_value()
+            .basic()
+            .expect("ptr");
+        for j in 0..n_shared {
+            hpvm.bind_in(&b, a, front + 3 + j, j);
+            for half in 0..2 {
+                let args = [
+                    a.into(),
+                    node.into(),
+                    c(0).into(),
+                    c(2 * j as u64 + half).into(),
+                    c((front + 2 * j) as u64 + half).into(),
+                    c(0).into(),
+                ];
+                b.build_call(hpvm.edge, &args, "").expect("call");
+            }
+        }
+    }
+    b.build_return(None).expect("ret");
+    // K.root(front…, bx, by, bz, sizes…, gx, gy, gz)
+    let mut root_types = block_types.clone();
+    root_types.extend([BasicMetadataTypeEnum::from(i64t); 3]);
+    let root = dev.add_function(&k.root, ctx.void_type().fn_type(&root_types, false), None);
+    names.extend(["gx", "gy", "gz"].map(String::from));
+    for (p, n) in root.get_param_iter().zip(&names) {
+        p.set_name(n);
+    }
+    b.position_at_end(ctx.append_basic_block(root, "entry"));
+    let ps: Vec<BasicValueEnum> = root.get_param_iter().collect();
+    let bufs: Vec<BasicMetadataValueEnum> = buffers.iter().map(|&i| ps[i].into()).collect();
+    hpvm.hint_and_attributes(&b, 1, &bufs);
+    let g = block_types.len();
+    let node = b
+        .build_call(
+            hpvm.create,
+            &[
+                c(3).into(),
+                blocks.as_global_value().as_pointer_value().into(),
+                ps[g].into(),
+                ps[g + 1].into(),
+                ps[g + 2].into(),
+            ],
+            "blocks",
+        )
+        .expect("call")
+        .try_as_basic_value()
+        .basic()
+        .expect("ptr");
+    for i in 0..g {
+        hpvm.bind_in(&b, node, i, i);
+    }
+    b.build_return(None).expect("ret");
+}
+
+/// The name of the `i`th shared allocation of `k` (static ones, then the dynamic one).
+fn shared_name(k: &Kernel, i: usize) -> String {
+    if i < k.shared.len() {
+        format!("shared{i}")
+    } else {
+        "dynamic_shared".into()
+    }
+}
+
+/// The HPVM-C functions the rewritten device half calls, declared as `hpvm.h` declares them.
+pub(super) struct Hpvm<'ctx> {
+    hint: FunctionValue<'ctx>,
+    attributes: FunctionValue<'ctx>,
+    ret: FunctionValue<'ctx>,
+    create: FunctionValue<'ctx>,
+    bind_in: FunctionValue<'ctx>,
+    edge: FunctionValue<'ctx>,
+    malloc: FunctionValue<'ctx>,
+    get_node: FunctionValue<'ctx>,
+    get_parent: FunctionValue<'ctx>,
+    barrier: FunctionValue<'ctx>,
+    id: [FunctionValue<'ctx>; 3],
+    count: [FunctionValue<'ctx>; 3],
+    pub launch: FunctionValue<'ctx>,
+    pub wait: FunctionValue<'ctx>,
+}
+
+impl<'ctx> Hpvm<'ctx> {
+    pub(super) fn declare(m: &Module<'ctx>) -> Hpvm<'ctx> {
+        let ctx = m.get_context();
+        let (void, i32t, i64t) = (ctx.void_type(), ctx.i32_type(), ctx.i64_type());
+        let ptr = ctx.ptr_type(AddressSpace::default());
+        let f = |name: &str, ty: inkwell::types::FunctionType<'ctx>| {
+            m.get_function(name).unwrap_or_else(|| m.add_function(name, ty, None))
+        };
+        let query = |d: &str, what: &str| f(&format!("__hpvm__{what}_{d}"), i64t.fn_type(&[ptr.into()], false));
+        Hpvm {
+            hint: f("__hpvm__hint", void.fn_type(&[i32t.into()], false)),
+            attributes: f("__hpvm__attributes", void.fn_type(&[i32t.into()], true)),
+            ret: f("__hpvm__return", void.fn_type(&[i32t.into()], true)),
+            create: f("__hpvm__createNodeND", ptr.fn_type(&[i32t.into()], true)),
+            bind_in: f("__hpvm__bindIn", void.fn_type(&[ptr.into(), i32t.into(), i32t.into(), i32t.into()], false)),
+            edge: f(
+                "__hpvm__edge",
+                ptr.fn_type(&[ptr.into(), ptr.into(), i32t.into(), i32t.into(), i32t.into(), i32t.into()], false),
+            ),
+            malloc: f("__hpvm__malloc", ptr.fn_type(&[i64t.into()], false)),
+            get_node: f("__hpvm__getNode", ptr.fn_type(&[], false)),
+            get_parent: f("__hpvm__getParentNode", ptr.fn_type(&[ptr.into()], false)),
+            barrier: f("__hpvm__barrier", void.fn_type(&[], false)),
+            id: ["x", "y", "z"].map(|d| query(d, "getNodeInstanceID")),
+            count: ["x", "y", "z"].map(|d| query(d, "getNumNodeInstances")),
+            launch: f("__hpvm__launch", ptr.fn_type(&[i32t.into()], true)),
+            wait: f("__hpvm__wait", void.fn_type(&[ptr.into()], false)),
+        }
+    }
+
+    /// `__hpvm__hint(target)` and `__hpvm__attributes` naming `buffers` as inputs and outputs.
+    fn hint_and_attributes(
+        &self,
+        b: &inkwell::builder::Builder<'ctx>,
+        target: u64,
+        buffers: &[BasicMetadataValueEnum<'ctx>],
+    ) {
+        let i32t = self.hint.get_type().get_context().i32_type();
+        b.build_call(self.hint, &[i32t.const_int(target, false).into()], "").expect("call");
+        let n: BasicMetadataValueEnum = i32t.const_int(buffers.len() as u64, false).into();
+        let args: Vec<BasicMetadataValueEnum> = std::iter::once(n)
+            .chain(buffers.iter().copied())
+            .chain(std::iter::once(n))
+            .chain(buffers.iter().copied())
+            .collect();
+        b.build_call(self.attributes, &args, "").expect("call");
+    }
+
+    fn ret(&self, b: &inkwell::builder::Builder<'ctx>, values: &[BasicMetadataValueEnum<'ctx>]) {
+        let i32t = self.hint.get_type().get_context().i32_type();
+        let args: Vec<BasicMetadataValueEnum> =
+            std::iter::once(i32t.const_int(values.len() as u64, false).into()).chain(values.iter().copied()).collect();
+        b.build_call(self.ret, &args, "").expect("call");
+    }
+
+    fn bind_in(&self, b: &inkwell::builder::Builder<'ctx>, node: BasicValueEnum<'ctx>, from: usize, to: usize) {
+        let i32t = self.hint.get_type().get_context().i32_type();
+        let c = |v: usize| i32t.const_int(v as u64, false).into();
+        b.build_call(self.bind_in, &[node.into(), c(from), c(to), c(0)], "").expect("call");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn special_registers_are_ids_and_counts_of_two_levels() {
+        assert_eq!(special_register("llvm.nvvm.read.ptx.sreg.tid.x"), Some((false, false, 0)));
+        assert_eq!(special_register("llvm.nvvm.read.ptx.sreg.ntid.y"), Some((false, true, 1)));
+        assert_eq!(special_register("llvm.nvvm.read.ptx.sreg.ctaid.z"), Some((true, false, 2)));
+        assert_eq!(special_register("llvm.nvvm.read.ptx.sreg.nctaid.x"), Some((true, true, 0)));
+        assert_eq!(special_register("llvm.nvvm.read.ptx.sreg.laneid"), None);
+        assert_eq!(special_register("llvm.nvvm.read.ptx.sreg.warpsize"), None);
+    }
+}

@@ -1,0 +1,157 @@
+//! The host side of each kernel: a launcher and its registration.
+//!
+//! clang's host half launches a kernel through its stub, which pops the `<<<…>>>`
+//! configuration and calls `cudaLaunchKernel(stub, grid, block, args, shmem, stream)`. The
+//! runtime's `cudaLaunchKernel` finds the kernel's launcher by the stub's address, which a
+//! constructor registers (`hpvm_rt_cuda_register`), and calls it:
+//!
+//! ```text
+//! i32 __hpvm_cuda_launch.<kernel>(ptr args, i64 gx, i64 gy, i64 gz, i64 bx, i64 by, i64 bz, i64 shmem)
+//! ```
+//!
+//! It packs the root's argument struct (each pointer followed by its extent in the buffer the
+//! runtime knows it from, `hpvm_rt_cuda_extent`; each device variable's shadow, tracked by
+//! `hpvm_rt_cuda_symbol`), launches the root and waits: an ordinary HPVM launch, which the
+//! transform lowers as any other.
+
+use super::device::{front_len, is_pointer, Hpvm, Kernel};
+use crate::{Error, Result};
+use inkwell::module::{Linkage, Module};
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FunctionValue};
+use inkwell::AddressSpace;
+
+/// The stub clang made for kernel `symbol` in the host half: the kernel's name with
+/// `__device_stub__` before its last component (`_Z4tilePfi` → `_Z19__device_stub__tilePfi`),
+/// matched on the demangled names.
+fn stub_of<'ctx>(host: &Module<'ctx>, symbol: &str) -> Option<FunctionValue<'ctx>> {
+    if !symbol.starts_with("_Z") {
+        return host.get_function(&format!("__device_stub__{symbol}"));
+    }
+    let full = |s: &str| cpp_demangle::Symbol::new(s).ok().and_then(|d| d.demangle().ok());
+    let kernel = full(symbol)?;
+    host.get_functions().find(|f| {
+        let name = f.get_name().to_string_lossy();
+        name.contains("__device_stub__") && full(&name).is_some_and(|d| d.replacen("__device_stub__", "", 1) == kernel)
+    })
+}
+
+/// Adds a launcher per kernel and a constructor registering each under its stub.
+pub(super) fn add(host: &Module<'_>, kernels: &[Kernel]) -> Result<()> {
+    let ctx = host.get_context();
+    let (i32t, i64t) = (ctx.i32_type(), ctx.i64_type());
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let hpvm = Hpvm::declare(host);
+    let extent = host.add_function("hpvm_rt_cuda_extent", i64t.fn_type(&[ptr.into()], false), None);
+    let symbol_fn = host.add_function("hpvm_rt_cuda_symbol", ptr.fn_type(&[ptr.into(), i64t.into()], false), None);
+    let register =
+        host.add_function("hpvm_rt_cuda_register", ctx.void_type().fn_type(&[ptr.into(), ptr.into()], false), None);
+    let b = ctx.create_builder();
+    let llvm = |e: inkwell::builder::BuilderError| Error::Llvm(e.to_string());
+    let mut registrations = Vec::new();
+    for k in kernels {
+        let root = host.get_function(&k.root).expect("made by the device half");
+        let fields: Vec<BasicTypeEnum> = root
+            .get_type()
+            .get_param_types()
+            .into_iter()
+            .map(|t| BasicTypeEnum::try_from(t).expect("node parameters are values"))
+            .collect();
+        let record = ctx.struct_type(&fields, true);
+        let ty = i32t.fn_type(
+            &[ptr.into(), i64t.into(), i64t.into(), i64t.into(), i64t.into(), i64t.into(), i64t.into(), i64t.into()],
+            false,
+        );
+        let launcher = host.add_function(&format!("__hpvm_cuda_launch.{}", k.symbol), ty, Some(Linkage::Internal));
+        b.position_at_end(ctx.append_basic_block(launcher, "entry"));
+        let p: Vec<BasicValueEnum> = launcher.get_param_iter().collect();
+        let args = b.build_alloca(record, "args").map_err(llvm)?;
+        let mut values: Vec<BasicValueEnum> = Vec::new();
+        for (i, &raw) in k.params.iter().enumerate() {
+            let ty = unsafe { BasicTypeEnum::new(raw) };
+            let at = unsafe { b.build_gep(ptr, p[0].into_pointer_value(), &[i64t.const_int(i as u64, false)], "") }
+                .map_err(llvm)?;
+            let slot = b.build_load(ptr, at, "").map_err(llvm)?.into_pointer_value();
+            let v = b.build_load(ty, slot, &format!("arg{i}")).map_err(llvm)?;
+            values.push(v);
+            if unsafe { is_pointer(raw) } {
+                let bytes =
+                    b.build_call(extent, &[v.into()], "").map_err(llvm)?.try_as_basic_value().basic().expect("i64");
+                values.push(bytes);
+            }
+        }
+        for (name, bytes) in &k.symbols {
+            let shadow = host.get_global(name).expect("checked by the device half");
+            let size = i64t.const_int(*bytes, false);
+            let at = b
+                .build_call(symbol_fn, &[shadow.as_pointer_value().into(), size.into()], "")
+                .map_err(llvm)?
+                .try_as_basic_value()
+                .basic()
+                .expect("ptr");
+            values.push(at);
+            values.push(size.into());
+        }
+        debug_assert_eq!(values.len(), front_len(k));
+        values.extend_from_slice(&p[4..7]);
+        values.extend(k.shared.iter().map(|&bytes| BasicValueEnum::from(i64t.const_int(bytes, false))));
+        if k.dynamic_shared {
+            values.push(p[7]);
+        }
+        values.extend_from_slice(&p[1..4]);
+        for (i, v) in values.into_iter().enumerate() {
+            let slot = b.build_struct_gep(record, args, i as u32, "").map_err(llvm)?;
+            b.build_store(slot, v).map_err(llvm)?;
+        }
+        let launch_args: [BasicMetadataValueEnum; 3] =
+            [i32t.const_zero().into(), root.as_global_value().as_pointer_value().into(), args.into()];
+        let graph =
+            b.build_call(hpvm.launch, &launch_args, "graph").map_err(llvm)?.try_as_basic_value().basic().expect("ptr");
+        b.build_call(hpvm.wait, &[graph.into()], "").map_err(llvm)?;
+        b.build_return(Some(&i32t.const_zero())).map_err(llvm)?;
+        if let Some(stub) = stub_of(host, &k.symbol) {
+            registrations.push((stub, launcher));
+        }
+    }
+    if registrations.is_empty() {
+        return Ok(());
+    }
+    let ctor = host.add_function("__hpvm_cuda_register", ctx.void_type().fn_type(&[], false), Some(Linkage::Internal));
+    b.position_at_end(ctx.append_basic_block(ctor, "entry"));
+    for (stub, launcher) in registrations {
+        let args =
+            [stub.as_global_value().as_pointer_value().into(), launcher.as_global_value().as_pointer_value().into()];
+        b.build_call(register, &args, "").map_err(llvm)?;
+    }
+    b.build_return(None).map_err(llvm)?;
+    add_constructor(host, ctor);
+    Ok(())
+}
+
+/// Appends `f` to the module's `llvm.global_ctors`, keeping the constructors already there.
+fn add_constructor<'ctx>(m: &Module<'ctx>, f: FunctionValue<'ctx>) {
+    let ctx = m.get_context();
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let entry_ty = ctx.struct_type(&[ctx.i32_type().into(), ptr.into(), ptr.into()], false);
+    let mut entries = Vec::new();
+    if let Some(old) = m.get_global("llvm.global_ctors") {
+        if let Some(init) = old.get_initializer() {
+            let array = init.into_array_value();
+            let n = array.get_type().len();
+            for i in 0..n {
+                let e = unsafe { llvm_sys::core::LLVMGetOperand(inkwell::values::AsValueRef::as_value_ref(&array), i) };
+                entries.push(unsafe { inkwell::values::StructValue::new(e) });
+            }
+        }
+        unsafe { old.delete() };
+    }
+    entries.push(entry_ty.const_named_struct(&[
+        ctx.i32_type().const_int(65535, false).into(),
+        f.as_global_value().as_pointer_value().into(),
+        ptr.const_null().into(),
+    ]));
+    let array = entry_ty.const_array(&entries);
+    let g = m.add_global(array.get_type(), None, "llvm.global_ctors");
+    g.set_linkage(Linkage::Appending);
+    g.set_initializer(&array);
+}

@@ -1,0 +1,110 @@
+//! CUDA sources in: a `.cu` file becomes a module of the same shape as an HPVM-C program's,
+//! so the graph builder, the verifier, the analysis and both backends take it unchanged.
+//!
+//! clang-19 compiles the two halves of the file apart, as gpucc does: the device half (NVPTX
+//! IR: the kernels, with CUDA's special registers, address spaces and barriers) and the host
+//! half (x86 IR: the program, with a stub per kernel that calls `cudaLaunchKernel`). Then:
+//!
+//! - [`device`] retargets the device half to the host and rewrites each `__global__` kernel
+//!   into the graph a GPU launch is (a root, a grid of blocks, a leaf that is the block of
+//!   threads, and an allocation node for `__shared__` memory): `threadIdx`/`blockIdx`/
+//!   `blockDim`/`gridDim` become instance ids and counts, `__syncthreads` a barrier,
+//!   `__device__` functions are inlined, `__device__`/`__constant__` variables become buffer
+//!   arguments bound to the host's shadow variables (which `cudaMemcpyToSymbol` writes);
+//! - the halves are linked into one module, and [`launchers`] adds, per kernel, a host
+//!   function launching its root from `cudaLaunchKernel`'s arguments (each pointer's extent
+//!   found from the runtime's buffers) and registers it under the kernel's stub, which the
+//!   runtime's `cudaLaunchKernel` looks up.
+//!
+//! Invariants:
+//! - The module handed on is host IR only: no NVPTX intrinsic, address space or kernel
+//!   annotation survives; what cannot be rewritten is an [`Error::Cuda`] naming the user's
+//!   file:line and the construct, never a silently different program.
+//! - A leaf keeps its kernel's symbol, so nodes, databases and messages use the kernel's name.
+
+mod consts;
+mod device;
+mod launchers;
+
+use crate::frontend::{clang, read_ir, ClangOptions};
+use crate::scratch::ScratchDir;
+use crate::{Error, Result};
+use inkwell::context::Context;
+use inkwell::module::Module;
+use std::path::Path;
+use std::process::Command;
+
+/// The GPU architecture device code is compiled for when none is given (`__CUDA_ARCH__`).
+pub const DEFAULT_ARCH: &str = "sm_80";
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Half {
+    Device,
+    Host,
+}
+
+/// Compiles, rewrites and links a CUDA source into one host module (not yet [`crate::frontend::prepare`]d).
+pub fn load<'ctx>(ctx: &'ctx Context, path: &Path, opts: &ClangOptions) -> Result<Module<'ctx>> {
+    let scratch = ScratchDir::new("cuda").map_err(|e| Error::io("temporary directory", e))?;
+    let (dev_ll, host_bc) = (scratch.path().join("device.ll"), scratch.path().join("host.bc"));
+    compile_half(path, opts, Half::Device, &dev_ll)?;
+    compile_half(path, opts, Half::Host, &host_bc)?;
+    let host = read_ir(ctx, &host_bc)?;
+    let (dev, kernels) = device::read(ctx, &dev_ll)?;
+    let kernels = device::convert(&dev, &kernels, &host)?;
+    host.link_in_module(dev).map_err(|e| Error::Llvm(e.to_string()))?;
+    launchers::add(&host, &kernels)?;
+    host.verify().map_err(|e| Error::Llvm(format!("{}: the rewritten CUDA module is invalid: {e}", path.display())))?;
+    Ok(host)
+}
+
+/// One half of a CUDA source to LLVM IR, as [`crate::frontend::compile_source`] does for C:
+/// unoptimized (or with the `-O` level's metadata but no passes), debug info, value names.
+/// libdevice is not linked (`-nocudalib`): math calls stay calls of `__nv_*` functions, which
+/// [`device`] maps to what both backends know.
+fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path) -> Result<()> {
+    let cuda =
+        crate::toolchain::cuda_path().filter(|p| p.join("include/cuda_runtime.h").is_file()).ok_or_else(|| {
+            Error::Cuda(format!(
+                "{}: CUDA sources need CUDA's headers: run scripts/bootstrap, or set HPVM_MGPU_CUDA_PATH",
+                src.display()
+            ))
+        })?;
+    let sdk = crate::toolchain::CUDA_VERSION.splitn(3, '.').take(2).collect::<Vec<_>>().join(".");
+    let clang = clang();
+    let mut cmd = Command::new(&clang);
+    cmd.args(["-x", "cuda"]).arg(format!("--cuda-path={}", cuda.display()));
+    cmd.arg(format!("--cuda-gpu-arch={}", opts.cuda_arch.as_deref().unwrap_or(DEFAULT_ARCH)));
+    // Without libdevice the driver does not tell the compiler CUDA's version, and the headers
+    // fall back to the launch API of CUDA 9 (`cudaConfigureCall`).
+    cmd.args(["-Wno-unknown-cuda-version", "-nocudalib", "-Xclang"]).arg(format!("-target-sdk-version={sdk}"));
+    cmd.arg(match half {
+        Half::Device => "--cuda-device-only",
+        Half::Host => "--cuda-host-only",
+    });
+    if let Some(std) = &opts.std {
+        cmd.arg(format!("-std={std}"));
+    }
+    for d in &opts.include_dirs {
+        cmd.arg("-I").arg(d);
+    }
+    for d in &opts.defines {
+        cmd.arg(format!("-D{d}"));
+    }
+    match opts.opt_level {
+        Some(level) if level > 0 => cmd.arg(format!("-O{level}")).args(["-Xclang", "-disable-llvm-passes"]),
+        _ => cmd.args(["-O0", "-Xclang", "-disable-O0-optnone"]),
+    };
+    cmd.args(["-g", "-fno-discard-value-names", "-emit-llvm"]);
+    cmd.arg(if half == Half::Device { "-S" } else { "-c" });
+    cmd.arg(src).arg("-o").arg(out);
+    if opts.verbose {
+        eprintln!("+ {cmd:?}");
+    }
+    tracing::debug!(?cmd, "compiling a CUDA half to LLVM IR");
+    let status = cmd.status().map_err(|e| Error::ToolMissing { tool: clang.display().to_string(), source: e })?;
+    if !status.success() {
+        return Err(Error::CompileFailed { file: src.display().to_string() });
+    }
+    Ok(())
+}

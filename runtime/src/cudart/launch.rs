@@ -1,0 +1,233 @@
+//! Kernel launches: `<<<grid, block, shmem, stream>>>` (clang pushes the configuration, the
+//! kernel's stub pops it and calls `cudaLaunchKernel`) and direct `cudaLaunchKernel` calls.
+//!
+//! The compiler registers, per kernel, a launcher under the address of the kernel's stub
+//! (`hpvm_rt_cuda_register`, from a constructor); `cudaLaunchKernel` checks the
+//! configuration as CUDA does and calls it. The launcher packs the kernel's graph arguments,
+//! asking here for each pointer's extent (`hpvm_rt_cuda_extent`) and for each device
+//! variable's buffer (`hpvm_rt_cuda_symbol`), then launches and waits.
+
+use super::{ret, stream_ok, Error, INVALID_CONFIGURATION, INVALID_DEVICE_FUNCTION, INVALID_RESOURCE_HANDLE};
+use super::{INVALID_VALUE, MISSING_CONFIGURATION, SUCCESS};
+use crate::abi::guard;
+use crate::memory;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_int, c_uint, c_void};
+use std::sync::{Mutex, Once};
+
+/// `i32 launcher(void **args, gx, gy, gz, bx, by, bz, shmem)`, made by the compiler.
+type Launcher = unsafe extern "C" fn(*mut *mut c_void, i64, i64, i64, i64, i64, i64, i64) -> c_int;
+
+/// Launchers by the address of their kernel's stub.
+static KERNELS: Mutex<Option<HashMap<usize, Launcher>>> = Mutex::new(None);
+
+/// CUDA's `dim3`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dim3 {
+    pub x: c_uint,
+    pub y: c_uint,
+    pub z: c_uint,
+}
+
+impl Dim3 {
+    /// From the two registers a `dim3` argument travels in on x86-64 (`{x, y}` and `z`).
+    fn from_regs(xy: u64, z: c_uint) -> Dim3 {
+        Dim3 { x: xy as u32, y: (xy >> 32) as u32, z }
+    }
+}
+
+struct Configuration {
+    grid: Dim3,
+    block: Dim3,
+    shmem: usize,
+    stream: *mut c_void,
+}
+
+thread_local! {
+    /// `<<<…>>>` configurations pushed and not yet popped by a stub (a kernel launched from
+    /// inside a launch's argument list pushes its own on top).
+    static CONFIGURATIONS: RefCell<Vec<Configuration>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Registers the launcher of the kernel whose stub is at `stub`.
+///
+/// # Safety
+/// `launcher` is a launcher made by the compiler for that kernel.
+#[no_mangle]
+pub unsafe extern "C" fn hpvm_rt_cuda_register(stub: *const c_void, launcher: Launcher) {
+    guard("kernel registration", || {
+        KERNELS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(HashMap::new)
+            .insert(stub as usize, launcher);
+    })
+}
+
+/// The bytes from `ptr` to the end of the buffer holding it; 0 for null or memory the
+/// runtime does not know (such a launch then runs on the host, which reaches all memory).
+#[no_mangle]
+pub extern "C" fn hpvm_rt_cuda_extent(ptr: *const c_void) -> u64 {
+    guard("a kernel launch", || match memory::tracked(ptr as usize, 0) {
+        Some((start, size)) if !ptr.is_null() => (start + size - ptr as usize) as u64,
+        _ => 0,
+    })
+}
+
+/// A `__device__`/`__constant__` variable's host shadow as a buffer: tracked from its first
+/// launch on (the host's copy, which `cudaMemcpyToSymbol` wrote, is then current).
+#[no_mangle]
+pub extern "C" fn hpvm_rt_cuda_symbol(ptr: *mut c_void, bytes: u64) -> *mut c_void {
+    guard("a kernel launch", || {
+        if memory::tracked(ptr as usize, bytes as usize).is_none() {
+            memory::track(ptr as usize, bytes as usize);
+        }
+        ptr
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn __cudaPushCallConfiguration(
+    grid_xy: u64,
+    grid_z: c_uint,
+    block_xy: u64,
+    block_z: c_uint,
+    shmem: usize,
+    stream: *mut c_void,
+) -> c_uint {
+    guard("<<<...>>>", || {
+        let c = Configuration {
+            grid: Dim3::from_regs(grid_xy, grid_z),
+            block: Dim3::from_regs(block_xy, block_z),
+            shmem,
+            stream,
+        };
+        CONFIGURATIONS.with(|s| s.borrow_mut().push(c));
+        0
+    })
+}
+
+/// # Safety
+/// The slots are the stub's, valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn __cudaPopCallConfiguration(
+    grid: *mut Dim3,
+    block: *mut Dim3,
+    shmem: *mut usize,
+    stream: *mut *mut c_void,
+) -> Error {
+    guard("<<<...>>>", || {
+        let Some(c) = CONFIGURATIONS.with(|s| s.borrow_mut().pop()) else { return ret(MISSING_CONFIGURATION) };
+        if grid.is_null() || block.is_null() || shmem.is_null() || stream.is_null() {
+            return ret(INVALID_VALUE);
+        }
+        // SAFETY: the caller's slots, checked non-null.
+        unsafe {
+            grid.write(c.grid);
+            block.write(c.block);
+            shmem.write(c.shmem);
+            stream.write(c.stream);
+        }
+        SUCCESS
+    })
+}
+
+/// What CUDA refuses before a launch starts: empty dimensions, more than 1024 threads per
+/// block (64 along z), more than 65535 blocks along y or z.
+pub fn check_configuration(grid: Dim3, block: Dim3) -> Result<(), Error> {
+    let threads = block.x as u64 * block.y as u64 * block.z as u64;
+    let empty = [grid.x, grid.y, grid.z, block.x, block.y, block.z].contains(&0);
+    if empty || threads > 1024 || block.z > 64 || grid.y > 65535 || grid.z > 65535 || grid.x > i32::MAX as u32 {
+        return Err(INVALID_CONFIGURATION);
+    }
+    Ok(())
+}
+
+/// # Safety
+/// `args` holds a pointer to each of the kernel's arguments, as CUDA's API says.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn cudaLaunchKernel(
+    func: *const c_void,
+    grid_xy: u64,
+    grid_z: c_uint,
+    block_xy: u64,
+    block_z: c_uint,
+    args: *mut *mut c_void,
+    shmem: usize,
+    stream: *mut c_void,
+) -> Error {
+    let launcher = guard("cudaLaunchKernel", || {
+        let (grid, block) = (Dim3::from_regs(grid_xy, grid_z), Dim3::from_regs(block_xy, block_z));
+        let kernels = KERNELS.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(&launcher) = kernels.as_ref().and_then(|k| k.get(&(func as usize))) else {
+            return Err(INVALID_DEVICE_FUNCTION);
+        };
+        check_configuration(grid, block)?;
+        if !stream_ok(stream) {
+            return Err(INVALID_RESOURCE_HANDLE);
+        }
+        if args.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        Ok((launcher, grid, block))
+    });
+    let (launcher, g, b) = match launcher {
+        Ok(l) => l,
+        Err(e) => return ret(e),
+    };
+    begin_session();
+    let dim = |v: c_uint| v as i64;
+    // SAFETY: the compiler's launcher for this kernel, with the caller's argument array. Not
+    // inside `guard`: the launch reports the user's errors itself and ends the process.
+    let e = unsafe { launcher(args, dim(g.x), dim(g.y), dim(g.z), dim(b.x), dim(b.y), dim(b.z), shmem as i64) };
+    ret(e)
+}
+
+/// Opens the runtime's session for a program that did not (a CUDA program has no
+/// `__hpvm__init`), and closes it at exit.
+fn begin_session() {
+    static BEGUN: Once = Once::new();
+    BEGUN.call_once(|| {
+        if !crate::abi::session_open() {
+            crate::abi::__hpvm__init();
+            extern "C" {
+                fn atexit(f: extern "C" fn()) -> c_int;
+            }
+            // After the devices opened: handlers run in reverse order, so this one runs
+            // before the CUDA driver's own.
+            // SAFETY: registers a plain function.
+            unsafe { atexit(end_session) };
+        }
+    });
+}
+
+extern "C" fn end_session() {
+    if crate::abi::session_open() {
+        crate::abi::__hpvm__cleanup();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dim3_arrives_in_two_registers() {
+        assert_eq!(Dim3::from_regs(7 | (5 << 32), 3), Dim3 { x: 7, y: 5, z: 3 });
+    }
+
+    #[test]
+    fn configurations_cuda_refuses_are_refused() {
+        let d = |x, y, z| Dim3 { x, y, z };
+        assert!(check_configuration(d(1, 1, 1), d(1024, 1, 1)).is_ok());
+        assert!(check_configuration(d(1 << 20, 65535, 65535), d(32, 32, 1)).is_ok());
+        assert_eq!(check_configuration(d(1, 1, 1), d(1025, 1, 1)), Err(INVALID_CONFIGURATION));
+        assert_eq!(check_configuration(d(1, 1, 1), d(32, 33, 1)), Err(INVALID_CONFIGURATION));
+        assert_eq!(check_configuration(d(1, 1, 1), d(1, 1, 65)), Err(INVALID_CONFIGURATION));
+        assert_eq!(check_configuration(d(0, 1, 1), d(1, 1, 1)), Err(INVALID_CONFIGURATION));
+        assert_eq!(check_configuration(d(1, 65536, 1), d(1, 1, 1)), Err(INVALID_CONFIGURATION));
+    }
+}

@@ -1,0 +1,80 @@
+//! CUDA sources (`.cu`): kernels become graph nodes named after them, run split on simulated
+//! devices with results identical to one device (`tests/partitioned.rs` runs
+//! `tests/cuda/kernels.cu` through the full differential test), and what the frontend does not
+//! take yet is a build error at the user's line, never a different program.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn kernels_are_nodes_named_after_them_at_their_lines() {
+    let out = hpvm_mgpu(&["inspect", "tests/cuda/kernels.cu"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for (kernel, line) in [("scale<float>", 32), ("stencil2d", 37), ("tiled_matmul", 52), ("reverse_block", 68)] {
+        let leaf =
+            format!("node {kernel} (leaf, hint GPU, 3-D [bx, by, bz])\n  defined at tests/cuda/kernels.cu:{line}\n");
+        assert!(text.contains(&leaf), "no `{leaf}` in:\n{text}");
+        assert!(text.contains(&format!("node {kernel}.blocks (internal, hint GPU, 3-D [gx, gy, gz])")), "{text}");
+    }
+    // Shared memory comes from an allocation node, sized by the launch where it is dynamic.
+    assert!(text.contains("node tiled_matmul.alloc (allocation, hint GPU, 0-D)"), "{text}");
+    assert!(text.contains("edge:     tiled_matmul.alloc.out2 -> tiled_matmul.9 (shared1) (all-to-all)"), "{text}");
+    assert!(text.contains("5 dynamic_shared: ptr, bytes in #6"), "{text}");
+    // A __constant__ variable is a buffer argument.
+    assert!(text.contains("4 offsets: ptr, in-out, bytes in #5"), "{text}");
+}
+
+#[test]
+fn the_analysis_proves_kernels_and_names_what_stops_it_at_the_users_line() {
+    let out = hpvm_mgpu(&["analyze", "tests/cuda/kernels.cu"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for kernel in ["scale<float>", "stencil2d", "tiled_matmul", "reverse_block", "softplus"] {
+        assert!(text.contains(&format!("node {kernel} (tests/cuda/kernels.cu:")), "{text}");
+        let line = text.lines().find(|l| l.starts_with(&format!("node {kernel} "))).unwrap();
+        assert!(line.contains("partitionable, split along"), "{line}");
+    }
+    // atomicAdd is inlined from clang's headers; the reason points at the program's line.
+    assert!(
+        text.contains("because `bins` is updated atomically: the updates of different devices would have to be combined, which copying cannot do (tests/cuda/kernels.cu:79)"),
+        "{text}"
+    );
+}
+
+/// What the frontend does not take fails the build with the user's file:line, exit 1, and
+/// no executable.
+#[test]
+fn unsupported_cuda_is_a_build_error_at_the_users_line() {
+    let dir = TempDir::new("cuda-unsupported");
+    for (src, want) in [
+        ("tests/inputs/cuda/warp.cu", "tests/inputs/cuda/warp.cu:4:8: error: kernel `reduce` uses a warp function"),
+        (
+            "tests/inputs/cuda/byvalue.cu",
+            "tests/inputs/cuda/byvalue.cu:7: error: kernel `fill`: parameter 1 is a struct or array passed by value",
+        ),
+    ] {
+        let exe = dir.join("app");
+        let out = hpvm_mgpu(&["build", src, "-o", exe.to_str().unwrap()]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{src}:\n{err}");
+        assert!(err.contains(want), "{src}: expected `{want}` in:\n{err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(!exe.exists());
+    }
+}
+
+/// nvcc's spelling of the architecture and `-x cuda` for a file named otherwise.
+#[test]
+fn nvcc_flags_and_language_override() {
+    let dir = TempDir::new("cuda-flags");
+    let renamed = dir.join("kernels.cpp");
+    std::fs::copy(root().join("tests/cuda/kernels.cu"), &renamed).unwrap();
+    let exe = dir.join("kernels");
+    let out =
+        hpvm_mgpu(&["build", "-arch=sm_90", "-x", "cuda", renamed.to_str().unwrap(), "-o", exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = run_program(&exe, &["100"], &[("HPVM_MGPU_DEVICES", "cpu:2")]);
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
+}
