@@ -82,7 +82,7 @@ pub extern "C" fn hpvm_rt_cuda_extent(ptr: *const c_void) -> u64 {
 pub extern "C" fn hpvm_rt_cuda_symbol(ptr: *mut c_void, bytes: u64) -> *mut c_void {
     guard("a kernel launch", || {
         if memory::tracked(ptr as usize, bytes as usize).is_none() {
-            memory::track(ptr as usize, bytes as usize);
+            memory::track_device(ptr as usize, bytes as usize);
         }
         ptr
     })

@@ -131,8 +131,10 @@ fn allocate(out: *mut *mut c_void, size: usize, kind: Kind) -> Error {
     if p.is_null() {
         return MEMORY_ALLOCATION;
     }
-    if kind != Kind::PageLocked {
-        memory::track(p as usize, size);
+    match kind {
+        Kind::Device => memory::track_device(p as usize, size),
+        Kind::Managed => memory::track(p as usize, size),
+        Kind::PageLocked => {}
     }
     state().allocations.insert(p as usize, (layout, kind));
     // SAFETY: as above.

@@ -15,6 +15,7 @@ pub(crate) fn buffer(size: u64, devices: usize) -> Buffer {
         allocs: (0..devices).map(|k| Some(device_base(k))).collect(),
         pinned: false,
         host_epoch: 0,
+        host_stores: true,
     }
 }
 

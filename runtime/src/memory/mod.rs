@@ -81,6 +81,10 @@ pub struct Buffer {
     pinned: bool,
     /// The [`HOST_EPOCH`] whose host writes the coherence map accounts for.
     host_epoch: u64,
+    /// Whether the host's code may store into the buffer directly. Not so for CUDA's device
+    /// memory, which the host changes only through API calls that say which bytes
+    /// ([`host_overwrites`]): launches then never resend it.
+    host_stores: bool,
 }
 
 /// A rectangle of a buffer's bytes: `rows` rows of `row_bytes`, `pitch` apart, from `start`
@@ -156,14 +160,14 @@ impl Table {
     pub(crate) fn with_fake_buffers(buffers: &[(u64, u64)], devices: usize) -> Table {
         let mut t = Table { buffers: BTreeMap::new(), next_id: 0 };
         for &(start, size) in buffers {
-            t.track(start, size);
+            t.track(start, size, true);
             let buf = t.buffers.get_mut(&start).expect("tracked");
             buf.allocs = (0..devices).map(|k| Some(0x1000_0000 * (k as u64 + 1) + start)).collect();
         }
         t
     }
 
-    fn track(&mut self, ptr: u64, bytes: u64) {
+    fn track(&mut self, ptr: u64, bytes: u64, host_stores: bool) {
         self.next_id += 1;
         let buf = Buffer {
             id: self.next_id,
@@ -173,6 +177,7 @@ impl Table {
             allocs: Vec::new(),
             pinned: false,
             host_epoch: HOST_EPOCH.load(Ordering::Relaxed),
+            host_stores,
         };
         // Re-tracking a buffer forgets its device copies: the host's is the current one.
         if let Some(old) = self.buffers.insert(ptr, buf) {
@@ -380,7 +385,7 @@ impl Buffer {
     /// ([`Coherence::host_wins`]), unless the program promised otherwise ([`host_may_write`]).
     pub(crate) fn account_host_writes(&mut self) {
         let now = HOST_EPOCH.load(Ordering::Relaxed);
-        if self.host_epoch != now && host_may_write() {
+        if self.host_epoch != now && self.host_stores && host_may_write() {
             self.coherence.host_wins();
         }
         self.host_epoch = now;
@@ -466,8 +471,16 @@ pub fn enqueue(copies: &[Copy]) -> Result<u64, String> {
     Ok(used)
 }
 
+/// Tracks a buffer the host's code may store into between launches (HPVM-C's
+/// `llvm_hpvm_track_mem`, CUDA's managed memory).
 pub fn track(ptr: usize, bytes: usize) {
-    table().track(ptr as u64, bytes as u64);
+    table().track(ptr as u64, bytes as u64, true);
+}
+
+/// Tracks a buffer the host changes only through calls that report each change
+/// ([`host_overwrites`]): CUDA's device memory and `__device__` variables.
+pub fn track_device(ptr: usize, bytes: usize) {
+    table().track(ptr as u64, bytes as u64, false);
 }
 
 pub fn untrack(ptr: usize) {
