@@ -3,7 +3,7 @@
 #   bash scripts/device/cuda.sh "GPU COUNTS" REPEATS CASE...
 # e.g. bash scripts/device/cuda.sh "1 2" 5 "stencil2d 8192 200" "matmul 8192 5"
 # CUDA programs of bench/cuda/ (each prints `kernel_ms` between two CUDA events and a
-# `checksum`), built by hpvm-mgpu (carry/bin) and, as the baseline, by the machine's nvcc
+# `checksum`), built by hpvm-mgpu (carry/bin/NAME_cu) and, as the baseline, by the machine's nvcc
 # against NVIDIA's runtime (one GPU). Each runs REPEATS times per configuration; the first run
 # of each is a warm-up and is kept but marked. Writes one JSON row per run to
 # $OUT/cuda.jsonl: configuration, wall seconds, kernel_ms, checksum, exit status.
@@ -29,7 +29,7 @@ for case in "$@"; do
       if [ "$config" = nvcc ]; then
         cmd=(/tmp/nvcc/$name $args)
       else
-        cmd=(env HPVM_MGPU_DEVICES=cuda:${config#hpvm:} carry/bin/$name $args)
+        cmd=(env HPVM_MGPU_DEVICES=cuda:${config#hpvm:} carry/bin/${name}_cu $args)
       fi
       start=$(date +%s.%N)
       timeout 600 "${cmd[@]}" >"$log" 2>&1

@@ -443,6 +443,18 @@ pub extern "C" fn cudaDeviceSynchronize() -> Error {
     })
 }
 
+/// `cudaDeviceSynchronize` under its name before CUDA 4 (deprecated, still common).
+#[no_mangle]
+pub extern "C" fn cudaThreadSynchronize() -> Error {
+    cudaDeviceSynchronize()
+}
+
+/// `cudaDeviceReset` under its name before CUDA 4.
+#[no_mangle]
+pub extern "C" fn cudaThreadExit() -> Error {
+    cudaDeviceReset()
+}
+
 /// Frees every allocation, stream and event, as CUDA's reset destroys the context.
 #[no_mangle]
 pub extern "C" fn cudaDeviceReset() -> Error {
