@@ -51,8 +51,8 @@ fn unsupported_cuda_is_a_build_error_at_the_users_line() {
     for (src, want) in [
         ("tests/inputs/cuda/warp.cu", "tests/inputs/cuda/warp.cu:4:8: error: kernel `reduce` uses a warp function"),
         (
-            "tests/inputs/cuda/byvalue.cu",
-            "tests/inputs/cuda/byvalue.cu:7: error: kernel `fill`: parameter 1 is a struct or array passed by value",
+            "tests/inputs/cuda/printf.cu",
+            "tests/inputs/cuda/printf.cu:5:3: error: kernel `hello` uses printf in device code",
         ),
     ] {
         let exe = dir.join("app");

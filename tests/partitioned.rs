@@ -13,7 +13,7 @@ const DEVICES: [usize; 6] = [1, 2, 3, 4, 7, 8];
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-const PROGRAMS: [(&str, &[&[&str]]); 34] = [
+const PROGRAMS: [(&str, &[&[&str]]); 35] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -57,6 +57,7 @@ const PROGRAMS: [(&str, &[&[&str]]); 34] = [
         &[&["8", "4", "3", "8", "4"], &["48", "40", "24", "8", "4"], &["96", "120", "16", "16", "8"]],
     ),
     ("tests/cuda/kernels.cu", &[&["16"], &["1000"], &["3001"]]),
+    ("tests/cuda/structs.cu", &[&["1"], &["100"], &["3000"]]),
 ];
 
 fn build(dir: &TempDir, src: &str) -> PathBuf {

@@ -325,13 +325,23 @@ pub fn analyze_program(
                 entry.reasons.push(reason("an atomic update through a pointer the analysis cannot trace", loc));
             }
         }
+        let mut untraced_write = crop.atomics.iter().any(|(b, _)| b.is_none());
         for u in scops.unmodeled.iter().filter(|u| !w.params.contains(&u.base) && !u.base.starts_with("hpvm.sink")) {
             let what = match u.kind.as_str() {
                 "call" => "a call the analysis cannot see into",
                 "write" => "a write through a pointer the analysis cannot trace",
                 _ => continue,
             };
+            untraced_write |= u.kind == "write";
             entry.reasons.push(reason(what, &u.location));
+        }
+        // A write through a pointer the analysis lost track of (loaded back from memory, say
+        // from a struct the kernel received by value) may land in any buffer: none is proven
+        // only read, so the runtime's whole-node plan keeps every one it may write current.
+        if untraced_write {
+            for a in entry.args.iter_mut().filter(|a| a.write == WriteKind::None) {
+                a.write = WriteKind::Unanalysable;
+            }
         }
         entry.valid_when = valid_context(&isl, &scops, &narrow.conditions, &distinct_writes);
         entry.bounds = narrow.bounds.clone();

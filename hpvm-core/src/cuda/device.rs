@@ -24,7 +24,7 @@ use crate::{Error, Result};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
-use inkwell::types::{BasicMetadataTypeEnum, BasicTypeEnum};
+use inkwell::types::{AsTypeRef, BasicMetadataTypeEnum, BasicTypeEnum};
 use inkwell::values::{AsValueRef, BasicMetadataValueEnum, BasicValueEnum, FunctionValue, GlobalValue};
 use inkwell::AddressSpace;
 use llvm_sys::core::*;
@@ -37,14 +37,73 @@ pub(super) struct Kernel {
     /// The kernel's symbol, which the leaf keeps.
     pub symbol: String,
     pub root: String,
-    /// The kernel's parameter types, in order (pointers get an extent in the root).
-    pub params: Vec<LLVMTypeRef>,
+    /// The kernel's parameters, in order.
+    pub params: Vec<Param>,
     /// `__device__`/`__constant__` variables: the host shadow's name and its size in bytes.
     pub symbols: Vec<(String, u64)>,
     /// Sizes of the static `__shared__` variables, in bytes.
     pub shared: Vec<u64>,
     /// Whether the kernel uses dynamic (`extern __shared__`) memory, sized by the launch.
     pub dynamic_shared: bool,
+}
+
+/// A kernel parameter, as the graph takes it: its scalars, one node parameter each (a
+/// pointer followed by its extent). A struct or array passed by value is taken apart into the
+/// scalars it holds and put together again at the top of the leaf.
+pub(super) struct Param {
+    /// The parameter's type; for one passed by value (`byval`), the type of the value.
+    pub ty: LLVMTypeRef,
+    pub by_value: bool,
+    /// The scalars: the path of field and element indices to each, and its type.
+    pub scalars: Vec<(Vec<u32>, LLVMTypeRef)>,
+}
+
+impl Param {
+    /// Node parameters this parameter takes: each scalar, pointers with their extents.
+    fn width(&self) -> usize {
+        self.scalars.iter().map(|&(_, t)| if unsafe { is_pointer(t) } { 2 } else { 1 }).sum()
+    }
+}
+
+/// The scalars of a value of type `ty` (int, float or pointer), with their index paths;
+/// `None` if it holds anything else (vectors, or an empty aggregate).
+fn scalars_of(ty: LLVMTypeRef) -> Option<Vec<(Vec<u32>, LLVMTypeRef)>> {
+    use llvm_sys::LLVMTypeKind::*;
+    let kind = unsafe { LLVMGetTypeKind(ty) };
+    let inner = |i: u32, t: LLVMTypeRef| -> Option<Vec<(Vec<u32>, LLVMTypeRef)>> {
+        Some(
+            scalars_of(t)?
+                .into_iter()
+                .map(|(mut path, t)| {
+                    path.insert(0, i);
+                    (path, t)
+                })
+                .collect(),
+        )
+    };
+    match kind {
+        LLVMIntegerTypeKind | LLVMFloatTypeKind | LLVMDoubleTypeKind | LLVMHalfTypeKind | LLVMPointerTypeKind => {
+            Some(vec![(Vec::new(), ty)])
+        }
+        LLVMStructTypeKind => {
+            let n = unsafe { LLVMCountStructElementTypes(ty) };
+            let mut out = Vec::new();
+            for i in 0..n {
+                out.extend(inner(i, unsafe { LLVMStructGetTypeAtIndex(ty, i) })?);
+            }
+            (!out.is_empty()).then_some(out)
+        }
+        LLVMArrayTypeKind => {
+            let n = unsafe { LLVMGetArrayLength2(ty) } as u32;
+            let elem = unsafe { LLVMGetElementType(ty) };
+            let mut out = Vec::new();
+            for i in 0..n.min(256) {
+                out.extend(inner(i, elem)?);
+            }
+            (n <= 256 && !out.is_empty()).then_some(out)
+        }
+        _ => None,
+    }
 }
 
 /// Reads the device half's IR: its kernels, and the module without their NVPTX annotations
@@ -183,34 +242,40 @@ fn leaf_of<'ctx>(
     let shown = crate::names::display_name(symbol);
     let i64t = ctx.i64_type();
     let ptr = ctx.ptr_type(AddressSpace::default());
-    // Parameters: by value, only scalars and pointers (a struct would need its layout split).
+    // Parameters: scalars and pointers as they are; structs and arrays by value in pieces.
     let mut params = Vec::new();
     let mut types: Vec<BasicMetadataTypeEnum> = Vec::new();
     let mut names: Vec<String> = Vec::new();
     let byval = Attribute::get_named_enum_kind_id("byval");
     for (i, p) in k.get_param_iter().enumerate() {
-        let ty = p.get_type();
-        let by_value = k.get_enum_attribute(AttributeLoc::Param(i as u32), byval).is_some();
-        if by_value || !(ty.is_int_type() || ty.is_float_type() || ty.is_pointer_type()) {
+        let by_value = k.get_enum_attribute(AttributeLoc::Param(i as u32), byval);
+        let ty = match by_value {
+            Some(a) => a.get_type_value().as_type_ref(),
+            None => unsafe { LLVMTypeOf(p.as_value_ref()) },
+        };
+        let Some(scalars) = scalars_of(ty) else {
             return Err(cuda_err(
                 at,
                 format!(
-                    "kernel `{shown}`: parameter {} is a struct or array passed by value, which the CUDA frontend does not take yet",
+                    "kernel `{shown}`: parameter {} holds a vector or an empty type, which the CUDA frontend does not take yet",
                     i + 1
                 ),
             ));
-        }
-        params.push(unsafe { LLVMTypeOf(p.as_value_ref()) });
+        };
         let name = Val(p.as_value_ref()).name();
         let name = if name.is_empty() { format!("arg{i}") } else { name };
-        types.push(ty.into());
-        if ty.is_pointer_type() {
-            types.push(i64t.into());
-            names.push(name.clone());
-            names.push(format!("bytes_{name}"));
-        } else {
-            names.push(name);
+        for (path, t) in &scalars {
+            let piece = path.iter().fold(name.clone(), |n, i| format!("{n}.{i}"));
+            types.push(unsafe { BasicTypeEnum::new(*t) }.into());
+            if unsafe { is_pointer(*t) } {
+                types.push(i64t.into());
+                names.push(format!("bytes_{piece}"));
+                names.insert(names.len() - 1, piece);
+            } else {
+                names.push(piece);
+            }
         }
+        params.push(Param { ty, by_value: by_value.is_some(), scalars });
     }
     // The GPU variables the kernel reaches, in the order it first reaches them.
     let mut vars: Vec<(GlobalValue<'ctx>, Var)> = Vec::new();
@@ -296,9 +361,24 @@ fn leaf_of<'ctx>(
         b.build_call(hpvm.get_parent, &[me.into()], "blocks").map_err(llvm)?.try_as_basic_value().basic().expect("ptr");
     let mut at = 0;
     let mut args: Vec<BasicMetadataValueEnum> = Vec::new();
-    for &ty in &kernel.params {
-        args.push(values[at].into());
-        at += if unsafe { is_pointer(ty) } { 2 } else { 1 };
+    for param in &kernel.params {
+        if !param.by_value {
+            args.push(values[at].into());
+            at += param.width();
+            continue;
+        }
+        // The value put together again, in the leaf's own copy (which `byval` promises).
+        let ty = unsafe { BasicTypeEnum::new(param.ty) };
+        let copy = b.build_alloca(ty, "byval").map_err(llvm)?;
+        for (path, t) in &param.scalars {
+            let zero = ctx.i32_type().const_zero();
+            let mut indices = vec![zero];
+            indices.extend(path.iter().map(|&i| ctx.i32_type().const_int(i as u64, false)));
+            let slot = unsafe { b.build_in_bounds_gep(ty, copy, &indices, "") }.map_err(llvm)?;
+            b.build_store(slot, values[at]).map_err(llvm)?;
+            at += if unsafe { is_pointer(*t) } { 2 } else { 1 };
+        }
+        args.push(copy.into());
     }
     let call = b.build_call(k, &args, "").map_err(|e| Error::Llvm(e.to_string()))?;
     if !sp.is_null() {
@@ -347,7 +427,7 @@ fn leaf_of<'ctx>(
 pub(super) fn buffer_params(k: &Kernel) -> Vec<usize> {
     let mut out = Vec::new();
     let mut at = 0;
-    for &ty in &k.params {
+    for &(_, ty) in k.params.iter().flat_map(|p| &p.scalars) {
         if unsafe { is_pointer(ty) } {
             out.push(at);
             at += 2;
@@ -362,7 +442,7 @@ pub(super) fn buffer_params(k: &Kernel) -> Vec<usize> {
 /// The number of leading parameters the leaf shares with its parents (kernel parameters with
 /// extents, then device variables with sizes).
 pub(super) fn front_len(k: &Kernel) -> usize {
-    k.params.iter().map(|&t| if unsafe { is_pointer(t) } { 2 } else { 1 }).sum::<usize>() + 2 * k.symbols.len()
+    k.params.iter().map(Param::width).sum::<usize>() + 2 * k.symbols.len()
 }
 
 pub(super) unsafe fn is_pointer(ty: LLVMTypeRef) -> bool {

@@ -67,17 +67,27 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel]) -> Result<()> {
         let p: Vec<BasicValueEnum> = launcher.get_param_iter().collect();
         let args = b.build_alloca(record, "args").map_err(llvm)?;
         let mut values: Vec<BasicValueEnum> = Vec::new();
-        for (i, &raw) in k.params.iter().enumerate() {
-            let ty = unsafe { BasicTypeEnum::new(raw) };
+        for (i, param) in k.params.iter().enumerate() {
             let at = unsafe { b.build_gep(ptr, p[0].into_pointer_value(), &[i64t.const_int(i as u64, false)], "") }
                 .map_err(llvm)?;
             let slot = b.build_load(ptr, at, "").map_err(llvm)?.into_pointer_value();
-            let v = b.build_load(ty, slot, &format!("arg{i}")).map_err(llvm)?;
-            values.push(v);
-            if unsafe { is_pointer(raw) } {
-                let bytes =
-                    b.build_call(extent, &[v.into()], "").map_err(llvm)?.try_as_basic_value().basic().expect("i64");
-                values.push(bytes);
+            let whole = unsafe { BasicTypeEnum::new(param.ty) };
+            for (path, raw) in &param.scalars {
+                let ty = unsafe { BasicTypeEnum::new(*raw) };
+                let field = if path.is_empty() {
+                    slot
+                } else {
+                    let mut indices = vec![i32t.const_zero()];
+                    indices.extend(path.iter().map(|&j| i32t.const_int(j as u64, false)));
+                    unsafe { b.build_in_bounds_gep(whole, slot, &indices, "") }.map_err(llvm)?
+                };
+                let v = b.build_load(ty, field, &format!("arg{i}")).map_err(llvm)?;
+                values.push(v);
+                if unsafe { is_pointer(*raw) } {
+                    let bytes =
+                        b.build_call(extent, &[v.into()], "").map_err(llvm)?.try_as_basic_value().basic().expect("i64");
+                    values.push(bytes);
+                }
             }
         }
         for (name, bytes) in &k.symbols {

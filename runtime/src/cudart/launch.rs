@@ -188,7 +188,7 @@ pub unsafe extern "C" fn cudaLaunchKernel(
 
 /// Opens the runtime's session for a program that did not (a CUDA program has no
 /// `__hpvm__init`), and closes it at exit.
-fn begin_session() {
+pub(super) fn begin_session() {
     static BEGUN: Once = Once::new();
     BEGUN.call_once(|| {
         if !crate::abi::session_open() {

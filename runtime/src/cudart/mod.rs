@@ -83,6 +83,28 @@ thread_local! {
     static LAST: Cell<Error> = const { Cell::new(SUCCESS) };
 }
 
+/// An API call that uses the device: the runtime's session opens at the first (as CUDA's
+/// context does), so that opening the GPUs is not charged to the program's first launch.
+fn api<R>(what: &str, f: impl FnOnce() -> R) -> R {
+    guard(what, || {
+        launch::begin_session();
+        f()
+    })
+}
+
+/// Whether copies into device memory go to every device at once (`HPVM_MGPU_CUDA_COPIES`:
+/// `eager`, the default, as CUDA's `cudaMemcpy` completes its transfer before it returns) or
+/// wait until a launch needs them (`lazy`: each device then receives only what its
+/// partitions read).
+fn eager_copies() -> bool {
+    static EAGER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *EAGER.get_or_init(|| match std::env::var("HPVM_MGPU_CUDA_COPIES").unwrap_or_default().trim() {
+        "" | "eager" => true,
+        "lazy" => false,
+        other => crate::fatal(&format!("HPVM_MGPU_CUDA_COPIES={other}: expected `eager` or `lazy`")),
+    })
+}
+
 /// Returns `e`, making it the thread's last error when it is one.
 fn ret(e: Error) -> Error {
     if e != SUCCESS {
@@ -219,6 +241,11 @@ fn copy_2d(
         // memory here); rows may overlap within one buffer.
         unsafe { std::ptr::copy(s as *const u8, d as *mut u8, width) };
     }
+    if dst_dev && eager_copies() {
+        for r in 0..height {
+            memory::push_to_devices(dst as usize + r * dpitch, width);
+        }
+    }
     SUCCESS
 }
 
@@ -252,7 +279,7 @@ fn synchronize_managed() {
 
 #[no_mangle]
 pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> Error {
-    guard("cudaMalloc", || {
+    api("cudaMalloc", || {
         stats::install();
         ret(allocate(ptr, size, Kind::Device))
     })
@@ -260,7 +287,7 @@ pub extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> Error {
 
 #[no_mangle]
 pub extern "C" fn cudaMallocManaged(ptr: *mut *mut c_void, size: usize, _flags: c_uint) -> Error {
-    guard("cudaMallocManaged", || {
+    api("cudaMallocManaged", || {
         stats::install();
         ret(allocate(ptr, size, Kind::Managed))
     })
@@ -268,27 +295,27 @@ pub extern "C" fn cudaMallocManaged(ptr: *mut *mut c_void, size: usize, _flags: 
 
 #[no_mangle]
 pub extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> Error {
-    guard("cudaMallocHost", || ret(allocate(ptr, size, Kind::PageLocked)))
+    api("cudaMallocHost", || ret(allocate(ptr, size, Kind::PageLocked)))
 }
 
 #[no_mangle]
 pub extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, _flags: c_uint) -> Error {
-    guard("cudaHostAlloc", || ret(allocate(ptr, size, Kind::PageLocked)))
+    api("cudaHostAlloc", || ret(allocate(ptr, size, Kind::PageLocked)))
 }
 
 #[no_mangle]
 pub extern "C" fn cudaFree(ptr: *mut c_void) -> Error {
-    guard("cudaFree", || ret(release(ptr, &[Kind::Device, Kind::Managed])))
+    api("cudaFree", || ret(release(ptr, &[Kind::Device, Kind::Managed])))
 }
 
 #[no_mangle]
 pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> Error {
-    guard("cudaFreeHost", || ret(release(ptr, &[Kind::PageLocked])))
+    api("cudaFreeHost", || ret(release(ptr, &[Kind::PageLocked])))
 }
 
 #[no_mangle]
 pub extern "C" fn cudaMemcpy(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int) -> Error {
-    guard("cudaMemcpy", || ret(copy(dst, src, n, kind)))
+    api("cudaMemcpy", || ret(copy(dst, src, n, kind)))
 }
 
 #[no_mangle]
@@ -299,7 +326,7 @@ pub extern "C" fn cudaMemcpyAsync(
     kind: c_int,
     stream: *mut c_void,
 ) -> Error {
-    guard("cudaMemcpyAsync", || ret(if stream_ok(stream) { copy(dst, src, n, kind) } else { INVALID_RESOURCE_HANDLE }))
+    api("cudaMemcpyAsync", || ret(if stream_ok(stream) { copy(dst, src, n, kind) } else { INVALID_RESOURCE_HANDLE }))
 }
 
 /// `__constant__` and `__device__` variables: the host's shadow variable is the data.
@@ -311,7 +338,7 @@ pub extern "C" fn cudaMemcpyToSymbol(
     offset: usize,
     kind: c_int,
 ) -> Error {
-    guard("cudaMemcpyToSymbol", || {
+    api("cudaMemcpyToSymbol", || {
         ret(match kind {
             HOST_TO_DEVICE | DEVICE_TO_DEVICE | DEFAULT if !symbol.is_null() => {
                 let kind = if kind == DEVICE_TO_DEVICE { DEVICE_TO_HOST } else { HOST_TO_HOST };
@@ -331,7 +358,7 @@ pub extern "C" fn cudaMemcpyFromSymbol(
     offset: usize,
     kind: c_int,
 ) -> Error {
-    guard("cudaMemcpyFromSymbol", || {
+    api("cudaMemcpyFromSymbol", || {
         ret(match kind {
             DEVICE_TO_HOST | DEVICE_TO_DEVICE | DEFAULT if !symbol.is_null() => {
                 let kind = if kind == DEVICE_TO_DEVICE { HOST_TO_DEVICE } else { HOST_TO_HOST };
@@ -370,19 +397,19 @@ fn set_2d(ptr: *mut c_void, pitch: usize, value: c_int, width: usize, height: us
 
 #[no_mangle]
 pub extern "C" fn cudaMemset(ptr: *mut c_void, value: c_int, n: usize) -> Error {
-    guard("cudaMemset", || ret(set(ptr, value, n)))
+    api("cudaMemset", || ret(set(ptr, value, n)))
 }
 
 #[no_mangle]
 pub extern "C" fn cudaMemsetAsync(ptr: *mut c_void, value: c_int, n: usize, stream: *mut c_void) -> Error {
-    guard("cudaMemsetAsync", || ret(if stream_ok(stream) { set(ptr, value, n) } else { INVALID_RESOURCE_HANDLE }))
+    api("cudaMemsetAsync", || ret(if stream_ok(stream) { set(ptr, value, n) } else { INVALID_RESOURCE_HANDLE }))
 }
 
 /// Rows of `width` bytes at a pitch that keeps each row 512-byte aligned (CUDA's texture
 /// alignment), which the program must use to address them.
 #[no_mangle]
 pub extern "C" fn cudaMallocPitch(ptr: *mut *mut c_void, pitch: *mut usize, width: usize, height: usize) -> Error {
-    guard("cudaMallocPitch", || {
+    api("cudaMallocPitch", || {
         stats::install();
         if pitch.is_null() {
             return ret(INVALID_VALUE);
@@ -406,7 +433,7 @@ pub extern "C" fn cudaMemcpy2D(
     height: usize,
     kind: c_int,
 ) -> Error {
-    guard("cudaMemcpy2D", || ret(copy_2d(dst, dpitch, src, spitch, width, height, kind)))
+    api("cudaMemcpy2D", || ret(copy_2d(dst, dpitch, src, spitch, width, height, kind)))
 }
 
 #[no_mangle]
@@ -421,7 +448,7 @@ pub extern "C" fn cudaMemcpy2DAsync(
     kind: c_int,
     stream: *mut c_void,
 ) -> Error {
-    guard("cudaMemcpy2DAsync", || {
+    api("cudaMemcpy2DAsync", || {
         ret(if stream_ok(stream) {
             copy_2d(dst, dpitch, src, spitch, width, height, kind)
         } else {
@@ -432,12 +459,12 @@ pub extern "C" fn cudaMemcpy2DAsync(
 
 #[no_mangle]
 pub extern "C" fn cudaMemset2D(ptr: *mut c_void, pitch: usize, value: c_int, width: usize, height: usize) -> Error {
-    guard("cudaMemset2D", || ret(set_2d(ptr, pitch, value, width, height)))
+    api("cudaMemset2D", || ret(set_2d(ptr, pitch, value, width, height)))
 }
 
 #[no_mangle]
 pub extern "C" fn cudaDeviceSynchronize() -> Error {
-    guard("cudaDeviceSynchronize", || {
+    api("cudaDeviceSynchronize", || {
         synchronize_managed();
         SUCCESS
     })
@@ -483,7 +510,7 @@ pub extern "C" fn cudaGetDeviceCount(count: *mut c_int) -> Error {
 
 #[no_mangle]
 pub extern "C" fn cudaSetDevice(device: c_int) -> Error {
-    guard("cudaSetDevice", || ret(if device == 0 { SUCCESS } else { INVALID_DEVICE }))
+    api("cudaSetDevice", || ret(if device == 0 { SUCCESS } else { INVALID_DEVICE }))
 }
 
 #[no_mangle]
@@ -563,7 +590,7 @@ fn destroy<T>(handle: *mut c_void, table: Handles<T>) -> Error {
 
 #[no_mangle]
 pub extern "C" fn cudaStreamCreateWithFlags(stream: *mut *mut c_void, _flags: c_uint) -> Error {
-    guard("cudaStreamCreate", || create(stream, |st| &mut st.streams, ()))
+    api("cudaStreamCreate", || create(stream, |st| &mut st.streams, ()))
 }
 
 #[no_mangle]
@@ -573,7 +600,7 @@ pub extern "C" fn cudaStreamDestroy(stream: *mut c_void) -> Error {
 
 #[no_mangle]
 pub extern "C" fn cudaStreamSynchronize(stream: *mut c_void) -> Error {
-    guard("cudaStreamSynchronize", || {
+    api("cudaStreamSynchronize", || {
         if !stream_ok(stream) {
             return ret(INVALID_RESOURCE_HANDLE);
         }
@@ -594,7 +621,7 @@ pub extern "C" fn cudaEventCreate(event: *mut *mut c_void) -> Error {
 
 #[no_mangle]
 pub extern "C" fn cudaEventCreateWithFlags(event: *mut *mut c_void, _flags: c_uint) -> Error {
-    guard("cudaEventCreate", || create(event, |st| &mut st.events, None))
+    api("cudaEventCreate", || create(event, |st| &mut st.events, None))
 }
 
 #[no_mangle]
@@ -604,7 +631,7 @@ pub extern "C" fn cudaEventDestroy(event: *mut c_void) -> Error {
 
 #[no_mangle]
 pub extern "C" fn cudaEventRecord(event: *mut c_void, stream: *mut c_void) -> Error {
-    guard("cudaEventRecord", || {
+    api("cudaEventRecord", || {
         if !stream_ok(stream) {
             return ret(INVALID_RESOURCE_HANDLE);
         }
@@ -620,7 +647,7 @@ pub extern "C" fn cudaEventRecord(event: *mut c_void, stream: *mut c_void) -> Er
 
 #[no_mangle]
 pub extern "C" fn cudaEventSynchronize(event: *mut c_void) -> Error {
-    guard("cudaEventSynchronize", || {
+    api("cudaEventSynchronize", || {
         ret(if state().events.contains_key(&(event as usize)) { SUCCESS } else { INVALID_RESOURCE_HANDLE })
     })
 }
@@ -733,7 +760,7 @@ fn limits_of(device: c_int) -> Result<DeviceLimits, Error> {
 /// CUDA 12's name for `cudaGetDeviceProperties` (its header renames calls to it).
 #[no_mangle]
 pub extern "C" fn cudaGetDeviceProperties_v2(out: *mut c_void, device: c_int) -> Error {
-    guard("cudaGetDeviceProperties", || {
+    api("cudaGetDeviceProperties", || {
         if out.is_null() {
             return ret(INVALID_VALUE);
         }
@@ -753,7 +780,7 @@ pub extern "C" fn cudaGetDeviceProperties(out: *mut c_void, device: c_int) -> Er
 /// values, which are the driver's `CUdevice_attribute`); others are `INVALID_VALUE`.
 #[no_mangle]
 pub extern "C" fn cudaDeviceGetAttribute(value: *mut c_int, attribute: c_int, device: c_int) -> Error {
-    guard("cudaDeviceGetAttribute", || {
+    api("cudaDeviceGetAttribute", || {
         let d = match limits_of(device) {
             Ok(d) => d,
             Err(e) => return ret(e),

@@ -528,6 +528,35 @@ pub fn host_overwrites(ptr: usize, bytes: usize) {
     buf.coherence.set_only(lo, lo + bytes, Place::Host);
 }
 
+/// Every device receives `[ptr, ptr + bytes)` now, from its current holders (CUDA's
+/// `cudaMemcpy` into device memory, which completes its transfer before returning): a launch
+/// then finds it in place. Untracked memory, and a run without devices, are left alone.
+pub fn push_to_devices(ptr: usize, bytes: usize) {
+    let n = devices().count();
+    if n == 0 || bytes == 0 {
+        return;
+    }
+    let mut t = table();
+    let (ptr, bytes) = (ptr as u64, bytes as u64);
+    let Some(start) = t.containing(ptr, bytes) else { return };
+    let needs: Vec<(u64, usize)> = (0..n).map(|k| (start, k)).collect();
+    if let Err(e) = t.allocate(&needs) {
+        crate::fatal(&format!(
+            "a copy into device memory needs {} bytes on every device: {}",
+            t.buffers[&e.start].size, e.message
+        ));
+    }
+    let buf = t.buffers.get_mut(&start).expect("found above");
+    let (lo, hi) = (ptr - start, ptr - start + bytes);
+    let before = buf.coherence.clone();
+    let mut copies = Vec::new();
+    for k in 0..n {
+        let base = buf.addr(Place::Device(k)).unwrap_or_else(|e| crate::fatal(&e));
+        buf.plan_run(Place::Device(k), lo, hi, &before, base, &mut copies);
+    }
+    execute(&copies).unwrap_or_else(|e| crate::fatal(&format!("copying into device memory: {e}")));
+}
+
 /// The tracked buffer holding `[ptr, ptr + bytes)`: its start and size.
 pub fn tracked(ptr: usize, bytes: usize) -> Option<(usize, usize)> {
     let t = table();
