@@ -435,10 +435,13 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>, narro
             // What the guards of the extension's block prove: where `y >= 1`, `y - 1` does
             // not wrap around.
             let facts = guards.at(LLVMGetInstructionParent(ext));
+            // For a sign extension (CUDA's `int i = blockIdx.x * blockDim.x + threadIdx.x`:
+            // unsigned arithmetic read as `int`), the value must also stay below 2^(bits-1):
+            // then it is not negative, and both extensions are the exact wide result.
             let fits = |x| {
                 let bits = LLVMGetIntTypeWidth(LLVMTypeOf(x));
-                let max = unsigned_max(x, bound, &facts).filter(|_| !signed && bits < 64)?;
-                Some(format!("{max} < {}", 1u128 << bits))
+                let max = unsigned_max(x, bound, &facts).filter(|_| bits < 64)?;
+                Some(format!("{max} < {}", 1u128 << (bits - u32::from(signed))))
             };
             let mut assumed = None;
             let replacement = match LLVMGetInstructionOpcode(x) {
@@ -490,6 +493,8 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>, narro
                             assumed.is_some()
                         }) =>
                 {
+                    // Under a bound the values are not negative: zero-extend, operate unsigned.
+                    let signed = signed && assumed.is_none();
                     bounds.extend(assumed.take());
                     LLVMPositionBuilderBefore(builder, ext);
                     let extend = |v: LLVMValueRef| {
@@ -687,6 +692,17 @@ mod tests {
             "{:?}",
             n.conditions
         );
+    }
+
+    #[test]
+    fn wrapping_arithmetic_read_as_int_is_widened_below_2_to_the_31() {
+        // CUDA's `int i = blockIdx.x * blockDim.x + threadIdx.x`: unsigned arithmetic, then a
+        // sign extension for the address. While the value stays below 2^31 it is the wide sum.
+        let ir = unsigned_index("%i = add i32 %m, 7").replace("%z = zext i32 %i", "%z = sext i32 %i");
+        let (n, text) = widened(&ir);
+        assert_eq!(n.bounds, ["(boffy + (16 - 1)) * w + 7 < 2147483648"]);
+        assert!(!text.contains("sext i32 %i"), "{text}");
+        assert!(text.contains("add nuw i64"), "{text}");
     }
 
     #[test]
