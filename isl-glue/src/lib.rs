@@ -48,6 +48,13 @@ impl From<isl::LibISLError> for Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The ISL operations a heuristic may spend before giving up (a fraction of a second; the
+/// maps of ordinary kernels need a few thousand).
+const HEURISTIC_OPERATIONS: u64 = 500_000;
+/// `isl_options_set_on_error` values.
+const ISL_ON_ERROR_WARN: i32 = 0;
+const ISL_ON_ERROR_CONTINUE: i32 = 1;
+
 /// An ISL context (one per thread).
 pub struct Isl {
     ctx: isl::Context,
@@ -463,16 +470,31 @@ impl<'i> AccessMap<'i> {
         let anon =
             |m: isl::Map| -> Result<isl::Map> { Ok(m.reset_tuple_id(DimType::In)?.reset_tuple_id(DimType::Out)?) };
         let m = anon(self.map.copy()?)?;
-        // { a -> a' : exists i: i -> a and i + e_d -> a' }
-        let pairs = m.copy()?.reverse()?.apply_range(shift.apply_range(m)?)?;
-        let deltas = pairs.deltas()?;
-        for k in 0..out {
-            let zero = deltas.copy()?.fix_si(DimType::Set, k as u32, 0)?;
-            if !deltas.copy()?.subtract(zero)?.is_empty()? {
-                return Ok(Some(k));
+        // A heuristic, so it may give up: on maps with many integer divisions (PolyBench's
+        // 3-D convolution, `A[(i - 1) * (NK * NJ) + (j - 1) * NK + (k - 1)]` over 8 pieces)
+        // the subtraction below ran for hours. Past a budget of operations ISL fails, and so
+        // does this: the caller then ranks the dimension as moving nothing.
+        let on_error = isl::Options::get_on_error(&self.isl.ctx).unwrap_or(ISL_ON_ERROR_WARN);
+        // Quietly: running out is an answer here, not a fault to print.
+        let _ = isl::Options::set_on_error(&self.isl.ctx, ISL_ON_ERROR_CONTINUE);
+        self.isl.ctx.reset_operations();
+        self.isl.ctx.set_max_operations(HEURISTIC_OPERATIONS);
+        let moved = (|| -> Result<Option<usize>> {
+            // { a -> a' : exists i: i -> a and i + e_d -> a' }
+            let pairs = m.copy()?.reverse()?.apply_range(shift.apply_range(m)?)?;
+            let deltas = pairs.deltas()?;
+            for k in 0..out {
+                let zero = deltas.copy()?.fix_si(DimType::Set, k as u32, 0)?;
+                if !deltas.copy()?.subtract(zero)?.is_empty()? {
+                    return Ok(Some(k));
+                }
             }
-        }
-        Ok(None)
+            Ok(None)
+        })();
+        self.isl.ctx.set_max_operations(0);
+        self.isl.ctx.reset_error();
+        let _ = isl::Options::set_on_error(&self.isl.ctx, on_error);
+        moved
     }
 }
 
