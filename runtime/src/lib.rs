@@ -58,6 +58,11 @@ pub mod trace;
 /// Ends the program with an error about the user's program (a bad instance count, a barrier
 /// over too many instances...). The runtime's C functions have no error return.
 pub fn fatal(msg: &str) -> ! {
+    FAILED.store(true, std::sync::atomic::Ordering::SeqCst);
     eprintln!("hpvm-mgpu runtime: error: {msg}");
     std::process::exit(1)
 }
+
+/// Set by [`fatal`]: exit handlers must not clean up then (the failing thread may hold what
+/// they would wait for).
+pub static FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);

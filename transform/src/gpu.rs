@@ -16,6 +16,7 @@ use crate::{Error, Result};
 use hpvm_core::graph::{Graph, NodeId};
 use hpvm_core::plan::{plan, shared_params, Fallback, Kernel, Shape};
 use hpvm_runtime::desc::{KernelDesc, KernelKind, Program};
+use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
 use inkwell::context::ContextRef;
 use inkwell::module::{Linkage, Module};
@@ -166,6 +167,29 @@ pub fn compile(
         g = global.get_next_global();
     }
     define_common(&gpu)?;
+    // CUDA's warp operations: their CPU bodies stop the program; on the GPU, the intrinsic.
+    let warps: Vec<FunctionValue> = gpu
+        .get_functions()
+        .filter(|f| f.get_name().to_bytes().starts_with(hpvm_core::cuda::WARP_PREFIX.as_bytes()))
+        .collect();
+    for f in warps {
+        let name = f.get_name().to_string_lossy().into_owned();
+        let target = format!("llvm.nvvm.{}", &name[hpvm_core::cuda::WARP_PREFIX.len()..]);
+        for bb in f.get_basic_blocks() {
+            // SAFETY: the function's own blocks, replaced by the one made below.
+            unsafe { bb.delete() }.map_err(|()| Error::Llvm(format!("cannot empty {name}")))?;
+        }
+        b.position_at_end(ctx.append_basic_block(f, "entry"));
+        let intr = intrinsic(&gpu, &target, f.get_type());
+        let args: Vec<BasicMetadataValueEnum> = f.get_param_iter().map(Into::into).collect();
+        let call = b.build_call(intr, &args, "")?;
+        match call.try_as_basic_value().basic() {
+            Some(v) => b.build_return(Some(&v))?,
+            None => b.build_return(None)?,
+        };
+        f.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("noinline"));
+        make_inline(&ctx, f);
+    }
     if let Some(f) = gpu.get_function("__hpvm__barrier") {
         if f.count_basic_blocks() == 0 {
             let bb = ctx.append_basic_block(f, "entry");

@@ -570,6 +570,9 @@ fn resolve<'ctx>(
             None
         } else if RUNTIME_NV.contains(&name.as_str()) {
             None
+        } else if let Some(rest) = warp_function(&name) {
+            retarget_to_warp(dev, inst.0, callee, rest);
+            None
         } else if name.starts_with("llvm.nvvm.") || name.starts_with("__nv_") || name == "vprintf" {
             let what = match name.as_str() {
                 "vprintf" => "printf in device code".to_string(),
@@ -618,6 +621,48 @@ fn retarget(dev: &Module<'_>, inst: LLVMValueRef, callee: LLVMValueRef, name: &s
     let f = dev.get_function(name).unwrap_or_else(|| dev.add_function(name, ty, None));
     unsafe { LLVMSetOperand(inst, LLVMGetNumOperands(inst) as u32 - 1, f.as_value_ref()) };
 }
+
+/// The name under `llvm.nvvm.` of a warp-level operation (`__shfl_down_sync`, `__ballot_sync`,
+/// `__activemask`, `__syncwarp`, the lane id...), which only a GPU runs.
+fn warp_function(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix("llvm.nvvm.")?;
+    let warp = ["shfl.sync.", "vote.", "match.", "redux.sync.", "activemask", "bar.warp.sync"]
+        .iter()
+        .any(|p| rest.starts_with(p))
+        || rest == "read.ptx.sreg.laneid"
+        || rest == "read.ptx.sreg.warpsize";
+    warp.then_some(rest)
+}
+
+/// Makes the call `inst` of a warp operation call `hpvm.warp.<rest>` instead: a function whose
+/// body here stops the program (no CPU device runs warps), and which the GPU backend gives
+/// the intrinsic's body back (`transform/src/gpu.rs`). Never inlined on the way, so that the
+/// GPU backend finds it.
+fn retarget_to_warp(dev: &Module<'_>, inst: LLVMValueRef, callee: LLVMValueRef, rest: &str) {
+    let name = format!("{WARP_PREFIX}{rest}");
+    let f = dev.get_function(&name).unwrap_or_else(|| {
+        let ctx = dev.get_context();
+        let ty = unsafe { inkwell::types::FunctionType::new(LLVMGlobalGetValueType(callee)) };
+        let f = dev.add_function(&name, ty, Some(Linkage::Internal));
+        let kind = Attribute::get_named_enum_kind_id("noinline");
+        f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(kind, 0));
+        let stop = dev
+            .get_function("hpvm_rt_warp_unsupported")
+            .unwrap_or_else(|| dev.add_function("hpvm_rt_warp_unsupported", ctx.void_type().fn_type(&[], false), None));
+        let b = ctx.create_builder();
+        b.position_at_end(ctx.append_basic_block(f, "entry"));
+        b.build_call(stop, &[], "").expect("call");
+        match ty.get_return_type() {
+            Some(t) => b.build_return(Some(&t.const_zero())).expect("ret"),
+            None => b.build_return(None).expect("ret"),
+        };
+        f
+    });
+    unsafe { LLVMSetOperand(inst, LLVMGetNumOperands(inst) as u32 - 1, f.as_value_ref()) };
+}
+
+/// The prefix of the functions standing for warp operations (see [`retarget_to_warp`]).
+pub const WARP_PREFIX: &str = "hpvm.warp.";
 
 /// Read-only data in GPU address spaces that no host shadow stands for (tables of constants):
 /// moved to ordinary memory, where both backends read it as any constant. Device variables

@@ -26,6 +26,8 @@ mod consts;
 mod device;
 mod launchers;
 
+pub use device::WARP_PREFIX;
+
 use crate::frontend::{clang, read_ir, ClangOptions};
 use crate::scratch::ScratchDir;
 use crate::{Error, Result};
