@@ -265,10 +265,18 @@ pub fn run(cli: Cli, languages: Vec<Option<Language>>) -> Result<()> {
 
 /// Prints an error the way compilers do: one `file:line:col: error: ...` line per problem.
 pub fn report(e: &Error) {
-    if let Error::Core(hpvm_core::Error::Invalid(diags)) = e {
-        for d in diags {
-            eprintln!("{d}");
+    match e {
+        Error::Core(hpvm_core::Error::Invalid(diags)) => {
+            for d in diags {
+                eprintln!("{d}");
+            }
         }
+        // Already `file:line: error: ...`, as compilers write it.
+        Error::Core(hpvm_core::Error::Cuda(message)) => {
+            eprintln!("{message}");
+            return;
+        }
+        _ => {}
     }
     eprintln!("hpvm-mgpu: error: {e}");
 }

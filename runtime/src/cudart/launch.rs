@@ -210,6 +210,17 @@ extern "C" fn end_session() {
     }
 }
 
+/// The CPU body of CUDA's warp operations (`__shfl_*_sync`, `__ballot_sync`...): the compiler
+/// gives them their GPU instructions in GPU kernels; anywhere else the program stops, naming
+/// why, rather than compute something else.
+#[no_mangle]
+pub extern "C" fn hpvm_rt_warp_unsupported() {
+    crate::fatal(
+        "a kernel uses warp functions (__shfl_*_sync, __ballot_sync, __activemask...), which only GPUs run; \
+         this launch ran on the host or on simulated devices (run it on GPUs: HPVM_MGPU_DEVICES=cuda)",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,15 +241,4 @@ mod tests {
         assert_eq!(check_configuration(d(0, 1, 1), d(1, 1, 1)), Err(INVALID_CONFIGURATION));
         assert_eq!(check_configuration(d(1, 65536, 1), d(1, 1, 1)), Err(INVALID_CONFIGURATION));
     }
-}
-
-/// The CPU body of CUDA's warp operations (`__shfl_*_sync`, `__ballot_sync`...): the compiler
-/// gives them their GPU instructions in GPU kernels; anywhere else the program stops, naming
-/// why, rather than compute something else.
-#[no_mangle]
-pub extern "C" fn hpvm_rt_warp_unsupported() {
-    crate::fatal(
-        "a kernel uses warp functions (__shfl_*_sync, __ballot_sync, __activemask...), which only GPUs run; \
-         this launch ran on the host or on simulated devices (run it on GPUs: HPVM_MGPU_DEVICES=cuda)",
-    )
 }
