@@ -99,6 +99,16 @@ pub fn compile_source(src: &Path, lang: Language, opts: &ClangOptions, out: &Pat
         // Two halves, never one file of IR: see `crate::cuda::load`.
         Language::Cuda => return Err(Error::Cuda(format!("{}: CUDA sources are read by cuda::load", src.display()))),
     });
+    add_user_flags(&mut cmd, opts);
+    // After the user's -I, so a user's own hpvm.h wins, as with any system header.
+    cmd.arg("-isystem").arg(scratch.path());
+    add_ir_flags(&mut cmd, opts);
+    cmd.arg("-c").arg(src).arg("-o").arg(out);
+    run_clang(cmd, &clang, src, opts)
+}
+
+/// The user's `-std`, `-I` and `-D`, in that order.
+pub(crate) fn add_user_flags(cmd: &mut Command, opts: &ClangOptions) {
     if let Some(std) = &opts.std {
         cmd.arg(format!("-std={std}"));
     }
@@ -108,14 +118,20 @@ pub fn compile_source(src: &Path, lang: Language, opts: &ClangOptions, out: &Pat
     for d in &opts.defines {
         cmd.arg(format!("-D{d}"));
     }
-    // After the user's -I, so a user's own hpvm.h wins, as with any system header.
-    cmd.arg("-isystem").arg(scratch.path());
+}
+
+/// IR the graph builder can read: unoptimized (or with the `-O` level's metadata but no
+/// passes), debug info, value names.
+pub(crate) fn add_ir_flags(cmd: &mut Command, opts: &ClangOptions) {
     match opts.opt_level {
         Some(level) if level > 0 => cmd.arg(format!("-O{level}")).args(["-Xclang", "-disable-llvm-passes"]),
         _ => cmd.args(["-O0", "-Xclang", "-disable-O0-optnone"]),
     };
-    cmd.args(["-g", "-fno-discard-value-names", "-emit-llvm", "-c"]);
-    cmd.arg(src).arg("-o").arg(out);
+    cmd.args(["-g", "-fno-discard-value-names", "-emit-llvm"]);
+}
+
+/// Runs a clang command compiling `src` (its own diagnostics go straight to stderr).
+pub(crate) fn run_clang(mut cmd: Command, clang: &Path, src: &Path, opts: &ClangOptions) -> Result<()> {
     if opts.verbose {
         eprintln!("+ {cmd:?}");
     }

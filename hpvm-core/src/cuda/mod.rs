@@ -28,7 +28,7 @@ mod launchers;
 
 pub use device::WARP_PREFIX;
 
-use crate::frontend::{clang, read_ir, ClangOptions};
+use crate::frontend::{add_ir_flags, add_user_flags, clang, read_ir, run_clang, ClangOptions};
 use crate::scratch::ScratchDir;
 use crate::{Error, Result};
 use inkwell::context::Context;
@@ -60,8 +60,7 @@ pub fn load<'ctx>(ctx: &'ctx Context, path: &Path, opts: &ClangOptions) -> Resul
     Ok(host)
 }
 
-/// One half of a CUDA source to LLVM IR, as [`crate::frontend::compile_source`] does for C:
-/// unoptimized (or with the `-O` level's metadata but no passes), debug info, value names.
+/// One half of a CUDA source to LLVM IR, as [`crate::frontend::compile_source`] does for C.
 /// libdevice is not linked (`-nocudalib`): math calls stay calls of `__nv_*` functions, which
 /// [`device`] maps to what both backends know.
 fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path) -> Result<()> {
@@ -84,29 +83,9 @@ fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path) -> Resu
         Half::Device => "--cuda-device-only",
         Half::Host => "--cuda-host-only",
     });
-    if let Some(std) = &opts.std {
-        cmd.arg(format!("-std={std}"));
-    }
-    for d in &opts.include_dirs {
-        cmd.arg("-I").arg(d);
-    }
-    for d in &opts.defines {
-        cmd.arg(format!("-D{d}"));
-    }
-    match opts.opt_level {
-        Some(level) if level > 0 => cmd.arg(format!("-O{level}")).args(["-Xclang", "-disable-llvm-passes"]),
-        _ => cmd.args(["-O0", "-Xclang", "-disable-O0-optnone"]),
-    };
-    cmd.args(["-g", "-fno-discard-value-names", "-emit-llvm"]);
+    add_user_flags(&mut cmd, opts);
+    add_ir_flags(&mut cmd, opts);
     cmd.arg(if half == Half::Device { "-S" } else { "-c" });
     cmd.arg(src).arg("-o").arg(out);
-    if opts.verbose {
-        eprintln!("+ {cmd:?}");
-    }
-    tracing::debug!(?cmd, "compiling a CUDA half to LLVM IR");
-    let status = cmd.status().map_err(|e| Error::ToolMissing { tool: clang.display().to_string(), source: e })?;
-    if !status.success() {
-        return Err(Error::CompileFailed { file: src.display().to_string() });
-    }
-    Ok(())
+    run_clang(cmd, &clang, src, opts)
 }
