@@ -760,32 +760,12 @@ fn graph_around<'ctx>(dev: &Module<'ctx>, k: &Kernel, leaf: FunctionValue<'ctx>)
     let ps: Vec<BasicValueEnum> = blocks.get_param_iter().collect();
     let bufs: Vec<BasicMetadataValueEnum> = buffers.iter().map(|&i| ps[i].into()).collect();
     hpvm.hint_and_attributes(&b, 2, &bufs);
-    let node = b
-        .build_call(
-            hpvm.create,
-            &[
-                c(3).into(),
-                leaf.as_global_value().as_pointer_value().into(),
-                ps[front].into(),
-                ps[front + 1].into(),
-                ps[front + 2].into(),
-            ],
-            "threads",
-        )
-        .expect("call")
-        .try_as_basic_value()
-        .basic()
-        .expect("ptr");
+    let node = hpvm.create_node(&b, leaf, &ps[front..front + 3], "threads");
     for i in 0..front {
         hpvm.bind_in(&b, node, i, i);
     }
     if let Some(alloc) = alloc {
-        let a = b
-            .build_call(hpvm.create, &[c(0).into(), alloc.as_global_value().as_pointer_value().into()], "alloc")
-            .expect("call")
-            .try_as_basic_value()
-            .basic()
-            .expect("ptr");
+        let a = hpvm.create_node(&b, alloc, &[], "alloc");
         for j in 0..n_shared {
             hpvm.bind_in(&b, a, front + 3 + j, j);
             for half in 0..2 {
@@ -815,22 +795,7 @@ fn graph_around<'ctx>(dev: &Module<'ctx>, k: &Kernel, leaf: FunctionValue<'ctx>)
     let bufs: Vec<BasicMetadataValueEnum> = buffers.iter().map(|&i| ps[i].into()).collect();
     hpvm.hint_and_attributes(&b, 1, &bufs);
     let g = block_types.len();
-    let node = b
-        .build_call(
-            hpvm.create,
-            &[
-                c(3).into(),
-                blocks.as_global_value().as_pointer_value().into(),
-                ps[g].into(),
-                ps[g + 1].into(),
-                ps[g + 2].into(),
-            ],
-            "blocks",
-        )
-        .expect("call")
-        .try_as_basic_value()
-        .basic()
-        .expect("ptr");
+    let node = hpvm.create_node(&b, blocks, &ps[g..g + 3], "blocks");
     for i in 0..g {
         hpvm.bind_in(&b, node, i, i);
     }
@@ -917,6 +882,21 @@ impl<'ctx> Hpvm<'ctx> {
         let args: Vec<BasicMetadataValueEnum> =
             std::iter::once(i32t.const_int(values.len() as u64, false).into()).chain(values.iter().copied()).collect();
         b.build_call(self.ret, &args, "").expect("call");
+    }
+
+    /// `__hpvm__createNodeND(counts.len(), f, counts...)`: the child's handle.
+    fn create_node(
+        &self,
+        b: &inkwell::builder::Builder<'ctx>,
+        f: FunctionValue<'ctx>,
+        counts: &[BasicValueEnum<'ctx>],
+        name: &str,
+    ) -> BasicValueEnum<'ctx> {
+        let i32t = self.hint.get_type().get_context().i32_type();
+        let mut args: Vec<BasicMetadataValueEnum> =
+            vec![i32t.const_int(counts.len() as u64, false).into(), f.as_global_value().as_pointer_value().into()];
+        args.extend(counts.iter().map(|&v| BasicMetadataValueEnum::from(v)));
+        b.build_call(self.create, &args, name).expect("call").try_as_basic_value().basic().expect("a handle")
     }
 
     fn bind_in(&self, b: &inkwell::builder::Builder<'ctx>, node: BasicValueEnum<'ctx>, from: usize, to: usize) {
