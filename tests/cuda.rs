@@ -105,3 +105,28 @@ fn warp_functions_run_on_gpus_and_stop_elsewhere() {
     assert!(stderr(&run).contains("uses warp functions"), "{}", stderr(&run));
     assert!(!stdout(&run).contains("PASS") && !stdout(&run).contains("FAIL"));
 }
+
+/// `cudaMalloc` memory lives on the GPU from the start, as CUDA's does: a launch writing memory
+/// that no copy has written moves nothing from the host, on one device (whose plan takes whole
+/// buffers without consulting the maps) as on several; results identical.
+#[test]
+fn fresh_device_memory_is_never_uploaded() {
+    let dir = TempDir::new("cuda-fresh");
+    let exe = dir.join("stencil");
+    let out = hpvm_mgpu(&["build", "bench/cuda/stencil2d.cu", "-o", exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut sums = Vec::new();
+    for devices in ["cpu:1", "cpu:2", "cpu:3"] {
+        let stats = dir.join(&format!("stats-{devices}.json"));
+        let env = [("HPVM_MGPU_DEVICES", devices), ("HPVM_MGPU_STATS", stats.to_str().unwrap())];
+        let run = run_program(&exe, &["96", "5"], &env);
+        assert!(run.status.success(), "{devices}: {}{}", stdout(&run), stderr(&run));
+        sums.push(checksum(&stdout(&run)).expect("a checksum"));
+        let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        let node = report["nodes"].as_array().unwrap().iter().find(|n| n["node"] == "jacobi.blocks").unwrap();
+        assert_eq!(node["unit_launches"], 5, "{devices}: {node}");
+        assert_eq!(node["bytes_host_to_device"], 0, "{devices}: {node}");
+        assert!(node["unpartitioned_because"].is_null(), "{devices}: {node}");
+    }
+    assert!(sums.iter().all(|s| s == &sums[0]), "{sums:?}");
+}

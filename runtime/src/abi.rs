@@ -2,7 +2,7 @@
 //! code calls (`hpvm_rt_*`). None may unwind into C: each body runs under [`guard`].
 
 use crate::ctx::EntryFn;
-use crate::launch::{self, Launch};
+use crate::launch::{self, Launch, Mode};
 use crate::{memory, scratch, stats};
 use std::ffi::{c_char, c_void};
 
@@ -73,7 +73,12 @@ pub unsafe extern "C" fn hpvm_rt_launch(
         stats::install();
         memory::host_resumes();
         let m = unsafe { launch::load(desc, entries, n_entries, ptx) };
-        Box::into_raw(unsafe { Launch::start(m, launch, streaming != 0, args as *mut u8) }) as *mut c_void
+        let mode = match (streaming != 0, launch::in_cuda_launch()) {
+            (true, _) => Mode::Streaming,
+            (false, true) => Mode::Cuda,
+            (false, false) => Mode::Graph,
+        };
+        Box::into_raw(unsafe { Launch::start(m, launch, mode, args as *mut u8) }) as *mut c_void
     })
 }
 

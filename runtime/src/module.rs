@@ -23,7 +23,8 @@ pub struct Module {
     pub ptx: Option<&'static std::ffi::CStr>,
     /// Per node: its children in an order where every edge goes forward (internal nodes only).
     pub order: Vec<Vec<u32>>,
-    pub stats: Vec<NodeStats>,
+    /// Shared with launches left in flight, which add their GPU times once finished.
+    pub stats: std::sync::Arc<[NodeStats]>,
     /// The analysis database the build embedded (validated, of this schema version).
     pub analysis: Option<dashdb::Database>,
 }

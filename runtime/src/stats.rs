@@ -194,7 +194,7 @@ pub fn collect() -> Report {
     let mut modules = launch::loaded();
     modules.sort_by(|a, b| a.module.program.source.cmp(&b.module.program.source));
     for m in modules.iter().map(|l| &l.module) {
-        for (node, st) in m.program.nodes.iter().zip(&m.stats) {
+        for (node, st) in m.program.nodes.iter().zip(m.stats.iter()) {
             let runs = st.runs.load(Ordering::Relaxed);
             if runs == 0 {
                 continue;

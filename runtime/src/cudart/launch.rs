@@ -182,7 +182,9 @@ pub unsafe extern "C" fn cudaLaunchKernel(
     let dim = |v: c_uint| v as i64;
     // SAFETY: the compiler's launcher for this kernel, with the caller's argument array. Not
     // inside `guard`: the launch reports the user's errors itself and ends the process.
-    let e = unsafe { launcher(args, dim(g.x), dim(g.y), dim(g.z), dim(b.x), dim(b.y), dim(b.z), shmem as i64) };
+    let e = crate::launch::as_cuda_launch(|| unsafe {
+        launcher(args, dim(g.x), dim(g.y), dim(g.z), dim(b.x), dim(b.y), dim(b.z), shmem as i64)
+    });
     ret(e)
 }
 

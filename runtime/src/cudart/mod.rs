@@ -39,7 +39,7 @@ mod launch;
 mod libdevice;
 
 use crate::abi::guard;
-use crate::devices::{devices, DeviceLimits};
+use crate::devices::{devices, inflight, DeviceLimits};
 use crate::memory;
 use crate::stats;
 use std::alloc::Layout;
@@ -154,7 +154,13 @@ fn allocate(out: *mut *mut c_void, size: usize, kind: Kind) -> Error {
         return MEMORY_ALLOCATION;
     }
     match kind {
-        Kind::Device => memory::track_device(p as usize, size),
+        Kind::Device => {
+            if memory::track_on_device(p as usize, size).is_err() {
+                // SAFETY: allocated above with this layout, never handed out.
+                unsafe { std::alloc::dealloc(p, layout) };
+                return MEMORY_ALLOCATION;
+            }
+        }
         Kind::Managed => memory::track(p as usize, size),
         Kind::PageLocked => {}
     }
@@ -465,6 +471,7 @@ pub extern "C" fn cudaMemset2D(ptr: *mut c_void, pitch: usize, value: c_int, wid
 #[no_mangle]
 pub extern "C" fn cudaDeviceSynchronize() -> Error {
     api("cudaDeviceSynchronize", || {
+        inflight::drain();
         synchronize_managed();
         SUCCESS
     })
@@ -604,6 +611,7 @@ pub extern "C" fn cudaStreamSynchronize(stream: *mut c_void) -> Error {
         if !stream_ok(stream) {
             return ret(INVALID_RESOURCE_HANDLE);
         }
+        inflight::drain();
         synchronize_managed();
         SUCCESS
     })
@@ -611,7 +619,10 @@ pub extern "C" fn cudaStreamSynchronize(stream: *mut c_void) -> Error {
 
 #[no_mangle]
 pub extern "C" fn cudaStreamQuery(stream: *mut c_void) -> Error {
-    guard("cudaStreamQuery", || ret(if stream_ok(stream) { SUCCESS } else { INVALID_RESOURCE_HANDLE }))
+    guard("cudaStreamQuery", || {
+        inflight::drain();
+        ret(if stream_ok(stream) { SUCCESS } else { INVALID_RESOURCE_HANDLE })
+    })
 }
 
 #[no_mangle]
@@ -635,6 +646,8 @@ pub extern "C" fn cudaEventRecord(event: *mut c_void, stream: *mut c_void) -> Er
         if !stream_ok(stream) {
             return ret(INVALID_RESOURCE_HANDLE);
         }
+        // The host's clock once all work before the event has finished.
+        inflight::drain();
         match state().events.get_mut(&(event as usize)) {
             Some(at) => {
                 *at = Some(Instant::now());
@@ -648,6 +661,7 @@ pub extern "C" fn cudaEventRecord(event: *mut c_void, stream: *mut c_void) -> Er
 #[no_mangle]
 pub extern "C" fn cudaEventSynchronize(event: *mut c_void) -> Error {
     api("cudaEventSynchronize", || {
+        inflight::drain();
         ret(if state().events.contains_key(&(event as usize)) { SUCCESS } else { INVALID_RESOURCE_HANDLE })
     })
 }

@@ -19,6 +19,7 @@
 
 pub mod cuda;
 pub mod host;
+pub mod inflight;
 mod limits;
 pub mod sim;
 pub mod staging;

@@ -31,6 +31,8 @@ pub struct Engine<'m> {
     /// Whose memory the pointers in arguments address: the host's, or (inside a partition)
     /// a device's. Only the host engine dispatches launch units and keeps buffers coherent.
     pub place: Place,
+    /// Launch units may return with their GPU work in flight (a CUDA program's launch).
+    pub asynchronous: bool,
 }
 
 impl Engine<'_> {
@@ -47,7 +49,16 @@ impl Engine<'_> {
         let parent = SendPtr(parent as *mut NodeCtx);
         if self.place == Place::Host {
             if let Some(shape) = &node.shape {
-                let unit = Unit { module: self.module, plans: self.plans, node: n, shape, parent, grid, outs };
+                let unit = Unit {
+                    module: self.module,
+                    plans: self.plans,
+                    node: n,
+                    shape,
+                    parent,
+                    grid,
+                    outs,
+                    asynchronous: self.asynchronous,
+                };
                 let run_box = |place: Place, bx: GridBox, args: &Args| {
                     Engine { place, ..*self }.run_box(n, args, parent, grid, bx, outs)
                 };

@@ -70,6 +70,38 @@ pub fn loaded() -> Vec<Arc<Loaded>> {
 /// Items in flight between two pipeline stages.
 const STREAM_DEPTH: usize = 4;
 
+/// How a launch runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Mode {
+    /// HPVM's `__hpvm__launch`: the graph runs on its own thread, `__hpvm__wait` joins it.
+    Graph,
+    /// A streaming pipeline (`__hpvm__push`/`__hpvm__pop`).
+    Streaming,
+    /// A CUDA kernel launch, whose launcher waits at once: the graph runs on the calling
+    /// thread before `start` returns, and its GPU work may still be in flight then, as a
+    /// CUDA launch's is ([`crate::devices::inflight`]).
+    Cuda,
+}
+
+thread_local! {
+    /// Whether this thread is inside a CUDA kernel's launcher ([`as_cuda_launch`]).
+    static IN_CUDA_LAUNCH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` (a CUDA kernel's launcher, which launches its graph and waits at once) so that
+/// its launch runs as [`Mode::Cuda`].
+pub fn as_cuda_launch<R>(f: impl FnOnce() -> R) -> R {
+    IN_CUDA_LAUNCH.with(|l| l.set(true));
+    let r = f();
+    IN_CUDA_LAUNCH.with(|l| l.set(false));
+    r
+}
+
+/// Whether the calling thread is inside [`as_cuda_launch`].
+pub fn in_cuda_launch() -> bool {
+    IN_CUDA_LAUNCH.with(|l| l.get())
+}
+
 /// What `__hpvm__launch` returns.
 pub struct Launch {
     module: Arc<Loaded>,
@@ -87,11 +119,11 @@ struct Stream {
 /// The instance context of a root: one instance, no parent.
 const ROOT_CTX: NodeCtx = NodeCtx { id: [0; 3], dim: [1; 3], parent: std::ptr::null() };
 
-fn engine(loaded: &Loaded) -> Engine<'_> {
+fn engine(loaded: &Loaded, asynchronous: bool) -> Engine<'_> {
     if loaded.module.ptx.is_some() && !devices().on_gpus() {
         notice_gpu_nodes_on_cpu();
     }
-    Engine { module: &loaded.module, plans: &loaded.plans, place: Place::Host }
+    Engine { module: &loaded.module, plans: &loaded.plans, place: Place::Host, asynchronous }
 }
 
 impl Launch {
@@ -118,44 +150,49 @@ impl Launch {
     ///
     /// # Safety
     /// `user` points to the launch's argument struct and stays valid until `wait` returns.
-    pub unsafe fn start(module: Arc<Loaded>, launch: u32, streaming: bool, user: *mut u8) -> Box<Launch> {
+    pub unsafe fn start(module: Arc<Loaded>, launch: u32, mode: Mode, user: *mut u8) -> Box<Launch> {
         if launch as usize >= module.module.program.launches.len() {
             fatal(&format!("launch {launch} is not in the program description"));
         }
         sink::record(Event::GraphLaunch);
-        if streaming {
+        if mode == Mode::Streaming {
             let stream = Stream::start(module.clone(), launch);
             return Box::new(Launch { module, launch, thread: None, stream: Some(stream) });
         }
         let args = unsafe { Self::root_args(&module.module, launch, user) };
         let user = SendPtr(user);
         let loaded = module.clone();
+        let run = move || {
+            let user = user;
+            let m = &loaded.module;
+            let l = &m.program.launches[launch as usize];
+            let root = &m.program.nodes[l.root as usize];
+            let mut out = vec![0u8; root.outputs_size()];
+            let out_ptr = SendPtr(if out.is_empty() { std::ptr::null_mut() } else { out.as_mut_ptr() });
+            pool::pool().install(|| {
+                let e = engine(&loaded, mode == Mode::Cuda);
+                let grid = m.grid(l.root, None);
+                e.run(l.root, &Args::uniform(args), &ROOT_CTX, grid, out_ptr)
+            });
+            // The root's outputs go to the trailing struct of the user's arguments.
+            for (o, &off) in root.outputs.iter().zip(&l.out_offsets) {
+                // SAFETY: the user's struct outlives the launch (HPVM's contract).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        out[o.offset as usize..].as_ptr(),
+                        user.0.add((l.out_base + off) as usize),
+                        o.size as usize,
+                    )
+                };
+            }
+        };
+        if mode == Mode::Cuda {
+            run();
+            return Box::new(Launch { module, launch, thread: None, stream: None });
+        }
         let thread = std::thread::Builder::new()
             .name("hpvm-launch".into())
-            .spawn(move || {
-                let user = user;
-                let m = &loaded.module;
-                let l = &m.program.launches[launch as usize];
-                let root = &m.program.nodes[l.root as usize];
-                let mut out = vec![0u8; root.outputs_size()];
-                let out_ptr = SendPtr(if out.is_empty() { std::ptr::null_mut() } else { out.as_mut_ptr() });
-                pool::pool().install(|| {
-                    let e = engine(&loaded);
-                    let grid = m.grid(l.root, None);
-                    e.run(l.root, &Args::uniform(args), &ROOT_CTX, grid, out_ptr)
-                });
-                // The root's outputs go to the trailing struct of the user's arguments.
-                for (o, &off) in root.outputs.iter().zip(&l.out_offsets) {
-                    // SAFETY: the user's struct outlives the launch (HPVM's contract).
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            out[o.offset as usize..].as_ptr(),
-                            user.0.add((l.out_base + off) as usize),
-                            o.size as usize,
-                        )
-                    };
-                }
-            })
+            .spawn(run)
             .unwrap_or_else(|e| fatal(&format!("cannot start a launch thread: {e}")));
         Box::new(Launch { module, launch, thread: Some(thread), stream: None })
     }
@@ -318,7 +355,7 @@ impl Stream {
             stages.push(spawn(
                 format!("hpvm-stage-{k}"),
                 Box::new(move || {
-                    let e = engine(&m);
+                    let e = engine(&m, false);
                     for args in rx_args {
                         let mut received = Vec::new();
                         for (i, rx) in &ins {
@@ -387,7 +424,7 @@ fn run_root_item(m: &Loaded, root: u32, args: &[u8]) -> Vec<u8> {
     let mut out = vec![0u8; m.module.program.nodes[root as usize].outputs_size()];
     let ptr = SendPtr(if out.is_empty() { std::ptr::null_mut() } else { out.as_mut_ptr() });
     pool::pool().install(|| {
-        let e = engine(m);
+        let e = engine(m, false);
         let grid = m.module.grid(root, None);
         e.run(root, &Args::uniform(args.to_vec()), &ROOT_CTX, grid, ptr)
     });
@@ -398,11 +435,12 @@ fn run_root_item(m: &Loaded, root: u32, args: &[u8]) -> Vec<u8> {
 /// `args` over `grid`, as the engine would make it. False when it ran on the host.
 #[doc(hidden)]
 pub fn bench_launch(loaded: &Loaded, node: u32, args: Vec<u8>, grid: [i64; 3]) -> bool {
-    let e = Engine { module: &loaded.module, plans: &loaded.plans, place: Place::Host };
+    let e = Engine { module: &loaded.module, plans: &loaded.plans, place: Place::Host, asynchronous: false };
     let Some(shape) = &loaded.module.node(node).shape else { return false };
     let parent = SendPtr(&ROOT_CTX as *const NodeCtx as *mut NodeCtx);
     let outs = SendPtr(std::ptr::null_mut());
-    let unit = partitioned::Unit { module: e.module, plans: e.plans, node, shape, parent, grid, outs };
+    let unit =
+        partitioned::Unit { module: e.module, plans: e.plans, node, shape, parent, grid, outs, asynchronous: false };
     let run_box = |place: Place, bx, args: &Args| Engine { place, ..e }.run_box(node, args, parent, grid, bx, outs);
     partitioned::run_unit(&unit, &Args::uniform(args), &run_box)
 }

@@ -18,6 +18,7 @@ pub mod coherence;
 #[cfg(test)]
 pub(crate) mod fakes;
 
+use crate::devices::inflight;
 use crate::devices::staging::STAGE_AT_LEAST;
 use crate::devices::{devices, pinning, Copy, Devices, Place};
 use crate::sink::{self, Event};
@@ -84,7 +85,7 @@ pub struct Buffer {
     /// Whether the host's code may store into the buffer directly. Not so for CUDA's device
     /// memory, which the host changes only through API calls that say which bytes
     /// ([`host_overwrites`]): launches then never resend it.
-    host_stores: bool,
+    pub host_stores: bool,
 }
 
 /// A rectangle of a buffer's bytes: `rows` rows of `row_bytes`, `pitch` apart, from `start`
@@ -478,12 +479,36 @@ pub fn track(ptr: usize, bytes: usize) {
 }
 
 /// Tracks a buffer the host changes only through calls that report each change
-/// ([`host_overwrites`]): CUDA's device memory and `__device__` variables.
+/// ([`host_overwrites`]): `__device__` variables, whose host copy holds their initial value.
 pub fn track_device(ptr: usize, bytes: usize) {
     table().track(ptr as u64, bytes as u64, false);
 }
 
+/// Tracks CUDA device memory (`cudaMalloc`): as with CUDA, it lives on the GPU from the
+/// start, so device 0 is made its holder (whatever it contains is what CUDA's would: that
+/// GPU's fresh memory), and the host copy becomes current only where the host asks. A launch
+/// that writes memory nobody wrote before then moves nothing. Without devices the host holds
+/// it. Fails (nothing tracked) when device 0 cannot hold it.
+pub fn track_on_device(ptr: usize, bytes: usize) -> Result<(), String> {
+    let mut t = table();
+    let start = ptr as u64;
+    t.track(start, bytes as u64, false);
+    if devices().count() == 0 || bytes == 0 {
+        return Ok(());
+    }
+    if let Err(e) = t.allocate(&[(start, 0)]) {
+        if let Some(buf) = t.buffers.remove(&start) {
+            buf.release();
+        }
+        return Err(e.message);
+    }
+    let buf = t.buffers.get_mut(&start).expect("tracked above");
+    buf.coherence = Coherence::new(buf.size, Holders::device(0));
+    Ok(())
+}
+
 pub fn untrack(ptr: usize) {
+    inflight::drain();
     let mut t = table();
     if let Some(buf) = t.buffers.get_mut(&(ptr as u64)) {
         let size = buf.size;
@@ -504,6 +529,7 @@ pub fn request(ptr: usize, bytes: usize) {
 /// made current there, and if the host writes it, the devices' copies of it become stale.
 /// Untracked memory is the host's alone. `bytes` 0 means the rest of the buffer.
 pub fn host_access(ptr: usize, bytes: usize, write: bool) {
+    inflight::drain();
     let mut t = table();
     let (ptr, bytes) = (ptr as u64, bytes as u64);
     let Some(start) = t.containing(ptr, bytes) else { return };
@@ -520,6 +546,7 @@ pub fn host_access(ptr: usize, bytes: usize, write: bool) {
 /// through the CUDA API, a memset): the devices' copies of it become stale, and nothing is
 /// copied back first. Untracked memory is the host's alone.
 pub fn host_overwrites(ptr: usize, bytes: usize) {
+    inflight::drain();
     let mut t = table();
     let (ptr, bytes) = (ptr as u64, bytes as u64);
     let Some(start) = t.containing(ptr, bytes) else { return };
@@ -536,6 +563,7 @@ pub fn push_to_devices(ptr: usize, bytes: usize) {
     if n == 0 || bytes == 0 {
         return;
     }
+    inflight::drain();
     let mut t = table();
     let (ptr, bytes) = (ptr as u64, bytes as u64);
     let Some(start) = t.containing(ptr, bytes) else { return };
@@ -567,12 +595,14 @@ pub fn tracked(ptr: usize, bytes: usize) -> Option<(usize, usize)> {
 /// Stops tracking the buffer that starts at `ptr` without making the host current: its
 /// contents are dead (the program frees it). False when no buffer starts there.
 pub fn discard(ptr: usize) -> bool {
+    inflight::drain();
     let removed = table().buffers.remove(&(ptr as u64));
     removed.map(Buffer::release).is_some()
 }
 
 /// At cleanup: host copies made current, device copies freed.
 pub fn forget_all() {
+    inflight::drain();
     let starts: Vec<u64> = table().buffers.keys().copied().collect();
     for s in starts {
         untrack(s as usize);

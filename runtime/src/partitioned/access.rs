@@ -96,6 +96,22 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
         let size = table.get(start).expect("found").size;
         args.push(BufArg { buffer, offset: v - start, size, param: i as u32 });
     }
+    // One device running the whole grid, on memory the host never stores into (CUDA's device
+    // memory, current on the device or written there first): the maps would only say which
+    // bytes to copy, and there are none to copy beyond what the whole buffers need, so the
+    // plan skips them (a first plan's ISL work, milliseconds inside a CUDA program's timed
+    // loop). Strict checking still wants the maps' bounds.
+    let whole_is_exact = l.order.len() == 1
+        && super::partitions_per_device() == 1
+        && !super::strict()
+        && buffers.iter().all(|&(start, _)| table.get(start).is_some_and(|b| !b.host_stores));
+    if whole_is_exact {
+        let mut outcome = unpartitioned(l, table, &buffers, &unit_ptrs, &args, leaf_desc, None);
+        if let (Outcome::Devices(plan), Some(kernel)) = (&mut outcome, &unit.kernel) {
+            plan.read_only_cache = read_only_cache_legal(&kernel.readonly, &args, plan);
+        }
+        return outcome;
+    }
     let mut inspections = Vec::new();
     let split = split(l, leaf_desc, &leaf_args, block, &args, &buffers, table, &mut inspections);
     let mut outcome = match split {
@@ -143,7 +159,7 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
             plan.alloc_nanos = t.elapsed().as_nanos() as u64;
             Outcome::Devices(plan)
         }
-        Err(reason) => unpartitioned(l, table, &buffers, &unit_ptrs, &args, leaf_desc, reason),
+        Err(reason) => unpartitioned(l, table, &buffers, &unit_ptrs, &args, leaf_desc, Some(reason)),
     };
     if let (Outcome::Devices(plan), Some(kernel)) = (&mut outcome, &unit.kernel) {
         plan.read_only_cache = read_only_cache_legal(&kernel.readonly, &args, plan);
@@ -299,7 +315,8 @@ fn device_args(args: &[u8], ptrs: &[(usize, usize)], buffers: &[(u64, u64)], k: 
 }
 
 /// The safe plan: one partition on device 0, reading every buffer whole and (unless the
-/// database proves a buffer only read) maybe writing it whole.
+/// database proves a buffer only read) maybe writing it whole; `reason` says why the launch
+/// is not split, if it could have been.
 fn unpartitioned(
     l: &Launch<'_>,
     table: &mut Table,
@@ -307,7 +324,7 @@ fn unpartitioned(
     ptrs: &[(usize, usize)],
     args: &[BufArg],
     leaf: &NodeDesc,
-    reason: String,
+    reason: Option<String>,
 ) -> Outcome {
     let db_node = l.module.analysis.as_ref().and_then(|db| db.node(&leaf.name));
     let mut reads = Vec::new();
@@ -330,7 +347,7 @@ fn unpartitioned(
     table.allocate(&needs).unwrap_or_else(|e| crate::fatal(&allocation_failed(l, unit, table, &e)));
     let args = device_args(l.args, ptrs, buffers, 0, table);
     let part = PartPlan { device: 0, bx: GridBox::whole(l.grid), args, reads, writes };
-    let mut plan = LaunchPlan::new(buffers.to_vec(), vec![part], Some(reason));
+    let mut plan = LaunchPlan::new(buffers.to_vec(), vec![part], reason);
     plan.alloc_nanos = t.elapsed().as_nanos() as u64;
     Outcome::Devices(plan)
 }

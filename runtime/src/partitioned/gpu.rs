@@ -11,28 +11,33 @@
 //!   that one of `i`'s partitions writes (same buffer, overlapping byte hulls), `i`'s stream
 //!   waits for the copying GPU's copies, by an event. Nothing else waits, so a halo copied
 //!   out of one buffer overlaps the kernel writing another (ping-pong stencils);
-//! - the launch returns after every stream it used is synchronized, so the host may read or
-//!   change any buffer afterwards (copies from page-locked memory are asynchronous).
+//! - a synchronous launch returns after every stream it used is synchronized, so the host may
+//!   read or change any buffer afterwards (copies from page-locked memory are asynchronous);
+//!   an asynchronous one (a CUDA program's, which moves no host memory) returns with its work
+//!   in flight, and whatever touches device data from the host waits for it first
+//!   ([`crate::devices::inflight`]), which also orders the next launch after it on every GPU.
 
 use super::kernel::{self, GpuPart, Prepared, MARK_COPIES, MARK_HOST_COPIES, MARK_START};
 use super::{LaunchPlan, PartPlan, Source};
 use crate::args::SendPtr;
 use crate::ctx::NodeCtx;
 use crate::desc::KernelDesc;
+use crate::devices::inflight::Slots;
 use crate::devices::{devices, Copy, Device, Place};
 use crate::memory;
-use crate::module::{Module, NodeStats};
+use crate::module::Module;
 use std::ffi::CStr;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// Runs one launch of unit `n` on the GPUs: `copies` (the plan's, for the present coherence
-/// state) then every partition of `lp`. Returns each kernel's time in milliseconds.
+/// state) then every partition of `lp`. With `asynchronous` (a CUDA program's launch), and
+/// unless it copies host memory or its outputs go to the host, it returns once everything is
+/// enqueued, leaving the launch in flight ([`inflight`]); otherwise it waits for it.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     m: &Module,
     n: u32,
-    st: &NodeStats,
     lp: &LaunchPlan,
     copies: &[Copy],
     sources: &[Source],
@@ -43,28 +48,41 @@ pub(super) fn run(
     parent: SendPtr<NodeCtx>,
     grid: [i64; 3],
     outs: SendPtr<u8>,
-) -> Result<Vec<f32>, String> {
+    asynchronous: bool,
+) -> Result<(), String> {
+    let st = &m.stats[n as usize];
     let gpus = &devices().gpus;
     let mut used: Vec<usize> =
         lp.parts.iter().map(|p: &PartPlan| p.device).chain(copies.iter().map(Copy::executor)).collect();
     used.sort_unstable();
     used.dedup();
+    let touches_host = copies.iter().any(|c| c.src == Place::Host || c.dst == Place::Host);
+    let slots = if asynchronous && !touches_host && !kernel::must_wait(m, n, kernel) {
+        let mut need = vec![0; gpus.len()];
+        for &k in &used {
+            need[k] = kernel::slots_needed(lp.parts.iter().filter(|p| p.device == k && !p.bx.is_empty()).count());
+        }
+        Slots::take(&used, &need)?
+    } else {
+        Slots::synchronous()
+    };
+    let base = &slots.base;
 
     let t0 = Instant::now();
     for &k in &used {
-        gpus[k].mark(MARK_START)?;
+        gpus[k].mark(base[k] + MARK_START)?;
     }
     let (from_host, from_gpus): (Vec<Copy>, Vec<Copy>) = copies.iter().partition(|c| c.src == Place::Host);
     // Copies that read what their source GPU's partitions write: (source GPU, copying GPU).
     let mut waits = war_waits(lp, copies, sources);
     memory::enqueue(&from_host)?;
     for &k in &used {
-        gpus[k].mark(MARK_HOST_COPIES)?;
+        gpus[k].mark(base[k] + MARK_HOST_COPIES)?;
     }
     memory::enqueue(&from_gpus)?;
     let mut copied = vec![None; gpus.len()];
     for &k in &used {
-        copied[k] = Some(gpus[k].mark(MARK_COPIES)?);
+        copied[k] = Some(gpus[k].mark(base[k] + MARK_COPIES)?);
     }
     // Sources wait for their readers' copies before their own kernels (see the module doc).
     waits.sort_unstable();
@@ -82,20 +100,44 @@ pub(super) fn run(
     let t1 = Instant::now();
     let parts: Vec<GpuPart<'_>> =
         lp.parts.iter().map(|p| GpuPart { device: p.device, args: &p.args, bx: p.bx }).collect();
-    let launched = kernel::run(m, n, kernel, name, prepared, ptx, &parts, parent, grid, outs);
+    let wait = !slots.asynchronous();
+    let launched = kernel::run(m, n, kernel, name, prepared, ptx, &parts, parent, grid, outs, base, wait);
+    let launched = match launched {
+        Ok(l) => l,
+        Err(e) => {
+            // Nothing may still run on buffers the caller may free.
+            for &k in &used {
+                let _ = Device::synchronize(&gpus[k]);
+            }
+            return Err(e);
+        }
+    };
+    let stats = m.stats.clone();
+    let base = base.clone();
     // Devices that only copied are waited for too.
-    for &k in &used {
-        gpus[k].synchronize()?;
+    let used_all = used.clone();
+    let finish = move || -> Result<(), String> {
+        let times = kernel::times(&launched, &base)?;
+        let st = &stats[n as usize];
+        // The launch's GPU-timeline breakdown: the slowest device in each phase.
+        let max = |f: fn(&(f32, f32, f32)) -> f32| times.spans.iter().map(f).fold(0f32, f32::max);
+        let nanos = |ms: f32| (ms as f64 * 1e6) as u64;
+        st.gpu_nanos_host_copies.fetch_add(nanos(max(|s| s.0)), Ordering::Relaxed);
+        st.gpu_nanos_peer_copies.fetch_add(nanos(max(|s| s.1)), Ordering::Relaxed);
+        st.gpu_nanos_kernels.fetch_add(nanos(max(|s| s.2)), Ordering::Relaxed);
+        st.kernel_ms.lock().unwrap_or_else(|e| e.into_inner()).extend(times.kernels);
+        Ok(())
+    };
+    if slots.asynchronous() {
+        slots.leave(&used_all, Box::new(finish));
+    } else {
+        for &k in &used_all {
+            gpus[k].synchronize()?;
+        }
+        finish()?;
     }
-    let times = launched?;
     st.nanos_kernels.fetch_add(t1.elapsed().as_nanos() as u64, Ordering::Relaxed);
-    // The launch's GPU-timeline breakdown: the slowest device in each phase.
-    let max = |f: fn(&(f32, f32, f32)) -> f32| times.spans.iter().map(f).fold(0f32, f32::max);
-    let nanos = |ms: f32| (ms as f64 * 1e6) as u64;
-    st.gpu_nanos_host_copies.fetch_add(nanos(max(|s| s.0)), Ordering::Relaxed);
-    st.gpu_nanos_peer_copies.fetch_add(nanos(max(|s| s.1)), Ordering::Relaxed);
-    st.gpu_nanos_kernels.fetch_add(nanos(max(|s| s.2)), Ordering::Relaxed);
-    Ok(times.kernels)
+    Ok(())
 }
 
 /// The pairs (source GPU, copying GPU) where a copy reads bytes that a partition on its

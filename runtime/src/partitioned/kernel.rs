@@ -110,10 +110,25 @@ pub(crate) struct GpuTimes {
     pub spans: Vec<(f32, f32, f32)>,
 }
 
+/// What [`run`] enqueued: the GPUs it used and how many kernels on each (by GPU index), and
+/// in benchmarks the kernels' warm times.
+pub(crate) struct Launched {
+    pub used: Vec<usize>,
+    counts: Vec<usize>,
+    bench: Option<Vec<f32>>,
+}
+
+/// Whether a launch of unit `n` must be waited for before it returns: its output records go
+/// to the host, or a benchmark times its kernels.
+pub(crate) fn must_wait(m: &Module, n: u32, kernel: &KernelDesc) -> bool {
+    bench_repeat().is_some() || matches!(kernel.kind, KernelKind::Grid) && m.node(n).outputs_size() > 0
+}
+
 /// Enqueues the kernel `name` (the unit's, or its read-only-cache variant) of unit `n` for
-/// each part on its GPU's stream (after whatever that stream holds: the part's copies), then
-/// waits for every part. Output records come back to `outs`, each instance's from the GPU
-/// that ran it.
+/// each part on its GPU's stream (after whatever that stream holds: the part's copies), its
+/// marks from slot `base[k]` on GPU `k`. With `wait` (required when [`must_wait`]), waits
+/// for every part; output records come back to `outs`, each instance's from the GPU that
+/// ran it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     m: &Module,
@@ -126,7 +141,9 @@ pub(crate) fn run(
     parent: SendPtr<NodeCtx>,
     grid: [i64; 3],
     outs: SendPtr<u8>,
-) -> Result<GpuTimes, String> {
+    base: &[usize],
+    wait: bool,
+) -> Result<Launched, String> {
     let gpus = &devices().gpus;
     let node = m.node(n);
     // SAFETY: the parent context outlives this call (it is the caller's).
@@ -178,7 +195,7 @@ pub(crate) fn run(
             params.push(v.to_le_bytes().to_vec());
         }
         params.push(device_outs[p.device].unwrap_or(0).to_le_bytes().to_vec());
-        let slot = MARK_KERNELS + 2 * launched_per_device[p.device];
+        let slot = base[p.device] + MARK_KERNELS + 2 * launched_per_device[p.device];
         let mut launch = || {
             gpu.launch(
                 ptx,
@@ -221,6 +238,10 @@ pub(crate) fn run(
         }
         launched_per_device[p.device] += 1;
     }
+    if !wait {
+        launched?;
+        return Ok(Launched { used, counts: launched_per_device, bench: None });
+    }
     // Every GPU is waited for, even after a failed launch, so nothing still runs on buffers
     // the caller may free.
     let mut waited = Ok(());
@@ -232,22 +253,6 @@ pub(crate) fn run(
     }
     launched?;
     waited?;
-    let mut spans = Vec::with_capacity(used.len());
-    for &k in &used {
-        let gpu = &gpus[k];
-        let count = launched_per_device[k];
-        if bench_repeat().is_none() {
-            for i in 0..count {
-                kernels.push(gpu.between(MARK_KERNELS + 2 * i, MARK_KERNELS + 2 * i + 1)?);
-            }
-        }
-        let last = MARK_KERNELS + 2 * count.max(1) - 1;
-        spans.push((
-            gpu.between(MARK_START, MARK_HOST_COPIES)?,
-            gpu.between(MARK_HOST_COPIES, MARK_COPIES)?,
-            gpu.between(MARK_COPIES, last)?,
-        ));
-    }
     if record > 0 {
         let bytes = total as usize * record;
         if let [k] = used[..] {
@@ -273,7 +278,37 @@ pub(crate) fn run(
             gpus[k].free(*d)?;
         }
     }
+    let bench = bench_repeat().is_some().then_some(kernels);
+    Ok(Launched { used, counts: launched_per_device, bench })
+}
+
+/// The GPU-timeline times of a launch [`run`] enqueued with marks from `base`, once its GPUs
+/// have been waited for.
+pub(crate) fn times(l: &Launched, base: &[usize]) -> Result<GpuTimes, String> {
+    let gpus = &devices().gpus;
+    let mut kernels = l.bench.clone().unwrap_or_default();
+    let mut spans = Vec::with_capacity(l.used.len());
+    for &k in &l.used {
+        let (gpu, at) = (&gpus[k], base[k]);
+        let count = l.counts[k];
+        if l.bench.is_none() {
+            for i in 0..count {
+                kernels.push(gpu.between(at + MARK_KERNELS + 2 * i, at + MARK_KERNELS + 2 * i + 1)?);
+            }
+        }
+        let last = at + MARK_KERNELS + 2 * count.max(1) - 1;
+        spans.push((
+            gpu.between(at + MARK_START, at + MARK_HOST_COPIES)?,
+            gpu.between(at + MARK_HOST_COPIES, at + MARK_COPIES)?,
+            gpu.between(at + MARK_COPIES, last)?,
+        ));
+    }
     Ok(GpuTimes { kernels, spans })
+}
+
+/// Mark slots a launch of `parts` kernels on a GPU uses (see [`MARK_START`]).
+pub(crate) fn slots_needed(parts: usize) -> usize {
+    MARK_KERNELS + 2 * parts.max(1)
 }
 
 /// `HPVM_MGPU_BENCH_REPEAT=N`: time every kernel over N warm runs (benchmarks only).

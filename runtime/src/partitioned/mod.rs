@@ -251,7 +251,7 @@ pub(crate) fn partitioning_off() -> bool {
 }
 
 /// `HPVM_MGPU_CHECK=strict`: an access outside a buffer is an error, not a warning.
-fn strict() -> bool {
+pub(crate) fn strict() -> bool {
     static STRICT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *STRICT.get_or_init(|| match std::env::var("HPVM_MGPU_CHECK").unwrap_or_default().trim() {
         "" | "warn" => false,
@@ -292,6 +292,9 @@ pub struct Unit<'a> {
     pub grid: [i64; 3],
     /// Output records, one per instance of `grid` (null when the node has none).
     pub outs: SendPtr<u8>,
+    /// The launch may return with its GPU work in flight (a CUDA program's kernel launch,
+    /// [`crate::devices::inflight`]).
+    pub asynchronous: bool,
 }
 
 /// Runs a box of a unit's grid where a place's memory is addressed (a simulated device's,
@@ -302,7 +305,7 @@ pub type RunBox<'a> = dyn Fn(Place, GridBox, &Args) + Sync + 'a;
 /// Runs the unit on the devices; false when it must run on the host instead (no devices, or
 /// a reason the plan gives, such as an untracked pointer).
 pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
-    let Unit { module, plans, node: n, shape, parent, grid, outs } = *u;
+    let Unit { module, plans, node: n, shape, parent, grid, outs, .. } = *u;
     let devs = devices();
     if devs.count() == 0 {
         return false;
@@ -405,11 +408,10 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
                 }
                 _ => &kernel.name,
             };
-            let times = gpu::run(module, n, st, lp, copies, sources, kernel, name, prepared, ptx, parent, grid, outs)
+            gpu::run(module, n, lp, copies, sources, kernel, name, prepared, ptx, parent, grid, outs, u.asynchronous)
                 .unwrap_or_else(|err| {
                     crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc))
                 });
-            st.kernel_ms.lock().unwrap_or_else(|e| e.into_inner()).extend(times);
         }
         None => {
             let t2 = Instant::now();

@@ -1,0 +1,133 @@
+//! GPU work enqueued and not yet waited for. A CUDA program's kernel launch returns as soon
+//! as its copies and kernels are on the GPUs' streams, as CUDA's does, so the host prepares
+//! the next launch while the GPUs run this one; everything that lets the host see or change
+//! device data waits first ([`drain`]).
+//!
+//! Invariants:
+//! - every GPU with work in flight is in the busy set; [`drain`] synchronizes each of them,
+//!   then runs, in launch order, what each launch left to do once finished (reading its
+//!   event times into the statistics);
+//! - a launch enqueued while others are in flight first makes the stream of every GPU it uses
+//!   wait for the work so far of every busy GPU ([`Slots::take`]): it then reads what they
+//!   wrote and overwrites nothing they may still be copying, as a synchronous launch would;
+//! - a launch in flight owns its mark slots (events) on each GPU until the drain: slots are
+//!   handed out upwards and reused only after one, so no event is recorded again before it
+//!   was read.
+//!
+//! Launches that move host memory, or whose outputs the host reads at once, are not left in
+//! flight (their callers drain first and wait at the end).
+
+use super::devices;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// What a launch leaves to do once its work has finished (reading its times).
+pub type Finish = Box<dyn FnOnce() -> Result<(), String> + Send>;
+
+struct InFlight {
+    /// Bit `k`: GPU `k` has work not yet waited for.
+    busy: u64,
+    /// Per GPU, the first mark slot no launch in flight owns.
+    next: Vec<usize>,
+    finish: Vec<Finish>,
+}
+
+static IN_FLIGHT: Mutex<InFlight> = Mutex::new(InFlight { busy: 0, next: Vec::new(), finish: Vec::new() });
+
+/// Whether anything is in flight: checked without the lock, since every drain point (any
+/// host access to tracked memory) asks.
+static ANY: AtomicBool = AtomicBool::new(false);
+
+/// Mark slots per GPU before a launch drains what is in flight first (each slot is an event).
+const MAX_SLOTS: usize = 1024;
+
+/// Waits for all GPU work in flight and finishes each launch (statistics). A failure of any
+/// of it (a kernel that faulted) ends the program, naming the GPU, since the launch that
+/// caused it has returned long ago, as with CUDA's asynchronous errors.
+pub fn drain() {
+    if !ANY.load(Ordering::Acquire) {
+        return;
+    }
+    let mut f = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Err(e) = drain_locked(&mut f) {
+        crate::fatal(&format!("a kernel launched earlier failed: {e}"));
+    }
+}
+
+fn drain_locked(f: &mut InFlight) -> Result<(), String> {
+    let gpus = &devices().gpus;
+    let mut first_err = Ok(());
+    for (k, gpu) in gpus.iter().enumerate() {
+        if f.busy & (1 << k) != 0 {
+            if let Err(e) = super::Device::synchronize(gpu) {
+                first_err = first_err.and(Err(e));
+            }
+        }
+    }
+    f.busy = 0;
+    f.next.iter_mut().for_each(|n| *n = 0);
+    let finish = std::mem::take(&mut f.finish);
+    ANY.store(false, Ordering::Release);
+    first_err?;
+    finish.into_iter().try_for_each(|done| done())
+}
+
+/// The mark slots of one launch: per GPU, the first slot it may use. An asynchronous
+/// launch holds the state of what is in flight from [`Slots::take`] to [`Slots::leave`], so
+/// that no drain on another thread hands its slots out again meanwhile.
+pub struct Slots {
+    pub base: Vec<usize>,
+    held: Option<MutexGuard<'static, InFlight>>,
+}
+
+impl Slots {
+    /// Synchronous launches: nothing in flight (drained), every GPU from slot 0.
+    pub fn synchronous() -> Slots {
+        drain();
+        Slots { base: vec![0; devices().gpus.len()], held: None }
+    }
+
+    /// Slots for an asynchronous launch on GPUs `used` that needs `need[k]` slots on GPU `k`;
+    /// orders its streams after the work in flight (see the module's invariants).
+    pub fn take(used: &[usize], need: &[usize]) -> Result<Slots, String> {
+        let gpus = &devices().gpus;
+        let mut f = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+        f.next.resize(gpus.len(), 0);
+        // One more slot per busy GPU for the fence below.
+        if (0..gpus.len()).any(|k| f.next[k] + need[k] + 1 > MAX_SLOTS) {
+            drain_locked(&mut f)?;
+        }
+        let busy = f.busy;
+        for d in (0..gpus.len()).filter(|d| busy & (1 << d) != 0) {
+            if used.iter().all(|&u| u == d) {
+                continue;
+            }
+            let fence = gpus[d].mark(f.next[d])?;
+            f.next[d] += 1;
+            for &u in used.iter().filter(|&&u| u != d) {
+                gpus[u].wait_for(fence)?;
+            }
+        }
+        let base = f.next.clone();
+        for (k, n) in need.iter().enumerate() {
+            f.next[k] += n;
+        }
+        Ok(Slots { base, held: Some(f) })
+    }
+
+    /// Whether the launch may be left in flight (its slots were taken for that).
+    pub fn asynchronous(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// Leaves an asynchronous launch in flight on GPUs `used`; `finish` runs once they have
+    /// been waited for.
+    pub fn leave(self, used: &[usize], finish: Finish) {
+        let Some(mut f) = self.held else { unreachable!("only asynchronous launches are left in flight") };
+        for &k in used {
+            f.busy |= 1 << k;
+        }
+        f.finish.push(finish);
+        ANY.store(true, Ordering::Release);
+    }
+}
