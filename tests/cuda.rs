@@ -22,8 +22,43 @@ fn kernels_are_nodes_named_after_them_at_their_lines() {
     assert!(text.contains("node tiled_matmul.alloc (allocation, hint GPU, 0-D)"), "{text}");
     assert!(text.contains("edge:     tiled_matmul.alloc.out2 -> tiled_matmul.9 (shared1) (all-to-all)"), "{text}");
     assert!(text.contains("5 dynamic_shared: ptr, bytes in #6"), "{text}");
-    // A __constant__ variable is a buffer argument.
-    assert!(text.contains("4 offsets: ptr, in-out, bytes in #5"), "{text}");
+    // A __constant__ variable is a buffer argument (which the kernel only reads).
+    assert!(text.contains("4 offsets: ptr, in, bytes in #5"), "{text}");
+}
+
+/// A pointer is declared read-only (`in`, which lets the runtime skip coherence work and
+/// read it through the non-coherent cache) only where the kernel provably never writes
+/// through it; `const` is not trusted.
+#[test]
+fn pointers_the_kernel_only_reads_are_inputs_only() {
+    let out = hpvm_mgpu(&["inspect", "tests/inputs/cuda/readonly.cu"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let params = |node: &str| -> Vec<String> {
+        let at = text.find(&format!("node {node} (leaf")).unwrap_or_else(|| panic!("no leaf {node} in {text}"));
+        text[at..]
+            .lines()
+            .skip(1)
+            .take_while(|l| !l.starts_with("node "))
+            .filter(|l| l.contains(": ptr,"))
+            .map(|l| l.trim().to_string())
+            .collect()
+    };
+    for (node, want) in [
+        ("copy", ["0 src: ptr, in,", "2 dst: ptr, in-out,"]),
+        ("pick", ["0 a: ptr, in-out,", "2 b: ptr, in-out,"]),
+        ("count", ["0 keys: ptr, in,", "2 bins: ptr, in-out,"]),
+        ("through_a_function", ["0 a: ptr, in-out,", "2 b: ptr, in,"]),
+        ("stores_the_pointer", ["0 a: ptr, in-out,", "2 slot: ptr, in-out,"]),
+    ] {
+        let got = params(node);
+        for (g, w) in got.iter().zip(want) {
+            assert!(g.starts_with(w), "{node}: `{g}`, want `{w}…`");
+        }
+        assert_eq!(got.len(), 2, "{node}: {got:?}");
+    }
+    assert_eq!(params("casts_const_away").len(), 1);
+    assert!(params("casts_const_away")[0].starts_with("0 a: ptr, in-out,"), "{text}");
 }
 
 #[test]

@@ -45,6 +45,9 @@ pub(super) struct Kernel {
     pub shared: Vec<u64>,
     /// Whether the kernel uses dynamic (`extern __shared__`) memory, sized by the launch.
     pub dynamic_shared: bool,
+    /// Leaf parameters (among [`buffer_params`]) the kernel provably never writes through:
+    /// the graph declares them inputs only ([`read_only`]).
+    pub read_only: Vec<usize>,
 }
 
 /// A kernel parameter, as the graph takes it: its scalars, one node parameter each (a
@@ -213,6 +216,14 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
                 })?;
         }
     }
+    // Parameters out of their stack slots (clang's unoptimized code keeps each in one), so
+    // that what the kernel does with each pointer shows in its uses.
+    run("function(sroa)")?;
+    for (kernel, Leaf { function: leaf, .. }) in out.iter_mut().zip(&leaves) {
+        let params: Vec<Val> = Val(leaf.as_value_ref()).params();
+        kernel.read_only = buffer_params(kernel).into_iter().filter(|&i| read_only(params[i])).collect();
+        declare_accesses(dev, kernel, *leaf);
+    }
     run("globaldce")?;
     move_read_only_data(dev, host)?;
     for (kernel, leaf) in out.iter().zip(&leaves) {
@@ -318,6 +329,7 @@ fn leaf_of<'ctx>(
         symbols: Vec::new(),
         shared: Vec::new(),
         dynamic_shared: false,
+        read_only: Vec::new(),
     };
     for want in [Var::Symbol, Var::Shared, Var::Dynamic] {
         for (g, var) in vars.iter().filter(|(_, v)| *v == want) {
@@ -355,7 +367,7 @@ fn leaf_of<'ctx>(
     let hpvm = Hpvm::declare(dev);
     let values: Vec<BasicValueEnum> = leaf.get_param_iter().collect();
     let buffers: Vec<BasicMetadataValueEnum> = buffer_params(&kernel).iter().map(|&i| values[i].into()).collect();
-    hpvm.hint_and_attributes(&b, 2, &buffers);
+    hpvm.hint_and_attributes(&b, 2, &buffers, &[]);
     let me = b.build_call(hpvm.get_node, &[], "self").map_err(llvm)?.try_as_basic_value().basic().expect("ptr");
     let parent =
         b.build_call(hpvm.get_parent, &[me.into()], "blocks").map_err(llvm)?.try_as_basic_value().basic().expect("ptr");
@@ -712,6 +724,79 @@ fn move_read_only_data<'ctx>(dev: &Module<'ctx>, host: &Module<'ctx>) -> Result<
     Ok(())
 }
 
+/// Whether the kernel never writes through pointer `p` (a leaf parameter, after inlining):
+/// every use of it, followed through address arithmetic, is a load or a copy's source.
+/// Anything else counts as a write (a store or an atomic through it, the pointer itself
+/// stored or turned into an integer, a call that takes it): the claim must be a proof, since
+/// the runtime neither copies a read-only buffer back nor keeps it coherent with writes, and
+/// reads it through the non-coherent cache. `const` and `__restrict__` are not trusted.
+fn read_only(p: Val) -> bool {
+    use llvm_sys::LLVMOpcode as Op;
+    let mut seen = vec![p];
+    let mut todo = vec![p];
+    while let Some(v) = todo.pop() {
+        for u in v.users() {
+            let derived = match u.opcode() {
+                Some(Op::LLVMLoad) => false,
+                Some(Op::LLVMStore) => return false,
+                Some(
+                    Op::LLVMGetElementPtr | Op::LLVMBitCast | Op::LLVMAddrSpaceCast | Op::LLVMPHI | Op::LLVMSelect,
+                ) => true,
+                Some(Op::LLVMICmp) => false,
+                Some(Op::LLVMCall) => {
+                    let callee = u.called_function().map(|f| f.name()).unwrap_or_default();
+                    let args = u.call_args();
+                    let fine = match callee.as_str() {
+                        "__hpvm__attributes" => true,
+                        c if c.starts_with("llvm.memcpy") || c.starts_with("llvm.memmove") => args.first() != Some(&v),
+                        c if c.starts_with("llvm.lifetime")
+                            || c.starts_with("llvm.dbg")
+                            || c.starts_with("llvm.prefetch") =>
+                        {
+                            true
+                        }
+                        _ => false,
+                    };
+                    if !fine {
+                        return false;
+                    }
+                    false
+                }
+                _ => return false,
+            };
+            if derived && !seen.contains(&u) {
+                seen.push(u);
+                todo.push(u);
+            }
+        }
+    }
+    true
+}
+
+/// Replaces the leaf's `__hpvm__attributes` (made when every buffer was taken as written)
+/// with one that declares [`Kernel::read_only`]'s buffers inputs only.
+fn declare_accesses<'ctx>(dev: &Module<'ctx>, k: &Kernel, leaf: FunctionValue<'ctx>) {
+    if k.read_only.is_empty() {
+        return;
+    }
+    let hpvm = Hpvm::declare(dev);
+    let Some(old) = leaf.get_first_basic_block().and_then(|bb| {
+        bb.get_instructions()
+            .find(|i| Val(i.as_value_ref()).called_function().is_some_and(|f| f.name() == "__hpvm__attributes"))
+    }) else {
+        return;
+    };
+    let params: Vec<BasicValueEnum> = leaf.get_param_iter().collect();
+    let buffers = buffer_params(k);
+    let values: Vec<BasicMetadataValueEnum> = buffers.iter().map(|&i| params[i].into()).collect();
+    let read_only: Vec<usize> =
+        buffers.iter().enumerate().filter(|(_, p)| k.read_only.contains(p)).map(|(i, _)| i).collect();
+    let b = dev.get_context().create_builder();
+    b.position_before(&old);
+    hpvm.attributes(&b, &values, &read_only);
+    old.erase_from_basic_block();
+}
+
 /// The allocation node (if the kernel has shared memory), the node of blocks and the root.
 fn graph_around<'ctx>(dev: &Module<'ctx>, k: &Kernel, leaf: FunctionValue<'ctx>) {
     let ctx = dev.get_context();
@@ -723,6 +808,8 @@ fn graph_around<'ctx>(dev: &Module<'ctx>, k: &Kernel, leaf: FunctionValue<'ctx>)
     let front = front_len(k);
     let n_shared = k.shared.len() + k.dynamic_shared as usize;
     let buffers = buffer_params(k);
+    let read_only: Vec<usize> =
+        buffers.iter().enumerate().filter(|(_, p)| k.read_only.contains(p)).map(|(i, _)| i).collect();
     let c = |v: u64| i32t.const_int(v, false);
     // K.alloc(sizes…): one allocation per size, returned as (pointer, size) pairs.
     let alloc = (n_shared > 0).then(|| {
@@ -735,7 +822,7 @@ fn graph_around<'ctx>(dev: &Module<'ctx>, k: &Kernel, leaf: FunctionValue<'ctx>)
             p.set_name(&format!("bytes_{}", shared_name(k, i)));
         }
         b.position_at_end(ctx.append_basic_block(f, "entry"));
-        hpvm.hint_and_attributes(&b, 2, &[]);
+        hpvm.hint_and_attributes(&b, 2, &[], &[]);
         let mut outs: Vec<BasicMetadataValueEnum> = Vec::new();
         for p in f.get_param_iter() {
             let m = b.build_call(hpvm.malloc, &[p.into()], "shared").expect("call");
@@ -759,7 +846,7 @@ fn graph_around<'ctx>(dev: &Module<'ctx>, k: &Kernel, leaf: FunctionValue<'ctx>)
     b.position_at_end(ctx.append_basic_block(blocks, "entry"));
     let ps: Vec<BasicValueEnum> = blocks.get_param_iter().collect();
     let bufs: Vec<BasicMetadataValueEnum> = buffers.iter().map(|&i| ps[i].into()).collect();
-    hpvm.hint_and_attributes(&b, 2, &bufs);
+    hpvm.hint_and_attributes(&b, 2, &bufs, &read_only);
     let node = hpvm.create_node(&b, leaf, &ps[front..front + 3], "threads");
     for i in 0..front {
         hpvm.bind_in(&b, node, i, i);
@@ -793,7 +880,7 @@ fn graph_around<'ctx>(dev: &Module<'ctx>, k: &Kernel, leaf: FunctionValue<'ctx>)
     b.position_at_end(ctx.append_basic_block(root, "entry"));
     let ps: Vec<BasicValueEnum> = root.get_param_iter().collect();
     let bufs: Vec<BasicMetadataValueEnum> = buffers.iter().map(|&i| ps[i].into()).collect();
-    hpvm.hint_and_attributes(&b, 1, &bufs);
+    hpvm.hint_and_attributes(&b, 1, &bufs, &read_only);
     let g = block_types.len();
     let node = hpvm.create_node(&b, blocks, &ps[g..g + 3], "blocks");
     for i in 0..g {
@@ -859,20 +946,35 @@ impl<'ctx> Hpvm<'ctx> {
         }
     }
 
-    /// `__hpvm__hint(target)` and `__hpvm__attributes` naming `buffers` as inputs and outputs.
+    /// `__hpvm__hint(target)` and `__hpvm__attributes` naming `buffers` as inputs and, but for
+    /// the ones at `read_only` (indices into `buffers`), as outputs.
     fn hint_and_attributes(
         &self,
         b: &inkwell::builder::Builder<'ctx>,
         target: u64,
         buffers: &[BasicMetadataValueEnum<'ctx>],
+        read_only: &[usize],
     ) {
         let i32t = self.hint.get_type().get_context().i32_type();
         b.build_call(self.hint, &[i32t.const_int(target, false).into()], "").expect("call");
-        let n: BasicMetadataValueEnum = i32t.const_int(buffers.len() as u64, false).into();
-        let args: Vec<BasicMetadataValueEnum> = std::iter::once(n)
+        self.attributes(b, buffers, read_only);
+    }
+
+    /// `__hpvm__attributes(n_in, ins..., n_out, outs...)`: every buffer an input, the ones not
+    /// at `read_only` outputs too.
+    fn attributes(
+        &self,
+        b: &inkwell::builder::Builder<'ctx>,
+        buffers: &[BasicMetadataValueEnum<'ctx>],
+        read_only: &[usize],
+    ) {
+        let i32t = self.hint.get_type().get_context().i32_type();
+        let outs: Vec<BasicMetadataValueEnum> =
+            buffers.iter().enumerate().filter(|(i, _)| !read_only.contains(i)).map(|(_, v)| *v).collect();
+        let args: Vec<BasicMetadataValueEnum> = std::iter::once(i32t.const_int(buffers.len() as u64, false).into())
             .chain(buffers.iter().copied())
-            .chain(std::iter::once(n))
-            .chain(buffers.iter().copied())
+            .chain(std::iter::once(i32t.const_int(outs.len() as u64, false).into()))
+            .chain(outs)
             .collect();
         b.build_call(self.attributes, &args, "").expect("call");
     }
