@@ -18,6 +18,7 @@
 //! - Every diagnostic carries the user's `file:line:column` when the IR has debug info.
 
 pub mod build;
+pub mod ctors;
 pub mod cuda;
 pub mod diag;
 pub mod entity;

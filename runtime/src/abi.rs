@@ -35,6 +35,7 @@ pub extern "C" fn __hpvm__init() {
         crate::pool::pool();
         let t = std::time::Instant::now();
         crate::devices::devices();
+        launch::load_registered();
         stats::DEVICE_SETUP_NANOS.fetch_add(t.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
         crate::partitioned::check_settings();
         memory::check_settings();
@@ -51,6 +52,21 @@ pub extern "C" fn __hpvm__cleanup() {
         scratch::release_global();
         crate::trace::flush();
     })
+}
+
+/// Names a module of the program to the runtime; called by a constructor of the executable,
+/// before `main`. Nothing is read yet: the session's start ([`__hpvm__init`]) loads it.
+///
+/// # Safety
+/// As [`hpvm_rt_launch`]'s `desc`, `entries` and `ptx`.
+#[no_mangle]
+pub unsafe extern "C" fn hpvm_rt_module(
+    desc: *const c_char,
+    entries: *const EntryFn,
+    n_entries: u32,
+    ptx: *const c_char,
+) {
+    guard("registering the program's modules", || unsafe { launch::register(desc, entries, n_entries, ptx) })
 }
 
 /// Starts a launch; replaces `__hpvm__launch` in compiled host code.

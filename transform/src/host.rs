@@ -10,6 +10,8 @@ use inkwell::values::{AsValueRef, BasicMetadataValueEnum, BasicValue, FunctionVa
 use inkwell::AddressSpace;
 
 pub const LAUNCH_FN: &str = "hpvm_rt_launch";
+/// Registers the module with the runtime before `main` ([`register`]).
+pub const MODULE_FN: &str = "hpvm_rt_module";
 
 pub fn rewrite<'ctx>(
     module: &Module<'ctx>,
@@ -90,6 +92,8 @@ pub fn rewrite<'ctx>(
         call.erase_from_basic_block();
     }
 
+    register(module, [desc.as_pointer_value(), table.as_pointer_value(), ptx], entries.len() as u32)?;
+
     // Internal node functions only described the graph, which now lives in the description.
     let internal: Vec<FunctionValue> = graph
         .nodes
@@ -105,5 +109,30 @@ pub fn rewrite<'ctx>(
     for f in internal {
         unsafe { f.delete() };
     }
+    Ok(())
+}
+
+/// A constructor that names the module to the runtime before `main` runs, so that the
+/// runtime can read its description and compile its kernels for the GPUs when the session
+/// opens (`__hpvm__init`, a CUDA program's first API call) rather than inside the program's
+/// first launch, which a program often times.
+fn register<'ctx>(
+    module: &Module<'ctx>,
+    [desc, table, ptx]: [inkwell::values::PointerValue<'ctx>; 3],
+    n_entries: u32,
+) -> Result<()> {
+    let ctx = module.get_context();
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let i32t = ctx.i32_type();
+    let void = ctx.void_type();
+    let rt = module.get_function(MODULE_FN).unwrap_or_else(|| {
+        module.add_function(MODULE_FN, void.fn_type(&[ptr.into(), ptr.into(), i32t.into(), ptr.into()], false), None)
+    });
+    let ctor = module.add_function("hpvm.register", void.fn_type(&[], false), Some(Linkage::Private));
+    let b = ctx.create_builder();
+    b.position_at_end(ctx.append_basic_block(ctor, "entry"));
+    b.build_call(rt, &[desc.into(), table.into(), i32t.const_int(n_entries as u64, false).into(), ptx.into()], "")?;
+    b.build_return(None)?;
+    hpvm_core::ctors::add_constructor(module, ctor);
     Ok(())
 }

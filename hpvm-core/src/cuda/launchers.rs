@@ -134,34 +134,6 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel]) -> Result<()> {
         b.build_call(register, &args, "").map_err(llvm)?;
     }
     b.build_return(None).map_err(llvm)?;
-    add_constructor(host, ctor);
+    crate::ctors::add_constructor(host, ctor);
     Ok(())
-}
-
-/// Appends `f` to the module's `llvm.global_ctors`, keeping the constructors already there.
-fn add_constructor<'ctx>(m: &Module<'ctx>, f: FunctionValue<'ctx>) {
-    let ctx = m.get_context();
-    let ptr = ctx.ptr_type(AddressSpace::default());
-    let entry_ty = ctx.struct_type(&[ctx.i32_type().into(), ptr.into(), ptr.into()], false);
-    let mut entries = Vec::new();
-    if let Some(old) = m.get_global("llvm.global_ctors") {
-        if let Some(init) = old.get_initializer() {
-            let array = init.into_array_value();
-            let n = array.get_type().len();
-            for i in 0..n {
-                let e = unsafe { llvm_sys::core::LLVMGetOperand(inkwell::values::AsValueRef::as_value_ref(&array), i) };
-                entries.push(unsafe { inkwell::values::StructValue::new(e) });
-            }
-        }
-        unsafe { old.delete() };
-    }
-    entries.push(entry_ty.const_named_struct(&[
-        ctx.i32_type().const_int(65535, false).into(),
-        f.as_global_value().as_pointer_value().into(),
-        ptr.const_null().into(),
-    ]));
-    let array = entry_ty.const_array(&entries);
-    let g = m.add_global(array.get_type(), None, "llvm.global_ctors");
-    g.set_linkage(Linkage::Appending);
-    g.set_initializer(&array);
 }

@@ -345,23 +345,28 @@ impl Cuda {
         })
     }
 
+    /// The module of `ptx` on this GPU, compiled on first use (the driver's JIT, whose
+    /// cache makes later runs of the program cheap).
+    pub fn load_module(&self, ptx: &'static CStr) -> Result<sys::CUmodule, String> {
+        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&m) = modules.get(&(ptx.as_ptr() as usize)) {
+            return Ok(m);
+        }
+        self.bind()?;
+        // SAFETY: NUL-terminated PTX text; the driver compiles it for this GPU.
+        let m = check("cuModuleLoadData (compiling the PTX)", unsafe {
+            result::module::load_data(ptx.as_ptr() as *const c_void)
+        })?;
+        modules.insert(ptx.as_ptr() as usize, m);
+        Ok(m)
+    }
+
     fn function(&self, ptx: &'static CStr, kernel: &str) -> Result<sys::CUfunction, String> {
         let key = (ptx.as_ptr() as usize, kernel.to_string());
         if let Some(&f) = self.functions.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(f);
         }
-        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
-        let module = match modules.get(&key.0) {
-            Some(&m) => m,
-            None => {
-                // SAFETY: NUL-terminated PTX text; the driver compiles it for this GPU.
-                let m = check("cuModuleLoadData (compiling the PTX)", unsafe {
-                    result::module::load_data(ptx.as_ptr() as *const c_void)
-                })?;
-                modules.insert(key.0, m);
-                m
-            }
-        };
+        let module = self.load_module(ptx)?;
         let name = CString::new(kernel).map_err(|e| e.to_string())?;
         // SAFETY: `module` is loaded and never unloaded.
         let f =

@@ -62,6 +62,47 @@ pub unsafe fn load(desc: *const c_char, entries: *const EntryFn, n_entries: u32,
     loaded
 }
 
+/// Modules named by the executable's constructors ([`register`]), not loaded yet.
+static REGISTERED: Mutex<Vec<(usize, usize, u32, usize)>> = Mutex::new(Vec::new());
+
+/// Remembers a module of the program, to be loaded when the session opens
+/// ([`load_registered`]). Called before `main`: it reads nothing and opens nothing, so that
+/// settings the program makes before its session still apply.
+///
+/// # Safety
+/// As [`load`]'s.
+pub unsafe fn register(desc: *const c_char, entries: *const EntryFn, n_entries: u32, ptx: *const c_char) {
+    let mut r = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
+    r.push((desc as usize, entries as usize, n_entries, ptx as usize));
+}
+
+/// Loads the registered modules and compiles their kernels on every GPU (in parallel, one
+/// thread per GPU), so that a program's first launch does not pay for either. A kernel that
+/// fails to compile here fails again at its launch, which reports it with the node's name.
+pub fn load_registered() {
+    let pending = std::mem::take(&mut *REGISTERED.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut ptx = Vec::new();
+    for (desc, entries, n, p) in pending {
+        // SAFETY: registered by the executable's constructors with its own constants.
+        let m = unsafe { load(desc as *const c_char, entries as *const EntryFn, n, p as *const c_char) };
+        ptx.extend(m.module.ptx);
+    }
+    let gpus = &devices().gpus;
+    if ptx.is_empty() || gpus.is_empty() {
+        return;
+    }
+    std::thread::scope(|s| {
+        for g in gpus {
+            let ptx = &ptx;
+            s.spawn(move || {
+                for p in ptx {
+                    let _ = g.load_module(p);
+                }
+            });
+        }
+    });
+}
+
 /// Every module loaded so far, for the statistics report.
 pub fn loaded() -> Vec<Arc<Loaded>> {
     registry().lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
