@@ -4,7 +4,8 @@
 # e.g. bash scripts/device/cuda.sh "1 2" 5 "stencil2d 8192 200" "matmul 8192 5"
 # CUDA programs of bench/cuda/ (each prints `kernel_ms` between two CUDA events and a
 # `checksum`), built by hpvm-mgpu (carry/bin/NAME_cu) and, as the baseline, by the machine's nvcc
-# against NVIDIA's runtime (one GPU). Each runs REPEATS times per configuration; the first run
+# against NVIDIA's runtime (one GPU) and, where scripts/device/clang-link made carry/clang/bin/NAME,
+# by plain clang++-19 -x cuda against the wheel's libcudart (one GPU). Each runs REPEATS times per configuration; the first run
 # of each is a warm-up and is kept but marked. Writes one JSON row per run to
 # $OUT/cuda.jsonl: configuration, wall seconds, kernel_ms, checksum, exit status.
 set -u
@@ -22,12 +23,15 @@ for case in "$@"; do
   if [ -n "$nvcc" ] && "$nvcc" -O3 -arch="$arch" -o "/tmp/nvcc/$name" "bench/cuda/$name.cu" >"$out/logs/$name.nvcc-build.log" 2>&1; then
     configs="nvcc"
   fi
+  [ -x "carry/clang/bin/$name" ] && configs="$configs clang"
   for g in $counts; do configs="$configs hpvm:$g"; done
   for config in $configs; do
     for r in $(seq 1 "$repeats"); do
       log="$out/logs/$name.${config/:/}.$r.log"
       if [ "$config" = nvcc ]; then
         cmd=(/tmp/nvcc/$name $args)
+      elif [ "$config" = clang ]; then
+        cmd=(carry/clang/bin/$name $args)
       else
         cmd=(env HPVM_MGPU_DEVICES=cuda:${config#hpvm:} carry/bin/${name}_cu $args)
       fi
