@@ -165,3 +165,35 @@ fn fresh_device_memory_is_never_uploaded() {
     }
     assert!(sums.iter().all(|s| s == &sums[0]), "{sums:?}");
 }
+
+/// A kernel launched in a loop with a scalar its maps never name (a step used as a value)
+/// plans once on every device count; one whose scalar moves its reads plans per value. Both
+/// give the host's results, identical across device counts.
+#[test]
+fn scalars_the_maps_do_not_name_reuse_the_plan() {
+    let dir = TempDir::new("cuda-steps");
+    let exe = dir.join("steps");
+    let out = hpvm_mgpu(&["build", "tests/cuda/steps.cu", "-o", exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut sums = Vec::new();
+    for devices in ["cpu:1", "cpu:2", "cpu:3"] {
+        let stats = dir.join(&format!("stats-{devices}.json"));
+        let env = [("HPVM_MGPU_DEVICES", devices), ("HPVM_MGPU_STATS", stats.to_str().unwrap())];
+        let run = run_program(&exe, &["3000", "12"], &env);
+        assert!(run.status.success() && stdout(&run).contains("PASS"), "{devices}: {}{}", stdout(&run), stderr(&run));
+        sums.push(checksum(&stdout(&run)).expect("a checksum"));
+        let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        let node = |name: &str| report["nodes"].as_array().unwrap().iter().find(|n| n["node"] == name).unwrap().clone();
+        let advance = node("advance.blocks");
+        assert_eq!(advance["plan_cache"]["misses"], 1, "{devices}: {advance}");
+        assert_eq!(advance["plan_cache"]["hits"], 11, "{devices}: {advance}");
+        let shifted = node("shifted.blocks");
+        let expected_misses = if devices == "cpu:1" { 1 } else { 12 };
+        assert_eq!(shifted["plan_cache"]["misses"], expected_misses, "{devices}: {shifted}");
+        if devices != "cpu:1" {
+            assert_eq!(advance["partitioned_launches"], 12, "{devices}: {advance}");
+            assert_eq!(shifted["partitioned_launches"], 12, "{devices}: {shifted}");
+        }
+    }
+    assert!(sums.iter().all(|s| s == &sums[0]), "{sums:?}");
+}

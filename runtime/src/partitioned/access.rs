@@ -47,19 +47,126 @@ struct BufArg {
     param: u32,
 }
 
-pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
+/// What a launch's pointers bind, found before any planning: the buffers they point into,
+/// and the leaf's pointer arguments within them.
+pub(crate) struct Bindings {
+    /// Start and id of each tracked buffer the unit's pointers point into.
+    buffers: Vec<(u64, u64)>,
+    /// (offset of the pointer in the unit's arguments, index into `buffers`).
+    unit_ptrs: Vec<(usize, usize)>,
+    leaf: u32,
+    leaf_args: Vec<u8>,
+    block: Option<[i64; 3]>,
+    args: Vec<BufArg>,
+}
+
+/// A launch's plan where no access maps are needed: an untracked pointer (the host runs it),
+/// or one device running the whole grid on memory the host never stores into (CUDA's device
+/// memory, current on the device or written there first), where the maps would only say
+/// which bytes to copy and there are none beyond what the whole buffers need. Otherwise the
+/// bindings for [`plan_split`], which does the ISL work.
+///
+/// The one-device plan holds for any scalar arguments ([`LaunchPlan::scalar_free`]): a kernel
+/// launched in a loop with a changing scalar (a time step, a column) plans once. Strict
+/// checking still wants the maps' bounds.
+pub(crate) fn plan_direct(l: &Launch<'_>, table: &mut Table) -> Result<Outcome, Bindings> {
+    let b = match bindings(l, table) {
+        Ok(b) => b,
+        Err(host) => return Ok(host),
+    };
+    let whole_is_exact = l.order.len() == 1
+        && super::partitions_per_device() == 1
+        && !super::strict()
+        && b.buffers.iter().all(|&(start, _)| table.get(start).is_some_and(|x| !x.host_stores));
+    if !whole_is_exact {
+        return Err(b);
+    }
+    let program = &l.module.program;
+    let leaf_desc = &program.nodes[b.leaf as usize];
+    let mut outcome = unpartitioned(l, table, &b.buffers, &b.unit_ptrs, &b.args, leaf_desc, None);
+    if let Outcome::Devices(plan) = &mut outcome {
+        if let Some(kernel) = &program.nodes[l.node as usize].kernel {
+            plan.read_only_cache = read_only_cache_legal(&kernel.readonly, &b.args, plan);
+        }
+        plan.scalar_free = true;
+        plan.pointer_slots = b.unit_ptrs.iter().map(|&(offset, _)| offset).collect();
+    }
+    Ok(outcome)
+}
+
+/// The integer parameters (by position) of `leaf` that its maps, their conditions, shapes
+/// and block sizes name: the only scalars a plan of it depends on (the planner reads no
+/// other: `split`'s values). Conservative: every identifier
+/// in those texts that is a parameter's map name counts.
+pub(crate) fn named_params(module: &Module, leaf: u32) -> Vec<u32> {
+    let desc = &module.program.nodes[leaf as usize];
+    let Some(dn) = module.analysis.as_ref().and_then(|db| db.node(&desc.name)) else { return Vec::new() };
+    let mut texts: Vec<&str> = Vec::new();
+    texts.extend(dn.valid_when.as_deref());
+    texts.extend(dn.bounds.iter().map(String::as_str));
+    texts.extend(dn.grid.iter().map(String::as_str));
+    if let Some(b) = &dn.block {
+        texts.extend(b.size.iter().map(String::as_str));
+    }
+    for a in &dn.args {
+        texts.extend(a.params.iter().map(String::as_str));
+        texts.extend(a.shape.iter().map(String::as_str));
+        texts.extend(a.read_map.as_deref());
+        texts.extend(a.write_map.as_deref());
+        texts.extend(a.read_valid_when.as_deref());
+        texts.extend(a.write_through.as_ref().map(|t| t.map.as_str()));
+    }
+    let mut names = std::collections::HashSet::new();
+    for t in texts {
+        names.extend(t.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| !w.is_empty()));
+    }
+    (0..dn.param_names.len() as u32)
+        .filter(|&i| desc.params.get(i as usize).is_some_and(|p| p.kind == ScalarKind::Int))
+        .filter(|&i| names.contains(dn.param_names[i as usize].as_str()))
+        .collect()
+}
+
+/// What a plan of launch `l` depends on beyond its node, grid, parent and the unit's
+/// pointers: the leaf's block, the leaf's pointers (bound from the unit's) and the values of
+/// the leaf's parameters `named` ([`named_params`]). Launches that agree on all of it get
+/// the same plan: scalars the maps never name (a time step used only as a value) do not
+/// make a new one.
+pub(crate) fn plan_inputs(l: &Launch<'_>, named: &[u32]) -> Vec<i64> {
+    let program = &l.module.program;
+    let (leaf, leaf_args, block) = match l.shape {
+        KernelKind::Blocks { leaf, alloc, .. } => {
+            let zeros = alloc.map(|a| vec![0u8; program.nodes[a as usize].outputs_size()]).unwrap_or_default();
+            let args = l.module.child_args(l.node, *leaf, l.args, &|_| (&zeros[..], 1));
+            (*leaf, args.base, l.module.grid(*leaf, Some((l.node, l.args))))
+        }
+        KernelKind::Grid => (l.node, l.args.to_vec(), [0; 3]),
+    };
+    let desc = &program.nodes[leaf as usize];
+    let mut inputs = block.to_vec();
+    for p in desc.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
+        inputs.push(read_u64(&leaf_args, p.offset as usize).unwrap_or(0) as i64);
+    }
+    for &i in named {
+        // A named parameter that is not an integer: the planner says why it cannot split.
+        inputs.push(int_param(desc, &leaf_args, i).unwrap_or(i64::MIN));
+    }
+    inputs
+}
+
+/// The buffers a launch's pointers bind, or the host outcome when one is not tracked.
+fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, Outcome> {
     let program = &l.module.program;
     let unit = &program.nodes[l.node as usize];
     // The unit's pointers become device addresses: each must be in a tracked buffer.
     let mut buffers: Vec<(u64, u64)> = Vec::new();
-    let mut unit_ptrs: Vec<(usize, usize)> = Vec::new(); // (param offset in args, buffer index)
+    let mut unit_ptrs: Vec<(usize, usize)> = Vec::new();
     for p in unit.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
         let Some(v) = read_u64(l.args, p.offset as usize) else { continue };
         if v == 0 {
             continue;
         }
         let Some(start) = table.containing(v, 0) else {
-            return Outcome::Host(format!("`{}` points to memory the program did not track", p.name));
+            return Err(Outcome::Host(format!("`{}` points to memory the program did not track", p.name)));
         };
         let id = table.get(start).expect("found").id;
         let b = buffers.iter().position(|x| x.0 == start).unwrap_or_else(|| {
@@ -88,30 +195,24 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
             continue;
         }
         let Some(start) = table.containing(v, 0) else {
-            return Outcome::Host(format!("`{}` points to memory the program did not track", p.name));
+            return Err(Outcome::Host(format!("`{}` points to memory the program did not track", p.name)));
         };
         let Some(buffer) = buffers.iter().position(|x| x.0 == start) else {
-            return Outcome::Host(format!("`{}` does not come from the launch's own arguments", p.name));
+            return Err(Outcome::Host(format!("`{}` does not come from the launch's own arguments", p.name)));
         };
         let size = table.get(start).expect("found").size;
         args.push(BufArg { buffer, offset: v - start, size, param: i as u32 });
     }
-    // One device running the whole grid, on memory the host never stores into (CUDA's device
-    // memory, current on the device or written there first): the maps would only say which
-    // bytes to copy, and there are none to copy beyond what the whole buffers need, so the
-    // plan skips them (a first plan's ISL work, milliseconds inside a CUDA program's timed
-    // loop). Strict checking still wants the maps' bounds.
-    let whole_is_exact = l.order.len() == 1
-        && super::partitions_per_device() == 1
-        && !super::strict()
-        && buffers.iter().all(|&(start, _)| table.get(start).is_some_and(|b| !b.host_stores));
-    if whole_is_exact {
-        let mut outcome = unpartitioned(l, table, &buffers, &unit_ptrs, &args, leaf_desc, None);
-        if let (Outcome::Devices(plan), Some(kernel)) = (&mut outcome, &unit.kernel) {
-            plan.read_only_cache = read_only_cache_legal(&kernel.readonly, &args, plan);
-        }
-        return outcome;
-    }
+    Ok(Bindings { buffers, unit_ptrs, leaf, leaf_args, block, args })
+}
+
+/// The plan of a launch [`plan_direct`] left to the access maps: split where the database
+/// proves it safe for these arguments, whole on device 0 otherwise.
+pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outcome {
+    let Bindings { buffers, unit_ptrs, leaf, leaf_args, block, args } = b;
+    let program = &l.module.program;
+    let unit = &program.nodes[l.node as usize];
+    let leaf_desc = &program.nodes[leaf as usize];
     let mut inspections = Vec::new();
     let split = split(l, leaf_desc, &leaf_args, block, &args, &buffers, table, &mut inspections);
     let mut outcome = match split {
@@ -166,6 +267,7 @@ pub(crate) fn plan(l: &Launch<'_>, table: &mut Table) -> Outcome {
     }
     if let Outcome::Devices(plan) = &mut outcome {
         plan.inspections = inspections;
+        plan.pointer_slots = unit_ptrs.iter().map(|&(offset, _)| offset).collect();
     }
     outcome
 }

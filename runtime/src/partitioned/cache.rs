@@ -1,10 +1,14 @@
 //! The launch cache (the Mekong thesis's section 3.4.4, generalized): plans by launch key.
 //!
 //! The key holds everything a plan depends on: the node, its grid, its parent instance (maps
-//! may use the parent's position) and the unit's argument bytes (buffer bindings and every
-//! scalar). A plan also names the buffers it was made for; one tracked anew since is a miss.
+//! may use the parent's position), the unit's pointers (buffer bindings) and, unless the plan
+//! holds for any scalars (one device running the whole grid), the leaf's block, pointers and
+//! the scalars its maps name ([`super::access::plan_inputs`]): a scalar used only as a value
+//! (a time step) does not make a new plan. A plan also names the buffers it was made for;
+//! one tracked anew since is a miss.
 
 use super::Outcome;
+use crate::desc::{NodeDesc, ScalarKind};
 use crate::memory::Table;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,6 +21,29 @@ pub(crate) struct Key {
     pub args: Vec<u8>,
 }
 
+impl Key {
+    /// The key with every argument byte but the pointers' zeroed: where a plan that holds
+    /// for any scalars ([`super::LaunchPlan::scalar_free`]) is kept.
+    pub fn pointers_only(&self, unit: &NodeDesc) -> Key {
+        let mut args = vec![0u8; self.args.len()];
+        for p in unit.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
+            let (lo, hi) = (p.offset as usize, (p.offset + p.size) as usize);
+            if hi <= args.len() {
+                args[lo..hi].copy_from_slice(&self.args[lo..hi]);
+            }
+        }
+        Key { node: self.node, grid: self.grid, parent: self.parent, args }
+    }
+
+    /// [`Key::pointers_only`] followed by `inputs` ([`super::access::plan_inputs`]): where
+    /// any other plan is kept.
+    pub fn with_inputs(&self, unit: &NodeDesc, inputs: &[i64]) -> Key {
+        let mut key = self.pointers_only(unit);
+        key.args.extend(inputs.iter().flat_map(|v| v.to_le_bytes()));
+        key
+    }
+}
+
 /// Plans kept per module before the cache starts over (a program launching with ever new
 /// scalars should not grow without bound).
 const MAX_PLANS: usize = 4096;
@@ -24,9 +51,17 @@ const MAX_PLANS: usize = 4096;
 #[derive(Default)]
 pub struct Launches {
     plans: Mutex<HashMap<Key, Arc<Outcome>>>,
+    /// Per leaf, the parameters its maps name ([`super::access::named_params`]).
+    named: Mutex<HashMap<u32, Arc<Vec<u32>>>>,
 }
 
 impl Launches {
+    /// The parameters leaf `leaf`'s maps name, found once.
+    pub(crate) fn named(&self, leaf: u32, find: impl FnOnce() -> Vec<u32>) -> Arc<Vec<u32>> {
+        let mut named = self.named.lock().unwrap_or_else(|e| e.into_inner());
+        named.entry(leaf).or_insert_with(|| Arc::new(find())).clone()
+    }
+
     pub(crate) fn get(&self, key: &Key, table: &Table) -> Option<Arc<Outcome>> {
         let plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
         let p = plans.get(key)?;

@@ -30,17 +30,24 @@ use std::ffi::CStr;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-/// Runs one launch of unit `n` on the GPUs: `copies` (the plan's, for the present coherence
-/// state) then every partition of `lp`. With `asynchronous` (a CUDA program's launch), and
+/// What one launch runs: its plan, each part's arguments for this launch
+/// ([`LaunchPlan::part_args`]), and the copies the plan needs in the present coherence state
+/// with what each reads.
+pub(super) struct Launch<'a> {
+    pub lp: &'a LaunchPlan,
+    pub part_args: &'a [std::borrow::Cow<'a, [u8]>],
+    pub copies: &'a [Copy],
+    pub sources: &'a [Source],
+}
+
+/// Runs one launch of unit `n` on the GPUs: its copies, then every partition. With `asynchronous` (a CUDA program's launch), and
 /// unless it copies host memory or its outputs go to the host, it returns once everything is
 /// enqueued, leaving the launch in flight ([`inflight`]); otherwise it waits for it.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     m: &Module,
     n: u32,
-    lp: &LaunchPlan,
-    copies: &[Copy],
-    sources: &[Source],
+    launch: &Launch<'_>,
     kernel: &KernelDesc,
     name: &str,
     prepared: &Prepared,
@@ -50,6 +57,7 @@ pub(super) fn run(
     outs: SendPtr<u8>,
     asynchronous: bool,
 ) -> Result<(), String> {
+    let Launch { lp, part_args, copies, sources } = *launch;
     let st = &m.stats[n as usize];
     let gpus = &devices().gpus;
     let mut used: Vec<usize> =
@@ -69,27 +77,32 @@ pub(super) fn run(
     let base = &slots.base;
 
     let t0 = Instant::now();
-    for &k in &used {
-        gpus[k].mark(base[k] + MARK_START)?;
-    }
-    let (from_host, from_gpus): (Vec<Copy>, Vec<Copy>) = copies.iter().partition(|c| c.src == Place::Host);
-    // Copies that read what their source GPU's partitions write: (source GPU, copying GPU).
-    let mut waits = war_waits(lp, copies, sources);
-    memory::enqueue(&from_host)?;
-    for &k in &used {
-        gpus[k].mark(base[k] + MARK_HOST_COPIES)?;
-    }
-    memory::enqueue(&from_gpus)?;
-    let mut copied = vec![None; gpus.len()];
-    for &k in &used {
-        copied[k] = Some(gpus[k].mark(base[k] + MARK_COPIES)?);
-    }
-    // Sources wait for their readers' copies before their own kernels (see the module doc).
-    waits.sort_unstable();
-    waits.dedup();
-    for (src, reader) in waits {
-        if let Some(event) = copied[reader] {
-            gpus[src].wait_for(event)?;
+    // A launch that copies nothing (a loop's steady state on one GPU) records no copy marks:
+    // each mark is an event record, a few microseconds of a launch that may take ten.
+    let marked = !copies.is_empty();
+    if marked {
+        for &k in &used {
+            gpus[k].mark(base[k] + MARK_START)?;
+        }
+        let (from_host, from_gpus): (Vec<Copy>, Vec<Copy>) = copies.iter().partition(|c| c.src == Place::Host);
+        // Copies that read what their source GPU's partitions write: (source GPU, copying GPU).
+        let mut waits = war_waits(lp, copies, sources);
+        memory::enqueue(&from_host)?;
+        for &k in &used {
+            gpus[k].mark(base[k] + MARK_HOST_COPIES)?;
+        }
+        memory::enqueue(&from_gpus)?;
+        let mut copied = vec![None; gpus.len()];
+        for &k in &used {
+            copied[k] = Some(gpus[k].mark(base[k] + MARK_COPIES)?);
+        }
+        // Sources wait for their readers' copies before their own kernels (see the module doc).
+        waits.sort_unstable();
+        waits.dedup();
+        for (src, reader) in waits {
+            if let Some(event) = copied[reader] {
+                gpus[src].wait_for(event)?;
+            }
         }
     }
     for c in copies {
@@ -99,7 +112,7 @@ pub(super) fn run(
 
     let t1 = Instant::now();
     let parts: Vec<GpuPart<'_>> =
-        lp.parts.iter().map(|p| GpuPart { device: p.device, args: &p.args, bx: p.bx }).collect();
+        lp.parts.iter().zip(part_args).map(|(p, a)| GpuPart { device: p.device, args: a, bx: p.bx }).collect();
     let wait = !slots.asynchronous();
     let launched = kernel::run(m, n, kernel, name, prepared, ptx, &parts, parent, grid, outs, base, wait);
     let launched = match launched {
@@ -117,7 +130,7 @@ pub(super) fn run(
     // Devices that only copied are waited for too.
     let used_all = used.clone();
     let finish = move || -> Result<(), String> {
-        let times = kernel::times(&launched, &base)?;
+        let times = kernel::times(&launched, &base, marked)?;
         let st = &stats[n as usize];
         // The launch's GPU-timeline breakdown: the slowest device in each phase.
         let max = |f: fn(&(f32, f32, f32)) -> f32| times.spans.iter().map(f).fold(0f32, f32::max);

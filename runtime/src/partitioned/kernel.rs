@@ -283,8 +283,9 @@ pub(crate) fn run(
 }
 
 /// The GPU-timeline times of a launch [`run`] enqueued with marks from `base`, once its GPUs
-/// have been waited for.
-pub(crate) fn times(l: &Launched, base: &[usize]) -> Result<GpuTimes, String> {
+/// have been waited for; `copies_marked`: the copy marks were recorded (else it copied
+/// nothing, and its span starts at its first kernel).
+pub(crate) fn times(l: &Launched, base: &[usize], copies_marked: bool) -> Result<GpuTimes, String> {
     let gpus = &devices().gpus;
     let mut kernels = l.bench.clone().unwrap_or_default();
     let mut spans = Vec::with_capacity(l.used.len());
@@ -297,11 +298,15 @@ pub(crate) fn times(l: &Launched, base: &[usize]) -> Result<GpuTimes, String> {
             }
         }
         let last = at + MARK_KERNELS + 2 * count.max(1) - 1;
-        spans.push((
-            gpu.between(at + MARK_START, at + MARK_HOST_COPIES)?,
-            gpu.between(at + MARK_HOST_COPIES, at + MARK_COPIES)?,
-            gpu.between(at + MARK_COPIES, last)?,
-        ));
+        spans.push(match (copies_marked, count) {
+            (true, _) => (
+                gpu.between(at + MARK_START, at + MARK_HOST_COPIES)?,
+                gpu.between(at + MARK_HOST_COPIES, at + MARK_COPIES)?,
+                gpu.between(at + MARK_COPIES, last)?,
+            ),
+            (false, 0) => (0.0, 0.0, 0.0),
+            (false, _) => (0.0, 0.0, gpu.between(at + MARK_KERNELS, last)?),
+        });
     }
     Ok(GpuTimes { kernels, spans })
 }

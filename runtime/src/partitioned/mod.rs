@@ -67,6 +67,13 @@ pub(crate) struct LaunchPlan {
     /// The index values an indirect write's partitions were computed from: the plan holds
     /// only while they are unchanged.
     pub inspections: Vec<access::Inspection>,
+    /// The offsets of the unit's bound pointers in its arguments: a launch the plan is
+    /// reused for runs with its own arguments, these slots taken from the plan's
+    /// ([`LaunchPlan::part_args`]).
+    pub pointer_slots: Vec<usize>,
+    /// The plan holds for any scalar arguments (one device running the whole grid): it is
+    /// cached under the unit's pointers alone ([`cache::Key::pointers_only`]).
+    pub scalar_free: bool,
 }
 
 pub(crate) struct PartPlan {
@@ -120,6 +127,26 @@ impl LaunchPlan {
             alloc_nanos: 0,
             read_only_cache: false,
             inspections: Vec::new(),
+            pointer_slots: Vec::new(),
+            scalar_free: false,
+        }
+    }
+
+    /// Part `p`'s arguments for a launch with the unit's arguments `launch` (host
+    /// addresses): the launch's scalars (which may differ from those the plan was made
+    /// with, where the plan does not depend on them) with the plan's device pointers.
+    fn part_args<'a>(&self, p: &'a PartPlan, launch: &[u8]) -> std::borrow::Cow<'a, [u8]> {
+        if launch.len() != p.args.len() {
+            return std::borrow::Cow::Borrowed(&p.args[..]);
+        }
+        let mut args = launch.to_vec();
+        for &o in &self.pointer_slots {
+            args[o..o + 8].copy_from_slice(&p.args[o..o + 8]);
+        }
+        if args == p.args {
+            std::borrow::Cow::Borrowed(&p.args[..])
+        } else {
+            std::borrow::Cow::Owned(args)
         }
     }
 
@@ -340,7 +367,23 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
 
     let mut table = memory::table();
     let t0 = Instant::now();
-    let cached = plans.get(&key, &table).filter(|p| access::inspected_unchanged(p, &mut table));
+    let launch =
+        access::Launch { module, node: n, shape, args: &key.args, parent: key.parent, grid, order: &devs.order };
+    // A plan for any scalars first (one device), then one for these map inputs.
+    let general = key.pointers_only(module.node(n));
+    let specific = || {
+        let leaf = match shape {
+            KernelKind::Blocks { leaf, .. } => *leaf,
+            KernelKind::Grid => n,
+        };
+        let named = plans.named(leaf, || access::named_params(module, leaf));
+        key.with_inputs(module.node(n), &access::plan_inputs(&launch, &named))
+    };
+    let cached = match plans.get(&general, &table) {
+        Some(p) if matches!(&*p, Outcome::Devices(lp) if lp.scalar_free) => Some(p),
+        _ => plans.get(&specific(), &table),
+    }
+    .filter(|p| access::inspected_unchanged(p, &mut table));
     let plan_hit = cached.is_some();
     let plan = match cached {
         Some(p) => {
@@ -348,24 +391,20 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
             p
         }
         None => {
-            let launch = access::Launch {
-                module,
-                node: n,
-                shape,
-                args: &key.args,
-                parent: key.parent,
-                grid,
-                order: &devs.order,
-            };
             let table = &mut *table;
-            let p = Arc::new(std::thread::scope(|s| {
-                std::thread::Builder::new()
-                    .name("hpvm-plan".into())
-                    .spawn_scoped(s, || planner().install(|| access::plan(&launch, table)))
-                    .unwrap_or_else(|err| crate::fatal(&format!("cannot start a planning thread: {err}")))
-                    .join()
-                    .unwrap_or_else(|_| crate::fatal("planning a partitioned launch failed"))
-            }));
+            // Plans needing no maps are made here; the maps' ISL work runs on the planner
+            // pool, reached from a plain thread (see the module's invariants).
+            let p = Arc::new(match access::plan_direct(&launch, table) {
+                Ok(outcome) => outcome,
+                Err(bindings) => std::thread::scope(|s| {
+                    std::thread::Builder::new()
+                        .name("hpvm-plan".into())
+                        .spawn_scoped(s, || planner().install(|| access::plan_split(&launch, bindings, table)))
+                        .unwrap_or_else(|err| crate::fatal(&format!("cannot start a planning thread: {err}")))
+                        .join()
+                        .unwrap_or_else(|_| crate::fatal("planning a partitioned launch failed"))
+                }),
+            });
             st.plan_misses.fetch_add(1, Ordering::Relaxed);
             let alloc = match &*p {
                 Outcome::Devices(lp) => lp.alloc_nanos,
@@ -373,7 +412,8 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
             };
             st.nanos_alloc.fetch_add(alloc, Ordering::Relaxed);
             st.nanos_intervals.fetch_add((t0.elapsed().as_nanos() as u64).saturating_sub(alloc), Ordering::Relaxed);
-            plans.insert(key, p.clone());
+            let scalar_free = matches!(&*p, Outcome::Devices(lp) if lp.scalar_free);
+            plans.insert(if scalar_free { general.clone() } else { specific() }, p.clone());
             p
         }
     };
@@ -387,6 +427,7 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
     if let Some(reason) = &lp.unpartitioned {
         st.note_unpartitioned(reason);
     }
+    let part_args: Vec<std::borrow::Cow<'_, [u8]>> = lp.parts.iter().map(|p| lp.part_args(p, &key.args)).collect();
 
     let t1 = Instant::now();
     let (copy_plan, hit) = lp.copies(&mut table);
@@ -408,7 +449,8 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
                 }
                 _ => &kernel.name,
             };
-            gpu::run(module, n, lp, copies, sources, kernel, name, prepared, ptx, parent, grid, outs, u.asynchronous)
+            let launch = gpu::Launch { lp, part_args: &part_args, copies, sources };
+            gpu::run(module, n, &launch, kernel, name, prepared, ptx, parent, grid, outs, u.asynchronous)
                 .unwrap_or_else(|err| {
                     crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc))
                 });
@@ -427,7 +469,7 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
             }
             st.nanos_copies.fetch_add(t2.elapsed().as_nanos() as u64, Ordering::Relaxed);
             let t3 = Instant::now();
-            run_parts(lp, run_box);
+            run_parts(lp, &part_args, run_box);
             st.nanos_kernels.fetch_add(t3.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
     }
@@ -471,20 +513,20 @@ fn pass_outputs_through(m: &Module, n: u32, shape: &KernelKind, base: &[u8], tot
 }
 
 /// Every partition on its simulated device, concurrently; returns when all have finished.
-fn run_parts(lp: &LaunchPlan, run_box: &RunBox<'_>) {
+fn run_parts(lp: &LaunchPlan, part_args: &[std::borrow::Cow<'_, [u8]>], run_box: &RunBox<'_>) {
     let sims = &devices().sims;
     if sims.first().is_some_and(|d| d.is_dry()) {
         return;
     }
-    let run = |p: &PartPlan| {
-        let args = Args::uniform(p.args.clone());
+    let run = |(p, a): (&PartPlan, &std::borrow::Cow<'_, [u8]>)| {
+        let args = Args::uniform(a.to_vec());
         sims[p.device].install(|| run_box(Place::Device(p.device), p.bx, &args));
     };
     // Plain threads (see the module's invariants), joined at the end of the scope.
     std::thread::scope(|s| {
-        for p in &lp.parts {
+        for p in lp.parts.iter().zip(part_args) {
             std::thread::Builder::new()
-                .name(format!("hpvm-part-{}", p.device))
+                .name(format!("hpvm-part-{}", p.0.device))
                 .spawn_scoped(s, move || run(p))
                 .unwrap_or_else(|err| crate::fatal(&format!("cannot start a partition's thread: {err}")));
         }
