@@ -69,17 +69,17 @@ pub(crate) struct Bindings {
 /// The one-device plan holds for any scalar arguments ([`LaunchPlan::scalar_free`]): a kernel
 /// launched in a loop with a changing scalar (a time step, a column) plans once. Strict
 /// checking still wants the maps' bounds.
-pub(crate) fn plan_direct(l: &Launch<'_>, table: &mut Table) -> Result<Outcome, Bindings> {
+pub(crate) fn plan_direct(l: &Launch<'_>, table: &mut Table) -> Result<Outcome, Box<Bindings>> {
     let b = match bindings(l, table) {
         Ok(b) => b,
-        Err(host) => return Ok(host),
+        Err(reason) => return Ok(Outcome::Host(reason)),
     };
     let whole_is_exact = l.order.len() == 1
         && super::partitions_per_device() == 1
         && !super::strict()
         && b.buffers.iter().all(|&(start, _)| table.get(start).is_some_and(|x| !x.host_stores));
     if !whole_is_exact {
-        return Err(b);
+        return Err(Box::new(b));
     }
     let program = &l.module.program;
     let leaf_desc = &program.nodes[b.leaf as usize];
@@ -153,8 +153,8 @@ pub(crate) fn plan_inputs(l: &Launch<'_>, named: &[u32]) -> Vec<i64> {
     inputs
 }
 
-/// The buffers a launch's pointers bind, or the host outcome when one is not tracked.
-fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, Outcome> {
+/// The buffers a launch's pointers bind, or why the host must run it (a pointer not tracked).
+fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, String> {
     let program = &l.module.program;
     let unit = &program.nodes[l.node as usize];
     // The unit's pointers become device addresses: each must be in a tracked buffer.
@@ -166,7 +166,7 @@ fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, Outcome> {
             continue;
         }
         let Some(start) = table.containing(v, 0) else {
-            return Err(Outcome::Host(format!("`{}` points to memory the program did not track", p.name)));
+            return Err(format!("`{}` points to memory the program did not track", p.name));
         };
         let id = table.get(start).expect("found").id;
         let b = buffers.iter().position(|x| x.0 == start).unwrap_or_else(|| {
@@ -195,10 +195,10 @@ fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, Outcome> {
             continue;
         }
         let Some(start) = table.containing(v, 0) else {
-            return Err(Outcome::Host(format!("`{}` points to memory the program did not track", p.name)));
+            return Err(format!("`{}` points to memory the program did not track", p.name));
         };
         let Some(buffer) = buffers.iter().position(|x| x.0 == start) else {
-            return Err(Outcome::Host(format!("`{}` does not come from the launch's own arguments", p.name)));
+            return Err(format!("`{}` does not come from the launch's own arguments", p.name));
         };
         let size = table.get(start).expect("found").size;
         args.push(BufArg { buffer, offset: v - start, size, param: i as u32 });

@@ -399,7 +399,7 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
                 Err(bindings) => std::thread::scope(|s| {
                     std::thread::Builder::new()
                         .name("hpvm-plan".into())
-                        .spawn_scoped(s, || planner().install(|| access::plan_split(&launch, bindings, table)))
+                        .spawn_scoped(s, || planner().install(|| access::plan_split(&launch, *bindings, table)))
                         .unwrap_or_else(|err| crate::fatal(&format!("cannot start a planning thread: {err}")))
                         .join()
                         .unwrap_or_else(|_| crate::fatal("planning a partitioned launch failed"))
