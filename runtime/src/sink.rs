@@ -47,3 +47,11 @@ pub fn record(event: Event) {
         s.record(event);
     }
 }
+
+/// Whether anyone reads the GPU timeline (kernel times between CUDA events): the statistics,
+/// when `HPVM_MGPU_STATS` asks for them. Otherwise a launch records no timing events: each
+/// is microseconds of the host's time per kernel, which short launches cannot hide.
+pub fn gpu_timing() -> bool {
+    static TIMING: OnceLock<bool> = OnceLock::new();
+    *TIMING.get_or_init(|| std::env::var("HPVM_MGPU_STATS").is_ok_and(|v| !matches!(v.trim(), "" | "0")))
+}

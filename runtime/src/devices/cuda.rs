@@ -375,9 +375,9 @@ impl Cuda {
         Ok(f)
     }
 
-    /// Enqueues `kernel` on the stream, between marks `before` and `before + 1` (its time on
-    /// the GPU is [`Cuda::between`] of them once the stream is synchronized). `params` holds
-    /// each parameter's bytes; the driver copies them at the call.
+    /// Enqueues `kernel` on the stream, with `marks` between marks `before` and `before + 1`
+    /// (its time on the GPU is [`Cuda::between`] of them once the stream is synchronized).
+    /// `params` holds each parameter's bytes; the driver copies them at the call.
     #[allow(clippy::too_many_arguments)]
     pub fn launch(
         &self,
@@ -387,7 +387,7 @@ impl Cuda {
         block: [u32; 3],
         shared: u32,
         params: &mut [Vec<u8>],
-        before: usize,
+        marks: Option<usize>,
     ) -> Result<(), String> {
         self.bind()?;
         let f = self.function(ptx, kernel)?;
@@ -402,7 +402,9 @@ impl Cuda {
             })?;
         }
         let mut ptrs: Vec<*mut c_void> = params.iter_mut().map(|p| p.as_mut_ptr() as *mut c_void).collect();
-        self.mark(before)?;
+        if let Some(before) = marks {
+            self.mark(before)?;
+        }
         // SAFETY: one pointer per kernel parameter, each to bytes of the parameter's size.
         unsafe {
             check(
@@ -417,7 +419,9 @@ impl Cuda {
                 ),
             )?;
         }
-        self.mark(before + 1)?;
+        if let Some(before) = marks {
+            self.mark(before + 1)?;
+        }
         Ok(())
     }
 }

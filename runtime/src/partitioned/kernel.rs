@@ -116,6 +116,8 @@ pub(crate) struct Launched {
     pub used: Vec<usize>,
     counts: Vec<usize>,
     bench: Option<Vec<f32>>,
+    /// The kernels were enqueued between marks ([`crate::sink::gpu_timing`]).
+    timed: bool,
 }
 
 /// Whether a launch of unit `n` must be waited for before it returns: its output records go
@@ -169,6 +171,7 @@ pub(crate) fn run(
     }
     let mut launched_per_device = vec![0usize; gpus.len()];
     let mut kernels = Vec::new();
+    let timed = crate::sink::gpu_timing() || bench_repeat().is_some();
     let mut launched = Ok(());
     for p in parts.iter().filter(|p| !p.bx.is_empty()) {
         let gpu = &gpus[p.device];
@@ -204,7 +207,7 @@ pub(crate) fn run(
                 prepared.block.map(|b| b as u32),
                 prepared.shared as u32,
                 &mut params,
-                slot,
+                timed.then_some(slot),
             )
         };
         // Benchmarks only: time the kernel as nvcc-side harnesses do, warm (3 unrecorded runs,
@@ -240,7 +243,7 @@ pub(crate) fn run(
     }
     if !wait {
         launched?;
-        return Ok(Launched { used, counts: launched_per_device, bench: None });
+        return Ok(Launched { used, counts: launched_per_device, bench: None, timed });
     }
     // Every GPU is waited for, even after a failed launch, so nothing still runs on buffers
     // the caller may free.
@@ -279,7 +282,7 @@ pub(crate) fn run(
         }
     }
     let bench = bench_repeat().is_some().then_some(kernels);
-    Ok(Launched { used, counts: launched_per_device, bench })
+    Ok(Launched { used, counts: launched_per_device, bench, timed })
 }
 
 /// The GPU-timeline times of a launch [`run`] enqueued with marks from `base`, once its GPUs
@@ -289,6 +292,9 @@ pub(crate) fn times(l: &Launched, base: &[usize], copies_marked: bool) -> Result
     let gpus = &devices().gpus;
     let mut kernels = l.bench.clone().unwrap_or_default();
     let mut spans = Vec::with_capacity(l.used.len());
+    if !l.timed {
+        return Ok(GpuTimes { kernels, spans });
+    }
     for &k in &l.used {
         let (gpu, at) = (&gpus[k], base[k]);
         let count = l.counts[k];
