@@ -5,7 +5,7 @@
 //! (`hpvm_rt_cuda_register`, from a constructor); `cudaLaunchKernel` checks the
 //! configuration as CUDA does and calls it. The launcher packs the kernel's graph arguments,
 //! asking here for each pointer's extent (`hpvm_rt_cuda_extent`) and for each device
-//! variable's buffer (`hpvm_rt_cuda_symbol`), then launches and waits.
+//! variable's buffer (`hpvm_rt_cuda_symbol`), then launches (on GPUs, without waiting).
 
 use super::{ret, stream_ok, Error, INVALID_CONFIGURATION, INVALID_DEVICE_FUNCTION, INVALID_RESOURCE_HANDLE};
 use super::{INVALID_VALUE, MISSING_CONFIGURATION, SUCCESS};

@@ -10,10 +10,12 @@
 //! makes the host current on exactly those bytes ([`memory::request`]). So a program's host
 //! writes never need guessing (`HPVM_MGPU_HOST_WRITES=none` holds for CUDA programs).
 //!
-//! Ordering: every call returns with its work done (streams and asynchronous copies are
-//! orderings the runtime already satisfies by finishing each call), so an event records the
-//! host's clock at the moment all work before it has finished, and the time between two
-//! events is that of all the work between them, on however many GPUs it ran.
+//! Ordering: a kernel launch returns once its copies and kernels are enqueued on the GPUs
+//! (as CUDA's does), and every other call first waits for the work in flight
+//! ([`inflight::drain`]) and returns with its own work done, so all work runs in program
+//! order, which satisfies every stream's ordering. An event records the host's clock once all
+//! work before it has finished, so the time between two events is that of all the work
+//! between them, on however many GPUs it ran.
 //!
 //! Errors are CUDA's codes (values of `cudaError_t` in CUDA 12.4's `driver_types.h`); each
 //! failing call also becomes the calling thread's last error (`cudaGetLastError`). What is
@@ -23,7 +25,8 @@
 //! combined, or the host's cores as a nominal GPU).
 //!
 //! Kernels ([`launch`]): `<<<…>>>` and `cudaLaunchKernel` run the kernel's graph through the
-//! launcher the compiler registered under its stub, as one HPVM launch, finished on return.
+//! launcher the compiler registered under its stub, as one HPVM launch, left in flight on
+//! the GPUs (finished on return on simulated devices).
 //! `__device__`/`__constant__` variables are their host shadow variables, tracked as buffers
 //! from the first launch that uses them, so `cudaMemcpyToSymbol` is a copy into device memory.
 //! A program that never calls `__hpvm__init` gets the runtime's session at its first launch,

@@ -210,11 +210,21 @@ impl Launch {
             let root = &m.program.nodes[l.root as usize];
             let mut out = vec![0u8; root.outputs_size()];
             let out_ptr = SendPtr(if out.is_empty() { std::ptr::null_mut() } else { out.as_mut_ptr() });
-            pool::pool().install(|| {
+            let go = || {
                 let e = engine(&loaded, mode == Mode::Cuda);
                 let grid = m.grid(l.root, None);
                 e.run(l.root, &Args::uniform(args), &ROOT_CTX, grid, out_ptr)
-            });
+            };
+            // A CUDA launch on GPUs (or dry-run devices) only enqueues work, and its graph is
+            // one root over one grid of blocks, which the engine runs inline: it stays on the
+            // caller's thread, since handing it to the pool and back costs two thread
+            // wake-ups, more than the rest of a short launch.
+            let devs = devices();
+            if mode == Mode::Cuda && (devs.on_gpus() || devs.sims.first().is_some_and(|d| d.is_dry())) {
+                go()
+            } else {
+                pool::pool().install(go)
+            }
             // The root's outputs go to the trailing struct of the user's arguments.
             for (o, &off) in root.outputs.iter().zip(&l.out_offsets) {
                 // SAFETY: the user's struct outlives the launch (HPVM's contract).
