@@ -66,9 +66,13 @@ pub(super) fn run(
     used.dedup();
     let touches_host = copies.iter().any(|c| c.src == Place::Host || c.dst == Place::Host);
     let slots = if asynchronous && !touches_host && !kernel::must_wait(m, n, kernel) {
+        // Marks are events: a launch that copies nothing and is not timed records none, and
+        // takes no slots, so it never forces a drain for want of them.
         let mut need = vec![0; gpus.len()];
-        for &k in &used {
-            need[k] = kernel::slots_needed(lp.parts.iter().filter(|p| p.device == k && !p.bx.is_empty()).count());
+        if !copies.is_empty() || crate::sink::gpu_timing() {
+            for &k in &used {
+                need[k] = kernel::slots_needed(lp.parts.iter().filter(|p| p.device == k && !p.bx.is_empty()).count());
+            }
         }
         Slots::take(&used, &need)?
     } else {
