@@ -217,3 +217,63 @@ pub fn breakdown(points: &[Point], caption: &str, path: &Path) -> Result<(), Str
     }
     root.present().map_err(err)
 }
+
+/// Per program, each configuration's time relative to plain clang's build on one GPU
+/// (1.0), as horizontal bars, with the 5% band the CUDA issue allows.
+pub fn against_clang(rows: &[crate::baseline::Row], caption: &str, path: &Path) -> Result<(), String> {
+    let configs = ["nvcc", "hpvm:1"];
+    let height = 60 * rows.len() as u32 + 160;
+    let root = BitMapBackend::new(path, (1100, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let ratios: Vec<Vec<Option<f64>>> =
+        rows.iter().map(|r| configs.iter().map(|c| Some(r.time(c)? / r.time("clang")?)).collect()).collect();
+    let xmax = ratios.iter().flatten().flatten().fold(1.2f64, |a, &b| a.max(b)) * 1.1;
+    let n = rows.len();
+    let labels: Vec<String> = rows.iter().map(|r| r.program.clone()).collect();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("One GPU, time / plain clang's — {caption}"), (FONT, 20))
+        .margin(14)
+        .x_label_area_size(40)
+        .y_label_area_size(300)
+        .build_cartesian_2d(0f64..xmax, -0.5f64..(n as f64 - 0.5))
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .y_labels(n)
+        .y_label_formatter(&|y| {
+            let i = y.round();
+            if (y - i).abs() > 1e-6 || i < 0.0 || i as usize >= n {
+                return String::new();
+            }
+            labels[n - 1 - i as usize].clone()
+        })
+        .x_desc("time relative to clang++-19 -x cuda with NVIDIA's libcudart (1.0); lower is faster")
+        .label_style((FONT, 14))
+        .draw()
+        .map_err(err)?;
+    let band = 0.8 / configs.len() as f64;
+    for (k, config) in configs.iter().enumerate() {
+        let color = SERIES[k];
+        let bars = ratios.iter().enumerate().filter_map(|(i, r)| {
+            let y = (n - 1 - i) as f64 - 0.4 + k as f64 * band;
+            r[k].map(|x| Rectangle::new([(0.0, y), (x, y + band * 0.9)], color.filled()))
+        });
+        chart
+            .draw_series(bars)
+            .map_err(err)?
+            .label(if *config == "hpvm:1" { "hpvm-mgpu, 1 GPU" } else { "nvcc" })
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    }
+    for (x, style) in [(1.0, BLACK.stroke_width(2)), (1.05, RED.stroke_width(1))] {
+        chart.draw_series(LineSeries::new([(x, -0.5), (x, n as f64 - 0.5)], style)).map_err(err)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 13))
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}

@@ -4,9 +4,12 @@
 //!
 //!     cargo run --release -p bench-plot -- bench/results/FILE.json -o bench/plots
 //!
-//! Writes `speedup.png` and `breakdown.png`. Text needs a TrueType font: DejaVu Sans
+//! Writes `speedup.png` and `breakdown.png`. A one-GPU results file (its runs in `batches`,
+//! `bench/results/*-cuda-one-gpu.json`) gives `one-gpu.png` instead: each program's time
+//! against plain clang's build. Text needs a TrueType font: DejaVu Sans
 //! (Debian's `fonts-dejavu-core`) unless `--font PATH` names another.
 
+mod baseline;
 mod draw;
 mod results;
 
@@ -42,15 +45,24 @@ fn run() -> Result<(), String> {
     }
     let input = input.ok_or("usage: bench-plot RESULTS.json [-o FOLDER] [--font FILE.ttf]")?;
     let text = std::fs::read_to_string(&input).map_err(|e| format!("{}: {e}", input.display()))?;
-    let res: results::Results = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", input.display()))?;
-    let points = results::points(&res.runs)?;
-    if points.is_empty() {
-        return Err(format!("{}: no runs", input.display()));
-    }
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", input.display()))?;
     let font_bytes = std::fs::read(&font)
         .map_err(|e| format!("the font {}: {e} (install fonts-dejavu-core or pass --font FILE.ttf)", font.display()))?;
     draw::register_font(font_bytes)?;
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    if value.get("batches").is_some() {
+        let rows = baseline::rows(&value).map_err(|e| format!("{}: {e}", input.display()))?;
+        let path = out.join("one-gpu.png");
+        let caption = value["title"].as_str().or(value["device"].as_str()).unwrap_or("");
+        draw::against_clang(&rows, caption, &path)?;
+        println!("wrote {}", path.display());
+        return Ok(());
+    }
+    let res: results::Results = serde_json::from_value(value).map_err(|e| format!("{}: {e}", input.display()))?;
+    let points = results::points(&res.runs)?;
+    if points.is_empty() {
+        return Err(format!("{}: no runs", input.display()));
+    }
     let caption = format!("{} (commit {})", res.title.as_deref().unwrap_or(&res.device), res.commit);
     let speedup = out.join("speedup.png");
     draw::speedup(&points, &caption, &speedup)?;
