@@ -34,7 +34,9 @@ pub struct Cuda {
     pub name: String,
     /// Loaded PTX modules by the address of their text, and their kernels by name.
     modules: Mutex<HashMap<usize, sys::CUmodule>>,
-    functions: Mutex<HashMap<(usize, String), sys::CUfunction>>,
+    /// Per module (by its PTX's address), its kernels looked up so far: found by name
+    /// without allocating, on every launch.
+    functions: Mutex<HashMap<usize, Vec<(String, sys::CUfunction)>>>,
     /// Events marking points of the stream (see [`Cuda::mark`]), reused: a slot is recorded
     /// again only after the stream was synchronized past its last use.
     marks: Mutex<Vec<sys::CUevent>>,
@@ -362,8 +364,11 @@ impl Cuda {
     }
 
     fn function(&self, ptx: &'static CStr, kernel: &str) -> Result<sys::CUfunction, String> {
-        let key = (ptx.as_ptr() as usize, kernel.to_string());
-        if let Some(&f) = self.functions.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        let key = ptx.as_ptr() as usize;
+        let found = |fs: &HashMap<usize, Vec<(String, sys::CUfunction)>>| {
+            fs.get(&key).and_then(|v| v.iter().find(|(name, _)| name == kernel)).map(|&(_, f)| f)
+        };
+        if let Some(f) = found(&self.functions.lock().unwrap_or_else(|e| e.into_inner())) {
             return Ok(f);
         }
         let module = self.load_module(ptx)?;
@@ -371,7 +376,7 @@ impl Cuda {
         // SAFETY: `module` is loaded and never unloaded.
         let f =
             check(&format!("cuModuleGetFunction({kernel})"), unsafe { result::module::get_function(module, name) })?;
-        self.functions.lock().unwrap_or_else(|e| e.into_inner()).insert(key, f);
+        self.functions.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_default().push((kernel.to_string(), f));
         Ok(f)
     }
 
@@ -406,19 +411,18 @@ impl Cuda {
             self.mark(before)?;
         }
         // SAFETY: one pointer per kernel parameter, each to bytes of the parameter's size.
+        // The message is made only on failure: launches are the hot path.
         unsafe {
-            check(
-                &format!("launching {kernel} on {}", self.label()),
-                result::launch_kernel(
-                    f,
-                    (grid[0], grid[1], grid[2]),
-                    (block[0], block[1], block[2]),
-                    shared,
-                    self.stream,
-                    &mut ptrs,
-                ),
-            )?;
+            result::launch_kernel(
+                f,
+                (grid[0], grid[1], grid[2]),
+                (block[0], block[1], block[2]),
+                shared,
+                self.stream,
+                &mut ptrs,
+            )
         }
+        .map_err(|e| format!("launching {kernel} on {}: {e}", self.label()))?;
         if let Some(before) = marks {
             self.mark(before + 1)?;
         }
