@@ -158,6 +158,17 @@ fn compile_one(
                 std::fs::write(&path, ptx).map_err(|e| Error::io(path.display().to_string(), e))?;
             }
             tracing::info!("{}: {} GPU kernels", input.display(), lowered.kernels);
+            if matches!(frontend::InputKind::detect(input, language)?, InputKind::Source(Language::Cuda)) {
+                // A kernel's graph belongs to its file: a kernel defined in several files (a
+                // template instantiated in each, or `static`) has a graph in each, which must
+                // neither clash at the link nor merge, since each file's functions keep their
+                // own node state. Lowering is done, so nothing looks them up by name again.
+                for (_, node) in graph.nodes.iter() {
+                    if let Some(f) = module.get_function(&node.name) {
+                        f.set_linkage(inkwell::module::Linkage::Internal);
+                    }
+                }
+            }
         }
         Err(hpvm_core::Error::NotHpvm(_)) => tracing::info!("{}: no launch, compiled as plain code", input.display()),
         Err(e) => return Err(e.into()),

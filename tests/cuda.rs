@@ -197,3 +197,26 @@ fn scalars_the_maps_do_not_name_reuse_the_plan() {
     }
     assert!(sums.iter().all(|s| s == &sums[0]), "{sums:?}");
 }
+
+/// Kernels defined in two `.cu` files of one program (a template instantiated in both, and a
+/// `static` kernel of the same name in each) link, and each file launches its own.
+#[test]
+fn kernels_defined_in_two_files_link_and_stay_apart() {
+    let dir = TempDir::new("cuda-two-files");
+    let src = "tests/inputs/cuda/two_files";
+    for opt in ["-O0", "-O2"] {
+        let exe = dir.join(&format!("two{opt}"));
+        let (a, main) = (format!("{src}/a.cu"), format!("{src}/main.cu"));
+        let out = hpvm_mgpu(&["build", opt, &a, &main, "-o", exe.to_str().unwrap()]);
+        assert!(out.status.success(), "{opt}: {}", stderr(&out));
+        for devices in ["cpu:1", "cpu:3"] {
+            let run = run_program(&exe, &[], &[("HPVM_MGPU_DEVICES", devices)]);
+            assert!(
+                run.status.success() && stdout(&run).contains("PASS"),
+                "{opt} {devices}: {}{}",
+                stdout(&run),
+                stderr(&run)
+            );
+        }
+    }
+}
