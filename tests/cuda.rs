@@ -147,23 +147,40 @@ fn warp_functions_run_on_gpus_and_stop_elsewhere() {
 #[test]
 fn fresh_device_memory_is_never_uploaded() {
     let dir = TempDir::new("cuda-fresh");
-    let exe = dir.join("stencil");
-    let out = hpvm_mgpu(&["build", "bench/cuda/stencil2d.cu", "-o", exe.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let exe = build_cu(&dir, "bench/cuda/stencil2d.cu");
     let mut sums = Vec::new();
     for devices in ["cpu:1", "cpu:2", "cpu:3"] {
-        let stats = dir.join(&format!("stats-{devices}.json"));
-        let env = [("HPVM_MGPU_DEVICES", devices), ("HPVM_MGPU_STATS", stats.to_str().unwrap())];
-        let run = run_program(&exe, &["96", "5"], &env);
-        assert!(run.status.success(), "{devices}: {}{}", stdout(&run), stderr(&run));
-        sums.push(checksum(&stdout(&run)).expect("a checksum"));
-        let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
-        let node = report["nodes"].as_array().unwrap().iter().find(|n| n["node"] == "jacobi.blocks").unwrap();
+        let (out, report) = run_with_stats(&dir, &exe, &["96", "5"], devices);
+        sums.push(checksum(&out).expect("a checksum"));
+        let node = node_report(&report, "jacobi.blocks");
         assert_eq!(node["unit_launches"], 5, "{devices}: {node}");
         assert_eq!(node["bytes_host_to_device"], 0, "{devices}: {node}");
         assert!(node["unpartitioned_because"].is_null(), "{devices}: {node}");
     }
     assert!(sums.iter().all(|s| s == &sums[0]), "{sums:?}");
+}
+
+/// Builds one `.cu` file into `dir`.
+fn build_cu(dir: &TempDir, src: &str) -> std::path::PathBuf {
+    let exe = dir.join(std::path::Path::new(src).file_stem().unwrap().to_str().unwrap());
+    let out = hpvm_mgpu(&["build", src, "-o", exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    exe
+}
+
+/// Runs `exe` on `devices` with its statistics as JSON; it must succeed and not print FAIL.
+/// Returns what it printed and the statistics.
+fn run_with_stats(dir: &TempDir, exe: &std::path::Path, args: &[&str], devices: &str) -> (String, serde_json::Value) {
+    let stats = dir.join(&format!("stats-{devices}.json"));
+    let env = [("HPVM_MGPU_DEVICES", devices), ("HPVM_MGPU_STATS", stats.to_str().unwrap())];
+    let run = run_program(exe, args, &env);
+    assert!(run.status.success() && !stdout(&run).contains("FAIL"), "{devices}: {}{}", stdout(&run), stderr(&run));
+    (stdout(&run), serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap())
+}
+
+/// A node's record in the statistics.
+fn node_report(report: &serde_json::Value, name: &str) -> serde_json::Value {
+    report["nodes"].as_array().unwrap().iter().find(|n| n["node"] == name).unwrap().clone()
 }
 
 /// A kernel launched in a loop with a scalar its maps never name (a step used as a value)
@@ -172,22 +189,16 @@ fn fresh_device_memory_is_never_uploaded() {
 #[test]
 fn scalars_the_maps_do_not_name_reuse_the_plan() {
     let dir = TempDir::new("cuda-steps");
-    let exe = dir.join("steps");
-    let out = hpvm_mgpu(&["build", "tests/cuda/steps.cu", "-o", exe.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let exe = build_cu(&dir, "tests/cuda/steps.cu");
     let mut sums = Vec::new();
     for devices in ["cpu:1", "cpu:2", "cpu:3"] {
-        let stats = dir.join(&format!("stats-{devices}.json"));
-        let env = [("HPVM_MGPU_DEVICES", devices), ("HPVM_MGPU_STATS", stats.to_str().unwrap())];
-        let run = run_program(&exe, &["3000", "12"], &env);
-        assert!(run.status.success() && stdout(&run).contains("PASS"), "{devices}: {}{}", stdout(&run), stderr(&run));
-        sums.push(checksum(&stdout(&run)).expect("a checksum"));
-        let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
-        let node = |name: &str| report["nodes"].as_array().unwrap().iter().find(|n| n["node"] == name).unwrap().clone();
-        let advance = node("advance.blocks");
+        let (out, report) = run_with_stats(&dir, &exe, &["3000", "12"], devices);
+        assert!(out.contains("PASS"), "{devices}: {out}");
+        sums.push(checksum(&out).expect("a checksum"));
+        let advance = node_report(&report, "advance.blocks");
         assert_eq!(advance["plan_cache"]["misses"], 1, "{devices}: {advance}");
         assert_eq!(advance["plan_cache"]["hits"], 11, "{devices}: {advance}");
-        let shifted = node("shifted.blocks");
+        let shifted = node_report(&report, "shifted.blocks");
         let expected_misses = if devices == "cpu:1" { 1 } else { 12 };
         assert_eq!(shifted["plan_cache"]["misses"], expected_misses, "{devices}: {shifted}");
         if devices != "cpu:1" {
