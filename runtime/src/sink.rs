@@ -48,10 +48,25 @@ pub fn record(event: Event) {
     }
 }
 
-/// Whether anyone reads the GPU timeline (kernel times between CUDA events): the statistics,
-/// when `HPVM_MGPU_STATS` asks for them. Otherwise a launch records no timing events: each
-/// is microseconds of the host's time per kernel, which short launches cannot hide.
-pub fn gpu_timing() -> bool {
+/// Whether anyone reads times (the statistics, when `HPVM_MGPU_STATS` asks for them). Else a
+/// launch reads no clock and records no CUDA timing events: each costs the host time that
+/// short launches cannot hide.
+pub fn timing() -> bool {
     static TIMING: OnceLock<bool> = OnceLock::new();
     *TIMING.get_or_init(|| std::env::var("HPVM_MGPU_STATS").is_ok_and(|v| !matches!(v.trim(), "" | "0")))
+}
+
+/// The start of a phase the statistics time: reads the clock only when they do ([`timing`]).
+#[derive(Clone, Copy)]
+pub struct Stopwatch(Option<std::time::Instant>);
+
+impl Stopwatch {
+    pub fn start() -> Stopwatch {
+        Stopwatch(timing().then(std::time::Instant::now))
+    }
+
+    /// Nanoseconds since the start; 0 when nothing is timed.
+    pub fn nanos(&self) -> u64 {
+        self.0.map_or(0, |t| t.elapsed().as_nanos() as u64)
+    }
 }

@@ -53,6 +53,35 @@ fn check<T>(what: &str, r: Result<T, result::DriverError>) -> Result<T, String> 
     r.map_err(|e| format!("{what}: {e}"))
 }
 
+/// A kernel's parameter values, one after another in one buffer (a launch makes no
+/// allocation per parameter): what `cuLaunchKernel` reads through one pointer each.
+#[derive(Default)]
+pub struct Params {
+    bytes: Vec<u8>,
+    starts: Vec<usize>,
+}
+
+impl Params {
+    pub fn with_capacity(params: usize) -> Params {
+        Params { bytes: Vec::with_capacity(params * 8), starts: Vec::with_capacity(params) }
+    }
+
+    /// Appends the next parameter's bytes.
+    pub fn push(&mut self, value: &[u8]) {
+        // Each value starts 8-byte aligned within the buffer, as its type may want.
+        self.bytes.resize(self.bytes.len().next_multiple_of(8), 0);
+        self.starts.push(self.bytes.len());
+        self.bytes.extend_from_slice(value);
+    }
+
+    /// One pointer per parameter, valid while `self` is neither moved nor changed.
+    fn pointers(&mut self) -> Vec<*mut c_void> {
+        let base = self.bytes.as_mut_ptr();
+        // SAFETY: every start lies within the buffer.
+        self.starts.iter().map(|&at| unsafe { base.add(at) } as *mut c_void).collect()
+    }
+}
+
 /// A point of a GPU's stream, as recorded by [`Cuda::mark`]; valid until that slot is
 /// recorded again.
 #[derive(Clone, Copy, Debug)]
@@ -391,7 +420,7 @@ impl Cuda {
         grid: [u32; 3],
         block: [u32; 3],
         shared: u32,
-        params: &mut [Vec<u8>],
+        params: &mut Params,
         marks: Option<usize>,
     ) -> Result<(), String> {
         self.bind()?;
@@ -406,7 +435,7 @@ impl Cuda {
                 )
             })?;
         }
-        let mut ptrs: Vec<*mut c_void> = params.iter_mut().map(|p| p.as_mut_ptr() as *mut c_void).collect();
+        let mut ptrs = params.pointers();
         if let Some(before) = marks {
             self.mark(before)?;
         }

@@ -19,9 +19,9 @@ use crate::devices::host::{run_leaf, LeafJob};
 use crate::devices::{devices, Place};
 use crate::module::Module;
 use crate::partitioned::{self, Launches, Unit};
+use crate::sink::Stopwatch;
 use crate::{memory, scratch};
 use rayon::prelude::*;
-use std::time::Instant;
 
 #[derive(Clone, Copy)]
 pub struct Engine<'m> {
@@ -43,7 +43,7 @@ impl Engine<'_> {
     /// Runs node `n` over `grid` with parent instance `parent`; instance `i`'s outputs go to
     /// `outs + i * outputs_size`.
     pub fn run(&self, n: u32, args: &Args, parent: *const NodeCtx, grid: [i64; 3], outs: SendPtr<u8>) {
-        let start = Instant::now();
+        let start = Stopwatch::start();
         let node = self.node(n);
         let total: i64 = grid.iter().product();
         let parent = SendPtr(parent as *mut NodeCtx);
@@ -63,7 +63,7 @@ impl Engine<'_> {
                     Engine { place, ..*self }.run_box(n, args, parent, grid, bx, outs)
                 };
                 if partitioned::run_unit(&unit, args, &run_box) {
-                    self.module.stats[n as usize].record(total as u64, start.elapsed().as_nanos() as u64);
+                    self.module.stats[n as usize].record(total as u64, start.nanos());
                     return;
                 }
             }
@@ -77,7 +77,7 @@ impl Engine<'_> {
             }
         }
         self.run_box(n, args, parent, grid, GridBox::whole(grid), outs);
-        self.module.stats[n as usize].record(total as u64, start.elapsed().as_nanos() as u64);
+        self.module.stats[n as usize].record(total as u64, start.nanos());
     }
 
     /// Runs the instances `bx` of node `n`'s grid `grid` where this engine is (no dispatch to

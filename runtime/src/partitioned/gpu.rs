@@ -26,9 +26,9 @@ use crate::devices::inflight::Slots;
 use crate::devices::{devices, Copy, Device, Place};
 use crate::memory;
 use crate::module::Module;
+use crate::sink::Stopwatch;
 use std::ffi::CStr;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 /// What one launch runs: its plan, each part's arguments for this launch
 /// ([`LaunchPlan::part_args`]), and the copies the plan needs in the present coherence state
@@ -69,7 +69,7 @@ pub(super) fn run(
         // Marks are events: a launch that copies nothing and is not timed records none, and
         // takes no slots, so it never forces a drain for want of them.
         let mut need = vec![0; gpus.len()];
-        if !copies.is_empty() || crate::sink::gpu_timing() {
+        if !copies.is_empty() || crate::sink::timing() {
             for &k in &used {
                 need[k] = kernel::slots_needed(lp.parts.iter().filter(|p| p.device == k && !p.bx.is_empty()).count());
             }
@@ -80,7 +80,7 @@ pub(super) fn run(
     };
     let base = &slots.base;
 
-    let t0 = Instant::now();
+    let t0 = Stopwatch::start();
     // A launch that copies nothing (a loop's steady state on one GPU) records no copy marks:
     // each mark is an event record, a few microseconds of a launch that may take ten.
     let marked = !copies.is_empty();
@@ -112,9 +112,9 @@ pub(super) fn run(
     for c in copies {
         st.count_bytes(c);
     }
-    st.nanos_copies.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    st.nanos_copies.fetch_add(t0.nanos(), Ordering::Relaxed);
 
-    let t1 = Instant::now();
+    let t1 = Stopwatch::start();
     let parts: Vec<GpuPart<'_>> =
         lp.parts.iter().zip(part_args).map(|(p, a)| GpuPart { device: p.device, args: a, bx: p.bx }).collect();
     let wait = !slots.asynchronous();
@@ -153,7 +153,7 @@ pub(super) fn run(
         }
         finish()?;
     }
-    st.nanos_kernels.fetch_add(t1.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    st.nanos_kernels.fetch_add(t1.nanos(), Ordering::Relaxed);
     Ok(())
 }
 

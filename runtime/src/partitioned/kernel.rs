@@ -8,6 +8,7 @@
 use crate::args::SendPtr;
 use crate::ctx::{GridBox, NodeCtx};
 use crate::desc::{KernelDesc, KernelKind, KindDesc};
+use crate::devices::cuda::Params;
 use crate::devices::{devices, Device};
 use crate::module::Module;
 use crate::scratch;
@@ -171,7 +172,7 @@ pub(crate) fn run(
     }
     let mut launched_per_device = vec![0usize; gpus.len()];
     let mut kernels = Vec::new();
-    let timed = crate::sink::gpu_timing() || bench_repeat().is_some();
+    let timed = crate::sink::timing() || bench_repeat().is_some();
     let mut launched = Ok(());
     for p in parts.iter().filter(|p| !p.bx.is_empty()) {
         let gpu = &gpus[p.device];
@@ -187,17 +188,16 @@ pub(crate) fn run(
             KernelKind::Blocks { .. } => extent,
             KernelKind::Grid => std::array::from_fn(|d| (extent[d] + prepared.block[d] - 1) / prepared.block[d]),
         };
-        let mut params: Vec<Vec<u8>> = leaf_desc
-            .params
-            .iter()
-            .map(|q| leaf_args[q.offset as usize..(q.offset + q.size) as usize].to_vec())
-            .collect();
+        let mut params = Params::with_capacity(leaf_desc.params.len() + 13);
+        for q in &leaf_desc.params {
+            params.push(&leaf_args[q.offset as usize..(q.offset + q.size) as usize]);
+        }
         // The partition's offset (blocks, or instances of a grid-shaped leaf), the full grid,
         // the parent of the grid; then the output records.
         for v in bx.lo.iter().chain(&grid).chain(&pid).chain(&pdim) {
-            params.push(v.to_le_bytes().to_vec());
+            params.push(&v.to_le_bytes());
         }
-        params.push(device_outs[p.device].unwrap_or(0).to_le_bytes().to_vec());
+        params.push(&device_outs[p.device].unwrap_or(0).to_le_bytes());
         let slot = base[p.device] + MARK_KERNELS + 2 * launched_per_device[p.device];
         let mut launch = || {
             gpu.launch(

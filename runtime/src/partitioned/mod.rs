@@ -41,9 +41,9 @@ use crate::devices::{devices, Copy, Place};
 use crate::memory::coherence::Coherence;
 use crate::memory::{self, ByteRect, Table};
 use crate::module::Module;
+use crate::sink::Stopwatch;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 /// A computed plan, or why the launch runs on the host instead of the devices.
 pub(crate) enum Outcome {
@@ -366,7 +366,7 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
     let key = cache::Key { node: n, grid, parent: (pid, pdim), args: base };
 
     let mut table = memory::table();
-    let t0 = Instant::now();
+    let t0 = Stopwatch::start();
     let launch =
         access::Launch { module, node: n, shape, args: &key.args, parent: key.parent, grid, order: &devs.order };
     // A plan for any scalars first (one device), then one for these map inputs.
@@ -411,7 +411,7 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
                 Outcome::Host(_) => 0,
             };
             st.nanos_alloc.fetch_add(alloc, Ordering::Relaxed);
-            st.nanos_intervals.fetch_add((t0.elapsed().as_nanos() as u64).saturating_sub(alloc), Ordering::Relaxed);
+            st.nanos_intervals.fetch_add(t0.nanos().saturating_sub(alloc), Ordering::Relaxed);
             let scalar_free = matches!(&*p, Outcome::Devices(lp) if lp.scalar_free);
             plans.insert(if scalar_free { general.clone() } else { specific() }, p.clone());
             p
@@ -429,14 +429,14 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
     }
     let part_args: Vec<std::borrow::Cow<'_, [u8]>> = lp.parts.iter().map(|p| lp.part_args(p, &key.args)).collect();
 
-    let t1 = Instant::now();
+    let t1 = Stopwatch::start();
     let (copy_plan, hit) = lp.copies(&mut table);
     let (copies, sources) = (&copy_plan.copies, &copy_plan.sources);
-    st.nanos_copy_plan.fetch_add(t1.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    st.nanos_copy_plan.fetch_add(t1.nanos(), Ordering::Relaxed);
     if hit { &st.copy_hits } else { &st.copy_misses }.fetch_add(1, Ordering::Relaxed);
     if plan_hit && hit {
         st.hit_launches.fetch_add(1, Ordering::Relaxed);
-        st.nanos_hit_work.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        st.nanos_hit_work.fetch_add(t0.nanos(), Ordering::Relaxed);
     }
 
     match &gpu_launch {
@@ -456,7 +456,7 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
                 });
         }
         None => {
-            let t2 = Instant::now();
+            let t2 = Stopwatch::start();
             memory::execute(copies).unwrap_or_else(|err| {
                 crate::fatal(&format!(
                     "node {} ({}): copying its inputs: {err}",
@@ -467,10 +467,10 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
             for c in copies {
                 st.count_bytes(c);
             }
-            st.nanos_copies.fetch_add(t2.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            let t3 = Instant::now();
+            st.nanos_copies.fetch_add(t2.nanos(), Ordering::Relaxed);
+            let t3 = Stopwatch::start();
             run_parts(lp, &part_args, run_box);
-            st.nanos_kernels.fetch_add(t3.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            st.nanos_kernels.fetch_add(t3.nanos(), Ordering::Relaxed);
         }
     }
     drop(table);
