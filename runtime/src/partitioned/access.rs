@@ -132,17 +132,9 @@ pub(crate) fn named_params(module: &Module, leaf: u32) -> Vec<u32> {
 /// the same plan: scalars the maps never name (a time step used only as a value) do not
 /// make a new one.
 pub(crate) fn plan_inputs(l: &Launch<'_>, named: &[u32]) -> Vec<i64> {
-    let program = &l.module.program;
-    let (leaf, leaf_args, block) = match l.shape {
-        KernelKind::Blocks { leaf, alloc, .. } => {
-            let zeros = alloc.map(|a| vec![0u8; program.nodes[a as usize].outputs_size()]).unwrap_or_default();
-            let args = l.module.child_args(l.node, *leaf, l.args, &|_| (&zeros[..], 1));
-            (*leaf, args.base, l.module.grid(*leaf, Some((l.node, l.args))))
-        }
-        KernelKind::Grid => (l.node, l.args.to_vec(), [0; 3]),
-    };
-    let desc = &program.nodes[leaf as usize];
-    let mut inputs = block.to_vec();
+    let (leaf, leaf_args, block) = leaf_view(l);
+    let desc = &l.module.program.nodes[leaf as usize];
+    let mut inputs = block.unwrap_or([0; 3]).to_vec();
     for p in desc.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
         inputs.push(read_u64(&leaf_args, p.offset as usize).unwrap_or(0) as i64);
     }
@@ -151,6 +143,20 @@ pub(crate) fn plan_inputs(l: &Launch<'_>, named: &[u32]) -> Vec<i64> {
         inputs.push(int_param(desc, &leaf_args, i).unwrap_or(i64::MIN));
     }
     inputs
+}
+
+/// The unit's leaf as a launch sees it: the leaf, its arguments (allocation outputs zero:
+/// only their sizes matter here) and, for a blocks unit, its block.
+pub(crate) fn leaf_view(l: &Launch<'_>) -> (u32, Vec<u8>, Option<[i64; 3]>) {
+    match l.shape {
+        KernelKind::Blocks { leaf, alloc, .. } => {
+            let program = &l.module.program;
+            let zeros = alloc.map(|a| vec![0u8; program.nodes[a as usize].outputs_size()]).unwrap_or_default();
+            let args = l.module.child_args(l.node, *leaf, l.args, &|_| (&zeros[..], 1));
+            (*leaf, args.base, Some(l.module.grid(*leaf, Some((l.node, l.args)))))
+        }
+        KernelKind::Grid => (l.node, l.args.to_vec(), None),
+    }
 }
 
 /// The buffers a launch's pointers bind, or why the host must run it (a pointer not tracked).
@@ -175,14 +181,10 @@ fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, String> {
         });
         unit_ptrs.push((p.offset as usize, b));
     }
-    let (leaf, leaf_args, block, shared) = match l.shape {
-        KernelKind::Blocks { leaf, alloc, shared_params, .. } => {
-            let zeros = alloc.map(|a| vec![0u8; program.nodes[a as usize].outputs_size()]).unwrap_or_default();
-            let args = l.module.child_args(l.node, *leaf, l.args, &|_| (&zeros[..], 1));
-            let block = l.module.grid(*leaf, Some((l.node, l.args)));
-            (*leaf, args.base, Some(block), shared_params.clone())
-        }
-        KernelKind::Grid => (l.node, l.args.to_vec(), None, Vec::new()),
+    let (leaf, leaf_args, block) = leaf_view(l);
+    let shared: &[u32] = match l.shape {
+        KernelKind::Blocks { shared_params, .. } => shared_params,
+        KernelKind::Grid => &[],
     };
     let leaf_desc = &program.nodes[leaf as usize];
     let mut args: Vec<BufArg> = Vec::new();

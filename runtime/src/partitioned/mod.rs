@@ -371,7 +371,7 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
         access::Launch { module, node: n, shape, args: &key.args, parent: key.parent, grid, order: &devs.order };
     // A plan for any scalars first (one device), then one for these map inputs.
     let general = key.pointers_only(module.node(n));
-    let specific = || {
+    let specific_key = || {
         let leaf = match shape {
             KernelKind::Blocks { leaf, .. } => *leaf,
             KernelKind::Grid => n,
@@ -379,9 +379,12 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
         let named = plans.named(leaf, || access::named_params(module, leaf));
         key.with_inputs(module.node(n), &access::plan_inputs(&launch, &named))
     };
+    // The key for these map inputs, when looked up: made once (it interprets the leaf's
+    // arguments), kept for the insertion on a miss.
+    let mut specific: Option<cache::Key> = None;
     let cached = match plans.get(&general, &table) {
         Some(p) if matches!(&*p, Outcome::Devices(lp) if lp.scalar_free) => Some(p),
-        _ => plans.get(&specific(), &table),
+        _ => plans.get(specific.insert(specific_key()), &table),
     }
     .filter(|p| access::inspected_unchanged(p, &mut table));
     let plan_hit = cached.is_some();
@@ -413,7 +416,8 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
             st.nanos_alloc.fetch_add(alloc, Ordering::Relaxed);
             st.nanos_intervals.fetch_add(t0.nanos().saturating_sub(alloc), Ordering::Relaxed);
             let scalar_free = matches!(&*p, Outcome::Devices(lp) if lp.scalar_free);
-            plans.insert(if scalar_free { general.clone() } else { specific() }, p.clone());
+            let at = if scalar_free { general.clone() } else { specific.take().unwrap_or_else(specific_key) };
+            plans.insert(at, p.clone());
             p
         }
     };
