@@ -13,7 +13,7 @@ const DEVICES: [usize; 6] = [1, 2, 3, 4, 7, 8];
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-const PROGRAMS: [(&str, &[&[&str]]); 35] = [
+const PROGRAMS: [(&str, &[&[&str]]); 36] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -32,6 +32,7 @@ const PROGRAMS: [(&str, &[&[&str]]); 35] = [
     ("tests/programs/threshold.c", &[&["3"], &["1001"], &["5000"]]),
     ("tests/programs/mathfns.c", &[&["3"], &["1001"], &["5000"]]),
     ("tests/programs/hostwrites.c", &[&["2", "2"], &["1001", "4"], &["5000", "3"]]),
+    ("tests/programs/sparsewrites.c", &[&["8192", "2", "store"], &["20000", "3", "read"], &["30000", "3", "none"]]),
     ("tests/programs/jds.c", &[&["5", "2", "2"], &["300", "16", "3"], &["2000", "64", "3"]]),
     (
         "tests/programs/blur.c",
@@ -107,6 +108,9 @@ fn programs_are_bit_identical_on_simulated_devices() {
             }
             let off = run_ok(&exe, args, &[("HPVM_MGPU_DEVICES", "cpu:3"), ("HPVM_MGPU_PARTITION", "off")]);
             assert_eq!(off, host, "{src} {args:?} unpartitioned differs from the host run");
+            // The split policy's choices, whatever they are, change nothing.
+            let auto = run_ok(&exe, args, &[("HPVM_MGPU_DEVICES", "cpu:3"), ("HPVM_MGPU_PARTITION", "auto")]);
+            assert_eq!(auto, host, "{src} {args:?} under the split policy differs from the host run");
             // More partitions than devices.
             let more = run_ok(&exe, args, &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_PARTITIONS", "3")]);
             assert_eq!(more, host, "{src} {args:?} with 3 partitions per device differs from the host run");
@@ -226,10 +230,12 @@ fn stencil_steady_state_is_all_cache_hits() {
     assert!(n["bytes_host_to_device"].as_u64().unwrap() <= 2 * 64 * 64 * 4 + 8 * 64 * 4, "{n}");
 }
 
-/// What the host holds is copied again at each launch (the host may have written it), unless
-/// the program promises otherwise with `HPVM_MGPU_HOST_WRITES=none`.
+/// What the host holds is copied again at a launch only where the host wrote it since the
+/// last one (the runtime watches), at every launch with `HPVM_MGPU_HOST_WRITES=all` (HPVM's
+/// own rule), never with the program's promise `HPVM_MGPU_HOST_WRITES=none`. `threshold`'s
+/// buffers are smaller than a page: compared byte by byte, not watched by page.
 #[test]
-fn host_copies_are_sent_again_unless_promised_unchanged() {
+fn host_copies_are_sent_again_only_where_the_host_wrote() {
     let dir = TempDir::new("hostwrites");
     let exe = build(&dir, "tests/programs/threshold.c");
     let n = 1000u64;
@@ -243,9 +249,106 @@ fn host_copies_are_sent_again_unless_promised_unchanged() {
         node(&s, "Keep")["bytes_host_to_device"].as_u64().unwrap()
     };
     // Two launches: `in` (read) and `out` (may-written, so read first) cross at the first;
-    // `in`, which the host still holds, crosses again at the second.
-    assert_eq!(sent(&[]), 3 * n * 4);
+    // assumed written, `in`, which the host still holds, crosses again at the second.
+    assert_eq!(sent(&[]), 2 * n * 4);
+    assert_eq!(sent(&[("HPVM_MGPU_HOST_WRITES", "all")]), 3 * n * 4);
     assert_eq!(sent(&[("HPVM_MGPU_HOST_WRITES", "none")]), 2 * n * 4);
+}
+
+/// The host writes a little of a large input between launches, with stores and with `read()`
+/// (the kernel writing for it), and changes what it asked back: every launch sees it (the
+/// result matches the host's reference and the host-only run bit for bit), and what crosses
+/// is what it wrote, not the buffers again. Without writes each byte crosses once.
+#[test]
+fn host_writes_between_launches_are_seen_and_only_they_cross() {
+    let dir = TempDir::new("sparsewrites");
+    let exe = build(&dir, "tests/programs/sparsewrites.c");
+    let (n, steps) = (300_000u64, 5u64);
+    let bytes = n * 4;
+    for mode in ["none", "store", "read"] {
+        let args = [&n.to_string()[..], &steps.to_string(), mode];
+        let host = run_ok(&exe, &args, &[("HPVM_MGPU_DEVICES", "cpu")]);
+        let sent = |devices: &str, writes: &str| {
+            let file = dir.path_str("stats.json");
+            let _ = std::fs::remove_file(&file);
+            let env = [
+                ("HPVM_MGPU_DEVICES", devices),
+                ("HPVM_MGPU_STATS", &file[..]),
+                ("HPVM_MGPU_HOST_WRITES", writes),
+                ("HPVM_MGPU_PARTITION", "always"),
+            ];
+            assert_eq!(run_ok(&exe, &args, &env), host, "{mode} on {devices}, host writes {writes}");
+            let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+            (node(&s, "Step")["bytes_host_to_device"].as_u64().unwrap(), s)
+        };
+        for devices in ["cpu:1", "cpu:3"] {
+            let (watched, s) = sent(devices, "any");
+            let (assumed, _) = sent(devices, "all");
+            // `in` and `acc` cross once; assumed written, `in` crosses at every launch, and so
+            // do the 16 elements of `acc` asked back.
+            let asked = if mode == "store" { (steps - 1) * 16 * 4 } else { 0 };
+            assert_eq!(assumed, 2 * bytes + (steps - 1) * bytes + asked, "{mode} on {devices}");
+            if !s["host_writes"].as_str().unwrap().starts_with("watched") {
+                eprintln!("skipped the watched counts: {}", s["host_writes"]);
+                continue;
+            }
+            match mode {
+                "none" => assert_eq!(watched, 2 * bytes, "{mode} on {devices}: {s}"),
+                // Per step a run of 2048 elements (8 KiB, three pages at most), three
+                // scattered elements and 16 asked-back ones: a page each.
+                _ => assert!(
+                    watched > 2 * bytes && watched <= 2 * bytes + (steps - 1) * 7 * 4096,
+                    "{mode} on {devices}: {watched} bytes crossed"
+                ),
+            }
+        }
+    }
+}
+
+/// The split policy (`HPVM_MGPU_PARTITION=auto`, the default) on simulated devices: a grid
+/// of fewer blocks than one device runs at once never splits, and the statistics say why; a
+/// launch long enough to pay splits. Outputs are those of the host run either way.
+#[test]
+fn the_split_policy_splits_what_pays_and_says_why_not() {
+    let dir = TempDir::new("policy");
+    let exe = build(&dir, "tests/programs/jacobi1d.c");
+    let host = run_ok(&exe, &["64", "32", "50"], &[("HPVM_MGPU_DEVICES", "cpu")]);
+    let file = dir.path_str("stats.json");
+    // Two devices of four threads each; the grid has two blocks.
+    let env = [
+        ("HPVM_MGPU_DEVICES", "cpu:2"),
+        ("HPVM_MGPU_THREADS", "8"),
+        ("HPVM_MGPU_PARTITION", "auto"),
+        ("HPVM_MGPU_STATS", &file[..]),
+    ];
+    assert_eq!(run_ok(&exe, &["64", "32", "50"], &env), host);
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let n = node(&s, "Blocks");
+    assert_eq!((n["unit_launches"].as_u64(), n["partitioned_launches"].as_u64()), (Some(50), Some(0)), "{n}");
+    assert_eq!(n["split_declined"], 50, "{n}");
+    assert_eq!(n["split_declined_because"], "2 blocks: under one wave of one device (4 blocks at once)");
+    // Always: the same launches split.
+    let always = [("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_THREADS", "8"), ("HPVM_MGPU_STATS", &file[..])];
+    assert_eq!(run_ok(&exe, &["64", "32", "50"], &always), host);
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(node(&s, "Blocks")["partitioned_launches"], 50);
+
+    // A stencil of milliseconds per launch splits: the first launch by default, the others
+    // because the first measured that it pays (a thread start is tens of microseconds).
+    let exe = build(&dir, "examples/stencil2d.c");
+    let args = ["1024", "1024", "4"];
+    let host = run_ok(&exe, &args, &[("HPVM_MGPU_DEVICES", "cpu")]);
+    let env = [
+        ("HPVM_MGPU_DEVICES", "cpu:2"),
+        ("HPVM_MGPU_THREADS", "2"),
+        ("HPVM_MGPU_PARTITION", "auto"),
+        ("HPVM_MGPU_STATS", &file[..]),
+    ];
+    assert_eq!(run_ok(&exe, &args, &env), host);
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let n = node(&s, "StencilBlocks");
+    assert_eq!(n["partitioned_launches"], 4, "{n}");
+    assert_eq!(n["split_declined"], 0, "{n}");
 }
 
 #[test]
@@ -287,7 +390,7 @@ fn bad_settings_are_refused_with_a_message() {
         ("HPVM_MGPU_DEVICES", "gpu", "unsupported device choice"),
         ("HPVM_MGPU_THREADS", "999999999", "at most"),
         ("HPVM_MGPU_THREADS", "0", "positive"),
-        ("HPVM_MGPU_PARTITION", "maybe", "expected `on` or `off`"),
+        ("HPVM_MGPU_PARTITION", "maybe", "expected `auto`, `always` or `off`"),
         ("HPVM_MGPU_CHECK", "loose", "expected `warn` or `strict`"),
         ("HPVM_MGPU_PARTITIONS", "0", "1 to 64"),
         ("HPVM_MGPU_WEIGHTS", "1,2,3", "one per device"),
@@ -295,7 +398,7 @@ fn bad_settings_are_refused_with_a_message() {
         ("HPVM_MGPU_ORDER", "1,1", "a permutation"),
         ("HPVM_MGPU_ORDER", "0", "a permutation"),
         ("HPVM_MGPU_PIN", "yes", "expected `on` or `off`"),
-        ("HPVM_MGPU_HOST_WRITES", "some", "expected `any` or `none`"),
+        ("HPVM_MGPU_HOST_WRITES", "some", "expected `any`, `all` or `none`"),
     ] {
         let env = [(var, value), ("HPVM_MGPU_DEVICES", if var == "HPVM_MGPU_DEVICES" { value } else { "cpu:2" })];
         let out = run_program(&exe, &["100"], &env);

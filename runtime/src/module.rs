@@ -73,12 +73,24 @@ pub struct NodeStats {
     /// Why it ran unsplit or on the host (the first reason seen of each).
     pub unpartitioned_reason: Mutex<Option<String>>,
     pub host_reason: Mutex<Option<String>>,
+    /// Launches the split policy ran whole though they could have split, and why (the
+    /// latest reason: measurements change).
+    pub declined: AtomicU64,
+    pub declined_reason: Mutex<Option<String>>,
 }
 
 impl NodeStats {
     pub fn note_unpartitioned(&self, reason: &str) {
         let mut r = self.unpartitioned_reason.lock().unwrap_or_else(|e| e.into_inner());
         if r.is_none() {
+            *r = Some(reason.to_string());
+        }
+    }
+
+    pub fn note_declined(&self, reason: &str) {
+        self.declined.fetch_add(1, Ordering::Relaxed);
+        let mut r = self.declined_reason.lock().unwrap_or_else(|e| e.into_inner());
+        if r.as_deref() != Some(reason) {
             *r = Some(reason.to_string());
         }
     }

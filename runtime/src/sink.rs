@@ -26,6 +26,11 @@ pub enum Event {
     /// An attempt to page-lock a buffer: the bytes locked (0 where the driver refused) and
     /// the time it took.
     PageLocked { bytes: u64, nanos: u64 },
+    /// A look at a watched buffer for host writes (`memory::watch`): the bytes found written
+    /// (whole pages, and the partial ones at its ends) and the time it took.
+    HostWritesScanned { bytes: u64, nanos: u64 },
+    /// Watching a buffer of `bytes` began (registration and protection), taking `nanos`.
+    WatchStarted { bytes: u64, nanos: u64 },
 }
 
 /// A receiver of events. Called from any thread, often on hot paths: keep it to atomics.

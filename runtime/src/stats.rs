@@ -35,6 +35,11 @@ struct Counters {
     nanos_to_host: AtomicU64,
     bytes_pinned: AtomicU64,
     nanos_pinning: AtomicU64,
+    host_write_scans: AtomicU64,
+    bytes_host_written: AtomicU64,
+    nanos_host_write_scans: AtomicU64,
+    bytes_watched: AtomicU64,
+    nanos_watch_start: AtomicU64,
 }
 
 static COUNTERS: Counters = Counters {
@@ -45,6 +50,11 @@ static COUNTERS: Counters = Counters {
     nanos_to_host: AtomicU64::new(0),
     bytes_pinned: AtomicU64::new(0),
     nanos_pinning: AtomicU64::new(0),
+    host_write_scans: AtomicU64::new(0),
+    bytes_host_written: AtomicU64::new(0),
+    nanos_host_write_scans: AtomicU64::new(0),
+    bytes_watched: AtomicU64::new(0),
+    nanos_watch_start: AtomicU64::new(0),
 };
 
 impl Sink for Counters {
@@ -61,6 +71,15 @@ impl Sink for Counters {
             Event::PageLocked { bytes, nanos } => {
                 add(&self.bytes_pinned, bytes);
                 add(&self.nanos_pinning, nanos);
+            }
+            Event::HostWritesScanned { bytes, nanos } => {
+                add(&self.host_write_scans, 1);
+                add(&self.bytes_host_written, bytes);
+                add(&self.nanos_host_write_scans, nanos);
+            }
+            Event::WatchStarted { bytes, nanos } => {
+                add(&self.bytes_watched, bytes);
+                add(&self.nanos_watch_start, nanos);
             }
         }
     }
@@ -126,6 +145,16 @@ pub struct Report {
     /// thread doing it; launches overlap it with their allocations).
     pub bytes_page_locked: u64,
     pub ms_page_locking: f64,
+    /// How host writes to tracked buffers between launches are found (`HPVM_MGPU_HOST_WRITES`):
+    /// "watched", "assumed" (every byte the host holds), or "none" (the program's promise).
+    pub host_writes: String,
+    /// Watching: the buffers' bytes watched, and the time starting to watch them; looks at
+    /// watched buffers, the bytes they found written, and their time.
+    pub bytes_watched: u64,
+    pub ms_watch_start: f64,
+    pub host_write_scans: u64,
+    pub bytes_host_written: u64,
+    pub ms_host_write_scans: f64,
 }
 
 #[derive(Serialize)]
@@ -163,6 +192,10 @@ pub struct NodeReport {
     pub analysis: Option<String>,
     pub unpartitioned_because: Option<String>,
     pub on_host_because: Option<String>,
+    /// Launches the split policy ran on one device though the analysis allowed a split
+    /// (`HPVM_MGPU_PARTITION=auto`), and the latest reason.
+    pub split_declined: u64,
+    pub split_declined_because: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -239,6 +272,8 @@ pub fn collect() -> Report {
                 analysis,
                 unpartitioned_because: st.unpartitioned_reason.lock().unwrap_or_else(|e| e.into_inner()).clone(),
                 on_host_because: st.host_reason.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                split_declined: load(&st.declined),
+                split_declined_because: st.declined_reason.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             });
         }
     }
@@ -267,6 +302,12 @@ pub fn collect() -> Report {
         ms_device_setup: DEVICE_SETUP_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
         bytes_page_locked: c.bytes_pinned.load(Ordering::Relaxed),
         ms_page_locking: ms(&c.nanos_pinning),
+        host_writes: crate::memory::host_writes_described(),
+        bytes_watched: c.bytes_watched.load(Ordering::Relaxed),
+        ms_watch_start: ms(&c.nanos_watch_start),
+        host_write_scans: c.host_write_scans.load(Ordering::Relaxed),
+        bytes_host_written: c.bytes_host_written.load(Ordering::Relaxed),
+        ms_host_write_scans: ms(&c.nanos_host_write_scans),
     }
 }
 
@@ -331,6 +372,9 @@ pub fn report() -> String {
         if let Some(why) = &n.unpartitioned_because {
             let _ = writeln!(s, "    not split: {why}");
         }
+        if let Some(why) = &n.split_declined_because {
+            let _ = writeln!(s, "    not split by the policy: {} launches (latest: {why})", n.split_declined);
+        }
         if let Some(why) = &n.on_host_because {
             let _ = writeln!(s, "    ran on the host: {why}");
         }
@@ -344,6 +388,15 @@ pub fn report() -> String {
         r.ms_to_host
     );
     let _ = writeln!(s, "  session {:.3} ms (opening the devices {:.3} ms)", r.ms_session, r.ms_device_setup);
+    let _ = write!(s, "  host writes between launches: {}", r.host_writes);
+    if r.bytes_watched > 0 {
+        let _ = write!(
+            s,
+            "; {} bytes watched ({:.3} ms to start), {} looks found {} bytes written in {:.3} ms",
+            r.bytes_watched, r.ms_watch_start, r.host_write_scans, r.bytes_host_written, r.ms_host_write_scans
+        );
+    }
+    let _ = writeln!(s);
     if r.bytes_page_locked > 0 {
         let _ = writeln!(s, "  page-locked {} bytes in {:.3} ms", r.bytes_page_locked, r.ms_page_locking);
     }

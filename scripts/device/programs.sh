@@ -12,7 +12,7 @@ out=${OUT:-/tmp/out}
 mkdir -p "$out/logs"
 g=${1:-$(nvidia-smi -L | wc -l)}
 declare -A args=([mesh]="5003" [mathfns]="1000003" [transpose]="130 70" [mixed]="3000 10" [helpers]="1000" [volume]="17 5 40"
-  [heat3d]="20 13 17 4 3 2 3" [threshold]="5000" [hostwrites]="5000 3" [jds]="20000 64 3"
+  [heat3d]="20 13 17 4 3 2 3" [threshold]="5000" [hostwrites]="5000 3" [sparsewrites]="3000000 5 store" [jds]="20000 64 3"
   [blur]="130 70 16 5 3" [jacobi1d]="1003 50 5" [gemm_nt]="96 120 16 16 8"
   [conv]="1000 700 3" [gridstride]="100003 64 7" [rownorm]="100000 37"
   [radius]="1000 700 4 256" [unsigned]="8000 1000 32 8" [chain]="20000000 256 4"

@@ -111,10 +111,13 @@ impl Drop for TempDir {
     }
 }
 
-/// Runs a built program with extra environment variables.
+/// Runs a built program with extra environment variables. Launches split whenever the
+/// analysis allows (`HPVM_MGPU_PARTITION=always`) unless `env` says otherwise: the tests' small
+/// grids would mostly run whole under the split policy, and what they test is the split.
 pub fn run_program(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(exe);
     cmd.args(args).env_remove("HPVM_MGPU_THREADS").env_remove("HPVM_MGPU_STATS");
+    cmd.env("HPVM_MGPU_PARTITION", "always");
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -409,6 +409,22 @@ impl Cuda {
         Ok(f)
     }
 
+    /// Blocks of `kernel` (`threads` per block, `shared` bytes of dynamic shared memory) this
+    /// GPU runs at once: its occupancy per multiprocessor times its multiprocessors.
+    pub fn wave(&self, ptx: &'static CStr, kernel: &str, threads: u32, shared: u32) -> Result<u64, String> {
+        self.bind()?;
+        let f = self.function(ptx, kernel)?;
+        // SAFETY: a loaded function; the call only reads its attributes.
+        let per_sm = check("cuOccupancyMaxActiveBlocksPerMultiprocessor", unsafe {
+            result::occupancy::max_active_block_per_multiprocessor(f, threads as i32, shared as usize)
+        })?;
+        // SAFETY: `dev` comes from cuDeviceGet; attributes are plain integers.
+        let sms = check("cuDeviceGetAttribute", unsafe {
+            result::device::get_attribute(self.dev, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        })?;
+        Ok(per_sm.max(1) as u64 * sms.max(1) as u64)
+    }
+
     /// Enqueues `kernel` on the stream, with `marks` between marks `before` and `before + 1`
     /// (its time on the GPU is [`Cuda::between`] of them once the stream is synchronized).
     /// `params` holds each parameter's bytes; the driver copies them at the call.

@@ -150,7 +150,7 @@ impl Coherence {
     /// since the devices received theirs (HPVM's rule: the host's copy of what it holds is the
     /// one that counts, so a launch copies it again).
     pub fn host_wins(&mut self) {
-        if !self.segments.iter().any(|s| s.holders.has(Place::Host) && s.holders != Holders::HOST) {
+        if !self.holders_beside_host() {
             return;
         }
         let mut out: Vec<Segment> = Vec::with_capacity(self.segments.len());
@@ -162,6 +162,21 @@ impl Coherence {
             }
         }
         self.segments = Arc::new(out);
+    }
+
+    /// [`Coherence::host_wins`] within `runs` (sorted, disjoint byte runs): where the host
+    /// wrote.
+    pub fn host_wins_in(&mut self, runs: Vec<(u64, u64)>) {
+        if runs.is_empty() || !self.holders_beside_host() {
+            return;
+        }
+        self.update_runs(runs, |h| if h.has(Place::Host) { Holders::HOST } else { h });
+    }
+
+    /// Whether some byte the host holds is held by a device too (else host writes change
+    /// nothing the runtime must know).
+    pub fn holders_beside_host(&self) -> bool {
+        self.segments.iter().any(|s| s.holders.has(Place::Host) && s.holders != Holders::HOST)
     }
 
     fn update_runs(&mut self, runs: impl IntoIterator<Item = (u64, u64)>, f: impl Fn(Holders) -> Holders) {

@@ -17,6 +17,7 @@
 pub mod coherence;
 #[cfg(test)]
 pub(crate) mod fakes;
+pub(crate) mod watch;
 
 use crate::devices::inflight;
 use crate::devices::staging::STAGE_AT_LEAST;
@@ -39,19 +40,52 @@ fn pin(start: u64, size: u64) -> bool {
 /// Buffers at least this large are page-locked when they first go to a GPU.
 const PIN_AT_LEAST: u64 = 1 << 20;
 
-/// Whether the program may write tracked memory on the host between launches (HPVM's
-/// contract: the runtime copies what the host holds again at each graph launch that reads it,
-/// as HPVM's own runtime does for inputs and after `llvm_hpvm_request_mem`).
-/// `HPVM_MGPU_HOST_WRITES=none` is the program's promise that it never does (outside host
-/// nodes, which the runtime sees): device copies of what the host also holds are then reused
-/// across launches.
-pub(crate) fn host_may_write() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| match std::env::var("HPVM_MGPU_HOST_WRITES").unwrap_or_default().trim() {
-        "" | "any" => true,
-        "none" => false,
-        other => crate::fatal(&format!("HPVM_MGPU_HOST_WRITES={other}: expected `any` or `none`")),
+/// What the runtime assumes of the program's stores into tracked memory between launches
+/// (`HPVM_MGPU_HOST_WRITES`). HPVM's contract lets the host write a tracked buffer between
+/// graph launches; the runtime must then send the devices what changed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum HostWrites {
+    /// `any` (the default): the host may write; the pages it wrote are found ([`watch`]),
+    /// and where that is impossible every byte it holds counts as written.
+    Watched,
+    /// `all`: every byte the host holds counts as written at every graph launch (HPVM's own
+    /// runtime; for comparisons).
+    Assumed,
+    /// `none`: the program's promise that it never writes (outside host nodes, which the
+    /// runtime sees): device copies of what the host also holds are reused across launches.
+    None,
+}
+
+pub(crate) fn host_writes() -> HostWrites {
+    static MODE: std::sync::OnceLock<HostWrites> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| match std::env::var("HPVM_MGPU_HOST_WRITES").unwrap_or_default().trim() {
+        "" | "any" => HostWrites::Watched,
+        "all" => HostWrites::Assumed,
+        "none" => HostWrites::None,
+        other => crate::fatal(&format!("HPVM_MGPU_HOST_WRITES={other}: expected `any`, `all` or `none`")),
     })
+}
+
+/// How host writes are found, for the statistics.
+pub fn host_writes_described() -> String {
+    match (host_writes(), watch::watcher()) {
+        (HostWrites::None, _) => "none (HPVM_MGPU_HOST_WRITES=none)".into(),
+        (HostWrites::Assumed, _) => "assumed at every launch (HPVM_MGPU_HOST_WRITES=all)".into(),
+        (HostWrites::Watched, Ok(_)) => "watched (userfaultfd write-protection, pagemap scan)".into(),
+        (HostWrites::Watched, Err(why)) => format!("assumed at every launch: cannot watch them ({why})"),
+    }
+}
+
+/// Says once, the first time it costs a resend, that host writes are assumed rather than
+/// seen, and why.
+fn say_unwatched(why: &str) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        eprintln!(
+            "hpvm-mgpu: note: cannot see which tracked memory the host writes ({why}); every byte it holds is sent \
+             to the devices again after it may have written it (HPVM_MGPU_HOST_WRITES=none promises it does not)"
+        )
+    });
 }
 
 /// Counts the moments the program's host code may have written tracked memory since the
@@ -68,7 +102,7 @@ pub fn host_resumes() {
 /// Reads the memory settings (ending the program on a bad one).
 pub fn check_settings() {
     pinning();
-    host_may_write();
+    host_writes();
 }
 
 pub struct Buffer {
@@ -86,6 +120,21 @@ pub struct Buffer {
     /// memory, which the host changes only through API calls that say which bytes
     /// ([`host_overwrites`]): launches then never resend it.
     pub host_stores: bool,
+    /// Whether the host's stores into it are watched ([`watch`]).
+    watch: Watch,
+    /// While watched: the host's bytes in its partial pages ([`watch::edges`]) at the last
+    /// look, to compare with.
+    edge_bytes: Vec<u8>,
+}
+
+/// A buffer's place in [`watch`]ing host writes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Watch {
+    /// Not yet: its first use on a device starts it.
+    NotYet,
+    Watched,
+    /// The kernel refused the memory, or the mechanism is missing: writes are assumed.
+    Refused,
 }
 
 /// A rectangle of a buffer's bytes: `rows` rows of `row_bytes`, `pitch` apart, from `start`
@@ -179,6 +228,8 @@ impl Table {
             pinned: false,
             host_epoch: HOST_EPOCH.load(Ordering::Relaxed),
             host_stores,
+            watch: Watch::NotYet,
+            edge_bytes: Vec::new(),
         };
         // Re-tracking a buffer forgets its device copies: the host's is the current one.
         if let Some(old) = self.buffers.insert(ptr, buf) {
@@ -380,27 +431,112 @@ impl Buffer {
         self.coherence.add(lo, hi, place);
     }
 
-    /// Makes the host current on `lo..hi` now.
+    /// The runs of the partial pages ([`watch::edges`]) whose bytes differ from the last
+    /// look's (all of them the first time), and keeps the present bytes for the next.
+    fn changed_edges(&mut self) -> Vec<(u64, u64)> {
+        let mut changed = Vec::new();
+        let mut at = 0;
+        let first = self.edge_bytes.is_empty();
+        for (a, b) in watch::edges(self.start, self.size) {
+            // SAFETY: bytes of the tracked buffer, which the program keeps allocated while it
+            // is tracked; no launch is writing them (the table is locked).
+            let now = unsafe { std::slice::from_raw_parts((self.start + a) as *const u8, (b - a) as usize) };
+            if first {
+                self.edge_bytes.extend_from_slice(now);
+                changed.push((a, b));
+            } else {
+                let then = &mut self.edge_bytes[at..at + now.len()];
+                if then != now {
+                    then.copy_from_slice(now);
+                    changed.push((a, b));
+                }
+            }
+            at += now.len();
+        }
+        changed
+    }
+
     /// Before a launch uses the buffer: if the host may have written it since the graph last
-    /// did (a new [`HOST_EPOCH`]), the host's copy of what it holds is the current one
-    /// ([`Coherence::host_wins`]), unless the program promised otherwise ([`host_may_write`]).
+    /// did (a new [`HOST_EPOCH`]), the host's copy of what it holds and wrote is the current
+    /// one ([`Coherence::host_wins`]). What it wrote is watched ([`watch`]) where possible;
+    /// elsewhere, and with `HPVM_MGPU_HOST_WRITES=all`, all it holds counts as written.
     pub(crate) fn account_host_writes(&mut self) {
         let now = HOST_EPOCH.load(Ordering::Relaxed);
-        if self.host_epoch != now && self.host_stores && host_may_write() {
-            self.coherence.host_wins();
+        if self.host_epoch != now && self.host_stores {
+            self.absorb_host_writes();
         }
         self.host_epoch = now;
     }
 
+    /// The host's copy wins where it wrote (see [`Buffer::account_host_writes`]).
+    fn absorb_host_writes(&mut self) {
+        if !self.host_stores {
+            return;
+        }
+        match host_writes() {
+            HostWrites::None => {}
+            HostWrites::Assumed => self.coherence.host_wins(),
+            HostWrites::Watched => match (self.watch, watch::watcher()) {
+                (Watch::Watched, Ok(w)) => {
+                    let t = std::time::Instant::now();
+                    let mut seen = w.written(self.start, self.size);
+                    if !seen.complete {
+                        self.watch = Watch::Refused;
+                    }
+                    seen.runs.extend(self.changed_edges());
+                    seen.runs.sort_unstable();
+                    let bytes = seen.runs.iter().map(|(a, b)| b - a).sum();
+                    self.coherence.host_wins_in(seen.runs);
+                    sink::record(Event::HostWritesScanned { bytes, nanos: t.elapsed().as_nanos() as u64 });
+                }
+                (Watch::NotYet, Ok(w)) if devices().count() > 0 => {
+                    // The first look: all the host holds is its own so far (it was written
+                    // before anyone watched); from now on, what it writes is seen.
+                    self.coherence.host_wins();
+                    let t = std::time::Instant::now();
+                    self.watch = if w.watch(self.start, self.size) { Watch::Watched } else { Watch::Refused };
+                    self.changed_edges();
+                    sink::record(Event::WatchStarted { bytes: self.size, nanos: t.elapsed().as_nanos() as u64 });
+                }
+                (_, watcher) => {
+                    if self.coherence.holders_beside_host() {
+                        say_unwatched(match (watcher, self.watch) {
+                            (Err(why), _) => why,
+                            _ => "the kernel refused to watch a buffer's memory",
+                        });
+                    }
+                    self.coherence.host_wins();
+                }
+            },
+        }
+    }
+
+    /// Makes the host current on `lo..hi` now.
     pub(crate) fn host_current(&mut self, lo: u64, hi: u64) {
         if self.coherence.missing(lo, hi, Place::Host).is_empty() {
             return;
         }
         let t = std::time::Instant::now();
+        // The copies below write the host's pages, which the watch would take for the
+        // program's writes: what the program wrote is taken first, then they are protected
+        // again.
+        let watched = self.watch == Watch::Watched && self.host_stores && host_writes() == HostWrites::Watched;
+        if watched {
+            self.absorb_host_writes();
+        }
         let before = self.coherence.clone();
         let mut copies = Vec::new();
         self.plan_run(Place::Host, lo, hi, &before, self.start, &mut copies);
         execute(&copies).unwrap_or_else(|e| crate::fatal(&format!("copying a buffer back to the host: {e}")));
+        if watched {
+            if let Ok(w) = watch::watcher() {
+                for c in &copies {
+                    if !w.rearm(c.dst_addr, c.bytes()) {
+                        self.watch = Watch::Refused;
+                    }
+                }
+            }
+        }
         sink::record(Event::ToHost { nanos: t.elapsed().as_nanos() as u64 });
     }
 

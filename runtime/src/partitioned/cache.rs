@@ -18,6 +18,8 @@ pub(crate) struct Key {
     pub node: u32,
     pub grid: [i64; 3],
     pub parent: ([i64; 3], [i64; 3]),
+    /// Devices the launch was given ([`super::policy`]): the first this many of the order.
+    pub devices: u8,
     pub args: Vec<u8>,
 }
 
@@ -32,7 +34,7 @@ impl Key {
                 args[lo..hi].copy_from_slice(&self.args[lo..hi]);
             }
         }
-        Key { node: self.node, grid: self.grid, parent: self.parent, args }
+        Key { node: self.node, grid: self.grid, parent: self.parent, devices: self.devices, args }
     }
 
     /// [`Key::pointers_only`] followed by `inputs` ([`super::access::plan_inputs`]): where
@@ -53,6 +55,8 @@ pub struct Launches {
     plans: Mutex<HashMap<Key, Arc<Outcome>>>,
     /// Per leaf, the parameters its maps name ([`super::access::named_params`]).
     named: Mutex<HashMap<u32, Arc<Vec<u32>>>>,
+    /// Per node, what its launches measured for the split policy.
+    pub(crate) policy: super::policy::Records,
 }
 
 impl Launches {

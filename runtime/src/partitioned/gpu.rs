@@ -18,6 +18,7 @@
 //!   ([`crate::devices::inflight`]), which also orders the next launch after it on every GPU.
 
 use super::kernel::{self, GpuPart, Prepared, MARK_COPIES, MARK_HOST_COPIES, MARK_START};
+use super::policy::Probe;
 use super::{LaunchPlan, PartPlan, Source};
 use crate::args::SendPtr;
 use crate::ctx::NodeCtx;
@@ -38,6 +39,8 @@ pub(super) struct Launch<'a> {
     pub part_args: &'a [std::borrow::Cow<'a, [u8]>],
     pub copies: &'a [Copy],
     pub sources: &'a [Source],
+    /// Where the split policy wants this launch's times, if it is timed for it.
+    pub probe: Option<Probe>,
 }
 
 /// Runs one launch of unit `n` on the GPUs: its copies, then every partition. With `asynchronous` (a CUDA program's launch), and
@@ -47,7 +50,7 @@ pub(super) struct Launch<'a> {
 pub(super) fn run(
     m: &Module,
     n: u32,
-    launch: &Launch<'_>,
+    launch: Launch<'_>,
     kernel: &KernelDesc,
     name: &str,
     prepared: &Prepared,
@@ -57,7 +60,8 @@ pub(super) fn run(
     outs: SendPtr<u8>,
     asynchronous: bool,
 ) -> Result<(), String> {
-    let Launch { lp, part_args, copies, sources } = *launch;
+    let Launch { lp, part_args, copies, sources, probe } = launch;
+    let sampled = probe.is_some();
     let st = &m.stats[n as usize];
     let gpus = &devices().gpus;
     let mut used: Vec<usize> =
@@ -69,7 +73,7 @@ pub(super) fn run(
         // Marks are events: a launch that copies nothing and is not timed records none, and
         // takes no slots, so it never forces a drain for want of them.
         let mut need = vec![0; gpus.len()];
-        if !copies.is_empty() || crate::sink::timing() {
+        if !copies.is_empty() || crate::sink::timing() || sampled {
             for &k in &used {
                 need[k] = kernel::slots_needed(lp.parts.iter().filter(|p| p.device == k && !p.bx.is_empty()).count());
             }
@@ -118,7 +122,7 @@ pub(super) fn run(
     let parts: Vec<GpuPart<'_>> =
         lp.parts.iter().zip(part_args).map(|(p, a)| GpuPart { device: p.device, args: a, bx: p.bx }).collect();
     let wait = !slots.asynchronous();
-    let launched = kernel::run(m, n, kernel, name, prepared, ptx, &parts, parent, grid, outs, base, wait);
+    let launched = kernel::run(m, n, kernel, name, prepared, ptx, &parts, parent, grid, outs, base, wait, sampled);
     let launched = match launched {
         Ok(l) => l,
         Err(e) => {
@@ -133,12 +137,17 @@ pub(super) fn run(
     let base = base.clone();
     // Devices that only copied are waited for too.
     let used_all = used.clone();
+    let waited = !slots.asynchronous();
     let finish = move || -> Result<(), String> {
         let times = kernel::times(&launched, &base, marked)?;
         let st = &stats[n as usize];
         // The launch's GPU-timeline breakdown: the slowest device in each phase.
         let max = |f: fn(&(f32, f32, f32)) -> f32| times.spans.iter().map(f).fold(0f32, f32::max);
         let nanos = |ms: f32| (ms as f64 * 1e6) as u64;
+        if let Some(probe) = probe {
+            let ns = |ms: f32| ms as f64 * 1e6;
+            probe.finish(ns(max(|s| s.2)), ns(max(|s| s.0 + s.1)), ns(max(|s| s.0 + s.1 + s.2)), waited);
+        }
         st.gpu_nanos_host_copies.fetch_add(nanos(max(|s| s.0)), Ordering::Relaxed);
         st.gpu_nanos_peer_copies.fetch_add(nanos(max(|s| s.1)), Ordering::Relaxed);
         st.gpu_nanos_kernels.fetch_add(nanos(max(|s| s.2)), Ordering::Relaxed);

@@ -88,6 +88,28 @@ pub(crate) fn prepare(
     }
 }
 
+impl Prepared {
+    /// Blocks of the kernel `name` one GPU runs at once, as this launch shapes them; none
+    /// where the driver cannot say.
+    pub(crate) fn wave(&self, ptx: &'static CStr, name: &str) -> Option<u64> {
+        let threads = self.block.iter().product::<i64>() as u32;
+        devices().gpus.first()?.wave(ptx, name, threads, self.shared as u32).ok()
+    }
+}
+
+/// Blocks of a unit's grid: the grid itself for a blocks unit, a grid-shaped leaf's
+/// instances cut into blocks of [`block_shape`].
+pub(crate) fn blocks_of(kind: &KernelKind, dims: u32, grid: [i64; 3]) -> u64 {
+    let blocks: [i64; 3] = match kind {
+        KernelKind::Blocks { .. } => grid,
+        KernelKind::Grid => {
+            let b = block_shape(dims);
+            std::array::from_fn(|d| (grid[d] + b[d] - 1) / b[d])
+        }
+    };
+    blocks.iter().map(|&b| b.max(0) as u64).product()
+}
+
 /// One partition of a launch on a GPU: the device, the unit's arguments with that device's
 /// addresses, and the part of the grid it runs.
 pub(crate) struct GpuPart<'a> {
@@ -146,6 +168,7 @@ pub(crate) fn run(
     outs: SendPtr<u8>,
     base: &[usize],
     wait: bool,
+    sampled: bool,
 ) -> Result<Launched, String> {
     let gpus = &devices().gpus;
     let node = m.node(n);
@@ -172,7 +195,7 @@ pub(crate) fn run(
     }
     let mut launched_per_device = vec![0usize; gpus.len()];
     let mut kernels = Vec::new();
-    let timed = crate::sink::timing() || bench_repeat().is_some();
+    let timed = crate::sink::timing() || bench_repeat().is_some() || sampled;
     let mut launched = Ok(());
     for p in parts.iter().filter(|p| !p.bx.is_empty()) {
         let gpu = &gpus[p.device];

@@ -31,6 +31,7 @@ pub(crate) mod cache;
 mod gpu;
 pub(crate) mod hulls;
 pub(crate) mod kernel;
+pub(crate) mod policy;
 
 pub use cache::Launches;
 
@@ -42,7 +43,7 @@ use crate::memory::coherence::Coherence;
 use crate::memory::{self, ByteRect, Table};
 use crate::module::Module;
 use crate::sink::Stopwatch;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A computed plan, or why the launch runs on the host instead of the devices.
@@ -269,12 +270,7 @@ pub(crate) fn device_weight(k: usize) -> f64 {
 
 /// `HPVM_MGPU_PARTITION=off`: every unit runs whole on device 0.
 pub(crate) fn partitioning_off() -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OFF.get_or_init(|| match std::env::var("HPVM_MGPU_PARTITION").unwrap_or_default().trim() {
-        "" | "on" | "1" => false,
-        "off" | "0" => true,
-        other => crate::fatal(&format!("HPVM_MGPU_PARTITION={other}: expected `on` or `off`")),
-    })
+    policy::mode() == policy::Mode::Off
 }
 
 /// `HPVM_MGPU_CHECK=strict`: an access outside a buffer is an error, not a warning.
@@ -363,12 +359,16 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
     };
     // SAFETY: the parent context outlives this call (it is the caller's).
     let (pid, pdim) = unsafe { parent.get().as_ref() }.map_or(([0; 3], [1; 3]), |p| (p.id, p.dim));
-    let key = cache::Key { node: n, grid, parent: (pid, pdim), args: base };
+
+    // How many devices this launch gets (see `policy`).
+    let blocks = kernel::blocks_of(shape, module.node(n).dims, grid);
+    let (devices_given, mut probe) = decide(u, blocks, gpu_launch.as_ref().map(|(k, ptx, p)| (&k.name, *ptx, p)));
+    let order = &devs.order[..devices_given];
+    let key = cache::Key { node: n, grid, parent: (pid, pdim), devices: devices_given as u8, args: base };
 
     let mut table = memory::table();
     let t0 = Stopwatch::start();
-    let launch =
-        access::Launch { module, node: n, shape, args: &key.args, parent: key.parent, grid, order: &devs.order };
+    let launch = access::Launch { module, node: n, shape, args: &key.args, parent: key.parent, grid, order };
     // A plan for any scalars first (one device), then one for these map inputs.
     let general = key.pointers_only(module.node(n));
     let specific_key = || {
@@ -453,14 +453,23 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
                 }
                 _ => &kernel.name,
             };
-            let launch = gpu::Launch { lp, part_args: &part_args, copies, sources };
-            gpu::run(module, n, &launch, kernel, name, prepared, ptx, parent, grid, outs, u.asynchronous)
+            if let Some(p) = &mut probe {
+                p.used = used_devices(lp);
+                // Its overhead is the launch's, not the planning's.
+                p.started = std::time::Instant::now();
+            }
+            let launch = gpu::Launch { lp, part_args: &part_args, copies, sources, probe: probe.take() };
+            gpu::run(module, n, launch, kernel, name, prepared, ptx, parent, grid, outs, u.asynchronous)
                 .unwrap_or_else(|err| {
                     crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc))
                 });
         }
         None => {
             let t2 = Stopwatch::start();
+            let started = probe.as_mut().map(|p| {
+                p.started = std::time::Instant::now();
+                p.started
+            });
             memory::execute(copies).unwrap_or_else(|err| {
                 crate::fatal(&format!(
                     "node {} ({}): copying its inputs: {err}",
@@ -472,21 +481,85 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
                 st.count_bytes(c);
             }
             st.nanos_copies.fetch_add(t2.nanos(), Ordering::Relaxed);
+            let copied = started.map(|t| t.elapsed().as_nanos() as f64);
             let t3 = Stopwatch::start();
-            run_parts(lp, &part_args, run_box);
+            let slowest = run_parts(lp, &part_args, run_box, probe.is_some());
             st.nanos_kernels.fetch_add(t3.nanos(), Ordering::Relaxed);
+            if let (Some(mut p), Some(copy_ns)) = (probe.take(), copied) {
+                p.used = used_devices(lp);
+                p.finish(slowest, copy_ns, copy_ns + slowest, true);
+            }
         }
     }
     drop(table);
     pass_outputs_through(module, n, shape, &args.for_instance(0), total, outs);
 
     st.unit_launches.fetch_add(1, Ordering::Relaxed);
-    let used = lp.parts.iter().map(|p| p.device).collect::<std::collections::BTreeSet<_>>().len() as u64;
+    let used = used_devices(lp) as u64;
     if used > 1 {
         st.partitioned.fetch_add(1, Ordering::Relaxed);
     }
     st.max_devices.fetch_max(used, Ordering::Relaxed);
     true
+}
+
+/// The devices a plan's partitions run on.
+fn used_devices(lp: &LaunchPlan) -> usize {
+    let mut seen = 0u64;
+    for p in lp.parts.iter().filter(|p| !p.bx.is_empty()) {
+        seen |= 1 << p.device;
+    }
+    seen.count_ones() as usize
+}
+
+/// How many devices (the first of the order) a launch of unit `u` over `blocks` blocks
+/// gets, by the split policy ([`policy`]); the statistics learn why it got one where it could
+/// have had more. With the probe that measures the launch for the policy, where it does.
+/// `gpu`: the kernel's name, module and launch shape, on GPUs.
+fn decide(
+    u: &Unit<'_>,
+    blocks: u64,
+    gpu: Option<(&String, &'static std::ffi::CStr, &kernel::Prepared)>,
+) -> (usize, Option<policy::Probe>) {
+    let devs = devices();
+    let all = devs.order.len();
+    if all <= 1 || policy::mode() != policy::Mode::Auto {
+        return (all.max(1), None);
+    }
+    let record = u.plans.policy.of(u.node);
+    let mut m = record.lock().unwrap_or_else(|e| e.into_inner());
+    if m.wave.is_none() {
+        m.wave = match gpu {
+            Some((name, ptx, prepared)) => prepared.wave(ptx, name),
+            None => devs.sims.first().map(|s| s.threads() as u64),
+        };
+    }
+    let situation = policy::Situation { devices: all, blocks, wave: m.wave, gpus: gpu.is_some() };
+    let decision = policy::decide(&situation, &m, &policy::OVERHEADS);
+    let st = &u.module.stats[u.node as usize];
+    let given = match decision {
+        policy::Decision::Split(k) => k,
+        policy::Decision::Whole(why) => {
+            st.note_declined(&why.to_string());
+            1
+        }
+    };
+    let before = m.last_devices;
+    m.last_devices = given;
+    m.launches += 1;
+    // On simulated devices every launch is measured (a clock read); on GPUs a sample, with
+    // events.
+    let measure = gpu.is_none() || policy::sample_gpu(&m);
+    drop(m);
+    let probe = measure.then(|| policy::Probe {
+        record,
+        devices: given,
+        before,
+        used: given,
+        blocks,
+        started: std::time::Instant::now(),
+    });
+    (given, probe)
 }
 
 /// The outputs of a blocks unit, each one of its inputs (`KernelKind::Blocks::outputs`), for
@@ -516,25 +589,33 @@ fn pass_outputs_through(m: &Module, n: u32, shape: &KernelKind, base: &[u8], tot
     }
 }
 
-/// Every partition on its simulated device, concurrently; returns when all have finished.
-fn run_parts(lp: &LaunchPlan, part_args: &[std::borrow::Cow<'_, [u8]>], run_box: &RunBox<'_>) {
+/// Every partition on its simulated device, concurrently; returns when all have finished,
+/// with (when `timed`) the slowest partition's time in ns.
+fn run_parts(lp: &LaunchPlan, part_args: &[std::borrow::Cow<'_, [u8]>], run_box: &RunBox<'_>, timed: bool) -> f64 {
     let sims = &devices().sims;
     if sims.first().is_some_and(|d| d.is_dry()) {
-        return;
+        return 0.0;
     }
+    let slowest = AtomicU64::new(0);
     let run = |(p, a): (&PartPlan, &std::borrow::Cow<'_, [u8]>)| {
         let args = Args::uniform(a.to_vec());
+        let t = timed.then(std::time::Instant::now);
         sims[p.device].install(|| run_box(Place::Device(p.device), p.bx, &args));
+        if let Some(t) = t {
+            slowest.fetch_max(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
     };
     // Plain threads (see the module's invariants), joined at the end of the scope.
     std::thread::scope(|s| {
         for p in lp.parts.iter().zip(part_args) {
+            let run = &run;
             std::thread::Builder::new()
                 .name(format!("hpvm-part-{}", p.0.device))
                 .spawn_scoped(s, move || run(p))
                 .unwrap_or_else(|err| crate::fatal(&format!("cannot start a partition's thread: {err}")));
         }
     });
+    slowest.load(Ordering::Relaxed) as f64
 }
 
 /// The pool plans are computed on (ISL work, in parallel over partitions): separate from the

@@ -1,0 +1,431 @@
+//! The split policy: per launch of a unit, whether to split it and over how many devices,
+//! from what earlier launches measured (`HPVM_MGPU_PARTITION=auto`, the default).
+//!
+//! A split pays when the time it saves on the kernel exceeds what it costs: every further
+//! device adds launch overhead (enqueueing, events, waiting for one more device) and the
+//! copies a split needs (halos, gathering what another device wrote). It cannot pay at all
+//! when the grid is under one wave of one device: each block then runs at once wherever it
+//! is, and more devices only add overhead (the time is one block's, however the grid is cut).
+//!
+//! The model, per node (every unit launch measures into it):
+//! - the device time per block of the grid (`ns_per_block`): a whole launch's kernel time
+//!   over its blocks, or a split one's slowest device times the devices over the blocks; one
+//!   number for both, so a measurement in one mode updates the prediction of the other;
+//! - the copy time per launch when run over `n` devices, from launches that ran over `n`
+//!   after one that did too (a change of mode moves data once: not the steady state);
+//! - the launch overhead over `n` devices, measured for all nodes together ([`Overheads`]).
+//!
+//! A launch over `n` devices is predicted to take `ns_per_block × blocks / n + copies(n) +
+//! overhead(n)`; it splits over the `n` (at least 2) that minimizes this if that beats the
+//! whole launch by [`MARGIN`]. The first launch of a node splits (today's behaviour, and the
+//! right one for the large launches that matter most); its measurement decides the next.
+//!
+//! Outputs never depend on the choice: a split launch is bit-identical to a whole one. Only
+//! time and the statistics do.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// `HPVM_MGPU_PARTITION`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// `auto` (default): split when it pays.
+    Auto,
+    /// `always` (or `on`): split whenever the analysis allows (benchmarks, tests).
+    Always,
+    /// `off`: every unit runs whole on device 0.
+    Off,
+}
+
+pub(crate) fn mode() -> Mode {
+    static MODE: std::sync::OnceLock<Mode> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| match std::env::var("HPVM_MGPU_PARTITION").unwrap_or_default().trim() {
+        "" | "auto" => Mode::Auto,
+        "always" | "on" | "1" => Mode::Always,
+        "off" | "0" => Mode::Off,
+        other => crate::fatal(&format!("HPVM_MGPU_PARTITION={other}: expected `auto`, `always` or `off`")),
+    })
+}
+
+/// A split must beat the whole launch's predicted time by this share: measurements are noisy,
+/// and a change of mode moves data.
+pub(crate) const MARGIN: f64 = 0.1;
+
+/// Weight of a new sample in the running averages.
+const ALPHA: f64 = 0.3;
+
+fn average(old: Option<f64>, sample: f64) -> f64 {
+    match old {
+        Some(o) => o + ALPHA * (sample - o),
+        None => sample,
+    }
+}
+
+/// Most devices a split takes (as [`crate::devices::MAX_DEVICES`]).
+const MAX: usize = crate::devices::MAX_DEVICES;
+
+/// What earlier launches of one node measured.
+#[derive(Clone, Debug)]
+pub(crate) struct Measured {
+    /// Device time per block of the grid, in nanoseconds.
+    pub ns_per_block: Option<f64>,
+    /// Per devices used (index), the copy time of a launch in the steady state, ns.
+    pub copy_ns: [Option<f64>; MAX + 1],
+    /// The devices the last launch used (0 before the first).
+    pub last_devices: usize,
+    /// Launches measured, and launches decided.
+    pub samples: u64,
+    pub launches: u64,
+    /// Blocks one device runs at once (its wave), where known: on a GPU from the kernel's
+    /// occupancy, found once.
+    pub wave: Option<u64>,
+}
+
+impl Default for Measured {
+    fn default() -> Measured {
+        Measured { ns_per_block: None, copy_ns: [None; MAX + 1], last_devices: 0, samples: 0, launches: 0, wave: None }
+    }
+}
+
+/// One launch's measurement.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sample {
+    /// Devices the launch used, and its grid's blocks.
+    pub devices: usize,
+    pub blocks: u64,
+    /// The slowest device's kernel time, ns.
+    pub kernel_ns: f64,
+}
+
+impl Measured {
+    pub fn record(&mut self, s: Sample) {
+        if s.devices == 0 || s.devices > MAX || s.blocks == 0 {
+            return;
+        }
+        let per_block = s.kernel_ns * s.devices as f64 / s.blocks as f64;
+        self.ns_per_block = Some(average(self.ns_per_block, per_block));
+        self.samples += 1;
+    }
+
+    /// A launch's copy time, counted only when the launch before ran over as many devices
+    /// (see the module's doc); the caller says how many the one before used.
+    pub fn record_copies(&mut self, devices: usize, before: usize, copy_ns: f64) {
+        if devices == before && (1..=MAX).contains(&devices) {
+            self.copy_ns[devices] = Some(average(self.copy_ns[devices], copy_ns));
+        }
+    }
+
+    /// The copy time predicted over `n` devices: measured, else (for a split) the nearest
+    /// measured split's, else none: a whole launch in its steady state copies nothing the
+    /// split would not.
+    fn copies(&self, n: usize) -> f64 {
+        if let Some(c) = self.copy_ns[n] {
+            return c;
+        }
+        if n == 1 {
+            return 0.0;
+        }
+        (2..=MAX)
+            .filter_map(|k| self.copy_ns[k].map(|c| (k.abs_diff(n), c)))
+            .min_by_key(|&(d, _)| d)
+            .map_or(0.0, |x| x.1)
+    }
+}
+
+/// The launch overhead over `n` devices, in ns, for all nodes: measured where the runtime can
+/// (simulated devices: partitions' threads started and joined; GPUs: synchronous timed
+/// launches, host time beyond the GPU's), else a default per kind of device.
+pub(crate) struct Overheads {
+    ns: [AtomicU64; MAX + 1],
+}
+
+/// Defaults before anything is measured, ns: a GPU launch costs a few microseconds of the host
+/// and every further GPU about 15 (enqueue, cross-device events, one more synchronization:
+/// Parboil spmv's kernels of 11 µs took 40 µs more per launch split over two H200s at
+/// 508bedb); a simulated device's partition starts and joins a thread (about 20 µs here).
+const GPU_FIRST_NS: f64 = 5_000.0;
+const GPU_MORE_NS: f64 = 15_000.0;
+const SIM_EACH_NS: f64 = 20_000.0;
+
+pub(crate) static OVERHEADS: Overheads = Overheads { ns: [const { AtomicU64::new(0) }; MAX + 1] };
+
+impl Overheads {
+    pub fn get(&self, n: usize, gpus: bool) -> f64 {
+        let bits = self.ns[n.min(MAX)].load(Ordering::Relaxed);
+        if bits != 0 {
+            return f64::from_bits(bits);
+        }
+        if gpus {
+            GPU_FIRST_NS + GPU_MORE_NS * n.saturating_sub(1) as f64
+        } else {
+            SIM_EACH_NS * n as f64
+        }
+    }
+
+    /// A launch over `n` devices spent `ns` beyond its devices' work.
+    pub fn record(&self, n: usize, ns: f64) {
+        if n == 0 || n > MAX || !ns.is_finite() || ns < 0.0 {
+            return;
+        }
+        let slot = &self.ns[n];
+        let old = slot.load(Ordering::Relaxed);
+        let now = average((old != 0).then(|| f64::from_bits(old)), ns).max(1.0);
+        // A lost race between two launches loses one sample: harmless.
+        let _ = slot.compare_exchange(old, now.to_bits(), Ordering::Relaxed, Ordering::Relaxed);
+    }
+}
+
+/// What the policy knows of a launch before it runs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Situation {
+    /// Devices available to it.
+    pub devices: usize,
+    /// Blocks of its grid.
+    pub blocks: u64,
+    /// Blocks one device runs at once, where known.
+    pub wave: Option<u64>,
+    pub gpus: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Decision {
+    Split(usize),
+    Whole(Why),
+}
+
+/// Why a launch ran whole though it could have split.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Why {
+    UnderOneWave {
+        blocks: u64,
+        wave: u64,
+    },
+    /// The best split over `devices` was predicted to save `saved_ns` of the kernel's
+    /// `kernel_ns` and to cost `cost_ns` more in overhead and copies.
+    DoesNotPay {
+        kernel_ns: f64,
+        devices: usize,
+        saved_ns: f64,
+        cost_ns: f64,
+    },
+}
+
+impl fmt::Display for Why {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let us = |ns: f64| {
+            if ns >= 1e6 {
+                format!("{:.1} ms", ns / 1e6)
+            } else {
+                format!("{:.0} µs", ns / 1e3)
+            }
+        };
+        match *self {
+            Why::UnderOneWave { blocks, wave } => {
+                write!(f, "{blocks} blocks: under one wave of one device ({wave} blocks at once)")
+            }
+            Why::DoesNotPay { kernel_ns, devices, saved_ns, cost_ns } => write!(
+                f,
+                "kernel {}: over {devices} devices it would save {} and cost {} more (overhead and copies)",
+                us(kernel_ns),
+                us(saved_ns),
+                us(cost_ns)
+            ),
+        }
+    }
+}
+
+/// The decision for a launch in situation `s` with what the node measured so far.
+pub(crate) fn decide(s: &Situation, m: &Measured, overheads: &Overheads) -> Decision {
+    if s.devices <= 1 {
+        return Decision::Split(s.devices.max(1));
+    }
+    let useful = match s.wave {
+        Some(w) if w > 0 => (s.blocks.div_ceil(w) as usize).clamp(1, s.devices),
+        _ => s.devices,
+    };
+    if useful <= 1 {
+        return Decision::Whole(Why::UnderOneWave { blocks: s.blocks, wave: s.wave.unwrap_or(0) });
+    }
+    let Some(per_block) = m.ns_per_block else {
+        return Decision::Split(useful);
+    };
+    let kernel = per_block * s.blocks as f64;
+    let predict = |n: usize| kernel / n as f64 + m.copies(n) + overheads.get(n, s.gpus);
+    let whole = predict(1);
+    let (best, time) =
+        (2..=useful).map(|n| (n, predict(n))).min_by(|a, b| a.1.total_cmp(&b.1)).expect("at least two devices");
+    if time < whole * (1.0 - MARGIN) {
+        Decision::Split(best)
+    } else {
+        let saved = kernel - kernel / best as f64;
+        Decision::Whole(Why::DoesNotPay {
+            kernel_ns: kernel,
+            devices: best,
+            saved_ns: saved,
+            cost_ns: time - whole + saved,
+        })
+    }
+}
+
+/// Per node of a module, what its launches measured.
+#[derive(Default)]
+pub(crate) struct Records {
+    nodes: Mutex<Vec<std::sync::Arc<Mutex<Measured>>>>,
+}
+
+impl Records {
+    pub fn of(&self, node: u32) -> std::sync::Arc<Mutex<Measured>> {
+        let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        let i = node as usize;
+        if nodes.len() <= i {
+            nodes.resize_with(i + 1, Default::default);
+        }
+        nodes[i].clone()
+    }
+}
+
+/// A launch measured for the policy: where its measurement goes.
+pub(crate) struct Probe {
+    pub record: std::sync::Arc<Mutex<Measured>>,
+    /// Devices the policy gave the launch, and the launch before it of the node.
+    pub devices: usize,
+    pub before: usize,
+    /// Devices its partitions ran on (fewer where the grid was too small to cut).
+    pub used: usize,
+    pub blocks: u64,
+    /// When the launch's copies began (planning is not the launch's overhead).
+    pub started: std::time::Instant,
+}
+
+impl Probe {
+    /// The launch ended: its slowest device's kernel time and copy time, and the longest a
+    /// device was busy, ns; `waited`: the host waited for it, so the host time beyond the
+    /// devices' is its overhead.
+    pub fn finish(self, kernel_ns: f64, copy_ns: f64, busy_ns: f64, waited: bool) {
+        let wall = self.started.elapsed().as_nanos() as f64;
+        let mut m = self.record.lock().unwrap_or_else(|e| e.into_inner());
+        m.record(Sample { devices: self.used, blocks: self.blocks, kernel_ns });
+        m.record_copies(self.devices, self.before, copy_ns);
+        drop(m);
+        if waited {
+            OVERHEADS.record(self.devices, (wall - busy_ns).max(0.0));
+        }
+    }
+}
+
+/// Whether this launch of a node should be timed on GPUs for the policy (the statistics time
+/// every launch anyway): the first few, then one in 16, so the model follows a node whose
+/// launches change.
+pub(crate) fn sample_gpu(m: &Measured) -> bool {
+    m.launches < 4 || m.launches.is_multiple_of(16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fresh() -> Overheads {
+        Overheads { ns: [const { AtomicU64::new(0) }; MAX + 1] }
+    }
+
+    fn measured(kernel_ns: f64, devices: usize, blocks: u64, copies: &[(usize, f64)]) -> Measured {
+        let mut m = Measured::default();
+        m.record(Sample { devices, blocks, kernel_ns });
+        for &(n, c) in copies {
+            m.record_copies(n, n, c);
+        }
+        m
+    }
+
+    fn gpus(devices: usize, blocks: u64, wave: Option<u64>) -> Situation {
+        Situation { devices, blocks, wave, gpus: true }
+    }
+
+    /// The first launch splits over every device that gets at least a wave.
+    #[test]
+    fn first_launch_splits_over_the_devices_a_wave_fills() {
+        let o = fresh();
+        let m = Measured::default();
+        assert_eq!(decide(&gpus(2, 100_000, Some(132 * 8)), &m, &o), Decision::Split(2));
+        assert_eq!(decide(&gpus(8, 3000, Some(1000)), &m, &o), Decision::Split(3));
+        assert_eq!(decide(&gpus(4, 5000, None), &m, &o), Decision::Split(4));
+    }
+
+    /// The camera pipeline of the issue: 16 blocks, one wave of an H200 holds 132 × 16.
+    #[test]
+    fn a_grid_under_one_wave_runs_whole() {
+        let d = decide(&gpus(2, 16, Some(132 * 16)), &Measured::default(), &fresh());
+        let Decision::Whole(why) = d else { panic!("{d:?}") };
+        assert_eq!(why.to_string(), "16 blocks: under one wave of one device (2112 blocks at once)");
+    }
+
+    /// Parboil spmv's kernels: 11 µs whole; two GPUs save 5.5 µs and cost 15 µs more.
+    #[test]
+    fn short_kernels_run_whole() {
+        let m = measured(5_500.0, 2, 8000, &[(2, 2_000.0)]);
+        let d = decide(&gpus(2, 8000, Some(1000)), &m, &fresh());
+        let Decision::Whole(why) = d else { panic!("{d:?}") };
+        let Why::DoesNotPay { kernel_ns, devices, saved_ns, cost_ns } = why.clone() else { panic!("{why:?}") };
+        assert_eq!((kernel_ns, devices, saved_ns), (11_000.0, 2, 5_500.0));
+        assert_eq!(cost_ns, 17_000.0);
+        assert_eq!(
+            why.to_string(),
+            "kernel 11 µs: over 2 devices it would save 6 µs and cost 17 µs more (overhead and copies)"
+        );
+    }
+
+    /// matmul 8192 on two H200s: 300 ms whole, halves split; halos cost 2 ms.
+    #[test]
+    fn long_kernels_split_over_every_device() {
+        let m = measured(300e6, 1, 65536, &[(2, 2e6), (1, 0.0)]);
+        assert_eq!(decide(&gpus(2, 65536, Some(2112)), &m, &fresh()), Decision::Split(2));
+        assert_eq!(decide(&gpus(8, 65536, Some(2112)), &m, &fresh()), Decision::Split(8));
+    }
+
+    /// Where copies grow with the devices, the best count may be fewer than all.
+    #[test]
+    fn copies_can_make_fewer_devices_best() {
+        let copies: Vec<(usize, f64)> = (1..=8).map(|n| (n, (n as f64 - 1.0) * 40_000.0)).collect();
+        let m = measured(400_000.0, 1, 10_000, &copies);
+        let o = fresh();
+        // 400/n + 40(n-1) + 5 + 15(n-1) µs: least at n = 3 (133 + 80 + 35 = 248 < 400 × 0.9).
+        assert_eq!(decide(&gpus(8, 10_000, None), &m, &o), Decision::Split(3));
+    }
+
+    /// Measured overheads replace the defaults; a launch whose copies are large runs whole.
+    #[test]
+    fn measured_overheads_and_copies_count() {
+        let o = fresh();
+        let m = measured(200_000.0, 2, 1000, &[(2, 150_000.0), (1, 0.0)]);
+        // 400 µs whole; split: 200 + 150 + 20 = 370 µs: not 10% better.
+        assert!(matches!(decide(&gpus(2, 1000, None), &m, &o), Decision::Whole(_)));
+        o.record(2, 1_000.0);
+        o.record(1, 1_000.0);
+        let cheap = measured(200_000.0, 2, 1000, &[(2, 10_000.0), (1, 0.0)]);
+        assert_eq!(decide(&gpus(2, 1000, None), &cheap, &o), Decision::Split(2));
+        assert_eq!(o.get(2, true), 1_000.0);
+    }
+
+    /// Copies measured right after a change of mode (data moving once) are not the steady
+    /// state and are not counted.
+    #[test]
+    fn copies_after_a_change_of_mode_are_ignored() {
+        let mut m = Measured::default();
+        m.record_copies(1, 2, 5e6);
+        assert_eq!(m.copy_ns[1], None);
+        m.record_copies(1, 1, 100.0);
+        assert_eq!(m.copy_ns[1], Some(100.0));
+        // Unmeasured splits take the nearest measured split's, else none.
+        assert_eq!(m.copies(3), 0.0);
+        m.record_copies(2, 2, 300.0);
+        m.record_copies(5, 5, 900.0);
+        assert_eq!((m.copies(3), m.copies(4), m.copies(8)), (300.0, 900.0, 900.0));
+    }
+
+    /// One device, or none measured: nothing to decide.
+    #[test]
+    fn one_device_always_runs_its_launch() {
+        assert_eq!(decide(&gpus(1, 10, Some(1000)), &Measured::default(), &fresh()), Decision::Split(1));
+    }
+}
