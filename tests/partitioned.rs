@@ -351,6 +351,36 @@ fn the_split_policy_splits_what_pays_and_says_why_not() {
     assert_eq!(n["split_declined"], 0, "{n}");
 }
 
+/// A leaf whose own code faults (reading one row past its input, which ends at a page the
+/// program made inaccessible): the process dies of SIGSEGV as it would without the runtime,
+/// after naming the node, its file:line, the address and the buffer it is past, with what the
+/// program printed before flushed. Where the maps allow (on devices), the strict check stops
+/// the launch before it runs.
+#[test]
+fn a_crash_in_a_leaf_is_named() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = TempDir::new("segv");
+    let exe = build(&dir, "tests/programs/segv.c");
+    let out = run_program(&exe, &["64", "64"], &[("HPVM_MGPU_DEVICES", "cpu")]);
+    let (text, err) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.signal(), Some(11), "{text}{err}");
+    assert!(text.starts_with("segv: 64 rows of 64"), "the program's output was lost: {text:?}");
+    assert!(
+        err.contains("hpvm-mgpu: node Rows (tests/programs/segv.c:18) crashed with SIGSEGV")
+            && err.contains(": byte 16384 of the tracked buffer 0x")
+            && err.contains("(on the host, 16384 bytes), past its end"),
+        "{err}"
+    );
+    let strict = run_program(&exe, &["64", "64"], &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_CHECK", "strict")]);
+    let err = stderr(&strict);
+    assert_eq!(strict.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("node Rows (tests/programs/segv.c:18) reads elements 4096..4160 past its end")
+            && err.contains("(HPVM_MGPU_CHECK=strict)"),
+        "{err}"
+    );
+}
+
 #[test]
 fn fallback_is_visible_and_data_crosses_it() {
     let dir = TempDir::new("fallback");

@@ -20,7 +20,7 @@
 //! | layer | modules | what it holds |
 //! |---|---|---|
 //! | 0 | `ctx`, `desc`, `args`, `sink`, `testing` | records shared with compiled code (instance contexts, the description, argument buffers); the interface through which lower layers report events to the statistics; test helpers. The crate root's [`fatal`] belongs here. |
-//! | 1 | `pool`, `fiber`, `scratch`, `trace` | services of the host: the worker pool, barrier fibers, per-instance scratch memory, access traces |
+//! | 1 | `pool`, `fiber`, `scratch`, `trace`, `crash` | services of the host: the worker pool, barrier fibers, per-instance scratch memory, access traces, naming the leaf a crash happened in |
 //! | 2 | `devices` | open devices (host cores, simulated, dry-run, CUDA), allocate, copy, run a box of instances or a kernel; knows nothing of launches, plans or coherence |
 //! | 3 | `memory`, `module` | virtual buffers and their coherence maps, driving devices through the [`devices::Device`] trait; a loaded module: its description, entry points, analysis database, per-node counters, and the evaluation of its graphs' data flow |
 //! | 4 | `partitioned` | launch units across devices: plans (access intervals, with ISL), copy plans from the coherence maps, the plan caches, kernels on GPUs; a box of a unit on a simulated device runs through a callback the engine gives |
@@ -38,6 +38,7 @@
 
 pub mod abi;
 pub mod args;
+pub mod crash;
 pub mod ctx;
 pub mod cudart;
 pub mod desc;

@@ -5,7 +5,7 @@
 use crate::args::{Args, SendPtr};
 use crate::ctx::{EntryFn, GridBox, NodeCtx};
 use crate::desc::NodeDesc;
-use crate::{fatal, fiber, scratch};
+use crate::{crash, fatal, fiber, scratch};
 use rayon::prelude::*;
 use std::sync::{Arc, Barrier};
 
@@ -35,6 +35,8 @@ pub fn run_leaf(job: &LeafJob<'_>) {
     let total = bx.len();
     let (f, parent, outs) = (job.entry, job.parent, job.outs);
     let call = |args: &[u8], bx: &GridBox| {
+        // A crash in the leaf's code is reported naming the node (`crash`).
+        let _running = crash::Running::enter(job.node);
         // SAFETY: the entry point reads `args` (laid out for this node), the parent chain
         // (alive for the call) and writes only its instances' output records.
         unsafe { f(args.as_ptr(), parent.get(), bx, outs.get()) }

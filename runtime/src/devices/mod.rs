@@ -196,6 +196,9 @@ impl Devices {
 pub fn devices() -> &'static Devices {
     static DEVICES: OnceLock<Devices> = OnceLock::new();
     DEVICES.get_or_init(|| {
+        // Opening the devices starts a session (HPVM-C's `__hpvm__init`, a CUDA program's
+        // first call): from here a crash in a leaf is named.
+        crate::crash::install();
         let text = std::env::var("HPVM_MGPU_DEVICES").unwrap_or_default();
         let choice = parse_choice(&text).unwrap_or_else(|e| fatal(&format!("HPVM_MGPU_DEVICES={text}: {e}")));
         let none = || Devices {

@@ -19,6 +19,7 @@ pub mod coherence;
 pub(crate) mod fakes;
 pub(crate) mod watch;
 
+use crate::crash;
 use crate::devices::inflight;
 use crate::devices::staging::STAGE_AT_LEAST;
 use crate::devices::{devices, pinning, Copy, Devices, Place};
@@ -235,6 +236,7 @@ impl Table {
         if let Some(old) = self.buffers.insert(ptr, buf) {
             old.release();
         }
+        crash::note_region(crash::Region { start: ptr, size: bytes, buffer: ptr, device: None });
     }
 }
 
@@ -349,6 +351,10 @@ impl Buffer {
             self.allocs.resize(k + 1, None);
         }
         self.allocs[k] = Some(a);
+        // A simulated device's copy is the program's memory to its leaves.
+        if !devices().on_gpus() {
+            crash::note_region(crash::Region { start: a, size: self.size, buffer: self.start, device: Some(k) });
+        }
     }
 
     /// Allocates device `k`'s copy of the buffer at `start` (`size` bytes).
@@ -542,6 +548,7 @@ impl Buffer {
 
     /// Frees the device copies and unlocks the pages.
     fn release(self) {
+        crash::forget_buffer(self.start);
         if self.allocs.iter().all(Option::is_none) && !self.pinned {
             return;
         }

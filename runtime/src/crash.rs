@@ -1,0 +1,231 @@
+//! A crash inside a leaf, named: when a leaf's own code faults on the CPU (an out-of-bounds
+//! read past a buffer, a division by zero), the process still dies of the same signal, but
+//! first says which node was running (its name and file:line), the faulting address, and the
+//! nearest tracked buffer (its size, and how far past its end or before its start the address
+//! is), and flushes the program's buffered output, which would otherwise be lost.
+//!
+//! How: every leaf call marks its thread with the node it runs ([`Running`]), and the memory
+//! layer lists the address ranges of tracked buffers and of their simulated devices' copies
+//! ([`note_region`]). A handler for SIGSEGV, SIGBUS and SIGFPE, installed at `__hpvm__init`
+//! ([`install`]), reads both, writes one line to stderr, and puts the previous handler back;
+//! returning re-executes the faulting instruction, which faults again into that handler
+//! (by default: death by the signal, a core dump where enabled).
+//!
+//! Invariants (what a signal handler may do):
+//! - no allocation and no lock it could wait for: the message is formatted into a buffer on
+//!   the handler's stack, the region list is read only if its lock is free at once (it is
+//!   held for microseconds, never by a leaf), and the node is a pointer the leaf's own thread
+//!   wrote;
+//! - a fault outside a leaf (the runtime's, or the program's host code) is left to the
+//!   previous handler untouched.
+
+use crate::desc::NodeDesc;
+use std::cell::Cell;
+use std::sync::Mutex;
+
+thread_local! {
+    /// The leaf this thread runs now (null when none).
+    static RUNNING: Cell<*const NodeDesc> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Marks the calling thread as running a leaf of `node` until dropped (the mark before is
+/// restored: a simulated device's thread runs leaves of several nodes in turn).
+pub struct Running(*const NodeDesc);
+
+impl Running {
+    pub fn enter(node: &NodeDesc) -> Running {
+        Running(RUNNING.with(|r| r.replace(node)))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING.with(|r| r.set(self.0));
+    }
+}
+
+/// An address range the program's leaves may touch: a tracked buffer on the host or its copy
+/// on a simulated device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub start: u64,
+    pub size: u64,
+    /// The buffer's host address (its name for the program).
+    pub buffer: u64,
+    /// Where: `None` the host, `Some(k)` device `k`'s copy.
+    pub device: Option<usize>,
+}
+
+static REGIONS: Mutex<Vec<Region>> = Mutex::new(Vec::new());
+
+/// Adds a region (see [`Region`]).
+pub fn note_region(r: Region) {
+    REGIONS.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+}
+
+/// Forgets the regions of the buffer whose host address is `buffer`.
+pub fn forget_buffer(buffer: u64) {
+    REGIONS.lock().unwrap_or_else(|e| e.into_inner()).retain(|r| r.buffer != buffer);
+}
+
+/// The region nearest to `addr`, and the address's offset from its start (negative before
+/// it, at least its size past its end).
+fn nearest(regions: &[Region], addr: u64) -> Option<(Region, i128)> {
+    let distance = |r: &Region| {
+        let offset = addr as i128 - r.start as i128;
+        if offset < 0 {
+            -offset
+        } else {
+            (offset - r.size as i128 + 1).max(0)
+        }
+    };
+    regions.iter().min_by_key(|r| distance(r)).map(|r| (*r, addr as i128 - r.start as i128))
+}
+
+/// A fixed buffer that `write!` fills without allocating; what does not fit is dropped.
+struct Line {
+    buf: [u8; 1024],
+    len: usize,
+}
+
+impl std::fmt::Write for Line {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let room = self.buf.len() - self.len;
+        let n = s.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+/// The line the handler writes: the node (`name`, `loc`), the signal and address, the
+/// nearest buffer and the address's offset in it.
+fn describe(
+    out: &mut impl std::fmt::Write,
+    name: &str,
+    loc: &str,
+    signal: i32,
+    addr: u64,
+    near: Option<(Region, i128)>,
+) {
+    let what = match signal {
+        libc::SIGSEGV => "SIGSEGV (an access to memory it may not touch)",
+        libc::SIGBUS => "SIGBUS (an access the memory cannot serve)",
+        libc::SIGFPE => "SIGFPE (an arithmetic fault, such as an integer division by zero)",
+        _ => "a signal",
+    };
+    let _ = write!(out, "hpvm-mgpu: node {name} ({loc}) crashed with {what} at address {addr:#x}");
+    if signal != libc::SIGFPE {
+        match near {
+            Some((r, offset)) => {
+                let _ = write!(out, ": byte {offset} of the tracked buffer {:#x} ", r.buffer);
+                let _ = match r.device {
+                    None => write!(out, "(on the host"),
+                    Some(k) => write!(out, "(device {k}'s copy"),
+                };
+                let _ = write!(out, ", {} bytes)", r.size);
+                let _ = if offset < 0 {
+                    write!(out, ", before its start")
+                } else if offset >= r.size as i128 {
+                    write!(out, ", past its end")
+                } else {
+                    Ok(())
+                };
+            }
+            None => {
+                let _ = write!(out, " (no tracked buffer is known)");
+            }
+        }
+    }
+    let _ = writeln!(out);
+}
+
+const SIGNALS: [i32; 3] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE];
+
+/// The handlers in place before [`install`], by position in [`SIGNALS`].
+static mut PREVIOUS: [std::mem::MaybeUninit<libc::sigaction>; 3] = [std::mem::MaybeUninit::uninit(); 3];
+
+extern "C" fn on_signal(signal: i32, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    let node = RUNNING.with(|r| r.get());
+    let slot = SIGNALS.iter().position(|&s| s == signal);
+    if !node.is_null() {
+        // SAFETY: the kernel passes the signal's information; the node pointer was set by
+        // this thread's running leaf, whose description lives as long as the module.
+        let (addr, node) = unsafe { ((*info).si_addr() as u64, &*node) };
+        let near = REGIONS.try_lock().ok().and_then(|r| nearest(&r, addr));
+        let mut line = Line { buf: [0; 1024], len: 0 };
+        describe(&mut line, node.shown(), &node.loc, signal, addr, near);
+        // SAFETY: writing bytes of our buffer to stderr; flushing the C library's streams
+        // (the program's `printf`s) so the output it buffered is not lost with the process.
+        unsafe {
+            libc::write(2, line.buf.as_ptr() as *const libc::c_void, line.len);
+            libc::fflush(std::ptr::null_mut());
+        }
+    }
+    // Back to the handler before ours; returning makes the instruction fault into it.
+    if let Some(i) = slot {
+        // SAFETY: `PREVIOUS[i]` was filled by `install` before this handler was installed.
+        unsafe {
+            let previous = (*std::ptr::addr_of!(PREVIOUS))[i].as_ptr();
+            libc::sigaction(signal, previous, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Installs the handler (once per process).
+pub fn install() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for (i, &signal) in SIGNALS.iter().enumerate() {
+            // SAFETY: a zeroed sigaction is valid; the handler has the SA_SIGINFO signature;
+            // `PREVIOUS` is written once, here, before the handler that reads it exists.
+            unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_signal as *const () as usize;
+                action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+                libc::sigemptyset(&mut action.sa_mask);
+                let previous = (*std::ptr::addr_of_mut!(PREVIOUS))[i].as_mut_ptr();
+                libc::sigaction(signal, &action, previous);
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region(start: u64, size: u64, device: Option<usize>) -> Region {
+        Region { start, size, buffer: 0x1000, device }
+    }
+
+    #[test]
+    fn the_nearest_region_and_the_offset_in_it() {
+        let rs = [region(0x1000, 0x100, None), region(0x9000, 0x100, Some(1))];
+        assert_eq!(nearest(&rs, 0x1050), Some((rs[0], 0x50)));
+        assert_eq!(nearest(&rs, 0x1100), Some((rs[0], 0x100)));
+        assert_eq!(nearest(&rs, 0x8ff0), Some((rs[1], -16)));
+        assert_eq!(nearest(&[], 0x10), None);
+    }
+
+    fn line(signal: i32, addr: u64, near: Option<(Region, i128)>) -> String {
+        let mut line = Line { buf: [0; 1024], len: 0 };
+        describe(&mut line, "Demosaic", "camera.c:41", signal, addr, near);
+        String::from_utf8(line.buf[..line.len].to_vec()).unwrap()
+    }
+
+    #[test]
+    fn the_message_names_node_place_and_distance() {
+        assert_eq!(
+            line(libc::SIGSEGV, 0x1140, Some((region(0x1000, 0x100, None), 0x140))),
+            "hpvm-mgpu: node Demosaic (camera.c:41) crashed with SIGSEGV (an access to memory it may not touch) \
+             at address 0x1140: byte 320 of the tracked buffer 0x1000 (on the host, 256 bytes), past its end\n"
+        );
+        assert_eq!(
+            line(libc::SIGSEGV, 0x8ff0, Some((region(0x9000, 0x100, Some(1)), -16))),
+            "hpvm-mgpu: node Demosaic (camera.c:41) crashed with SIGSEGV (an access to memory it may not touch) \
+             at address 0x8ff0: byte -16 of the tracked buffer 0x1000 (device 1's copy, 256 bytes), before its start\n"
+        );
+        assert!(line(libc::SIGFPE, 0x401000, None).ends_with("division by zero) at address 0x401000\n"));
+    }
+}
