@@ -231,3 +231,35 @@ fn kernels_defined_in_two_files_link_and_stay_apart() {
         }
     }
 }
+
+/// A syntax error in a `.cu` file is clang's message at the user's file:line, exit 1, no
+/// executable and no panic.
+#[test]
+fn a_cuda_syntax_error_is_reported_at_its_line() {
+    let dir = TempDir::new("cuda-syntax");
+    let exe = dir.join("app");
+    let out = hpvm_mgpu(&["build", "tests/inputs/cuda/syntax.cu", "-o", exe.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("tests/inputs/cuda/syntax.cu:4:29: error: expected ';'"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!exe.exists());
+}
+
+/// The thesis's three programs as plain CUDA: the analysis report and the database as
+/// `db show` prints it, snapshotted (every kernel proven, split along the dimension of its
+/// outputs' rows).
+#[test]
+fn reports_and_databases_of_the_cuda_benchmark_programs() {
+    let dir = TempDir::new("cuda-analyze");
+    for stem in ["matmul", "stencil", "nbody"] {
+        let db = dir.join(&format!("{stem}.dashdb.json"));
+        let src = format!("bench/programs/{stem}.cu");
+        let o = hpvm_mgpu(&["analyze", &src, "-o", db.to_str().unwrap()]);
+        assert!(o.status.success(), "{src}: {}", stderr(&o));
+        check_snapshot(&format!("analyze-cuda-{stem}.txt"), &stdout(&o));
+        let o = hpvm_mgpu(&["db", "show", db.to_str().unwrap()]);
+        assert!(o.status.success(), "{src}: {}", stderr(&o));
+        check_snapshot(&format!("db-show-cuda-{stem}.txt"), &stdout(&o));
+    }
+}

@@ -13,7 +13,7 @@ const DEVICES: [usize; 6] = [1, 2, 3, 4, 7, 8];
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-const PROGRAMS: [(&str, &[&[&str]]); 36] = [
+const PROGRAMS: [(&str, &[&[&str]]); 40] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -59,6 +59,10 @@ const PROGRAMS: [(&str, &[&[&str]]); 36] = [
     ),
     ("tests/cuda/kernels.cu", &[&["16"], &["1000"], &["3001"]]),
     ("tests/cuda/structs.cu", &[&["1"], &["100"], &["3000"]]),
+    ("tests/cuda/streams.cu", &[&["8"], &["1000"], &["3001"]]),
+    ("bench/programs/matmul.cu", &[&["1"], &["37"], &["100"]]),
+    ("bench/programs/stencil.cu", &[&["3", "1"], &["37", "3"], &["130", "4"]]),
+    ("bench/programs/nbody.cu", &[&["1", "1"], &["100", "2"], &["1100", "2"]]),
 ];
 
 fn build(dir: &TempDir, src: &str) -> PathBuf {
@@ -147,7 +151,103 @@ fn programs_are_bit_identical_on_simulated_devices() {
                 assert!(n["unpartitioned_because"].is_string(), "{src}: no reason for {}", n["node"]);
             }
         }
+        evicting_changes_nothing(&exe, src, largest, &dir);
     }
+}
+
+/// The most of one statistic of the devices' memory, over the devices.
+fn most(s: &serde_json::Value, field: &str) -> u64 {
+    s["device_memory"].as_array().unwrap().iter().map(|m| m[field].as_u64().unwrap()).max().unwrap_or(0)
+}
+
+fn sum(s: &serde_json::Value, field: &str) -> u64 {
+    s["device_memory"].as_array().unwrap().iter().map(|m| m[field].as_u64().unwrap()).sum()
+}
+
+/// Sparse copies under a memory limit (`HPVM_MGPU_DEVICE_MEMORY`): with the devices limited to
+/// what the program's largest launch needs, less than they would back over the whole run,
+/// granules are evicted (and what only a device held is saved to the host first), and the
+/// output is the host run's.
+fn evicting_changes_nothing(exe: &Path, src: &str, args: &[&str], dir: &TempDir) {
+    let page = [("HPVM_MGPU_GRANULE", "4K")];
+    let file = dir.path_str("memory.json");
+    let run = |limit: Option<&str>| {
+        let _ = std::fs::remove_file(&file);
+        let mut env = vec![("HPVM_MGPU_DEVICES", "cpu:3"), ("HPVM_MGPU_STATS", file.as_str()), page[0]];
+        env.extend(limit.map(|l| ("HPVM_MGPU_DEVICE_MEMORY", l)));
+        let sum = run_ok(exe, args, &env);
+        let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        (sum, s)
+    };
+    let (free, s) = run(None);
+    let (peak, launch) = (most(&s, "peak_backed_bytes"), most(&s, "peak_launch_bytes"));
+    assert!(launch <= peak && launch > 0 || peak == 0, "{src}: peaks {peak} / {launch}");
+    if launch == peak {
+        // One launch uses all the program's device memory: nothing to evict.
+        return;
+    }
+    let limit = launch.to_string();
+    let (limited, s) = run(Some(&limit));
+    assert_eq!(limited, free, "{src} {args:?} with {limit} bytes per device differs");
+    assert!(most(&s, "peak_backed_bytes") <= launch, "{src}: {}", s["device_memory"]);
+    assert!(sum(&s, "granules_evicted") > 0, "{src}: nothing evicted under {limit} bytes: {}", s["device_memory"]);
+}
+
+/// A limit below one buffer: the stencil's launches run in rounds of partitions, each device
+/// backing at most its limit, evicting what the last round left (to the host when only it
+/// held it); the output is a one-device run's. matmul at 1024 fits 6 MiB per device exactly
+/// (a quarter of A and C, all of B) and needs no rounds.
+#[test]
+fn device_memory_below_one_buffer() {
+    let dir = TempDir::new("partitioned-memory");
+    for (src, args, limit, rounds) in [
+        ("examples/stencil2d.c", ["2048", "2048", "3"], "4M", true),
+        ("examples/matmul.c", ["1024", "", ""], "6M", false),
+    ] {
+        let args: Vec<&str> = args.into_iter().filter(|a| !a.is_empty()).collect();
+        let exe = build(&dir, src);
+        let one = run_ok(&exe, &args, &[("HPVM_MGPU_DEVICES", "cpu:1")]);
+        let file = dir.path_str("limited.json");
+        let got = run_ok(
+            &exe,
+            &args,
+            &[("HPVM_MGPU_DEVICES", "cpu:4"), ("HPVM_MGPU_DEVICE_MEMORY", limit), ("HPVM_MGPU_STATS", &file)],
+        );
+        assert_eq!(got, one, "{src} on cpu:4 with {limit} per device");
+        let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let bytes = hpvm_runtime::memory::residency::parse_size(limit).unwrap();
+        for m in s["device_memory"].as_array().unwrap() {
+            assert!(m["peak_backed_bytes"].as_u64().unwrap() <= bytes, "{src}: {m}");
+            assert_eq!(m["limit_bytes"].as_u64(), Some(bytes));
+        }
+        let most_rounds = s["nodes"].as_array().unwrap().iter().map(|n| n["max_memory_rounds"].as_u64().unwrap()).max();
+        assert_eq!(most_rounds.unwrap() > 1, rounds, "{src}: {}", s["nodes"]);
+        if rounds {
+            assert!(sum(&s, "granules_evicted") > 0 && sum(&s, "bytes_evicted_to_host") > 0, "{}", s["device_memory"]);
+        }
+    }
+}
+
+/// A launch that cannot fit even one partition per round (a node that runs whole needs all
+/// its buffers on one device) fails with the buffer, the bytes, the device and its limit;
+/// exit 1, no crash.
+#[test]
+fn a_launch_larger_than_device_memory_is_refused_by_name() {
+    let dir = TempDir::new("partitioned-too-big");
+    let exe = build(&dir, "examples/histogram.c");
+    let out = run_program(
+        &exe,
+        &["200000", "13"],
+        &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_DEVICE_MEMORY", "128K"), ("HPVM_MGPU_PARTITION", "always")],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("needs") && err.contains("of device memory") && err.contains("more than the device's 128 KiB"),
+        "{err}"
+    );
+    assert!(err.contains("examples/histogram.c:") && err.contains("on sim"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }
 
 /// A proven node whose grid is a single block of the runtime's cut runs on one device, and the

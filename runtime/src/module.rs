@@ -77,6 +77,8 @@ pub struct NodeStats {
     /// latest reason: measurements change).
     pub declined: AtomicU64,
     pub declined_reason: Mutex<Option<String>>,
+    /// Most rounds a launch ran in to fit the devices' memory (`partitioned::fit_memory`).
+    pub max_rounds: AtomicU64,
 }
 
 impl NodeStats {

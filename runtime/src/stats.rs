@@ -155,6 +155,26 @@ pub struct Report {
     pub host_write_scans: u64,
     pub bytes_host_written: u64,
     pub ms_host_write_scans: f64,
+    /// With sparse copies (`memory::residency`), per device: the limit
+    /// (`HPVM_MGPU_DEVICE_MEMORY`), the granule, the bytes backed at most, granules mapped
+    /// and given back, and the bytes only that device held, copied to the host on eviction.
+    pub device_memory: Vec<DeviceMemoryReport>,
+}
+
+#[derive(Serialize)]
+pub struct DeviceMemoryReport {
+    pub device: String,
+    pub limit_bytes: Option<u64>,
+    pub granule_bytes: u64,
+    pub peak_backed_bytes: u64,
+    /// The most bytes one launch (or round of one) needed backed at once.
+    pub peak_launch_bytes: u64,
+    pub granules_mapped: u64,
+    pub granules_unmapped: u64,
+    pub granules_evicted: u64,
+    pub bytes_evicted_to_host: u64,
+    /// Mean time backing one granule (the device's map call), in microseconds.
+    pub us_per_granule_mapped: f64,
 }
 
 #[derive(Serialize)]
@@ -196,6 +216,8 @@ pub struct NodeReport {
     /// (`HPVM_MGPU_PARTITION=auto`), and the latest reason.
     pub split_declined: u64,
     pub split_declined_because: Option<String>,
+    /// Most rounds one launch ran in to fit the devices' memory (0: never in rounds).
+    pub max_memory_rounds: u64,
 }
 
 #[derive(Serialize)]
@@ -274,6 +296,7 @@ pub fn collect() -> Report {
                 on_host_because: st.host_reason.lock().unwrap_or_else(|e| e.into_inner()).clone(),
                 split_declined: load(&st.declined),
                 split_declined_because: st.declined_reason.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                max_memory_rounds: load(&st.max_rounds),
             });
         }
     }
@@ -308,6 +331,25 @@ pub fn collect() -> Report {
         host_write_scans: c.host_write_scans.load(Ordering::Relaxed),
         bytes_host_written: c.bytes_host_written.load(Ordering::Relaxed),
         ms_host_write_scans: ms(&c.nanos_host_write_scans),
+        device_memory: crate::memory::residency::report()
+            .into_iter()
+            .enumerate()
+            .map(|(k, m)| DeviceMemoryReport {
+                device: devs.get(k).name().to_string(),
+                limit_bytes: crate::memory::residency::limit(),
+                granule_bytes: devs.get(k).granule().unwrap_or(0),
+                peak_backed_bytes: m.peak,
+                peak_launch_bytes: m.peak_launch,
+                granules_mapped: m.granules_mapped,
+                granules_unmapped: m.granules_unmapped,
+                granules_evicted: m.granules_evicted,
+                bytes_evicted_to_host: m.evicted_to_host,
+                us_per_granule_mapped: match m.granules_mapped {
+                    0 => 0.0,
+                    g => m.map_nanos as f64 / 1e3 / g as f64,
+                },
+            })
+            .collect(),
     }
 }
 
@@ -369,6 +411,10 @@ pub fn report() -> String {
                 n.gpu_ms_host_copies, n.gpu_ms_peer_copies, n.gpu_ms_kernels
             );
         }
+        if n.max_memory_rounds > 1 {
+            let _ =
+                writeln!(s, "    ran in up to {} rounds of partitions to fit the devices' memory", n.max_memory_rounds);
+        }
         if let Some(why) = &n.unpartitioned_because {
             let _ = writeln!(s, "    not split: {why}");
         }
@@ -399,6 +445,23 @@ pub fn report() -> String {
     let _ = writeln!(s);
     if r.bytes_page_locked > 0 {
         let _ = writeln!(s, "  page-locked {} bytes in {:.3} ms", r.bytes_page_locked, r.ms_page_locking);
+    }
+    for m in &r.device_memory {
+        let limit = m.limit_bytes.map_or("no limit".to_string(), |l| format!("limit {l}"));
+        let _ = writeln!(
+            s,
+            "  {} memory: peak {} bytes backed ({limit}, granules of {}; one launch at most {}); granules mapped {}, \
+             given back {} ({} evicted); evicted bytes copied to the host {}; {:.2} µs per granule mapped",
+            m.device,
+            m.peak_backed_bytes,
+            m.granule_bytes,
+            m.peak_launch_bytes,
+            m.granules_mapped,
+            m.granules_unmapped,
+            m.granules_evicted,
+            m.bytes_evicted_to_host,
+            m.us_per_granule_mapped
+        );
     }
     s
 }

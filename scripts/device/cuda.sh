@@ -2,7 +2,7 @@
 # Run ON A GPU MACHINE (device tool) after scripts/device/prepare here:
 #   bash scripts/device/cuda.sh "GPU COUNTS" REPEATS CASE...
 # e.g. bash scripts/device/cuda.sh "1 2" 5 "stencil2d 8192 200" "matmul 8192 5"
-# CUDA programs of bench/cuda/ (each prints `kernel_ms` between two CUDA events and a
+# CUDA programs of bench/cuda/ and, named thesis_NAME, bench/programs/NAME.cu (each prints `kernel_ms` between two CUDA events and a
 # `checksum`), built by hpvm-mgpu (carry/bin/NAME_cu) and, as the baseline, by the machine's nvcc
 # against NVIDIA's runtime (one GPU) and, where scripts/device/clang-link made carry/clang/bin/NAME,
 # by plain clang++-19 -x cuda against the wheel's libcudart (one GPU). Each runs REPEATS times per configuration; the first run
@@ -19,8 +19,11 @@ nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
 mkdir -p /tmp/nvcc
 for case in "$@"; do
   read -r name args <<<"$case"
+  # thesis_NAME: the thesis's programs, bench/programs/NAME.cu.
+  src=bench/cuda/$name.cu bin=carry/bin/${name}_cu
+  case $name in thesis_*) src=bench/programs/${name#thesis_}.cu bin=carry/bin/$name ;; esac
   configs=""
-  if [ -n "$nvcc" ] && "$nvcc" -O3 -arch="$arch" -o "/tmp/nvcc/$name" "bench/cuda/$name.cu" >"$out/logs/$name.nvcc-build.log" 2>&1; then
+  if [ -n "$nvcc" ] && "$nvcc" -O3 -arch="$arch" -o "/tmp/nvcc/$name" "$src" >"$out/logs/$name.nvcc-build.log" 2>&1; then
     configs="nvcc"
   fi
   [ -x "carry/clang/bin/$name" ] && configs="$configs clang"
@@ -33,7 +36,7 @@ for case in "$@"; do
       elif [ "$config" = clang ]; then
         cmd=(carry/clang/bin/$name $args)
       else
-        cmd=(env HPVM_MGPU_DEVICES=cuda:${config#hpvm:} carry/bin/${name}_cu $args)
+        cmd=(env HPVM_MGPU_DEVICES=cuda:${config#hpvm:} "$bin" $args)
       fi
       start=$(date +%s.%N)
       timeout 600 "${cmd[@]}" >"$log" 2>&1

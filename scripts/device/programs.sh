@@ -17,7 +17,7 @@ declare -A args=([mesh]="5003" [mathfns]="1000003" [transpose]="130 70" [mixed]=
   [conv]="1000 700 3" [gridstride]="100003 64 7" [rownorm]="100000 37"
   [radius]="1000 700 4 256" [unsigned]="8000 1000 32 8" [chain]="20000000 256 4"
   [rowptr]="4000 3000" [boxblur]="4000 3000 32 8 3"
-  [escape]="4000 3000 256" [planes]="3000 2000" [lattice]="200" [kernels_cu]="1000003" [structs_cu]="3000000" [steps_cu]="1000000 50")
+  [escape]="4000 3000 256" [planes]="3000 2000" [lattice]="200" [kernels_cu]="1000003" [structs_cu]="3000000" [steps_cu]="1000000 50" [streams_cu]="3000001")
 # The settings of a mode, into the array `env`: 1 GPU, every GPU, every GPU in 3 parts each.
 mode_env() {
   case $1 in

@@ -42,6 +42,12 @@ pub struct Cuda {
     marks: Mutex<Vec<sys::CUevent>>,
     /// Page-locked slots for host copies ([`super::staging`]), made on first use.
     staging: Mutex<Option<Slots>>,
+    /// Sparse copies ([`crate::memory::residency`]) through the driver's virtual memory
+    /// management: the granule (found once; `None` where the GPU lacks it), each address
+    /// reservation's size, and the physical allocation behind each mapped granule.
+    granule: std::sync::OnceLock<Option<u64>>,
+    reservations: Mutex<HashMap<u64, u64>>,
+    mapped: Mutex<HashMap<u64, sys::CUmemGenericAllocationHandle>>,
 }
 
 // SAFETY: CUDA contexts, streams, modules, functions and events may be used from any thread
@@ -152,6 +158,9 @@ impl Cuda {
             functions: Mutex::default(),
             marks: Mutex::default(),
             staging: Mutex::default(),
+            granule: std::sync::OnceLock::new(),
+            reservations: Mutex::default(),
+            mapped: Mutex::default(),
         })
     }
 
@@ -255,6 +264,116 @@ impl Cuda {
         self.synchronize()?;
         // SAFETY: `p` came from `alloc` and is freed once.
         check("cuMemFree", unsafe { result::free_sync(p) })
+    }
+
+    /// The properties of this GPU's physical allocations for sparse copies.
+    fn vmm_prop(&self) -> sys::CUmemAllocationProp {
+        // SAFETY: a plain C struct; zero is "none" for every field left unset.
+        let mut prop: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+        prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = self.dev;
+        prop
+    }
+
+    /// The granule of the driver's virtual memory management on this GPU (usually 2 MiB), or
+    /// `None` where it has none.
+    fn vmm_granule(&self) -> Option<u64> {
+        *self.granule.get_or_init(|| {
+            self.bind().ok()?;
+            let a = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED;
+            // SAFETY: a valid device and attribute.
+            if unsafe { result::device::get_attribute(self.dev, a) }.ok()? == 0 {
+                return None;
+            }
+            let prop = self.vmm_prop();
+            let mut g = 0usize;
+            let flag = sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED;
+            // SAFETY: `g` and `prop` outlive the call.
+            unsafe { sys::cuMemGetAllocationGranularity(&mut g, &prop, flag) }.result().ok()?;
+            (g > 0).then_some(g as u64)
+        })
+    }
+
+    fn vmm_reserve(&self, bytes: u64) -> Result<u64, String> {
+        self.bind()?;
+        let g = self.vmm_granule().ok_or("no virtual memory management")?;
+        let mut p: sys::CUdeviceptr = 0;
+        // SAFETY: `p` outlives the call; a fresh reservation anywhere.
+        check(
+            "cuMemAddressReserve",
+            unsafe { sys::cuMemAddressReserve(&mut p, bytes as usize, g as usize, 0, 0) }.result(),
+        )?;
+        self.reservations.lock().unwrap_or_else(|e| e.into_inner()).insert(p, bytes);
+        Ok(p)
+    }
+
+    /// Backs `[addr, addr + bytes)` granule by granule (each its own physical allocation, so
+    /// any granule can go back alone), readable and writable by this GPU and by every GPU of
+    /// the run that reads its memory directly.
+    fn vmm_map(&self, addr: u64, bytes: u64) -> Result<(), String> {
+        self.bind()?;
+        let g = self.vmm_granule().ok_or("no virtual memory management")?;
+        let prop = self.vmm_prop();
+        let mut mapped = self.mapped.lock().unwrap_or_else(|e| e.into_inner());
+        let mut at = addr;
+        while at < addr + bytes {
+            let mut h: sys::CUmemGenericAllocationHandle = 0;
+            // SAFETY: `h` and `prop` outlive the call.
+            unsafe { sys::cuMemCreate(&mut h, g as usize, &prop, 0) }.result().map_err(|e| {
+                let (free, total) = result::mem_get_info().unwrap_or((0, 0));
+                let mib = |b: usize| b as f64 / (1 << 20) as f64;
+                format!("cuMemCreate: {e} ({:.1} MiB free of {:.1} MiB on {})", mib(free), mib(total), self.label())
+            })?;
+            // SAFETY: a granule of a reservation of ours, not mapped (the memory manager maps
+            // each once), and a fresh allocation of the granule's size.
+            if let Err(e) = unsafe { sys::cuMemMap(at, g as usize, 0, h, 0) }.result() {
+                // SAFETY: made above, mapped nowhere.
+                let _ = unsafe { sys::cuMemRelease(h) };
+                return Err(format!("cuMemMap on {}: {e}", self.label()));
+            }
+            mapped.insert(at, h);
+            at += g;
+        }
+        drop(mapped);
+        let access = |id: sys::CUdevice| sys::CUmemAccessDesc {
+            location: sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id },
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        let devs = super::devices();
+        let mut readers: Vec<sys::CUmemAccessDesc> = vec![access(self.dev)];
+        readers.extend(devs.peer.iter().filter(|&&(_, j)| j == self.index).map(|&(i, _)| access(devs.gpus[i].dev)));
+        // SAFETY: `readers` outlives the call; the range was just mapped.
+        let set = unsafe { sys::cuMemSetAccess(addr, bytes as usize, readers.as_ptr(), readers.len()) }.result();
+        check("cuMemSetAccess", set)
+    }
+
+    fn vmm_unmap(&self, addr: u64, bytes: u64) -> Result<(), String> {
+        self.bind()?;
+        // Copies and kernels still using it finish first.
+        self.synchronize()?;
+        let g = self.vmm_granule().ok_or("no virtual memory management")?;
+        // SAFETY: granules of ours, mapped, that nothing uses any more (synchronized above;
+        // the memory manager drains other GPUs' work first).
+        check("cuMemUnmap", unsafe { sys::cuMemUnmap(addr, bytes as usize) }.result())?;
+        let mut mapped = self.mapped.lock().unwrap_or_else(|e| e.into_inner());
+        let mut at = addr;
+        while at < addr + bytes {
+            if let Some(h) = mapped.remove(&at) {
+                // SAFETY: unmapped above; released once (removed from the table).
+                check("cuMemRelease", unsafe { sys::cuMemRelease(h) }.result())?;
+            }
+            at += g;
+        }
+        Ok(())
+    }
+
+    fn vmm_unreserve(&self, addr: u64) -> Result<(), String> {
+        self.bind()?;
+        let size = self.reservations.lock().unwrap_or_else(|e| e.into_inner()).remove(&addr);
+        let size = size.ok_or_else(|| format!("{}: freeing {addr:#x}, which it did not reserve", self.label()))?;
+        // SAFETY: a reservation of ours whose granules were all unmapped, freed once.
+        check("cuMemAddressFree", unsafe { sys::cuMemAddressFree(addr, size as usize) }.result())
     }
 
     /// Page-locks host memory so copies from and to it run at full DMA speed (no staging
@@ -486,6 +605,26 @@ impl super::Device for Cuda {
 
     fn free(&self, addr: u64) -> Result<(), String> {
         Cuda::free(self, addr)
+    }
+
+    fn granule(&self) -> Option<u64> {
+        self.vmm_granule()
+    }
+
+    fn reserve(&self, bytes: u64) -> Result<u64, String> {
+        self.vmm_reserve(bytes)
+    }
+
+    fn map(&self, addr: u64, bytes: u64) -> Result<(), String> {
+        self.vmm_map(addr, bytes)
+    }
+
+    fn unmap(&self, addr: u64, bytes: u64) -> Result<(), String> {
+        self.vmm_unmap(addr, bytes)
+    }
+
+    fn unreserve(&self, addr: u64) -> Result<(), String> {
+        self.vmm_unreserve(addr)
     }
 
     fn pin_host(&self, host: *mut u8, bytes: usize) -> bool {

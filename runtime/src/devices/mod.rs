@@ -92,6 +92,27 @@ pub trait Device: Send + Sync {
         false
     }
     fn unpin_host(&self, _host: *mut u8) {}
+    /// Sparse copies ([`crate::memory::residency`]): the size of the granules the device backs
+    /// reserved addresses with, or `None` where its copies are whole allocations.
+    fn granule(&self) -> Option<u64> {
+        None
+    }
+    /// Reserves `bytes` (a multiple of the granule) of addresses, backed by nothing yet.
+    fn reserve(&self, _bytes: u64) -> Result<u64, String> {
+        Err(format!("{}: no sparse copies", self.name()))
+    }
+    /// Backs `[addr, addr + bytes)` (granules of one reservation) with memory.
+    fn map(&self, _addr: u64, _bytes: u64) -> Result<(), String> {
+        Err(format!("{}: no sparse copies", self.name()))
+    }
+    /// Gives the memory behind `[addr, addr + bytes)` back; the addresses stay reserved.
+    fn unmap(&self, _addr: u64, _bytes: u64) -> Result<(), String> {
+        Err(format!("{}: no sparse copies", self.name()))
+    }
+    /// Frees a reservation [`Device::reserve`] made (its granules given back first).
+    fn unreserve(&self, _addr: u64) -> Result<(), String> {
+        Err(format!("{}: no sparse copies", self.name()))
+    }
     /// Enqueues `c` on this device's stream (this device is `c.executor()`), after everything
     /// enqueued there before. The source must stay unchanged until [`Device::synchronize`].
     fn copy(&self, c: &Copy) -> Result<(), String>;

@@ -6,6 +6,11 @@
 //! partition that reads something no copy brought shows up as a wrong result; larger ones
 //! (benchmark sizes) are zeroed lazily by the system instead of touched up front. Its stream runs synchronously: each
 //! copy is done when [`Device::copy`] returns.
+//!
+//! Sparse copies ([`crate::memory::residency`]) are reservations of inaccessible pages
+//! (`mmap` with `PROT_NONE`), made accessible granule by granule ([`SIM_GRANULE`]) and given
+//! back to the system when unmapped: a partition touching a granule its device does not back
+//! faults, so a plan that misses an access fails loudly instead of reading stale memory.
 
 use super::{Copy, Device};
 use std::alloc::Layout;
@@ -18,11 +23,29 @@ const ALIGN: usize = 256;
 /// Allocations up to this size are poisoned.
 pub const POISON_UP_TO: usize = 64 << 20;
 
+/// The granule of sparse copies: smaller than a GPU's (2 MiB), so that the buffers of tests
+/// span many. `HPVM_MGPU_GRANULE=SIZE` (a power of two, at least a page) sets another.
+pub const SIM_GRANULE: u64 = 64 << 10;
+
+fn sim_granule() -> u64 {
+    static G: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *G.get_or_init(|| {
+        let Ok(v) = std::env::var("HPVM_MGPU_GRANULE") else { return SIM_GRANULE };
+        let page = 4096;
+        match crate::memory::residency::parse_size(&v) {
+            Some(g) if g.is_power_of_two() && g >= page => g,
+            _ => crate::fatal(&format!("HPVM_MGPU_GRANULE={v}: expected a power of two of at least {page} bytes")),
+        }
+    })
+}
+
 pub struct SimDevice {
     name: String,
     pool: rayon::ThreadPool,
     threads: usize,
     allocations: Mutex<HashMap<u64, Layout>>,
+    /// Sparse copies: each reservation's size.
+    reservations: Mutex<HashMap<u64, u64>>,
     /// A dry-run device (`dry:N`): allocations are addresses only, copies and partitions are
     /// skipped. What is left is the runtime's own work, which benchmarks measure.
     dry: bool,
@@ -54,6 +77,7 @@ impl SimDevice {
             pool,
             threads,
             allocations: Mutex::default(),
+            reservations: Mutex::default(),
             dry: false,
             // Far from any real address, distinct per device.
             next_fake: std::sync::atomic::AtomicU64::new((0x7000 + index as u64) << 36),
@@ -112,6 +136,74 @@ impl Device for SimDevice {
         Ok(())
     }
 
+    fn granule(&self) -> Option<u64> {
+        (!self.dry).then(sim_granule)
+    }
+
+    fn reserve(&self, bytes: u64) -> Result<u64, String> {
+        // SAFETY: a new private anonymous mapping; nothing else refers to it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes.max(1) as usize,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let why = std::io::Error::last_os_error();
+            return Err(format!("{}: out of memory reserving {bytes} bytes ({why})", self.name));
+        }
+        self.reservations.lock().unwrap_or_else(|e| e.into_inner()).insert(p as u64, bytes.max(1));
+        Ok(p as u64)
+    }
+
+    fn map(&self, addr: u64, bytes: u64) -> Result<(), String> {
+        let poison = {
+            let r = self.reservations.lock().unwrap_or_else(|e| e.into_inner());
+            let (_, &size) = r
+                .iter()
+                .find(|(&a, &size)| a <= addr && addr + bytes <= a + size)
+                .ok_or_else(|| format!("{}: mapping {addr:#x}, outside its reservations", self.name))?;
+            size as usize <= POISON_UP_TO
+        };
+        // SAFETY: pages of a reservation of this device's (checked above).
+        if unsafe { libc::mprotect(addr as *mut libc::c_void, bytes as usize, libc::PROT_READ | libc::PROT_WRITE) } != 0
+        {
+            return Err(format!("{}: cannot map {bytes} bytes: {}", self.name, std::io::Error::last_os_error()));
+        }
+        if poison {
+            // SAFETY: just made writable.
+            unsafe { std::ptr::write_bytes(addr as *mut u8, 0xFF, bytes as usize) };
+        }
+        Ok(())
+    }
+
+    fn unmap(&self, addr: u64, bytes: u64) -> Result<(), String> {
+        // SAFETY: pages of a reservation of this device's, which no partition is using (the
+        // memory manager unmaps only what no launch in progress touches).
+        let failed = unsafe {
+            libc::madvise(addr as *mut libc::c_void, bytes as usize, libc::MADV_DONTNEED) != 0
+                || libc::mprotect(addr as *mut libc::c_void, bytes as usize, libc::PROT_NONE) != 0
+        };
+        if failed {
+            return Err(format!("{}: cannot unmap {bytes} bytes: {}", self.name, std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    fn unreserve(&self, addr: u64) -> Result<(), String> {
+        let size = self.reservations.lock().unwrap_or_else(|e| e.into_inner()).remove(&addr);
+        let size = size.ok_or_else(|| format!("{}: freeing {addr:#x}, which it did not reserve", self.name))?;
+        // SAFETY: a reservation of this device's, unmapped once (removed from the table).
+        if unsafe { libc::munmap(addr as *mut libc::c_void, size as usize) } != 0 {
+            return Err(format!("{}: cannot free a reservation: {}", self.name, std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
     fn copy(&self, c: &Copy) -> Result<(), String> {
         if self.dry {
             return Ok(());
@@ -141,6 +233,10 @@ impl Drop for SimDevice {
         for (addr, layout) in self.allocations.get_mut().unwrap_or_else(|e| e.into_inner()).drain() {
             // SAFETY: still allocated (never freed: it is in the table).
             unsafe { std::alloc::dealloc(addr as *mut u8, layout) };
+        }
+        for (addr, size) in self.reservations.get_mut().unwrap_or_else(|e| e.into_inner()).drain() {
+            // SAFETY: still reserved (it is in the table).
+            unsafe { libc::munmap(addr as *mut libc::c_void, size as usize) };
         }
     }
 }
@@ -178,5 +274,26 @@ mod tests {
         }
         d.free(a).unwrap();
         assert!(d.free(a).is_err());
+    }
+
+    /// A reservation is backed granule by granule: mapped granules are poisoned, what is
+    /// written stays until unmapped, and an unmapped granule can be mapped again.
+    #[test]
+    fn reservations_are_backed_by_granule() {
+        let d = SimDevice::new(0, 1);
+        let g = d.granule().unwrap();
+        let a = d.reserve(4 * g).unwrap();
+        d.map(a + g, 2 * g).unwrap();
+        // SAFETY: granules 1 and 2, just mapped.
+        let bytes = unsafe { std::slice::from_raw_parts_mut((a + g) as *mut u8, 2 * g as usize) };
+        assert!(bytes.iter().all(|&b| b == 0xFF));
+        bytes[0] = 7;
+        d.unmap(a + 2 * g, g).unwrap();
+        assert_eq!(bytes[0], 7);
+        d.map(a + 2 * g, g).unwrap();
+        assert!(d.map(a + 4 * g, g).is_err(), "outside the reservation");
+        d.unmap(a, 4 * g).unwrap();
+        d.unreserve(a).unwrap();
+        assert!(d.unreserve(a).is_err());
     }
 }

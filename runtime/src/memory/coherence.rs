@@ -132,6 +132,21 @@ impl Coherence {
         self.update(start, end, |_| h);
     }
 
+    /// `place` no longer holds `start..end` (its copy is gone); every byte there must have
+    /// another holder.
+    pub fn drop_holder(&mut self, start: u64, end: u64, place: Place) {
+        let h = Holders::of(place);
+        self.update(start, end, |old| {
+            let left = Holders(old.0 & !h.0);
+            debug_assert!(left.0 != 0, "dropping the last holder");
+            if left.0 == 0 {
+                old
+            } else {
+                left
+            }
+        });
+    }
+
     /// `place` now holds every run of `runs` too: sorted, disjoint byte runs (the rows of a
     /// rectangle). One pass over the map, however many runs: row by row, each update would
     /// move the segments after it (quadratic in the rows of a tall rectangle).

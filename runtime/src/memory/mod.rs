@@ -17,7 +17,8 @@
 pub mod coherence;
 #[cfg(test)]
 pub(crate) mod fakes;
-pub(crate) mod watch;
+pub mod residency;
+pub mod watch;
 
 use crate::crash;
 use crate::devices::inflight;
@@ -126,6 +127,9 @@ pub struct Buffer {
     /// While watched: the host's bytes in its partial pages ([`watch::edges`]) at the last
     /// look, to compare with.
     edge_bytes: Vec<u8>,
+    /// With sparse copies ([`residency`]): which granules of each device's reservation are
+    /// backed (empty for a device without a reservation).
+    backing: Vec<residency::Backing>,
 }
 
 /// A buffer's place in [`watch`]ing host writes.
@@ -181,9 +185,12 @@ impl ByteRect {
 pub struct Table {
     buffers: BTreeMap<u64, Buffer>,
     next_id: u64,
+    /// Counts the launches that made granules resident ([`residency`]): their order is the
+    /// order of last use.
+    tick: u64,
 }
 
-static TABLE: Mutex<Table> = Mutex::new(Table { buffers: BTreeMap::new(), next_id: 0 });
+static TABLE: Mutex<Table> = Mutex::new(Table { buffers: BTreeMap::new(), next_id: 0, tick: 0 });
 
 /// The table, locked.
 pub fn table() -> MutexGuard<'static, Table> {
@@ -209,7 +216,7 @@ impl Table {
     /// addresses (nothing may touch their memory), for tests of planning.
     #[cfg(test)]
     pub(crate) fn with_fake_buffers(buffers: &[(u64, u64)], devices: usize) -> Table {
-        let mut t = Table { buffers: BTreeMap::new(), next_id: 0 };
+        let mut t = Table::default();
         for &(start, size) in buffers {
             t.track(start, size, true);
             let buf = t.buffers.get_mut(&start).expect("tracked");
@@ -231,6 +238,7 @@ impl Table {
             host_stores,
             watch: Watch::NotYet,
             edge_bytes: Vec::new(),
+            backing: Vec::new(),
         };
         // Re-tracking a buffer forgets its device copies: the host's is the current one.
         if let Some(old) = self.buffers.insert(ptr, buf) {
@@ -351,16 +359,27 @@ impl Buffer {
             self.allocs.resize(k + 1, None);
         }
         self.allocs[k] = Some(a);
+        if let Some(granule) = residency::sparse().then(|| devices().get(k).granule()).flatten() {
+            if self.backing.len() <= k {
+                self.backing.resize(k + 1, residency::Backing::default());
+            }
+            self.backing[k] = residency::Backing::new(self.size, granule);
+        }
         // A simulated device's copy is the program's memory to its leaves.
         if !devices().on_gpus() {
             crash::note_region(crash::Region { start: a, size: self.size, buffer: self.start, device: Some(k) });
         }
     }
 
-    /// Allocates device `k`'s copy of the buffer at `start` (`size` bytes).
+    /// Allocates device `k`'s copy of the buffer at `start` (`size` bytes): with sparse
+    /// copies, a reservation backed by nothing yet ([`residency`]).
     fn alloc_on(start: u64, size: u64, k: usize) -> Result<u64, String> {
         let device = devices().get(k);
-        device.alloc(size as usize).map_err(|e| {
+        let made = match device.granule().filter(|_| residency::sparse()) {
+            Some(g) => device.reserve(size.max(1).div_ceil(g) * g),
+            None => device.alloc(size as usize),
+        };
+        made.map_err(|e| {
             format!(
                 "cannot allocate the buffer at {start:#x} ({size} bytes, {:.1} MiB) on {}: {e}",
                 size as f64 / (1 << 20) as f64,
@@ -380,6 +399,32 @@ impl Buffer {
         // Held already (a loop's steady state): nothing to plan row by row.
         if self.coherence.query(rect.start, rect.end()).all(|s| s.holders.has(place)) {
             return;
+        }
+        // One state over the whole span, missing here, from one source (a first launch: the
+        // host holds everything): every row alike, one strided copy.
+        let single = |map: &Coherence| {
+            let mut q = map.query(rect.start, rect.end());
+            match (q.next(), q.next()) {
+                (Some(s), None) if s.start == rect.start && s.end == rect.end() => Some(s.holders),
+                _ => None,
+            }
+        };
+        if let (Some(now), Some(then)) = (single(&self.coherence), single(before)) {
+            if !now.has(place) {
+                let src = then.source().expect("every byte has a holder");
+                let src_base = self.addr(src).unwrap_or_else(|e| crate::fatal(&e));
+                out.push(Copy {
+                    src,
+                    src_addr: src_base + rect.start,
+                    dst: place,
+                    dst_addr: dst_base + rect.start,
+                    rows: rect.rows,
+                    row_bytes: rect.row_bytes,
+                    pitch: rect.pitch,
+                });
+                self.coherence.add_runs(rect.row_runs(), place);
+                return;
+            }
         }
         // Row by row, then merged: consecutive rows that lack the same columns from the same
         // sources (a halo column, a tile, the block of a transpose another device wrote) are
@@ -547,15 +592,18 @@ impl Buffer {
     }
 
     /// Frees the device copies and unlocks the pages.
-    fn release(self) {
+    fn release(mut self) {
         crash::forget_buffer(self.start);
         if self.allocs.iter().all(Option::is_none) && !self.pinned {
             return;
         }
+        self.unmap_all();
         let devs = devices();
         for (k, a) in self.allocs.iter().enumerate() {
             if let Some(a) = a {
-                if let Err(e) = devs.get(k).free(*a) {
+                let sparse = self.backing.get(k).is_some_and(|b| !b.used.is_empty());
+                let freed = if sparse { devs.get(k).unreserve(*a) } else { devs.get(k).free(*a) };
+                if let Err(e) = freed {
                     crate::fatal(&format!("freeing a buffer on {}: {e}", devs.get(k).name()));
                 }
             }
@@ -636,7 +684,8 @@ pub fn track_on_device(ptr: usize, bytes: usize) -> Result<(), String> {
     let mut t = table();
     let start = ptr as u64;
     t.track(start, bytes as u64, false);
-    if devices().count() == 0 || bytes == 0 {
+    // With sparse copies nothing is backed before a launch needs it: the host holds it.
+    if devices().count() == 0 || bytes == 0 || residency::sparse() {
         return Ok(());
     }
     if let Err(e) = t.allocate(&[(start, 0)]) {
@@ -703,7 +752,8 @@ pub fn host_overwrites(ptr: usize, bytes: usize) {
 /// then finds it in place. Untracked memory, and a run without devices, are left alone.
 pub fn push_to_devices(ptr: usize, bytes: usize) {
     let n = devices().count();
-    if n == 0 || bytes == 0 {
+    // With sparse copies, devices back only what launches need: the copy stays lazy.
+    if n == 0 || bytes == 0 || residency::sparse() {
         return;
     }
     inflight::drain();
@@ -833,6 +883,26 @@ mod tests {
         assert_eq!((c.src, c.rows, c.row_bytes, c.pitch), (Place::Device(1), 4, row_len / 2, row_len));
         assert_eq!(c.src_addr, device_base(1) + 4 * row_len);
         assert_eq!(c.dst_addr, device_base(0) + 4 * row_len);
+    }
+
+    /// A strided read of what one holder holds whole (a first launch: the host has it all) is
+    /// one strided copy, planned without going row by row.
+    #[test]
+    fn a_strided_read_from_one_holder_is_one_copy() {
+        let mut buf = buffer(512 * 100, 2);
+        let before = buf.coherence.clone();
+        let mut copies = Vec::new();
+        let column = ByteRect { start: 64, rows: 99, row_bytes: 32, pitch: 512 };
+        buf.plan_current(Place::Device(1), &column, &before, &mut copies);
+        assert_eq!(copies.len(), 1, "{copies:?}");
+        let c = copies[0];
+        assert_eq!((c.src, c.src_addr, c.rows, c.row_bytes, c.pitch), (Place::Host, HOST + 64, 99, 32, 512));
+        assert_eq!(c.dst_addr, device_base(1) + 64);
+        // Now held: nothing more to copy.
+        let before = buf.coherence.clone();
+        let mut again = Vec::new();
+        buf.plan_current(Place::Device(1), &column, &before, &mut again);
+        assert!(again.is_empty(), "{again:?}");
     }
 
     #[test]

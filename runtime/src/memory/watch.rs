@@ -110,7 +110,7 @@ const UFFDIO_WRITEPROTECT: u64 = iowr::<UffdioWriteprotect>(0xAA, 0x06);
 const PAGEMAP_SCAN: u64 = iowr::<PmScanArg>(b'f', 16);
 
 /// The process's userfaultfd (write-protection only) and its pagemap.
-pub(crate) struct Watcher {
+pub struct Watcher {
     uffd: OwnedFd,
     pagemap: File,
 }
@@ -235,7 +235,7 @@ impl Watcher {
 
 /// The byte runs (offsets) of a buffer at `start`, `size` bytes, that no page of it holds
 /// whole: the caller compares their contents instead (at most two pages' worth).
-pub(crate) fn edges(start: u64, size: u64) -> Vec<(u64, u64)> {
+pub fn edges(start: u64, size: u64) -> Vec<(u64, u64)> {
     match interior(start, size) {
         None if size > 0 => vec![(0, size)],
         None => Vec::new(),
@@ -244,7 +244,7 @@ pub(crate) fn edges(start: u64, size: u64) -> Vec<(u64, u64)> {
 }
 
 /// What a look at a watched buffer found.
-pub(crate) struct Written {
+pub struct Written {
     /// Byte runs (offsets into the buffer), sorted and disjoint.
     pub runs: Vec<(u64, u64)>,
     /// False when the scan failed and `runs` is the whole buffer for want of knowing.
@@ -252,7 +252,7 @@ pub(crate) struct Written {
 }
 
 /// The process's watcher, or why there is none.
-pub(crate) fn watcher() -> Result<&'static Watcher, &'static str> {
+pub fn watcher() -> Result<&'static Watcher, &'static str> {
     static W: OnceLock<Result<Watcher, String>> = OnceLock::new();
     W.get_or_init(Watcher::open).as_ref().map_err(String::as_str)
 }

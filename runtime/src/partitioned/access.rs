@@ -35,6 +35,9 @@ pub(crate) struct Launch<'a> {
     pub grid: [i64; 3],
     /// The devices in the order partitions take them (a permutation of `0..devices`).
     pub order: &'a [usize],
+    /// Partitions per device of a split (`HPVM_MGPU_PARTITIONS`, or more where a device's
+    /// memory holds less: see `partitioned::fit_memory`).
+    pub per_device: usize,
 }
 
 /// One pointer argument of the unit's leaf that points into a tracked buffer.
@@ -75,7 +78,7 @@ pub(crate) fn plan_direct(l: &Launch<'_>, table: &mut Table) -> Result<Outcome, 
         Err(reason) => return Ok(Outcome::Host(reason)),
     };
     let whole_is_exact = l.order.len() == 1
-        && super::partitions_per_device() == 1
+        && l.per_device == 1
         && !super::strict()
         && b.buffers.iter().all(|&(start, _)| table.get(start).is_some_and(|x| !x.host_stores));
     if !whole_is_exact {
@@ -641,8 +644,7 @@ fn split(
     // Partition k runs on device order[k % devices], with that device's weight: consecutive
     // partitions, which share the most, on the best links.
     let device = |k: usize| l.order[k % l.order.len()];
-    let weights: Vec<f64> =
-        (0..l.order.len() * super::partitions_per_device()).map(|k| super::device_weight(device(k))).collect();
+    let weights: Vec<f64> = (0..l.order.len() * l.per_device).map(|k| super::device_weight(device(k))).collect();
     let parts = partition::weighted(blocks.map(|b| b.max(0) as u64), &split, &weights).map_err(|e| e.to_string())?;
     let node_name = leaf.shown();
     let loc = &unit.loc;

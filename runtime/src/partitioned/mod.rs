@@ -75,8 +75,14 @@ pub(crate) struct LaunchPlan {
     /// The plan holds for any scalar arguments (one device running the whole grid): it is
     /// cached under the unit's pointers alone ([`cache::Key::pointers_only`]).
     pub scalar_free: bool,
+    /// Where a device's memory holds less than its partitions need together (sparse copies
+    /// under a limit, [`memory::residency`]): the partitions in rounds, each round at most
+    /// one partition per device, run one after another, each with its own copy plans.
+    /// Empty: all partitions at once.
+    pub rounds: Vec<LaunchPlan>,
 }
 
+#[derive(Clone)]
 pub(crate) struct PartPlan {
     pub device: usize,
     /// The part of the unit's grid it runs.
@@ -130,7 +136,54 @@ impl LaunchPlan {
             inspections: Vec::new(),
             pointer_slots: Vec::new(),
             scalar_free: false,
+            rounds: Vec::new(),
         }
+    }
+
+    /// The partitions grouped in rounds: round `r` holds each device's `r`-th partition.
+    fn round_groups(&self) -> Vec<Vec<PartPlan>> {
+        let mut rounds: Vec<Vec<PartPlan>> = Vec::new();
+        let mut seen: Vec<usize> = Vec::new();
+        for p in &self.parts {
+            if seen.len() <= p.device {
+                seen.resize(p.device + 1, 0);
+            }
+            let r = seen[p.device];
+            seen[p.device] += 1;
+            if rounds.len() <= r {
+                rounds.resize(r + 1, Vec::new());
+            }
+            rounds[r].push(p.clone());
+        }
+        rounds
+    }
+
+    /// Whether every round of the plan (or the whole plan, run at once) fits the devices'
+    /// memory limits.
+    fn fits_memory(&self, in_rounds: bool) -> bool {
+        if !in_rounds {
+            return memory::residency::fits(&self.residency_needs());
+        }
+        self.round_groups().into_iter().all(|parts| {
+            let r = LaunchPlan::new(self.buffers.clone(), parts, None);
+            memory::residency::fits(&r.residency_needs())
+        })
+    }
+
+    /// Splits the plan into rounds where a device has more than one partition.
+    fn make_rounds(&mut self) {
+        let groups = self.round_groups();
+        if groups.len() < 2 {
+            return;
+        }
+        self.rounds = groups
+            .into_iter()
+            .map(|parts| {
+                let mut r = LaunchPlan::new(self.buffers.clone(), parts, self.unpartitioned.clone());
+                r.read_only_cache = self.read_only_cache;
+                r
+            })
+            .collect();
     }
 
     /// Part `p`'s arguments for a launch with the unit's arguments `launch` (host
@@ -151,18 +204,43 @@ impl LaunchPlan {
         }
     }
 
+    /// The byte ranges each partition's device must back ([`memory::residency`]): the rows
+    /// of what it reads and writes.
+    fn residency_needs(&self) -> Vec<memory::residency::Need> {
+        let mut needs = Vec::new();
+        for p in &self.parts {
+            for &(b, rect) in p.reads.iter().chain(&p.writes) {
+                let buffer = self.buffers[b].0;
+                needs.extend(rect.row_runs().map(|(lo, hi)| memory::residency::Need {
+                    buffer,
+                    device: p.device,
+                    lo,
+                    hi,
+                }));
+            }
+        }
+        needs
+    }
+
     /// Whether the buffers are still the ones planned for.
     fn current(&self, table: &Table) -> bool {
         self.buffers.iter().all(|&(start, id)| table.get(start).is_some_and(|b| b.id == id))
     }
 
-    /// The copies this launch needs in the present state, with what each reads; moves the
-    /// coherence maps to the state after the launch. Returns the copy plan and whether it
-    /// came from the cache.
-    fn copies(&self, table: &mut Table) -> (Arc<CopyPlan>, bool) {
+    /// Takes into the coherence maps what the host wrote into the plan's buffers since it
+    /// last handed them to a graph (`memory::watch`): before the copies are planned, and
+    /// timed as the statistics' host-write scans, not as copy planning.
+    fn account_host_writes(&self, table: &mut Table) {
         for &(s, _) in &self.buffers {
             table.get_mut(s).expect("current").account_host_writes();
         }
+    }
+
+    /// The copies this launch needs in the present state (the host's writes accounted for
+    /// first: [`LaunchPlan::account_host_writes`]), with what each reads; moves the
+    /// coherence maps to the state after the launch. Returns the copy plan and whether it
+    /// came from the cache.
+    fn copies(&self, table: &mut Table) -> (Arc<CopyPlan>, bool) {
         let mut cached = self.copies.lock().unwrap_or_else(|e| e.into_inner());
         let hit = cached.iter().position(|c| {
             self.buffers.iter().zip(&c.before).all(|(&(s, _), st)| table.get(s).is_some_and(|b| &b.coherence == st))
@@ -368,7 +446,9 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
 
     let mut table = memory::table();
     let t0 = Stopwatch::start();
-    let launch = access::Launch { module, node: n, shape, args: &key.args, parent: key.parent, grid, order };
+    let per_device = partitions_per_device();
+    let launch =
+        access::Launch { module, node: n, shape, args: &key.args, parent: key.parent, grid, order, per_device };
     // A plan for any scalars first (one device), then one for these map inputs.
     let general = key.pointers_only(module.node(n));
     let specific_key = || {
@@ -397,17 +477,18 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
             let table = &mut *table;
             // Plans needing no maps are made here; the maps' ISL work runs on the planner
             // pool, reached from a plain thread (see the module's invariants).
-            let p = Arc::new(match access::plan_direct(&launch, table) {
+            let make = |launch: &access::Launch<'_>, table: &mut Table| match access::plan_direct(launch, table) {
                 Ok(outcome) => outcome,
                 Err(bindings) => std::thread::scope(|s| {
                     std::thread::Builder::new()
                         .name("hpvm-plan".into())
-                        .spawn_scoped(s, || planner().install(|| access::plan_split(&launch, *bindings, table)))
+                        .spawn_scoped(s, || planner().install(|| access::plan_split(launch, *bindings, table)))
                         .unwrap_or_else(|err| crate::fatal(&format!("cannot start a planning thread: {err}")))
                         .join()
                         .unwrap_or_else(|_| crate::fatal("planning a partitioned launch failed"))
                 }),
-            });
+            };
+            let p = Arc::new(fit_memory(make(&launch, table), &launch, table, &make));
             st.plan_misses.fetch_add(1, Ordering::Relaxed);
             let alloc = match &*p {
                 Outcome::Devices(lp) => lp.alloc_nanos,
@@ -431,8 +512,28 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
     if let Some(reason) = &lp.unpartitioned {
         st.note_unpartitioned(reason);
     }
+    if !lp.rounds.is_empty() {
+        let gpu = gpu_launch.as_ref().map(|(k, ptx, p)| (*k, *ptx, p));
+        run_rounds(u, lp, &key.args, &mut table, run_box, gpu);
+        drop(table);
+        pass_outputs_through(module, n, shape, &args.for_instance(0), total, outs);
+        st.unit_launches.fetch_add(1, Ordering::Relaxed);
+        st.partitioned.fetch_add(u64::from(used_devices(lp) > 1), Ordering::Relaxed);
+        st.max_devices.fetch_max(used_devices(lp) as u64, Ordering::Relaxed);
+        st.max_rounds.fetch_max(lp.rounds.len() as u64, Ordering::Relaxed);
+        return true;
+    }
     let part_args: Vec<std::borrow::Cow<'_, [u8]>> = lp.parts.iter().map(|p| lp.part_args(p, &key.args)).collect();
 
+    // Sparse copies: every partition's device backs what it reads and writes before the
+    // copies into it are planned.
+    if memory::residency::sparse() {
+        let needs = lp.residency_needs();
+        table.make_resident(&needs).unwrap_or_else(|err| {
+            crate::fatal(&format!("node {} ({}): {err}", module.node(n).shown(), module.node(n).loc))
+        });
+    }
+    lp.account_host_writes(&mut table);
     let t1 = Stopwatch::start();
     let (copy_plan, hit) = lp.copies(&mut table);
     let (copies, sources) = (&copy_plan.copies, &copy_plan.sources);
@@ -503,6 +604,93 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
     true
 }
 
+/// Most partitions per device a launch is cut into to fit the devices' memory.
+const MOST_PARTITIONS_PER_DEVICE: usize = 1024;
+
+/// A plan whose partitions fit the devices' memory limits (sparse copies): where they do not
+/// all fit at once, the launch is planned again with twice the partitions per device, run in
+/// rounds ([`LaunchPlan::rounds`]), until each round fits or the grid cannot be cut finer
+/// (then the launch fails in `make_resident`, naming what does not fit).
+fn fit_memory(
+    first: Outcome,
+    launch: &access::Launch<'_>,
+    table: &mut Table,
+    make: &dyn Fn(&access::Launch<'_>, &mut Table) -> Outcome,
+) -> Outcome {
+    if memory::residency::limit().is_none() {
+        return first;
+    }
+    let split = |o: &Outcome| matches!(o, Outcome::Devices(lp) if lp.unpartitioned.is_none());
+    let mut best = first;
+    let mut per_device = launch.per_device;
+    loop {
+        let Outcome::Devices(lp) = &best else { return best };
+        let in_rounds = lp.round_groups().len() > 1;
+        if lp.fits_memory(in_rounds) || !split(&best) || per_device >= MOST_PARTITIONS_PER_DEVICE {
+            break;
+        }
+        let parts = lp.parts.len();
+        per_device *= 2;
+        let finer = make(&access::Launch { per_device, ..*launch }, table);
+        // A grid too small to cut finer gives no more partitions: stop there.
+        if !split(&finer) || matches!(&finer, Outcome::Devices(f) if f.parts.len() <= parts) {
+            break;
+        }
+        best = finer;
+    }
+    if let Outcome::Devices(lp) = &mut best {
+        lp.make_rounds();
+    }
+    best
+}
+
+/// A launch whose partitions run in rounds (see [`LaunchPlan::rounds`]): each round makes its
+/// granules resident (evicting what earlier rounds left), copies what it reads, and runs its
+/// partitions (on GPUs: its kernels, waited for), before the next.
+fn run_rounds(
+    u: &Unit<'_>,
+    lp: &LaunchPlan,
+    args: &[u8],
+    table: &mut Table,
+    run_box: &RunBox<'_>,
+    gpu: Option<(&crate::desc::KernelDesc, &'static std::ffi::CStr, &kernel::Prepared)>,
+) {
+    let (module, n) = (u.module, u.node);
+    let st = &module.stats[n as usize];
+    let node = module.node(n);
+    for r in &lp.rounds {
+        table
+            .make_resident(&r.residency_needs())
+            .unwrap_or_else(|err| crate::fatal(&format!("node {} ({}): {err}", node.shown(), node.loc)));
+        r.account_host_writes(table);
+        let t1 = Stopwatch::start();
+        let (copy_plan, hit) = r.copies(table);
+        st.nanos_copy_plan.fetch_add(t1.nanos(), Ordering::Relaxed);
+        if hit { &st.copy_hits } else { &st.copy_misses }.fetch_add(1, Ordering::Relaxed);
+        let part_args: Vec<std::borrow::Cow<'_, [u8]>> = r.parts.iter().map(|p| lp.part_args(p, args)).collect();
+        if let Some((kernel, ptx, prepared)) = gpu {
+            let (copies, sources) = (&copy_plan.copies, &copy_plan.sources);
+            let launch = gpu::Launch { lp: r, part_args: &part_args, copies, sources, probe: None };
+            gpu::run(module, n, launch, kernel, &kernel.name, prepared, ptx, u.parent, u.grid, u.outs, false)
+                .unwrap_or_else(|err| {
+                    crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc))
+                });
+            continue;
+        }
+        let t2 = Stopwatch::start();
+        memory::execute(&copy_plan.copies).unwrap_or_else(|err| {
+            crate::fatal(&format!("node {} ({}): copying its inputs: {err}", node.shown(), node.loc))
+        });
+        for c in &copy_plan.copies {
+            st.count_bytes(c);
+        }
+        st.nanos_copies.fetch_add(t2.nanos(), Ordering::Relaxed);
+        let t3 = Stopwatch::start();
+        run_parts(r, &part_args, run_box, false);
+        st.nanos_kernels.fetch_add(t3.nanos(), Ordering::Relaxed);
+    }
+}
+
 /// The devices a plan's partitions run on.
 fn used_devices(lp: &LaunchPlan) -> usize {
     let mut seen = 0u64;
@@ -546,6 +734,7 @@ fn decide(
     };
     let before = m.last_devices;
     m.last_devices = given;
+    m.decided(blocks, given);
     m.launches += 1;
     // On simulated devices every launch is measured (a clock read); on GPUs a sample, with
     // events.

@@ -20,6 +20,13 @@
 //! whole launch by [`MARGIN`]. The first launch of a node splits (today's behaviour, and the
 //! right one for the large launches that matter most); its measurement decides the next.
 //!
+//! Decisions stick: a launch over as many blocks as an earlier one of the node keeps that
+//! one's device count unless another is predicted faster by [`SWITCH_MARGIN`]. Each change
+//! costs a plan and copy plans of its own (the device count is part of the launch key) and
+//! moves data once; without the rule, a node launched with many shapes (Parboil spmv's 374
+//! per iteration) flipped keys between split and whole as its per-block estimate drifted,
+//! and missed the plan caches every iteration.
+//!
 //! Outputs never depend on the choice: a split launch is bit-identical to a whole one. Only
 //! time and the statistics do.
 
@@ -52,6 +59,13 @@ pub(crate) fn mode() -> Mode {
 /// and a change of mode moves data.
 pub(crate) const MARGIN: f64 = 0.1;
 
+/// A launch keeps the device count an earlier launch of its size got unless another count is
+/// predicted faster by this share.
+pub(crate) const SWITCH_MARGIN: f64 = 0.3;
+
+/// Launch sizes whose last decision a node remembers (beyond, it forgets them all).
+const REMEMBERED: usize = 4096;
+
 /// Weight of a new sample in the running averages.
 const ALPHA: f64 = 0.3;
 
@@ -80,11 +94,21 @@ pub(crate) struct Measured {
     /// Blocks one device runs at once (its wave), where known: on a GPU from the kernel's
     /// occupancy, found once.
     pub wave: Option<u64>,
+    /// Per grid size (blocks), the devices its last launch was given (see the module's doc).
+    pub decided: std::collections::HashMap<u64, usize>,
 }
 
 impl Default for Measured {
     fn default() -> Measured {
-        Measured { ns_per_block: None, copy_ns: [None; MAX + 1], last_devices: 0, samples: 0, launches: 0, wave: None }
+        Measured {
+            ns_per_block: None,
+            copy_ns: [None; MAX + 1],
+            last_devices: 0,
+            samples: 0,
+            launches: 0,
+            wave: None,
+            decided: std::collections::HashMap::new(),
+        }
     }
 }
 
@@ -99,6 +123,14 @@ pub(crate) struct Sample {
 }
 
 impl Measured {
+    /// Remembers the devices a launch over `blocks` blocks was given.
+    pub fn decided(&mut self, blocks: u64, devices: usize) {
+        if self.decided.len() >= REMEMBERED && !self.decided.contains_key(&blocks) {
+            self.decided.clear();
+        }
+        self.decided.insert(blocks, devices);
+    }
+
     pub fn record(&mut self, s: Sample) {
         if s.devices == 0 || s.devices > MAX || s.blocks == 0 {
             return;
@@ -255,7 +287,23 @@ pub(crate) fn decide(s: &Situation, m: &Measured, overheads: &Overheads) -> Deci
     let whole = predict(1);
     let (best, time) =
         (2..=useful).map(|n| (n, predict(n))).min_by(|a, b| a.1.total_cmp(&b.1)).expect("at least two devices");
-    if time < whole * (1.0 - MARGIN) {
+    // A launch of this size ran before: its device count stays unless clearly beaten.
+    let before = m.decided.get(&s.blocks).copied().filter(|&n| (1..=useful).contains(&n));
+    let split = match before {
+        Some(1) => time < whole * (1.0 - SWITCH_MARGIN),
+        Some(n) => {
+            let kept = predict(n);
+            let better = time.min(whole);
+            if better < kept * (1.0 - SWITCH_MARGIN) {
+                // Clearly beaten: by another split, or by the whole launch.
+                time <= whole
+            } else {
+                return Decision::Split(n);
+            }
+        }
+        None => time < whole * (1.0 - MARGIN),
+    };
+    if split {
         Decision::Split(best)
     } else {
         let saved = kernel - kernel / best as f64;
@@ -421,6 +469,34 @@ mod tests {
         m.record_copies(2, 2, 300.0);
         m.record_copies(5, 5, 900.0);
         assert_eq!((m.copies(3), m.copies(4), m.copies(8)), (300.0, 900.0, 900.0));
+    }
+
+    /// A launch size keeps its device count while the prediction wavers within the switch
+    /// margin, and changes it when the prediction is clearly better (spmv's flipping keys).
+    #[test]
+    fn decisions_stick_within_the_switch_margin() {
+        let o = fresh();
+        // Whole 405 µs; over 2: 200 + 150 + 20 = 370 µs: a new size runs whole (< 10% better)...
+        let mut m = measured(200_000.0, 2, 1000, &[(2, 150_000.0), (1, 0.0)]);
+        assert!(matches!(decide(&gpus(2, 1000, None), &m, &o), Decision::Whole(_)));
+        // ...but a size that ran split keeps splitting (not 30% worse),
+        m.decided(1000, 2);
+        assert_eq!(decide(&gpus(2, 1000, None), &m, &o), Decision::Split(2));
+        // and one that ran whole stays whole while a split saves under 30%.
+        let mut cheap = measured(200_000.0, 2, 1000, &[(2, 70_000.0), (1, 0.0)]);
+        cheap.decided(1000, 1);
+        // 200 + 70 + 20 = 290 µs against 405: 28% better is not enough.
+        assert!(matches!(decide(&gpus(2, 1000, None), &cheap, &o), Decision::Whole(_)));
+        let cheaper = {
+            let mut m = measured(200_000.0, 2, 1000, &[(2, 10_000.0), (1, 0.0)]);
+            m.decided(1000, 1);
+            m
+        };
+        assert_eq!(decide(&gpus(2, 1000, None), &cheaper, &o), Decision::Split(2));
+        // A split size whose split became clearly slower runs whole.
+        let mut costly = measured(200_000.0, 2, 1000, &[(2, 400_000.0), (1, 0.0)]);
+        costly.decided(1000, 2);
+        assert!(matches!(decide(&gpus(2, 1000, None), &costly, &o), Decision::Whole(_)));
     }
 
     /// One device, or none measured: nothing to decide.

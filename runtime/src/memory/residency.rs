@@ -1,0 +1,427 @@
+//! Sparse device copies: on a device that supports them ([`Device::granule`]), a buffer's copy
+//! is an address range of the buffer's full size, reserved once, of which only the granules
+//! the device's partitions read or write are backed by memory. Kernels keep their addressing;
+//! each device holds in memory what it works on, so the devices together hold problems that
+//! no one of them could.
+//!
+//! Invariants (kept under the table's lock):
+//! - a device holds a byte (in the coherence map) only where it backs the byte's granule:
+//!   granules are backed before the copies into them are planned, and given back only after
+//!   the device stopped holding anything in them;
+//! - giving a granule back loses nothing: the bytes only that device holds are first copied
+//!   to the host;
+//! - a device never backs more than its limit (`HPVM_MGPU_DEVICE_MEMORY`): a launch that needs
+//!   more on one device, once every granule it does not use is given back, stops the program
+//!   with a message naming the buffer, the bytes, the device and its limit.
+//!
+//! Granules the launch at hand does not use are given back least recently used first.
+//! Simulated devices (`cpu:N`) reserve inaccessible pages and open them granule by granule;
+//! GPUs use the driver's virtual memory management (`cuMemAddressReserve`, `cuMemCreate`,
+//! `cuMemMap`, `cuMemSetAccess`), one physical allocation per granule.
+
+use super::{Buffer, Table};
+use crate::devices::{devices, Device, Place};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// Whether this run's devices keep sparse copies (`HPVM_MGPU_SPARSE`): by default simulated
+/// devices do, and GPUs when a memory limit is set (`HPVM_MGPU_DEVICE_MEMORY`; otherwise they
+/// allocate whole copies, as measured so far); `on` asks for them, `off` refuses them.
+pub fn sparse() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        let asked = match std::env::var("HPVM_MGPU_SPARSE").unwrap_or_default().trim() {
+            "" => None,
+            "on" => Some(true),
+            "off" => Some(false),
+            other => crate::fatal(&format!("HPVM_MGPU_SPARSE={other}: expected `on` or `off`")),
+        };
+        let devs = devices();
+        let able = devs.count() > 0 && (0..devs.count()).all(|k| devs.get(k).granule().is_some());
+        let limited = std::env::var("HPVM_MGPU_DEVICE_MEMORY").is_ok_and(|v| !v.trim().is_empty());
+        match asked {
+            Some(false) => false,
+            Some(true) if !able && devs.count() > 0 => crate::fatal(&format!(
+                "HPVM_MGPU_SPARSE=on: the devices of this run ({}) cannot keep sparse copies",
+                devs.describe()
+            )),
+            Some(true) => able,
+            None => able && (!devs.on_gpus() || limited),
+        }
+    })
+}
+
+/// `HPVM_MGPU_DEVICE_MEMORY=SIZE` (`64M`, `2G`, `512K`, bytes): what each device may back.
+pub fn limit() -> Option<u64> {
+    static LIMIT: OnceLock<Option<u64>> = OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let v = std::env::var("HPVM_MGPU_DEVICE_MEMORY").ok()?;
+        if v.trim().is_empty() {
+            return None;
+        }
+        let bytes = parse_size(&v).unwrap_or_else(|| {
+            crate::fatal(&format!("HPVM_MGPU_DEVICE_MEMORY={v}: expected a size such as 64M or 2G"))
+        });
+        if devices().count() > 0 && !sparse() {
+            crate::fatal(&format!(
+                "HPVM_MGPU_DEVICE_MEMORY={v}: the devices of this run ({}) keep whole copies of buffers \
+                 (HPVM_MGPU_SPARSE=off, or no virtual memory management): a limit needs sparse copies",
+                devices().describe()
+            ));
+        }
+        Some(bytes)
+    })
+}
+
+/// `64M` → 64 MiB; `K`, `M`, `G`, `T` (powers of 1024), optionally followed by `B` or `iB`;
+/// plain digits are bytes.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let t = t.strip_suffix("iB").or_else(|| t.strip_suffix('B')).unwrap_or(t);
+    let (digits, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => (&t[..i], &t[i..]),
+        None => (t, ""),
+    };
+    let shift = match unit.to_ascii_uppercase().as_str() {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return None,
+    };
+    digits.parse::<u64>().ok()?.checked_mul(1 << shift).filter(|&b| b > 0)
+}
+
+/// One device's memory, for the statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceMemory {
+    /// Bytes backed now, and at most.
+    pub backed: u64,
+    pub peak: u64,
+    /// The most bytes one launch (or one round of it) needed backed at once.
+    pub peak_launch: u64,
+    pub granules_mapped: u64,
+    pub granules_unmapped: u64,
+    /// Of those given back, the ones evicted to make room (the rest went with their buffer).
+    pub granules_evicted: u64,
+    /// Time in the device's map calls (backing granules), ns.
+    pub map_nanos: u64,
+    /// Bytes only this device held, copied to the host before their granules went back.
+    pub evicted_to_host: u64,
+}
+
+static LEDGER: Mutex<Vec<DeviceMemory>> = Mutex::new(Vec::new());
+
+/// Taken after the table's lock, never before it.
+fn ledger() -> MutexGuard<'static, Vec<DeviceMemory>> {
+    let mut l = LEDGER.lock().unwrap_or_else(|e| e.into_inner());
+    let n = devices().count();
+    if l.len() < n {
+        l.resize(n, DeviceMemory::default());
+    }
+    l
+}
+
+/// Each device's memory (empty without sparse copies).
+pub fn report() -> Vec<DeviceMemory> {
+    if !sparse() {
+        return Vec::new();
+    }
+    ledger().clone()
+}
+
+/// A range of a buffer's bytes a launch's partition on `device` reads or writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Need {
+    /// The buffer's start (its key in the table).
+    pub buffer: u64,
+    pub device: usize,
+    pub lo: u64,
+    pub hi: u64,
+}
+
+/// The mark of a granule a launch needs and no device backs yet (see [`Table::make_resident`]).
+const PENDING: u64 = u64::MAX;
+
+/// Whether one launch's `needs` (run together) fit every device's limit, counting each
+/// granule once: what [`Table::make_resident`] can make resident, evicting all else.
+pub fn fits(needs: &[Need]) -> bool {
+    let Some(limit) = limit() else { return true };
+    let devs = devices();
+    let mut granules: std::collections::HashMap<usize, std::collections::HashSet<(u64, u64)>> = Default::default();
+    for n in needs.iter().filter(|n| n.lo < n.hi) {
+        let Some(g) = devs.get(n.device).granule() else { continue };
+        let set = granules.entry(n.device).or_default();
+        set.extend((n.lo / g..n.hi.div_ceil(g)).map(|i| (n.buffer, i)));
+    }
+    granules.iter().all(|(&k, set)| set.len() as u64 * devs.get(k).granule().unwrap_or(0) <= limit)
+}
+
+/// A device's granules of one buffer: the last use of each (a tick of [`Table::tick`]), 0
+/// where the granule is not backed.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Backing {
+    pub(crate) used: Vec<u64>,
+}
+
+impl Backing {
+    pub(crate) fn new(size: u64, granule: u64) -> Backing {
+        Backing { used: vec![0; size.div_ceil(granule) as usize] }
+    }
+
+    /// Maximal runs of consecutive granules satisfying `f`, as granule ranges.
+    fn runs(&self, f: impl Fn(u64) -> bool) -> Vec<(usize, usize)> {
+        let mut out: Vec<(usize, usize)> = Vec::new();
+        for (g, &u) in self.used.iter().enumerate() {
+            if !f(u) {
+                continue;
+            }
+            match out.last_mut() {
+                Some(last) if last.1 == g => last.1 = g + 1,
+                _ => out.push((g, g + 1)),
+            }
+        }
+        out
+    }
+}
+
+impl Buffer {
+    /// Gives device `k`'s granules `g0..g1` back (the device must hold nothing in them);
+    /// returns how many were backed.
+    fn unmap_granules(&mut self, k: usize, g0: usize, g1: usize, granule: u64) -> u64 {
+        let base = self.allocs[k].expect("reserved");
+        devices()
+            .get(k)
+            .unmap(base + g0 as u64 * granule, (g1 - g0) as u64 * granule)
+            .unwrap_or_else(|e| crate::fatal(&format!("giving device memory back: {e}")));
+        let used = &mut self.backing[k].used[g0..g1];
+        let n = used.iter().filter(|&&u| u != 0).count() as u64;
+        used.fill(0);
+        n
+    }
+
+    /// Evicts device `k`'s granules `g0..g1`: what only it holds there goes to the host
+    /// first, then it holds nothing there, then the memory goes back. Returns the granules
+    /// given back and the bytes copied to the host.
+    fn evict(&mut self, k: usize, g0: usize, g1: usize, granule: u64) -> (u64, u64) {
+        let (lo, hi) = ((g0 as u64 * granule).min(self.size), (g1 as u64 * granule).min(self.size));
+        let only = crate::memory::coherence::Holders::device(k);
+        let sole: Vec<(u64, u64)> =
+            self.coherence.query(lo, hi).filter(|s| s.holders == only).map(|s| (s.start, s.end)).collect();
+        let mut saved = 0;
+        for (a, b) in sole {
+            self.host_current(a, b);
+            saved += b - a;
+        }
+        self.coherence.drop_holder(lo, hi, Place::Device(k));
+        (self.unmap_granules(k, g0, g1, granule), saved)
+    }
+
+    /// Gives every backed granule back (the buffer is being freed: nothing to keep).
+    pub(crate) fn unmap_all(&mut self) {
+        if self.backing.is_empty() {
+            return;
+        }
+        let mut l = ledger();
+        for k in 0..self.backing.len() {
+            let Some(granule) = devices().get(k).granule() else { continue };
+            for (g0, g1) in self.backing[k].runs(|u| u != 0) {
+                let n = self.unmap_granules(k, g0, g1, granule);
+                l[k].backed -= n * granule;
+                l[k].granules_unmapped += n;
+            }
+        }
+    }
+}
+
+impl Table {
+    /// Makes every device back the granules of `needs` before a launch's copies are planned,
+    /// giving back (least recently used first) granules that no need of this launch touches
+    /// where a device's limit would be passed. The error names what does not fit.
+    pub fn make_resident(&mut self, needs: &[Need]) -> Result<(), String> {
+        if !sparse() || needs.is_empty() {
+            return Ok(());
+        }
+        self.tick += 1;
+        let tick = self.tick;
+        let devs = devices();
+        let mut devices_used: Vec<usize> = needs.iter().map(|n| n.device).collect();
+        devices_used.sort_unstable();
+        devices_used.dedup();
+        for k in devices_used {
+            let dev: &dyn Device = devs.get(k);
+            let granule = dev.granule().expect("sparse");
+            // Mark what this launch uses; count what must be backed anew, per buffer.
+            let mut missing: Vec<(u64, usize, usize)> = Vec::new();
+            let mut new_bytes = 0;
+            for n in needs.iter().filter(|n| n.device == k && n.lo < n.hi) {
+                let buf = self.buffers.get_mut(&n.buffer).expect("tracked");
+                buf.addr(Place::Device(k))?;
+                let (g0, g1) = ((n.lo / granule) as usize, n.hi.min(buf.size).div_ceil(granule) as usize);
+                for g in g0..g1 {
+                    let u = &mut buf.backing[k].used[g];
+                    if *u == 0 {
+                        // Marked as wanted (never evicted: later than every tick) until mapped.
+                        *u = PENDING;
+                        missing.push((n.buffer, g, g + 1));
+                        new_bytes += granule;
+                    } else if *u != PENDING {
+                        *u = tick;
+                    }
+                }
+            }
+            let need = needs
+                .iter()
+                .filter(|n| n.device == k)
+                .flat_map(|n| (n.lo / granule..n.hi.div_ceil(granule)).map(move |g| (n.buffer, g)))
+                .collect::<std::collections::HashSet<_>>()
+                .len() as u64
+                * granule;
+            {
+                let l = &mut ledger()[k];
+                l.peak_launch = l.peak_launch.max(need);
+            }
+            if missing.is_empty() {
+                continue;
+            }
+            if let Some(limit) = limit() {
+                let backed = ledger()[k].backed;
+                if backed + new_bytes > limit {
+                    self.evict_for(k, backed + new_bytes - limit, tick, granule);
+                }
+                let backed = ledger()[k].backed;
+                if backed + new_bytes > limit {
+                    return Err(self.too_big(k, needs, granule, limit));
+                }
+            }
+            missing.sort_unstable();
+            let mut l = ledger();
+            let mut i = 0;
+            while i < missing.len() {
+                let (start, g0, mut g1) = missing[i];
+                i += 1;
+                while i < missing.len() && missing[i].0 == start && missing[i].1 == g1 {
+                    g1 = missing[i].2;
+                    i += 1;
+                }
+                let buf = self.buffers.get_mut(&start).expect("tracked");
+                let base = buf.allocs[k].expect("reserved");
+                let t = std::time::Instant::now();
+                dev.map(base + g0 as u64 * granule, (g1 - g0) as u64 * granule)?;
+                l[k].map_nanos += t.elapsed().as_nanos() as u64;
+                buf.backing[k].used[g0..g1].fill(tick);
+                let m = &mut l[k];
+                m.backed += (g1 - g0) as u64 * granule;
+                m.peak = m.peak.max(m.backed);
+                m.granules_mapped += (g1 - g0) as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Evicts at least `bytes` of device `k`'s granules last used before `tick`, least
+    /// recently used first (ties: buffer, then granule order, so runs are deterministic).
+    fn evict_for(&mut self, k: usize, bytes: u64, tick: u64, granule: u64) {
+        // GPU work in flight may still read what goes (another GPU's copy from it).
+        crate::devices::inflight::drain();
+        let mut candidates: Vec<(u64, u64, usize)> = Vec::new();
+        for (&start, buf) in &self.buffers {
+            if let Some(b) = buf.backing.get(k) {
+                candidates.extend(
+                    b.used.iter().enumerate().filter(|(_, &u)| u != 0 && u < tick).map(|(g, &u)| (u, start, g)),
+                );
+            }
+        }
+        candidates.sort_unstable();
+        let take = (bytes.div_ceil(granule) as usize).min(candidates.len());
+        let mut chosen: Vec<(u64, usize)> = candidates[..take].iter().map(|&(_, s, g)| (s, g)).collect();
+        chosen.sort_unstable();
+        let mut i = 0;
+        while i < chosen.len() {
+            let (start, g0) = chosen[i];
+            let mut g1 = g0 + 1;
+            i += 1;
+            while i < chosen.len() && chosen[i] == (start, g1) {
+                g1 += 1;
+                i += 1;
+            }
+            let (n, saved) = self.buffers.get_mut(&start).expect("tracked").evict(k, g0, g1, granule);
+            let l = &mut ledger()[k];
+            l.backed -= n * granule;
+            l.granules_unmapped += n;
+            l.granules_evicted += n;
+            l.evicted_to_host += saved;
+        }
+    }
+
+    /// Why a launch's needs on device `k` do not fit its limit, for the user.
+    fn too_big(&self, k: usize, needs: &[Need], granule: u64, limit: u64) -> String {
+        let mut per_buffer: Vec<(u64, u64)> = Vec::new();
+        for n in needs.iter().filter(|n| n.device == k && n.lo < n.hi) {
+            let (g0, g1) = (n.lo / granule, n.hi.div_ceil(granule));
+            match per_buffer.iter_mut().find(|(s, _)| *s == n.buffer) {
+                Some(e) => e.1 += (g1 - g0) * granule,
+                None => per_buffer.push((n.buffer, (g1 - g0) * granule)),
+            }
+        }
+        per_buffer.sort_by_key(|&(_, b)| std::cmp::Reverse(b));
+        let total: u64 = per_buffer.iter().map(|(_, b)| b).sum();
+        let list: Vec<String> = per_buffer
+            .iter()
+            .map(|&(s, b)| format!("{} of the {} buffer at {s:#x}", human(b), human(self.buffers[&s].size)))
+            .collect();
+        format!(
+            "its partition on {} needs {} of device memory ({}; backed in granules of {}), more than the device's {} \
+             (HPVM_MGPU_DEVICE_MEMORY)",
+            devices().get(k).name(),
+            human(total),
+            list.join(", "),
+            human(granule),
+            human(limit)
+        )
+    }
+}
+
+/// `52 bytes`, `64 KiB`, `1.50 MiB`, `2 GiB`.
+fn human(bytes: u64) -> String {
+    let units = [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")];
+    for (shift, unit) in units {
+        if bytes >= 1 << shift {
+            let v = bytes as f64 / (1u64 << shift) as f64;
+            return if bytes.is_multiple_of(1 << shift) { format!("{v:.0} {unit}") } else { format!("{v:.2} {unit}") };
+        }
+    }
+    format!("{bytes} bytes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64M"), Some(64 << 20));
+        assert_eq!(parse_size("2G"), Some(2 << 30));
+        assert_eq!(parse_size(" 512KiB "), Some(512 << 10));
+        assert_eq!(parse_size("6MB"), Some(6 << 20));
+        assert_eq!(parse_size("4096"), Some(4096));
+        for bad in ["", "0", "M", "12X", "-1G", "1.5G", "99999999999T"] {
+            assert_eq!(parse_size(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(52), "52 bytes");
+        assert_eq!(human(64 << 10), "64 KiB");
+        assert_eq!(human(3 << 19), "1.50 MiB");
+        assert_eq!(human(2 << 30), "2 GiB");
+    }
+
+    #[test]
+    fn runs_of_granules() {
+        let b = Backing { used: vec![0, 3, 4, 0, 0, 1, 0, 2] };
+        assert_eq!(b.runs(|u| u != 0), vec![(1, 3), (5, 6), (7, 8)]);
+        assert_eq!(b.runs(|u| u == 0), vec![(0, 1), (3, 5), (6, 7)]);
+    }
+}
