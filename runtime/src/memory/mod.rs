@@ -678,21 +678,28 @@ pub fn track_device(ptr: usize, bytes: usize) {
 /// Tracks CUDA device memory (`cudaMalloc`): as with CUDA, it lives on the GPU from the
 /// start, so device 0 is made its holder (whatever it contains is what CUDA's would: that
 /// GPU's fresh memory), and the host copy becomes current only where the host asks. A launch
-/// that writes memory nobody wrote before then moves nothing. Without devices the host holds
-/// it. Fails (nothing tracked) when device 0 cannot hold it.
+/// that writes memory nobody wrote before then moves nothing. Without devices, and under a
+/// device memory limit (`residency`), the host holds it. Fails (nothing tracked) when device 0
+/// cannot hold it.
 pub fn track_on_device(ptr: usize, bytes: usize) -> Result<(), String> {
     let mut t = table();
     let start = ptr as u64;
     t.track(start, bytes as u64, false);
-    // With sparse copies nothing is backed before a launch needs it: the host holds it.
-    if devices().count() == 0 || bytes == 0 || residency::sparse() {
+    // Under a memory limit nothing is backed before a launch needs it: the host holds it.
+    if devices().count() == 0 || bytes == 0 || residency::limit().is_some() {
         return Ok(());
     }
-    if let Err(e) = t.allocate(&[(start, 0)]) {
+    let made = if residency::sparse() {
+        let need = residency::Need { buffer: start, device: 0, lo: 0, hi: bytes as u64 };
+        t.make_resident(&[need])
+    } else {
+        t.allocate(&[(start, 0)]).map_err(|e| e.message)
+    };
+    if let Err(e) = made {
         if let Some(buf) = t.buffers.remove(&start) {
             buf.release();
         }
-        return Err(e.message);
+        return Err(e);
     }
     let buf = t.buffers.get_mut(&start).expect("tracked above");
     buf.coherence = Coherence::new(buf.size, Holders::device(0));
@@ -749,17 +756,25 @@ pub fn host_overwrites(ptr: usize, bytes: usize) {
 
 /// Every device receives `[ptr, ptr + bytes)` now, from its current holders (CUDA's
 /// `cudaMemcpy` into device memory, which completes its transfer before returning): a launch
-/// then finds it in place. Untracked memory, and a run without devices, are left alone.
+/// then finds it in place. Untracked memory, and a run without devices, are left alone; so
+/// is every copy under a device memory limit (`residency`): devices then back only what
+/// launches need, and receive it then.
 pub fn push_to_devices(ptr: usize, bytes: usize) {
     let n = devices().count();
-    // With sparse copies, devices back only what launches need: the copy stays lazy.
-    if n == 0 || bytes == 0 || residency::sparse() {
+    // Under a memory limit devices back only what launches need: the copy stays lazy.
+    if n == 0 || bytes == 0 || residency::limit().is_some() {
         return;
     }
     inflight::drain();
     let mut t = table();
     let (ptr, bytes) = (ptr as u64, bytes as u64);
     let Some(start) = t.containing(ptr, bytes) else { return };
+    if residency::sparse() {
+        let (lo, hi) = (ptr - start, ptr - start + bytes);
+        let needs: Vec<residency::Need> =
+            (0..n).map(|device| residency::Need { buffer: start, device, lo, hi }).collect();
+        t.make_resident(&needs).unwrap_or_else(|e| crate::fatal(&format!("a copy into device memory: {e}")));
+    }
     let needs: Vec<(u64, usize)> = (0..n).map(|k| (start, k)).collect();
     if let Err(e) = t.allocate(&needs) {
         crate::fatal(&format!(
