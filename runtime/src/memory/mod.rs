@@ -389,11 +389,19 @@ impl Buffer {
     }
 
     /// Plans the copies that make `place` current on `rect`, choosing each source among the
-    /// holders in `before`; records `place` as a holder. Copies go to `out`.
-    pub fn plan_current(&mut self, place: Place, rect: &ByteRect, before: &Coherence, out: &mut Vec<Copy>) {
+    /// holders in `before`; records `place` as a holder where `record` (a caller about to
+    /// make `place` the only holder of all of `rect` need not). Copies go to `out`.
+    pub fn plan_current(
+        &mut self,
+        place: Place,
+        rect: &ByteRect,
+        before: &Coherence,
+        out: &mut Vec<Copy>,
+        record: bool,
+    ) {
         let dst_base = self.addr(place).unwrap_or_else(|e| crate::fatal(&e));
         if rect.is_contiguous() {
-            self.plan_run(place, rect.start, rect.end(), before, dst_base, out);
+            self.plan_run(place, rect.start, rect.end(), before, dst_base, out, record);
             return;
         }
         // Held already (a loop's steady state): nothing to plan row by row.
@@ -422,7 +430,9 @@ impl Buffer {
                     row_bytes: rect.row_bytes,
                     pitch: rect.pitch,
                 });
-                self.coherence.add_runs(rect.row_runs(), place);
+                if record {
+                    self.coherence.add_runs(rect.row_runs(), place);
+                }
                 return;
             }
         }
@@ -459,10 +469,22 @@ impl Buffer {
             }
             first = end;
         }
-        self.coherence.add_runs(rect.row_runs(), place);
+        if record {
+            self.coherence.add_runs(rect.row_runs(), place);
+        }
     }
 
-    fn plan_run(&mut self, place: Place, lo: u64, hi: u64, before: &Coherence, dst_base: u64, out: &mut Vec<Copy>) {
+    #[allow(clippy::too_many_arguments)]
+    fn plan_run(
+        &mut self,
+        place: Place,
+        lo: u64,
+        hi: u64,
+        before: &Coherence,
+        dst_base: u64,
+        out: &mut Vec<Copy>,
+        record: bool,
+    ) {
         for m in self.coherence.missing(lo, hi, place) {
             for b in before.query(m.start, m.end) {
                 let src = b.holders.source().expect("every byte has a holder");
@@ -479,7 +501,9 @@ impl Buffer {
                 });
             }
         }
-        self.coherence.add(lo, hi, place);
+        if record {
+            self.coherence.add(lo, hi, place);
+        }
     }
 
     /// The runs of the partial pages ([`watch::edges`]) whose bytes differ from the last
@@ -577,7 +601,7 @@ impl Buffer {
         }
         let before = self.coherence.clone();
         let mut copies = Vec::new();
-        self.plan_run(Place::Host, lo, hi, &before, self.start, &mut copies);
+        self.plan_run(Place::Host, lo, hi, &before, self.start, &mut copies, true);
         execute(&copies).unwrap_or_else(|e| crate::fatal(&format!("copying a buffer back to the host: {e}")));
         if watched {
             if let Ok(w) = watch::watcher() {
@@ -788,7 +812,7 @@ pub fn push_to_devices(ptr: usize, bytes: usize) {
     let mut copies = Vec::new();
     for k in 0..n {
         let base = buf.addr(Place::Device(k)).unwrap_or_else(|e| crate::fatal(&e));
-        buf.plan_run(Place::Device(k), lo, hi, &before, base, &mut copies);
+        buf.plan_run(Place::Device(k), lo, hi, &before, base, &mut copies, true);
     }
     execute(&copies).unwrap_or_else(|e| crate::fatal(&format!("copying into device memory: {e}")));
 }
@@ -850,7 +874,7 @@ mod tests {
                 };
                 let before = buf.coherence.clone();
                 let mut copies = Vec::new();
-                buf.plan_current(place, &rect, &before, &mut copies);
+                buf.plan_current(place, &rect, &before, &mut copies, true);
                 for c in &copies {
                     let (lo, hi) = (c.dst_addr, c.dst_addr + (c.rows - 1) * c.pitch + c.row_bytes);
                     let base = if c.dst == Place::Host { HOST } else { device_base(c.executor()) };
@@ -892,7 +916,7 @@ mod tests {
         let before = buf.coherence.clone();
         let mut copies = Vec::new();
         let left_half = ByteRect { start: 0, rows, row_bytes: row_len / 2, pitch: row_len };
-        buf.plan_current(Place::Device(0), &left_half, &before, &mut copies);
+        buf.plan_current(Place::Device(0), &left_half, &before, &mut copies, true);
         assert_eq!(copies.len(), 1, "{copies:?}");
         let c = copies[0];
         assert_eq!((c.src, c.rows, c.row_bytes, c.pitch), (Place::Device(1), 4, row_len / 2, row_len));
@@ -908,7 +932,7 @@ mod tests {
         let before = buf.coherence.clone();
         let mut copies = Vec::new();
         let column = ByteRect { start: 64, rows: 99, row_bytes: 32, pitch: 512 };
-        buf.plan_current(Place::Device(1), &column, &before, &mut copies);
+        buf.plan_current(Place::Device(1), &column, &before, &mut copies, true);
         assert_eq!(copies.len(), 1, "{copies:?}");
         let c = copies[0];
         assert_eq!((c.src, c.src_addr, c.rows, c.row_bytes, c.pitch), (Place::Host, HOST + 64, 99, 32, 512));
@@ -916,7 +940,7 @@ mod tests {
         // Now held: nothing more to copy.
         let before = buf.coherence.clone();
         let mut again = Vec::new();
-        buf.plan_current(Place::Device(1), &column, &before, &mut again);
+        buf.plan_current(Place::Device(1), &column, &before, &mut again, true);
         assert!(again.is_empty(), "{again:?}");
     }
 

@@ -237,7 +237,7 @@ mod tests {
                 let mut copies = Vec::new();
                 for p in &parts {
                     for (_, r) in &p.2 {
-                        buf.plan_current(Place::Device(p.0), r, &before, &mut copies);
+                        buf.plan_current(Place::Device(p.0), r, &before, &mut copies, true);
                     }
                 }
                 mem.run(&copies);

@@ -260,13 +260,21 @@ impl LaunchPlan {
         }
         let before: Vec<Coherence> =
             self.buffers.iter().map(|&(s, _)| table.get(s).expect("current").coherence.clone()).collect();
+        // Each part's writes per buffer, merged: a scatter's thousands of small runs are then
+        // one pass over the map each (one pass per run made planning quadratic: Parboil spmv).
+        let writes: Vec<Vec<Vec<(u64, u64)>>> =
+            self.parts.iter().map(|p| (0..self.buffers.len()).map(|b| merged_writes(p, b)).collect()).collect();
         let mut copies = Vec::new();
         let mut sources = Vec::new();
-        for p in &self.parts {
+        for (p, written) in self.parts.iter().zip(&writes) {
             for &(b, rect) in &p.reads {
                 let buf = table.get_mut(self.buffers[b].0).expect("current");
                 let first = copies.len();
-                buf.plan_current(Place::Device(p.device), &rect, &before[b], &mut copies);
+                // What the part also writes, its writer becomes the only holder of below:
+                // recording it as a reader first changes nothing but costs a pass over the map
+                // per row (Parboil lbm's padding between rows it writes: 9000 rows each).
+                let record = !covers(&written[b], rect.start, rect.end());
+                buf.plan_current(Place::Device(p.device), &rect, &before[b], &mut copies, record);
                 let base = buf.addr(Place::Device(p.device)).unwrap_or_else(|e| crate::fatal(&e));
                 sources.extend(copies[first..].iter().map(|c| {
                     let start = c.dst_addr - base;
@@ -274,25 +282,12 @@ impl LaunchPlan {
                 }));
             }
         }
-        // Each part's writes to a buffer in one pass over its map: a scatter's thousands of
-        // small runs, one pass each, made copy planning quadratic (Parboil spmv).
-        for p in &self.parts {
-            for (b, &(start, _)) in self.buffers.iter().enumerate() {
-                let mut runs: Vec<(u64, u64)> =
-                    p.writes.iter().filter(|(x, _)| *x == b).flat_map(|(_, r)| r.row_runs()).collect();
-                if runs.is_empty() {
-                    continue;
+        for (p, written) in self.parts.iter().zip(writes) {
+            for (b, runs) in written.into_iter().enumerate() {
+                if !runs.is_empty() {
+                    let buf = table.get_mut(self.buffers[b].0).expect("current");
+                    buf.coherence.set_only_runs(runs, Place::Device(p.device));
                 }
-                runs.sort_unstable();
-                let mut merged: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
-                for (lo, hi) in runs {
-                    match merged.last_mut() {
-                        Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
-                        _ => merged.push((lo, hi)),
-                    }
-                }
-                let buf = table.get_mut(start).expect("current");
-                buf.coherence.set_only_runs(merged, Place::Device(p.device));
             }
         }
         let after = self.buffers.iter().zip(&before).map(|(&(s, _), then)| {
@@ -689,6 +684,26 @@ fn run_rounds(
         run_parts(r, &part_args, run_box, false);
         st.nanos_kernels.fetch_add(t3.nanos(), Ordering::Relaxed);
     }
+}
+
+/// The byte runs part `p` writes in buffer `b`, sorted and merged.
+fn merged_writes(p: &PartPlan, b: usize) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(u64, u64)> = p.writes.iter().filter(|(x, _)| *x == b).flat_map(|(_, r)| r.row_runs()).collect();
+    runs.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
+    for (lo, hi) in runs {
+        match merged.last_mut() {
+            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+            _ => merged.push((lo, hi)),
+        }
+    }
+    merged
+}
+
+/// Whether one run of `runs` (sorted, merged) holds all of `start..end`.
+fn covers(runs: &[(u64, u64)], start: u64, end: u64) -> bool {
+    let i = runs.partition_point(|&(_, hi)| hi <= start);
+    runs.get(i).is_some_and(|&(lo, hi)| lo <= start && end <= hi)
 }
 
 /// The devices a plan's partitions run on.
