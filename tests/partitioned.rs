@@ -224,7 +224,7 @@ fn device_memory_below_one_buffer() {
         );
         assert_eq!(got, one, "{src} on cpu:4 with {limit} per device");
         let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-        let bytes = hpvm_runtime::memory::residency::parse_size(limit).unwrap();
+        let bytes = hpvm_runtime::devices::parse_size(limit).unwrap();
         for m in s["device_memory"].as_array().unwrap() {
             assert!(m["peak_backed_bytes"].as_u64().unwrap() <= bytes, "{src}: {m}");
             assert_eq!(m["limit_bytes"].as_u64(), Some(bytes));

@@ -314,6 +314,18 @@ impl Cuda {
     fn vmm_map(&self, addr: u64, bytes: u64) -> Result<(), String> {
         self.bind()?;
         let g = self.vmm_granule().ok_or("no virtual memory management")?;
+        let mapped = self.vmm_map_granules(addr, bytes, g);
+        let granted = mapped.and_then(|()| self.vmm_grant(addr, bytes));
+        if granted.is_err() {
+            // Nothing half-mapped stays: the granules this call mapped go back.
+            let _ = self.vmm_release(addr, bytes, g);
+        }
+        granted
+    }
+
+    /// Maps a fresh physical allocation under each granule of `[addr, addr + bytes)`; on an
+    /// error, the ones mapped so far stay (the caller releases them).
+    fn vmm_map_granules(&self, addr: u64, bytes: u64, g: u64) -> Result<(), String> {
         let prop = self.vmm_prop();
         let mut mapped = self.mapped.lock().unwrap_or_else(|e| e.into_inner());
         let mut at = addr;
@@ -335,7 +347,12 @@ impl Cuda {
             mapped.insert(at, h);
             at += g;
         }
-        drop(mapped);
+        Ok(())
+    }
+
+    /// Lets this GPU, and every GPU of the run that reads its memory directly, read and write
+    /// `[addr, addr + bytes)` (mapped).
+    fn vmm_grant(&self, addr: u64, bytes: u64) -> Result<(), String> {
         let access = |id: sys::CUdevice| sys::CUmemAccessDesc {
             location: sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id },
             flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
@@ -353,14 +370,19 @@ impl Cuda {
         // Copies and kernels still using it finish first.
         self.synchronize()?;
         let g = self.vmm_granule().ok_or("no virtual memory management")?;
-        // SAFETY: granules of ours, mapped, that nothing uses any more (synchronized above;
-        // the memory manager drains other GPUs' work first).
-        check("cuMemUnmap", unsafe { sys::cuMemUnmap(addr, bytes as usize) }.result())?;
+        self.vmm_release(addr, bytes, g)
+    }
+
+    /// Unmaps and releases every mapped granule of `[addr, addr + bytes)`, which nothing uses
+    /// any more (the memory manager drains other GPUs' work first).
+    fn vmm_release(&self, addr: u64, bytes: u64, g: u64) -> Result<(), String> {
         let mut mapped = self.mapped.lock().unwrap_or_else(|e| e.into_inner());
         let mut at = addr;
         while at < addr + bytes {
             if let Some(h) = mapped.remove(&at) {
-                // SAFETY: unmapped above; released once (removed from the table).
+                // SAFETY: a granule of ours mapped with `h`; unmapped and released once
+                // (removed from the table).
+                check("cuMemUnmap", unsafe { sys::cuMemUnmap(at, g as usize) }.result())?;
                 check("cuMemRelease", unsafe { sys::cuMemRelease(h) }.result())?;
             }
             at += g;

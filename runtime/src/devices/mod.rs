@@ -276,6 +276,26 @@ pub fn pinning() -> bool {
     })
 }
 
+/// `64M` → 64 MiB; `K`, `M`, `G`, `T` (powers of 1024), optionally followed by `B` or `iB`;
+/// plain digits are bytes.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let t = t.strip_suffix("iB").or_else(|| t.strip_suffix('B')).unwrap_or(t);
+    let (digits, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => (&t[..i], &t[i..]),
+        None => (t, ""),
+    };
+    let shift = match unit.to_ascii_uppercase().as_str() {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return None,
+    };
+    digits.parse::<u64>().ok()?.checked_mul(1 << shift).filter(|&b| b > 0)
+}
+
 /// Says once, when a program with GPU nodes first runs without a GPU, where they run.
 pub fn notice_gpu_nodes_on_cpu() {
     static SAID: std::sync::Once = std::sync::Once::new();
@@ -320,7 +340,19 @@ fn parse_choice(choice: &str) -> Result<Choice, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_choice, Choice};
+    use super::{parse_choice, parse_size, Choice};
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64M"), Some(64 << 20));
+        assert_eq!(parse_size("2G"), Some(2 << 30));
+        assert_eq!(parse_size(" 512KiB "), Some(512 << 10));
+        assert_eq!(parse_size("6MB"), Some(6 << 20));
+        assert_eq!(parse_size("4096"), Some(4096));
+        for bad in ["", "0", "M", "12X", "-1G", "1.5G", "99999999999T"] {
+            assert_eq!(parse_size(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn device_choices() {

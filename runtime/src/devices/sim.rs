@@ -32,7 +32,7 @@ fn sim_granule() -> u64 {
     *G.get_or_init(|| {
         let Ok(v) = std::env::var("HPVM_MGPU_GRANULE") else { return SIM_GRANULE };
         let page = 4096;
-        match crate::memory::residency::parse_size(&v) {
+        match super::parse_size(&v) {
             Some(g) if g.is_power_of_two() && g >= page => g,
             _ => crate::fatal(&format!("HPVM_MGPU_GRANULE={v}: expected a power of two of at least {page} bytes")),
         }

@@ -242,6 +242,8 @@ impl Table {
         };
         // Re-tracking a buffer forgets its device copies: the host's is the current one.
         if let Some(old) = self.buffers.insert(ptr, buf) {
+            // No GPU may still be copying from them.
+            inflight::drain();
             old.release();
         }
         crash::note_region(crash::Region { start: ptr, size: bytes, buffer: ptr, device: None });
@@ -625,7 +627,8 @@ impl Buffer {
         let devs = devices();
         for (k, a) in self.allocs.iter().enumerate() {
             if let Some(a) = a {
-                let sparse = self.backing.get(k).is_some_and(|b| !b.used.is_empty());
+                // As `alloc_on` decided: a reservation, or a whole allocation.
+                let sparse = residency::sparse() && devs.get(k).granule().is_some();
                 let freed = if sparse { devs.get(k).unreserve(*a) } else { devs.get(k).free(*a) };
                 if let Err(e) = freed {
                     crate::fatal(&format!("freeing a buffer on {}: {e}", devs.get(k).name()));

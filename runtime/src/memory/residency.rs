@@ -58,7 +58,7 @@ pub fn limit() -> Option<u64> {
         if v.trim().is_empty() {
             return None;
         }
-        let bytes = parse_size(&v).unwrap_or_else(|| {
+        let bytes = crate::devices::parse_size(&v).unwrap_or_else(|| {
             crate::fatal(&format!("HPVM_MGPU_DEVICE_MEMORY={v}: expected a size such as 64M or 2G"))
         });
         if devices().count() > 0 && !sparse() {
@@ -70,26 +70,6 @@ pub fn limit() -> Option<u64> {
         }
         Some(bytes)
     })
-}
-
-/// `64M` → 64 MiB; `K`, `M`, `G`, `T` (powers of 1024), optionally followed by `B` or `iB`;
-/// plain digits are bytes.
-pub fn parse_size(text: &str) -> Option<u64> {
-    let t = text.trim();
-    let t = t.strip_suffix("iB").or_else(|| t.strip_suffix('B')).unwrap_or(t);
-    let (digits, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        Some((i, _)) => (&t[..i], &t[i..]),
-        None => (t, ""),
-    };
-    let shift = match unit.to_ascii_uppercase().as_str() {
-        "" => 0,
-        "K" => 10,
-        "M" => 20,
-        "G" => 30,
-        "T" => 40,
-        _ => return None,
-    };
-    digits.parse::<u64>().ok()?.checked_mul(1 << shift).filter(|&b| b > 0)
 }
 
 /// One device's memory, for the statistics.
@@ -244,77 +224,92 @@ impl Table {
         }
         self.tick += 1;
         let tick = self.tick;
-        let devs = devices();
         let mut devices_used: Vec<usize> = needs.iter().map(|n| n.device).collect();
         devices_used.sort_unstable();
         devices_used.dedup();
         for k in devices_used {
-            let dev: &dyn Device = devs.get(k);
-            let granule = dev.granule().expect("sparse");
-            // Mark what this launch uses; count what must be backed anew, per buffer.
-            let mut missing: Vec<(u64, usize, usize)> = Vec::new();
-            let mut new_bytes = 0;
-            for n in needs.iter().filter(|n| n.device == k && n.lo < n.hi) {
-                let buf = self.buffers.get_mut(&n.buffer).expect("tracked");
-                buf.addr(Place::Device(k))?;
-                let (g0, g1) = ((n.lo / granule) as usize, n.hi.min(buf.size).div_ceil(granule) as usize);
-                for g in g0..g1 {
-                    let u = &mut buf.backing[k].used[g];
-                    if *u == 0 {
-                        // Marked as wanted (never evicted: later than every tick) until mapped.
-                        *u = PENDING;
-                        missing.push((n.buffer, g, g + 1));
-                        new_bytes += granule;
-                    } else if *u != PENDING {
-                        *u = tick;
+            if let Err(e) = self.back_on(k, needs, tick) {
+                // Nothing half-made stays: what was to be mapped is not marked as backed.
+                for buf in self.buffers.values_mut() {
+                    if let Some(b) = buf.backing.get_mut(k) {
+                        b.used.iter_mut().filter(|u| **u == PENDING).for_each(|u| *u = 0);
                     }
                 }
+                return Err(e);
             }
-            let need = needs
-                .iter()
-                .filter(|n| n.device == k)
-                .flat_map(|n| (n.lo / granule..n.hi.div_ceil(granule)).map(move |g| (n.buffer, g)))
-                .collect::<std::collections::HashSet<_>>()
-                .len() as u64
-                * granule;
-            {
-                let l = &mut ledger()[k];
-                l.peak_launch = l.peak_launch.max(need);
-            }
-            if missing.is_empty() {
-                continue;
-            }
-            if let Some(limit) = limit() {
-                let backed = ledger()[k].backed;
-                if backed + new_bytes > limit {
-                    self.evict_for(k, backed + new_bytes - limit, tick, granule);
+        }
+        Ok(())
+    }
+
+    /// [`Table::make_resident`] on device `k`: on an error, granules of `needs` may be left
+    /// marked [`PENDING`] (the caller clears them).
+    fn back_on(&mut self, k: usize, needs: &[Need], tick: u64) -> Result<(), String> {
+        let devs = devices();
+        let dev: &dyn Device = devs.get(k);
+        let granule = dev.granule().expect("sparse");
+        // Mark what this launch uses; count what must be backed anew, per buffer.
+        let mut missing: Vec<(u64, usize, usize)> = Vec::new();
+        let mut new_bytes = 0;
+        for n in needs.iter().filter(|n| n.device == k && n.lo < n.hi) {
+            let buf = self.buffers.get_mut(&n.buffer).expect("tracked");
+            buf.addr(Place::Device(k))?;
+            let (g0, g1) = ((n.lo / granule) as usize, n.hi.min(buf.size).div_ceil(granule) as usize);
+            for g in g0..g1 {
+                let u = &mut buf.backing[k].used[g];
+                if *u == 0 {
+                    // Marked as wanted (never evicted: later than every tick) until mapped.
+                    *u = PENDING;
+                    missing.push((n.buffer, g, g + 1));
+                    new_bytes += granule;
+                } else if *u != PENDING {
+                    *u = tick;
                 }
-                let backed = ledger()[k].backed;
-                if backed + new_bytes > limit {
-                    return Err(self.too_big(k, needs, granule, limit));
-                }
             }
-            missing.sort_unstable();
-            let mut l = ledger();
-            let mut i = 0;
-            while i < missing.len() {
-                let (start, g0, mut g1) = missing[i];
+        }
+        let need = needs
+            .iter()
+            .filter(|n| n.device == k)
+            .flat_map(|n| (n.lo / granule..n.hi.div_ceil(granule)).map(move |g| (n.buffer, g)))
+            .collect::<std::collections::HashSet<_>>()
+            .len() as u64
+            * granule;
+        {
+            let l = &mut ledger()[k];
+            l.peak_launch = l.peak_launch.max(need);
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if let Some(limit) = limit() {
+            let backed = ledger()[k].backed;
+            if backed + new_bytes > limit {
+                self.evict_for(k, backed + new_bytes - limit, tick, granule);
+            }
+            let backed = ledger()[k].backed;
+            if backed + new_bytes > limit {
+                return Err(self.too_big(k, needs, granule, limit));
+            }
+        }
+        missing.sort_unstable();
+        let mut l = ledger();
+        let mut i = 0;
+        while i < missing.len() {
+            let (start, g0, mut g1) = missing[i];
+            i += 1;
+            while i < missing.len() && missing[i].0 == start && missing[i].1 == g1 {
+                g1 = missing[i].2;
                 i += 1;
-                while i < missing.len() && missing[i].0 == start && missing[i].1 == g1 {
-                    g1 = missing[i].2;
-                    i += 1;
-                }
-                let buf = self.buffers.get_mut(&start).expect("tracked");
-                let base = buf.allocs[k].expect("reserved");
-                let t = std::time::Instant::now();
-                dev.map(base + g0 as u64 * granule, (g1 - g0) as u64 * granule)?;
-                l[k].map_nanos += t.elapsed().as_nanos() as u64;
-                buf.backing[k].used[g0..g1].fill(tick);
-                let m = &mut l[k];
-                m.backed += (g1 - g0) as u64 * granule;
-                m.peak = m.peak.max(m.backed);
-                m.granules_mapped += (g1 - g0) as u64;
             }
+            let buf = self.buffers.get_mut(&start).expect("tracked");
+            let base = buf.allocs[k].expect("reserved");
+            let t = std::time::Instant::now();
+            dev.map(base + g0 as u64 * granule, (g1 - g0) as u64 * granule)?;
+            l[k].map_nanos += t.elapsed().as_nanos() as u64;
+            buf.backing[k].used[g0..g1].fill(tick);
+            let m = &mut l[k];
+            m.backed += (g1 - g0) as u64 * granule;
+            m.peak = m.peak.max(m.backed);
+            m.granules_mapped += (g1 - g0) as u64;
         }
         Ok(())
     }
@@ -356,12 +351,17 @@ impl Table {
 
     /// Why a launch's needs on device `k` do not fit its limit, for the user.
     fn too_big(&self, k: usize, needs: &[Need], granule: u64, limit: u64) -> String {
+        // Each granule once, however many rows of a rectangle fall into it.
+        let granules: std::collections::BTreeSet<(u64, u64)> = needs
+            .iter()
+            .filter(|n| n.device == k && n.lo < n.hi)
+            .flat_map(|n| (n.lo / granule..n.hi.div_ceil(granule)).map(move |g| (n.buffer, g)))
+            .collect();
         let mut per_buffer: Vec<(u64, u64)> = Vec::new();
-        for n in needs.iter().filter(|n| n.device == k && n.lo < n.hi) {
-            let (g0, g1) = (n.lo / granule, n.hi.div_ceil(granule));
-            match per_buffer.iter_mut().find(|(s, _)| *s == n.buffer) {
-                Some(e) => e.1 += (g1 - g0) * granule,
-                None => per_buffer.push((n.buffer, (g1 - g0) * granule)),
+        for (buffer, _) in granules {
+            match per_buffer.iter_mut().find(|(s, _)| *s == buffer) {
+                Some(e) => e.1 += granule,
+                None => per_buffer.push((buffer, granule)),
             }
         }
         per_buffer.sort_by_key(|&(_, b)| std::cmp::Reverse(b));
@@ -397,18 +397,6 @@ fn human(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("64M"), Some(64 << 20));
-        assert_eq!(parse_size("2G"), Some(2 << 30));
-        assert_eq!(parse_size(" 512KiB "), Some(512 << 10));
-        assert_eq!(parse_size("6MB"), Some(6 << 20));
-        assert_eq!(parse_size("4096"), Some(4096));
-        for bad in ["", "0", "M", "12X", "-1G", "1.5G", "99999999999T"] {
-            assert_eq!(parse_size(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn human_sizes() {

@@ -616,12 +616,15 @@ fn fit_memory(
         return first;
     }
     let split = |o: &Outcome| matches!(o, Outcome::Devices(lp) if lp.unpartitioned.is_none());
+    // All partitions at once where they fit (`HPVM_MGPU_PARTITIONS=3` included).
+    if matches!(&first, Outcome::Devices(lp) if lp.fits_memory(false)) || !split(&first) {
+        return first;
+    }
     let mut best = first;
     let mut per_device = launch.per_device;
     loop {
         let Outcome::Devices(lp) = &best else { return best };
-        let in_rounds = lp.round_groups().len() > 1;
-        if lp.fits_memory(in_rounds) || !split(&best) || per_device >= MOST_PARTITIONS_PER_DEVICE {
+        if lp.fits_memory(true) || per_device >= MOST_PARTITIONS_PER_DEVICE {
             break;
         }
         let parts = lp.parts.len();
