@@ -524,9 +524,9 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
     // copies into it are planned.
     if memory::residency::sparse() {
         let needs = lp.residency_needs();
-        table.make_resident(&needs).unwrap_or_else(|err| {
-            crate::fatal(&format!("node {} ({}): {err}", module.node(n).shown(), module.node(n).loc))
-        });
+        table
+            .make_resident(&needs)
+            .unwrap_or_else(|err| crate::fatal(&format!("{}: {err}", unit_named(module, n, shape))));
     }
     lp.account_host_writes(&mut table);
     let t1 = Stopwatch::start();
@@ -599,6 +599,17 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
     true
 }
 
+/// "node NAME (FILE:LINE)" for messages about unit `n`: where the unit has no location of its
+/// own (a CUDA kernel's generated grid of blocks), its leaf's (the kernel's).
+fn unit_named(module: &Module, n: u32, shape: &KernelKind) -> String {
+    let unit = module.node(n);
+    let loc = match shape {
+        KernelKind::Blocks { leaf, .. } if unit.loc.starts_with('<') => &module.node(*leaf).loc,
+        _ => &unit.loc,
+    };
+    format!("node {} ({loc})", unit.shown())
+}
+
 /// Most partitions per device a launch is cut into to fit the devices' memory.
 const MOST_PARTITIONS_PER_DEVICE: usize = 1024;
 
@@ -659,7 +670,7 @@ fn run_rounds(
     for r in &lp.rounds {
         table
             .make_resident(&r.residency_needs())
-            .unwrap_or_else(|err| crate::fatal(&format!("node {} ({}): {err}", node.shown(), node.loc)));
+            .unwrap_or_else(|err| crate::fatal(&format!("{}: {err}", unit_named(module, n, u.shape))));
         r.account_host_writes(table);
         let t1 = Stopwatch::start();
         let (copy_plan, hit) = r.copies(table);
