@@ -237,6 +237,34 @@ fn device_memory_below_one_buffer() {
     }
 }
 
+/// Evicted bytes only one device held go to a peer that backs them already (a stencil's
+/// granule at a partition boundary, which the neighbour reads its halo from), else to the
+/// host; the output stays a one-device run's.
+#[test]
+fn evicted_bytes_go_to_a_peer_that_backs_them() {
+    let dir = TempDir::new("partitioned-evict-peer");
+    let exe = build(&dir, "bench/cuda/stencil2d.cu");
+    let one = run_ok_any(&exe, &["200", "6"], &[("HPVM_MGPU_DEVICES", "cpu:1")]);
+    let file = dir.path_str("evict.json");
+    let env = [
+        ("HPVM_MGPU_DEVICES", "cpu:2"),
+        ("HPVM_MGPU_GRANULE", "4K"),
+        ("HPVM_MGPU_DEVICE_MEMORY", "64K"),
+        ("HPVM_MGPU_STATS", file.as_str()),
+    ];
+    assert_eq!(run_ok_any(&exe, &["200", "6"], &env), one);
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert!(sum(&s, "bytes_evicted_to_peers") > 0 && sum(&s, "bytes_evicted_to_host") > 0, "{}", s["device_memory"]);
+    assert!(most(&s, "peak_backed_bytes") <= 64 << 10, "{}", s["device_memory"]);
+}
+
+/// Runs and returns the checksum line of a program that prints no PASS (a benchmark).
+fn run_ok_any(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = run_program(exe, args, env);
+    assert!(out.status.success(), "{} {args:?} with {env:?}:\n{}", exe.display(), stderr(&out));
+    checksum(&stdout(&out)).unwrap_or_else(|| panic!("{} printed no checksum", exe.display()))
+}
+
 /// A launch that cannot fit even one partition per round (a node that runs whole needs all
 /// its buffers on one device) fails with the buffer, the bytes, the device and its limit;
 /// exit 1, no crash.

@@ -173,6 +173,7 @@ pub struct DeviceMemoryReport {
     pub granules_unmapped: u64,
     pub granules_evicted: u64,
     pub bytes_evicted_to_host: u64,
+    pub bytes_evicted_to_peers: u64,
     /// Mean time backing one granule (the device's map call), in microseconds.
     pub us_per_granule_mapped: f64,
 }
@@ -344,6 +345,7 @@ pub fn collect() -> Report {
                 granules_unmapped: m.granules_unmapped,
                 granules_evicted: m.granules_evicted,
                 bytes_evicted_to_host: m.evicted_to_host,
+                bytes_evicted_to_peers: m.evicted_to_peers,
                 us_per_granule_mapped: match m.granules_mapped {
                     0 => 0.0,
                     g => m.map_nanos as f64 / 1e3 / g as f64,
@@ -451,7 +453,7 @@ pub fn report() -> String {
         let _ = writeln!(
             s,
             "  {} memory: peak {} bytes backed ({limit}, granules of {}; one launch at most {}); granules mapped {}, \
-             given back {} ({} evicted); evicted bytes copied to the host {}; {:.2} µs per granule mapped",
+             given back {} ({} evicted); evicted bytes copied to the host {}, to peers {}; {:.2} µs per granule mapped",
             m.device,
             m.peak_backed_bytes,
             m.granule_bytes,
@@ -460,6 +462,7 @@ pub fn report() -> String {
             m.granules_unmapped,
             m.granules_evicted,
             m.bytes_evicted_to_host,
+            m.bytes_evicted_to_peers,
             m.us_per_granule_mapped
         );
     }

@@ -9,7 +9,7 @@
 //!   granules are backed before the copies into them are planned, and given back only after
 //!   the device stopped holding anything in them;
 //! - giving a granule back loses nothing: the bytes only that device holds are first copied
-//!   to the host;
+//!   to a peer that backs them already, else to the host;
 //! - a device never backs more than its limit (`HPVM_MGPU_DEVICE_MEMORY`): a launch that needs
 //!   more on one device, once every granule it does not use is given back, stops the program
 //!   with a message naming the buffer, the bytes, the device and its limit.
@@ -86,8 +86,10 @@ pub struct DeviceMemory {
     pub granules_evicted: u64,
     /// Time in the device's map calls (backing granules), ns.
     pub map_nanos: u64,
-    /// Bytes only this device held, copied to the host before their granules went back.
+    /// Bytes only this device held, copied before their granules went back: to the host, or
+    /// to a peer that backed them already.
     pub evicted_to_host: u64,
+    pub evicted_to_peers: u64,
 }
 
 static LEDGER: Mutex<Vec<DeviceMemory>> = Mutex::new(Vec::new());
@@ -118,6 +120,14 @@ pub struct Need {
     pub device: usize,
     pub lo: u64,
     pub hi: u64,
+}
+
+/// What an eviction gave back and where the bytes only its device held went.
+#[derive(Default)]
+struct Evicted {
+    granules: u64,
+    to_host: u64,
+    to_peers: u64,
 }
 
 /// The mark of a granule a launch needs and no device backs yet (see [`Table::make_resident`]).
@@ -183,18 +193,43 @@ impl Buffer {
     /// Evicts device `k`'s granules `g0..g1`: what only it holds there goes to the host
     /// first, then it holds nothing there, then the memory goes back. Returns the granules
     /// given back and the bytes copied to the host.
-    fn evict(&mut self, k: usize, g0: usize, g1: usize, granule: u64) -> (u64, u64) {
+    fn evict(&mut self, k: usize, g0: usize, g1: usize, granule: u64) -> Evicted {
         let (lo, hi) = ((g0 as u64 * granule).min(self.size), (g1 as u64 * granule).min(self.size));
         let only = crate::memory::coherence::Holders::device(k);
         let sole: Vec<(u64, u64)> =
             self.coherence.query(lo, hi).filter(|s| s.holders == only).map(|s| (s.start, s.end)).collect();
-        let mut saved = 0;
+        let mut out = Evicted::default();
         for (a, b) in sole {
-            self.host_current(a, b);
-            saved += b - a;
+            // A peer that backs these bytes already takes them (a peer copy, and no memory
+            // of its own spent); else the host.
+            match self.backer_beside(k, a, b, granule) {
+                Some(peer) => {
+                    let before = self.coherence.clone();
+                    let base = self.allocs[peer].expect("backed");
+                    let mut copies = Vec::new();
+                    self.plan_run(Place::Device(peer), a, b, &before, base, &mut copies, true);
+                    super::execute(&copies).unwrap_or_else(|e| crate::fatal(&format!("saving evicted bytes: {e}")));
+                    out.to_peers += b - a;
+                }
+                None => {
+                    self.host_current(a, b);
+                    out.to_host += b - a;
+                }
+            }
         }
         self.coherence.drop_holder(lo, hi, Place::Device(k));
-        (self.unmap_granules(k, g0, g1, granule), saved)
+        out.granules = self.unmap_granules(k, g0, g1, granule);
+        out
+    }
+
+    /// A device other than `k` whose backing covers every granule of `a..b`.
+    fn backer_beside(&self, k: usize, a: u64, b: u64, granule: u64) -> Option<usize> {
+        let (g0, g1) = ((a / granule) as usize, b.div_ceil(granule) as usize);
+        (0..self.backing.len()).find(|&p| {
+            p != k
+                && devices().get(p).granule() == Some(granule)
+                && self.backing[p].used.get(g0..g1).is_some_and(|u| u.iter().all(|&t| t != 0 && t != PENDING))
+        })
     }
 
     /// Gives every backed granule back (the buffer is being freed: nothing to keep).
@@ -340,12 +375,13 @@ impl Table {
                 g1 += 1;
                 i += 1;
             }
-            let (n, saved) = self.buffers.get_mut(&start).expect("tracked").evict(k, g0, g1, granule);
+            let e = self.buffers.get_mut(&start).expect("tracked").evict(k, g0, g1, granule);
             let l = &mut ledger()[k];
-            l.backed -= n * granule;
-            l.granules_unmapped += n;
-            l.granules_evicted += n;
-            l.evicted_to_host += saved;
+            l.backed -= e.granules * granule;
+            l.granules_unmapped += e.granules;
+            l.granules_evicted += e.granules;
+            l.evicted_to_host += e.to_host;
+            l.evicted_to_peers += e.to_peers;
         }
     }
 
