@@ -139,6 +139,10 @@ fn compile_one(
                     gpu_arch: opts.gpu_arch.as_deref(),
                     analysis: json.as_deref(),
                     trace_accesses: opts.trace_accesses,
+                    math: match frontend::InputKind::detect(input, language)? {
+                        InputKind::Source(Language::Cuda) => transform::gpu::Math::Cuda,
+                        _ => transform::gpu::Math::C,
+                    },
                 },
             )?;
             for f in &lowered.fallbacks {

@@ -263,3 +263,21 @@ fn reports_and_databases_of_the_cuda_benchmark_programs() {
         check_snapshot(&format!("db-show-cuda-{stem}.txt"), &stdout(&o));
     }
 }
+
+/// A `.cu` file's `sqrtf` is clang's CUDA `sqrtf` (libdevice's, approximate: what the same
+/// file built by clang computes); an HPVM-C program's is C's, correctly rounded.
+#[test]
+fn cuda_sqrtf_follows_clang_and_c_sqrtf_follows_c() {
+    let dir = TempDir::new("cuda-sqrt");
+    for (src, stem, want, not) in [
+        ("bench/programs/nbody.cu", "nbody_cu", "sqrt.approx.f32", "sqrt.rn.f32"),
+        ("examples/nbody.c", "nbody_c", "sqrt.rn.f32", "sqrt.approx.f32"),
+    ] {
+        let exe = dir.join(stem);
+        let out = hpvm_mgpu(&["build", "-O2", "--emit-ptx", src, "-o", exe.to_str().unwrap()]);
+        assert!(out.status.success(), "{src}: {}", stderr(&out));
+        // Written beside the executable, named after the source.
+        let ptx = std::fs::read_to_string(dir.join("nbody.ptx")).unwrap();
+        assert!(ptx.contains(want) && !ptx.contains(not), "{src}: expected {want}, not {not}");
+    }
+}

@@ -284,6 +284,8 @@ fn a_launch_larger_than_device_memory_is_refused_by_name() {
         "{err}"
     );
     assert!(err.contains("examples/histogram.c:") && err.contains("on sim"), "{err}");
+    // The buffers by the names the node gives them.
+    assert!(err.contains("of `data` (781.25 KiB in all)") && err.contains("of `bins` (52 bytes in all)"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
 

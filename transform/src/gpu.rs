@@ -58,6 +58,18 @@ struct Levels<'ctx> {
     out_slot: inkwell::values::PointerValue<'ctx>,
 }
 
+/// Whose semantics the math functions of GPU code follow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Math {
+    /// C's: `sqrtf` is the correctly rounded square root (`sqrt.rn`), as on the CPU.
+    #[default]
+    C,
+    /// clang's CUDA (a `.cu` file): libdevice's `__nv_sqrtf`, whose precision libdevice
+    /// chooses by `__nvvm_reflect("__CUDA_PREC_SQRT")`, which clang leaves unset: an
+    /// approximate square root (`sqrt.approx`), what the same file built by clang computes.
+    Cuda,
+}
+
 /// Compiles the kernels of `graph` for `arch` (`sm_80`...); nodes that cannot run on the GPU
 /// are returned as fallbacks with their reason. `None` when no node wants the GPU.
 pub fn compile(
@@ -65,6 +77,7 @@ pub fn compile(
     graph: &Graph,
     program: &Program,
     arch: &str,
+    math: Math,
 ) -> Result<(Option<GpuCode>, Vec<Fallback>)> {
     let (kernels, mut fallbacks) = plan(graph);
     if kernels.is_empty() {
@@ -208,15 +221,15 @@ pub fn compile(
         .map_err(|e| Error::Llvm(e.to_string()))?;
 
     // The GPU's math library, for what leaves call of libm that has no exact intrinsic.
-    let math = link_libdevice(&gpu, &tm);
-    if let Err(why) = &math {
+    let linked = link_libdevice(&gpu, &tm);
+    if let Err(why) = &linked {
         tracing::info!("no GPU math library: {why}");
     }
-    let math = math.as_ref().err().map(String::as_str);
+    let no_math = linked.as_ref().err().map(String::as_str);
     let mut compiled = Vec::new();
     for Built { kernel: k, f, levels, name, nc, readonly } in built {
-        let resolved = resolve(&gpu, &b, f, &levels, math).and_then(|()| match &nc {
-            Some((f, levels, _)) => resolve(&gpu, &b, *f, levels, math),
+        let resolved = resolve(&gpu, &b, f, &levels, no_math, math).and_then(|()| match &nc {
+            Some((f, levels, _)) => resolve(&gpu, &b, *f, levels, no_math, math),
             None => Ok(()),
         });
         match resolved {
@@ -483,6 +496,7 @@ fn resolve<'ctx>(
     kf: FunctionValue<'ctx>,
     levels: &Levels<'ctx>,
     no_libdevice: Option<&str>,
+    math: Math,
 ) -> Result<(), String> {
     let ctx = m.get_context();
     let handles = hpvm_core::handles::Levels { id: levels.id.to_vec(), count: levels.dim.to_vec() };
@@ -517,6 +531,21 @@ fn resolve<'ctx>(
             n if n.starts_with("llvm.") => {
                 if let Some(f) = in_libdevice {
                     replace.push((inst, call_instead(f)?));
+                }
+            }
+            // clang's CUDA takes `sqrtf` from libdevice (see [`Math::Cuda`]); the CUDA
+            // frontend's `sqrtf` may have become the intrinsic on the way.
+            "sqrtf" | "llvm.sqrt.f32" if math == Math::Cuda => {
+                let nv = m.get_function("__nv_sqrtf").filter(|f| f.count_basic_blocks() > 0);
+                match nv {
+                    Some(f) => replace.push((inst, call_instead(f)?)),
+                    None if name == "sqrtf" => {
+                        let decl = inkwell::intrinsics::Intrinsic::find("llvm.sqrt")
+                            .and_then(|i| i.get_declaration(m, &[ctx.f32_type().into()]))
+                            .ok_or("no LLVM intrinsic for a math function")?;
+                        replace.push((inst, call_instead(decl)?));
+                    }
+                    None => {}
                 }
             }
             n if callee.count_basic_blocks() == 0 => match (libm_intrinsic(n), in_libdevice) {

@@ -67,6 +67,8 @@ pub struct LowerOptions<'a> {
     pub analysis: Option<&'a str>,
     /// Instrument leaf code to report its buffer accesses ([`trace`]).
     pub trace_accesses: bool,
+    /// The semantics of math functions in GPU code (a CUDA source follows clang's).
+    pub math: gpu::Math,
 }
 
 /// Lowers every node of `graph` to CPU code, GPU-hinted nodes also to PTX kernels, and the
@@ -78,7 +80,7 @@ pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, opts: &Lower
     let mut lowered = Lowered::default();
     if let Some(arch) = gpu_arch {
         // Before the CPU lowering changes the module: kernels start from the original code.
-        let (code, fallbacks) = gpu::compile(module, graph, &program, arch)?;
+        let (code, fallbacks) = gpu::compile(module, graph, &program, arch, opts.math)?;
         lowered.fallbacks = fallbacks;
         if let Some(code) = code {
             lowered.kernels = code.kernels.len();

@@ -718,7 +718,7 @@ pub fn track_on_device(ptr: usize, bytes: usize) -> Result<(), String> {
     }
     let made = if residency::sparse() {
         let need = residency::Need { buffer: start, device: 0, lo: 0, hi: bytes as u64 };
-        t.make_resident(&[need])
+        t.make_resident(&[need]).map_err(|e| e.describe(&|_| None))
     } else {
         t.allocate(&[(start, 0)]).map_err(|e| e.message)
     };
@@ -800,7 +800,8 @@ pub fn push_to_devices(ptr: usize, bytes: usize) {
         let (lo, hi) = (ptr - start, ptr - start + bytes);
         let needs: Vec<residency::Need> =
             (0..n).map(|device| residency::Need { buffer: start, device, lo, hi }).collect();
-        t.make_resident(&needs).unwrap_or_else(|e| crate::fatal(&format!("a copy into device memory: {e}")));
+        t.make_resident(&needs)
+            .unwrap_or_else(|e| crate::fatal(&format!("a copy into device memory: {}", e.describe(&|_| None))));
     }
     let needs: Vec<(u64, usize)> = (0..n).map(|k| (start, k)).collect();
     if let Err(e) = t.allocate(&needs) {

@@ -147,6 +147,49 @@ pub fn fits(needs: &[Need]) -> bool {
     granules.iter().all(|(&k, set)| set.len() as u64 * devs.get(k).granule().unwrap_or(0) <= limit)
 }
 
+/// Why [`Table::make_resident`] failed.
+#[derive(Debug)]
+pub enum Shortage {
+    /// The device refused (a reservation or a mapping failed), in its words.
+    Failed(String),
+    /// The launch needs more on a device than its limit, evicting everything else.
+    TooBig {
+        device: usize,
+        limit: u64,
+        granule: u64,
+        /// (buffer start, bytes it needs backed, its size), the largest need first.
+        buffers: Vec<(u64, u64, u64)>,
+    },
+}
+
+impl Shortage {
+    /// The message for the user; `name` gives a buffer's name in the program (by its start),
+    /// where the caller knows it.
+    pub fn describe(&self, name: &dyn Fn(u64) -> Option<String>) -> String {
+        let (device, limit, granule, buffers) = match self {
+            Shortage::Failed(why) => return why.clone(),
+            Shortage::TooBig { device, limit, granule, buffers } => (*device, *limit, *granule, buffers),
+        };
+        let total: u64 = buffers.iter().map(|b| b.1).sum();
+        let list: Vec<String> = buffers
+            .iter()
+            .map(|&(s, b, size)| match name(s) {
+                Some(n) => format!("{} of {n} ({} in all)", human(b), human(size)),
+                None => format!("{} of the {} buffer at {s:#x}", human(b), human(size)),
+            })
+            .collect();
+        format!(
+            "its partition on {} needs {} of device memory ({}; backed in granules of {}), more than the device's {} \
+             (HPVM_MGPU_DEVICE_MEMORY)",
+            devices().get(device).name(),
+            human(total),
+            list.join(", "),
+            human(granule),
+            human(limit)
+        )
+    }
+}
+
 /// A device's granules of one buffer: the last use of each (a tick of [`Table::tick`]), 0
 /// where the granule is not backed.
 #[derive(Clone, Debug, Default)]
@@ -253,7 +296,7 @@ impl Table {
     /// Makes every device back the granules of `needs` before a launch's copies are planned,
     /// giving back (least recently used first) granules that no need of this launch touches
     /// where a device's limit would be passed. The error names what does not fit.
-    pub fn make_resident(&mut self, needs: &[Need]) -> Result<(), String> {
+    pub fn make_resident(&mut self, needs: &[Need]) -> Result<(), Shortage> {
         if !sparse() || needs.is_empty() {
             return Ok(());
         }
@@ -278,7 +321,7 @@ impl Table {
 
     /// [`Table::make_resident`] on device `k`: on an error, granules of `needs` may be left
     /// marked [`PENDING`] (the caller clears them).
-    fn back_on(&mut self, k: usize, needs: &[Need], tick: u64) -> Result<(), String> {
+    fn back_on(&mut self, k: usize, needs: &[Need], tick: u64) -> Result<(), Shortage> {
         let devs = devices();
         let dev: &dyn Device = devs.get(k);
         let granule = dev.granule().expect("sparse");
@@ -287,7 +330,7 @@ impl Table {
         let mut new_bytes = 0;
         for n in needs.iter().filter(|n| n.device == k && n.lo < n.hi) {
             let buf = self.buffers.get_mut(&n.buffer).expect("tracked");
-            buf.addr(Place::Device(k))?;
+            buf.addr(Place::Device(k)).map_err(Shortage::Failed)?;
             let (g0, g1) = ((n.lo / granule) as usize, n.hi.min(buf.size).div_ceil(granule) as usize);
             for g in g0..g1 {
                 let u = &mut buf.backing[k].used[g];
@@ -338,7 +381,7 @@ impl Table {
             let buf = self.buffers.get_mut(&start).expect("tracked");
             let base = buf.allocs[k].expect("reserved");
             let t = std::time::Instant::now();
-            dev.map(base + g0 as u64 * granule, (g1 - g0) as u64 * granule)?;
+            dev.map(base + g0 as u64 * granule, (g1 - g0) as u64 * granule).map_err(Shortage::Failed)?;
             l[k].map_nanos += t.elapsed().as_nanos() as u64;
             buf.backing[k].used[g0..g1].fill(tick);
             let m = &mut l[k];
@@ -385,36 +428,23 @@ impl Table {
         }
     }
 
-    /// Why a launch's needs on device `k` do not fit its limit, for the user.
-    fn too_big(&self, k: usize, needs: &[Need], granule: u64, limit: u64) -> String {
+    /// Why a launch's needs on device `k` do not fit its limit.
+    fn too_big(&self, k: usize, needs: &[Need], granule: u64, limit: u64) -> Shortage {
         // Each granule once, however many rows of a rectangle fall into it.
         let granules: std::collections::BTreeSet<(u64, u64)> = needs
             .iter()
             .filter(|n| n.device == k && n.lo < n.hi)
             .flat_map(|n| (n.lo / granule..n.hi.div_ceil(granule)).map(move |g| (n.buffer, g)))
             .collect();
-        let mut per_buffer: Vec<(u64, u64)> = Vec::new();
+        let mut buffers: Vec<(u64, u64, u64)> = Vec::new();
         for (buffer, _) in granules {
-            match per_buffer.iter_mut().find(|(s, _)| *s == buffer) {
+            match buffers.iter_mut().find(|(s, _, _)| *s == buffer) {
                 Some(e) => e.1 += granule,
-                None => per_buffer.push((buffer, granule)),
+                None => buffers.push((buffer, granule, self.buffers[&buffer].size)),
             }
         }
-        per_buffer.sort_by_key(|&(_, b)| std::cmp::Reverse(b));
-        let total: u64 = per_buffer.iter().map(|(_, b)| b).sum();
-        let list: Vec<String> = per_buffer
-            .iter()
-            .map(|&(s, b)| format!("{} of the {} buffer at {s:#x}", human(b), human(self.buffers[&s].size)))
-            .collect();
-        format!(
-            "its partition on {} needs {} of device memory ({}; backed in granules of {}), more than the device's {} \
-             (HPVM_MGPU_DEVICE_MEMORY)",
-            devices().get(k).name(),
-            human(total),
-            list.join(", "),
-            human(granule),
-            human(limit)
-        )
+        buffers.sort_by_key(|&(_, b, _)| std::cmp::Reverse(b));
+        Shortage::TooBig { device: k, limit, granule, buffers }
     }
 }
 

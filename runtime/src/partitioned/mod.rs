@@ -524,9 +524,9 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
     // copies into it are planned.
     if memory::residency::sparse() {
         let needs = lp.residency_needs();
-        table
-            .make_resident(&needs)
-            .unwrap_or_else(|err| crate::fatal(&format!("{}: {err}", unit_named(module, n, shape))));
+        if let Err(e) = table.make_resident(&needs) {
+            short_of_memory(module, n, shape, &key.args, &table, &e);
+        }
     }
     lp.account_host_writes(&mut table);
     let t1 = Stopwatch::start();
@@ -610,6 +610,35 @@ fn unit_named(module: &Module, n: u32, shape: &KernelKind) -> String {
     format!("node {} ({loc})", unit.shown())
 }
 
+/// Ends the program: a launch of unit `n` (arguments `args`, host addresses) could not make
+/// its partitions' memory resident. Buffers are named by the unit's pointer parameters into
+/// them.
+fn short_of_memory(
+    module: &Module,
+    n: u32,
+    shape: &KernelKind,
+    args: &[u8],
+    table: &Table,
+    e: &memory::residency::Shortage,
+) -> ! {
+    let unit = module.node(n);
+    let name = |start: u64| -> Option<String> {
+        let names: Vec<String> = unit
+            .params
+            .iter()
+            .filter(|p| p.kind == crate::desc::ScalarKind::Pointer)
+            .filter(|p| {
+                let at = p.offset as usize;
+                let v = args.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+                v.is_some_and(|v| table.containing(v, 0) == Some(start))
+            })
+            .map(|p| format!("`{}`", p.name))
+            .collect();
+        (!names.is_empty()).then(|| names.join(" and "))
+    };
+    crate::fatal(&format!("{}: {}", unit_named(module, n, shape), e.describe(&name)))
+}
+
 /// Most partitions per device a launch is cut into to fit the devices' memory.
 const MOST_PARTITIONS_PER_DEVICE: usize = 1024;
 
@@ -668,9 +697,9 @@ fn run_rounds(
     let st = &module.stats[n as usize];
     let node = module.node(n);
     for r in &lp.rounds {
-        table
-            .make_resident(&r.residency_needs())
-            .unwrap_or_else(|err| crate::fatal(&format!("{}: {err}", unit_named(module, n, u.shape))));
+        if let Err(e) = table.make_resident(&r.residency_needs()) {
+            short_of_memory(module, n, u.shape, args, table, &e);
+        }
         r.account_host_writes(table);
         let t1 = Stopwatch::start();
         let (copy_plan, hit) = r.copies(table);
