@@ -277,6 +277,19 @@ pub fn runtime_library() -> Result<PathBuf> {
         .ok_or(Error::NoRuntime { name: RUNTIME_LIB })
 }
 
+/// Where `libhpvm_mpi.so` is built: beside the runtime library, and (for cargo's `deps/`)
+/// the directory above.
+fn plugin_dirs(runtime: &Path) -> Vec<PathBuf> {
+    let Some(dir) = runtime.parent().and_then(|d| d.canonicalize().ok()) else { return Vec::new() };
+    let mut dirs = vec![dir.clone()];
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dirs.extend(dir.parent().map(Path::to_path_buf));
+    }
+    // A comma or a dollar sign would be read as the linker's or loader's syntax.
+    dirs.retain(|d| d.to_str().is_some_and(|s| !s.contains([',', '$', ':'])));
+    dirs
+}
+
 fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions, cxx: bool) -> Result<()> {
     let runtime = runtime_library()?;
     let tmp = temp_beside(output);
@@ -295,6 +308,12 @@ fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions, cxx: bool) -> R
     // The runtime's ISL bindings name every ISL function, some of which this ISL lacks; only
     // the sections the program reaches are kept, so unused bindings never need resolving.
     cmd.args(RUNTIME_NATIVE_LIBS).arg("-Wl,--gc-sections").arg("-o").arg(&tmp);
+    // Under mpirun the runtime loads the MPI plugin (libhpvm_mpi.so) by name: the run path
+    // names where it was built beside the runtime library, then the executable's directory.
+    for dir in plugin_dirs(&runtime) {
+        cmd.arg(format!("-Wl,-rpath,{}", dir.display()));
+    }
+    cmd.arg("-Wl,-rpath,$ORIGIN");
     if opts.clang.verbose {
         eprintln!("+ {cmd:?}");
     }

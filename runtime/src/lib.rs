@@ -20,7 +20,7 @@
 //! | layer | modules | what it holds |
 //! |---|---|---|
 //! | 0 | `ctx`, `desc`, `args`, `sink`, `testing` | records shared with compiled code (instance contexts, the description, argument buffers); the interface through which lower layers report events to the statistics; test helpers. The crate root's [`fatal`] belongs here. |
-//! | 1 | `pool`, `fiber`, `scratch`, `trace`, `crash` | services of the host: the worker pool, barrier fibers, per-instance scratch memory, access traces, naming the leaf a crash happened in |
+//! | 1 | `pool`, `fiber`, `scratch`, `trace`, `crash`, `ranks` | services of the host: the worker pool, barrier fibers, per-instance scratch memory, access traces, naming the leaf a crash happened in, the other processes of a run under `mpirun` (MPI, loaded at run time) |
 //! | 2 | `devices` | open devices (host cores, simulated, dry-run, CUDA), allocate, copy, run a box of instances or a kernel; knows nothing of launches, plans or coherence |
 //! | 3 | `memory`, `module` | virtual buffers and their coherence maps, driving devices through the [`devices::Device`] trait; a loaded module: its description, entry points, analysis database, per-node counters, and the evaluation of its graphs' data flow |
 //! | 4 | `partitioned` | launch units across devices: plans (access intervals, with ISL), copy plans from the coherence maps, the plan caches, kernels on GPUs; a box of a unit on a simulated device runs through a callback the engine gives |
@@ -49,6 +49,7 @@ pub mod memory;
 pub mod module;
 pub mod partitioned;
 pub mod pool;
+pub mod ranks;
 pub mod scratch;
 pub mod sink;
 pub mod stats;
@@ -60,8 +61,25 @@ pub mod trace;
 /// over too many instances...). The runtime's C functions have no error return.
 pub fn fatal(msg: &str) -> ! {
     FAILED.store(true, std::sync::atomic::Ordering::SeqCst);
-    eprintln!("hpvm-mgpu runtime: error: {msg}");
-    std::process::exit(1)
+    match ABORT.get() {
+        Some((who, abort)) => {
+            eprintln!("hpvm-mgpu runtime: error ({who}): {msg}");
+            abort(1)
+        }
+        None => {
+            eprintln!("hpvm-mgpu runtime: error: {msg}");
+            std::process::exit(1)
+        }
+    }
+}
+
+/// Under ranks ([`ranks`]): who this process is, for messages, and how a fatal error ends
+/// every rank of the run rather than leaving the others waiting for this one.
+static ABORT: std::sync::OnceLock<(String, fn(i32) -> !)> = std::sync::OnceLock::new();
+
+/// Installs [`ABORT`] (once, when the ranks are joined).
+pub(crate) fn set_abort(who: String, abort: fn(i32) -> !) {
+    let _ = ABORT.set((who, abort));
 }
 
 /// Set by [`fatal`]: exit handlers must not clean up then (the failing thread may hold what

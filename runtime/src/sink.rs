@@ -29,6 +29,9 @@ pub enum Event {
     /// A look at a watched buffer for host writes (`memory::watch`): the bytes found written
     /// (whole pages, and the partial ones at its ends) and the time it took.
     HostWritesScanned { bytes: u64, nanos: u64 },
+    /// Under ranks: one exchange of the bytes whose copies cross ranks, `sent` and `received`
+    /// by this rank, taking `nanos` (packing and waiting included).
+    CrossedRanks { sent: u64, received: u64, nanos: u64 },
     /// Watching a buffer of `bytes` began (registration and protection), taking `nanos`.
     WatchStarted { bytes: u64, nanos: u64 },
 }

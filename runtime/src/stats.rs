@@ -40,6 +40,10 @@ struct Counters {
     nanos_host_write_scans: AtomicU64,
     bytes_watched: AtomicU64,
     nanos_watch_start: AtomicU64,
+    rank_exchanges: AtomicU64,
+    bytes_sent_to_ranks: AtomicU64,
+    bytes_received_from_ranks: AtomicU64,
+    nanos_rank_exchanges: AtomicU64,
 }
 
 static COUNTERS: Counters = Counters {
@@ -55,6 +59,10 @@ static COUNTERS: Counters = Counters {
     nanos_host_write_scans: AtomicU64::new(0),
     bytes_watched: AtomicU64::new(0),
     nanos_watch_start: AtomicU64::new(0),
+    rank_exchanges: AtomicU64::new(0),
+    bytes_sent_to_ranks: AtomicU64::new(0),
+    bytes_received_from_ranks: AtomicU64::new(0),
+    nanos_rank_exchanges: AtomicU64::new(0),
 };
 
 impl Sink for Counters {
@@ -80,6 +88,12 @@ impl Sink for Counters {
             Event::WatchStarted { bytes, nanos } => {
                 add(&self.bytes_watched, bytes);
                 add(&self.nanos_watch_start, nanos);
+            }
+            Event::CrossedRanks { sent, received, nanos } => {
+                add(&self.rank_exchanges, 1);
+                add(&self.bytes_sent_to_ranks, sent);
+                add(&self.bytes_received_from_ranks, received);
+                add(&self.nanos_rank_exchanges, nanos);
             }
         }
     }
@@ -111,6 +125,11 @@ pub fn emit() {
         None => {}
         Some(Destination::Print) => eprint!("{}", report()),
         Some(Destination::Json(path)) => {
+            // Under ranks, rank 0 writes PATH and rank R PATH.rankR.
+            let path = match crate::ranks::world() {
+                Some(w) if w.rank > 0 => format!("{path}.rank{}", w.rank),
+                _ => path,
+            };
             let json = serde_json::to_string_pretty(&collect()).expect("the report serializes");
             if let Err(e) = std::fs::write(&path, json + "\n") {
                 eprintln!("hpvm-mgpu: cannot write the statistics to {path}: {e}");
@@ -159,6 +178,21 @@ pub struct Report {
     /// (`HPVM_MGPU_DEVICE_MEMORY`), the granule, the bytes backed at most, granules mapped
     /// and given back, and the bytes only that device held, copied to the host on eviction.
     pub device_memory: Vec<DeviceMemoryReport>,
+    /// Under ranks (`mpirun`): this process's rank, and what crossed to and from other ranks.
+    pub ranks: Option<RanksReport>,
+}
+
+/// This rank's share of a run over ranks ([`crate::ranks`]).
+#[derive(Serialize)]
+pub struct RanksReport {
+    pub rank: usize,
+    pub ranks: usize,
+    /// Exchanges of bytes whose copies crossed ranks; the bytes this rank sent and received;
+    /// the time in them (packing, and waiting for the other ranks, included).
+    pub exchanges: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub ms_exchanging: f64,
 }
 
 #[derive(Serialize)]
@@ -352,6 +386,14 @@ pub fn collect() -> Report {
                 },
             })
             .collect(),
+        ranks: crate::ranks::world().map(|w| RanksReport {
+            rank: w.rank,
+            ranks: w.size,
+            exchanges: c.rank_exchanges.load(Ordering::Relaxed),
+            bytes_sent: c.bytes_sent_to_ranks.load(Ordering::Relaxed),
+            bytes_received: c.bytes_received_from_ranks.load(Ordering::Relaxed),
+            ms_exchanging: ms(&c.nanos_rank_exchanges),
+        }),
     }
 }
 
@@ -363,6 +405,13 @@ pub fn report() -> String {
         "hpvm-mgpu stats: {} launches, {} stream items, devices: {} ({} worker threads)",
         r.launches, r.stream_items, r.devices, r.worker_threads
     );
+    if let Some(k) = &r.ranks {
+        let _ = writeln!(
+            s,
+            "  rank {} of {}: {} exchanges with other ranks, {} bytes sent, {} received, {:.3} ms",
+            k.rank, k.ranks, k.exchanges, k.bytes_sent, k.bytes_received, k.ms_exchanging
+        );
+    }
     let _ = writeln!(s, "  {:<28} {:>10} {:>14} {:>12}", "node", "runs", "instances", "time ms");
     for n in &r.nodes {
         let _ = write!(s, "  {:<28} {:>10} {:>14} {:>12.3}", n.node, n.runs, n.instances, n.ms);

@@ -134,6 +134,11 @@ pub struct Devices {
     pub order: Vec<usize>,
     /// GPU nodes run on the host because no GPU was found (not because the user chose so).
     pub no_gpu_found: bool,
+    /// Under ranks ([`crate::ranks`]): the rank holding each device (empty in a run of one
+    /// process, where every device is this process's).
+    pub owner: Vec<usize>,
+    /// This process's rank (0 in a run of one process).
+    pub rank: usize,
 }
 
 impl Devices {
@@ -144,6 +149,21 @@ impl Devices {
         } else {
             self.gpus.len()
         }
+    }
+
+    /// The rank holding device `k` (this one in a run of one process).
+    pub fn owner(&self, k: usize) -> usize {
+        self.owner.get(k).copied().unwrap_or(self.rank)
+    }
+
+    /// Whether this process holds device `k` (runs its partitions, has its memory).
+    pub fn is_local(&self, k: usize) -> bool {
+        self.owner(k) == self.rank
+    }
+
+    /// Whether some devices are other ranks' ([`crate::ranks`]).
+    pub fn spans_ranks(&self) -> bool {
+        self.owner.iter().any(|&r| r != self.rank)
     }
 
     /// Whether the devices are GPUs.
@@ -229,9 +249,13 @@ pub fn devices() -> &'static Devices {
             link_cost: Vec::new(),
             order: Vec::new(),
             no_gpu_found: false,
+            owner: Vec::new(),
+            rank: 0,
         };
         let on = |g: Gpus| Devices { gpus: g.gpus, peer: g.peer, link_cost: g.link_cost, ..none() };
+        let ranks = crate::ranks::world().filter(|w| w.size > 1);
         let mut devs = match choice {
+            _ if ranks.is_some() => across_ranks(choice, ranks.expect("some"), &text),
             Choice::Cpu => none(),
             Choice::Sim(n) => {
                 let threads = (crate::pool::pool().current_num_threads() / n).max(1);
@@ -261,6 +285,65 @@ pub fn devices() -> &'static Devices {
         };
         devs
     })
+}
+
+/// The devices of a run over ranks: each rank opens its own (`HPVM_MGPU_DEVICES` applies per
+/// rank), and the ranks' lists, gathered, make one list, rank-major. Every rank must choose
+/// the same kind of device.
+fn across_ranks(choice: Choice, w: &crate::ranks::World, text: &str) -> Devices {
+    const KINDS: [&str; 4] = ["the host only (cpu)", "simulated devices (cpu:N)", "dry-run devices (dry:N)", "GPUs"];
+    let (kind, mine) = match choice {
+        Choice::Cpu => (0u64, 0usize),
+        Choice::Sim(n) => (1, n),
+        Choice::Dry(n) => (2, n),
+        Choice::Cuda(_) => (3, 0),
+        // A GPU if this rank has one, else the host.
+        Choice::Auto => match cuda::open(None) {
+            Ok(Some(_)) => (3, 0),
+            _ => (0, 0),
+        },
+    };
+    let all = w.allgather(kind << 32 | mine as u64);
+    let kinds: Vec<u64> = all.iter().map(|v| v >> 32).collect();
+    if let Some(r) = (0..w.size).find(|&r| kinds[r] != kinds[0]) {
+        fatal(&format!(
+            "HPVM_MGPU_DEVICES={text}: under mpirun every rank needs the same kind of devices; rank 0 has {}, rank {r} {}",
+            KINDS[kinds[0] as usize], KINDS[kinds[r] as usize]
+        ));
+    }
+    if kinds[0] == 3 {
+        fatal(
+            "GPUs under mpirun: this build runs ranks on simulated devices (cpu:N) and the host; GPU data between ranks \
+             is not implemented yet (run one process per machine, or HPVM_MGPU_RANKS=off)",
+        );
+    }
+    let counts: Vec<usize> = all.iter().map(|v| (v & 0xffff_ffff) as usize).collect();
+    let total: usize = counts.iter().sum();
+    if total > MAX_DEVICES {
+        fatal(&format!(
+            "HPVM_MGPU_DEVICES={text}: the ranks have {total} devices together; a run has at most {MAX_DEVICES}"
+        ));
+    }
+    let owner: Vec<usize> = counts.iter().enumerate().flat_map(|(r, &n)| std::iter::repeat_n(r, n)).collect();
+    let threads = (crate::pool::pool().current_num_threads() / mine.max(1)).max(1);
+    let dry = kinds[0] == 2;
+    let sims = (0..total)
+        .map(|k| match (owner[k] == w.rank, dry) {
+            (true, true) => SimDevice::dry(k),
+            (true, false) => SimDevice::new(k, threads),
+            (false, _) => SimDevice::remote(k, owner[k], dry),
+        })
+        .collect();
+    Devices {
+        gpus: Vec::new(),
+        peer: Vec::new(),
+        sims,
+        link_cost: Vec::new(),
+        order: Vec::new(),
+        no_gpu_found: false,
+        owner,
+        rank: w.rank,
+    }
 }
 
 /// `HPVM_MGPU_PIN=on`: the program's buffers of 1 MiB or more are page-locked on their first

@@ -49,6 +49,9 @@ pub struct SimDevice {
     /// A dry-run device (`dry:N`): allocations are addresses only, copies and partitions are
     /// skipped. What is left is the runtime's own work, which benchmarks measure.
     dry: bool,
+    /// Another rank's device (`mpirun`, [`crate::ranks`]): this process plans for it as
+    /// that rank does, with made-up addresses and its granule, and runs nothing on it.
+    remote: bool,
     next_fake: std::sync::atomic::AtomicU64,
 }
 
@@ -66,6 +69,28 @@ impl SimDevice {
         self.dry
     }
 
+    /// Device `index` of the run, which rank `rank` holds (see [`SimDevice::is_remote`]);
+    /// `dry` as that rank's devices are.
+    pub fn remote(index: usize, rank: usize, dry: bool) -> SimDevice {
+        let mut d = SimDevice::new(index, 1);
+        d.name = format!("{}{index} (rank {rank})", if dry { "dry" } else { "sim" });
+        d.dry = dry;
+        d.remote = true;
+        d
+    }
+
+    /// Whether another rank holds the device: nothing of its runs here, and its addresses
+    /// are made up (a plan names them; only its rank uses them).
+    pub fn is_remote(&self) -> bool {
+        self.remote
+    }
+
+    /// Allocates nothing: a made-up address range (dry-run and remote devices).
+    fn fake(&self, bytes: u64) -> u64 {
+        let size = bytes.max(1).next_multiple_of(ALIGN as u64);
+        self.next_fake.fetch_add(size, std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn new(index: usize, threads: usize) -> SimDevice {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -79,6 +104,7 @@ impl SimDevice {
             allocations: Mutex::default(),
             reservations: Mutex::default(),
             dry: false,
+            remote: false,
             // Far from any real address, distinct per device.
             next_fake: std::sync::atomic::AtomicU64::new((0x7000 + index as u64) << 36),
         }
@@ -100,9 +126,8 @@ impl Device for SimDevice {
     }
 
     fn alloc(&self, bytes: usize) -> Result<u64, String> {
-        if self.dry {
-            let size = (bytes as u64).max(1).next_multiple_of(ALIGN as u64);
-            return Ok(self.next_fake.fetch_add(size, std::sync::atomic::Ordering::Relaxed));
+        if self.dry || self.remote {
+            return Ok(self.fake(bytes as u64));
         }
         let layout = Layout::from_size_align(bytes.max(1), ALIGN).map_err(|e| e.to_string())?;
         let poison = layout.size() <= POISON_UP_TO;
@@ -126,7 +151,7 @@ impl Device for SimDevice {
     }
 
     fn free(&self, addr: u64) -> Result<(), String> {
-        if self.dry {
+        if self.dry || self.remote {
             return Ok(());
         }
         let layout = self.allocations.lock().unwrap_or_else(|e| e.into_inner()).remove(&addr);
@@ -141,6 +166,9 @@ impl Device for SimDevice {
     }
 
     fn reserve(&self, bytes: u64) -> Result<u64, String> {
+        if self.remote {
+            return Ok(self.fake(bytes));
+        }
         // SAFETY: a new private anonymous mapping; nothing else refers to it.
         let p = unsafe {
             libc::mmap(
@@ -161,6 +189,9 @@ impl Device for SimDevice {
     }
 
     fn map(&self, addr: u64, bytes: u64) -> Result<(), String> {
+        if self.remote {
+            return Ok(());
+        }
         let poison = {
             let r = self.reservations.lock().unwrap_or_else(|e| e.into_inner());
             let (_, &size) = r
@@ -182,6 +213,9 @@ impl Device for SimDevice {
     }
 
     fn unmap(&self, addr: u64, bytes: u64) -> Result<(), String> {
+        if self.remote {
+            return Ok(());
+        }
         // SAFETY: pages of a reservation of this device's, which no partition is using (the
         // memory manager unmaps only what no launch in progress touches).
         let failed = unsafe {
@@ -195,6 +229,9 @@ impl Device for SimDevice {
     }
 
     fn unreserve(&self, addr: u64) -> Result<(), String> {
+        if self.remote {
+            return Ok(());
+        }
         let size = self.reservations.lock().unwrap_or_else(|e| e.into_inner()).remove(&addr);
         let size = size.ok_or_else(|| format!("{}: freeing {addr:#x}, which it did not reserve", self.name))?;
         // SAFETY: a reservation of this device's, unmapped once (removed from the table).
@@ -207,6 +244,10 @@ impl Device for SimDevice {
     fn copy(&self, c: &Copy) -> Result<(), String> {
         if self.dry {
             return Ok(());
+        }
+        if self.remote {
+            // The memory manager sends and receives what crosses ranks instead.
+            return Err(format!("{}: a copy on another rank's device", self.name));
         }
         for r in 0..c.rows {
             // SAFETY: the memory manager plans copies inside allocations of the buffer's size

@@ -117,6 +117,10 @@ impl Engine<'_> {
                 };
                 if bx.len() == 1 {
                     instance(bx.linear_indices().next().expect("one instance"));
+                } else if self.place == Place::Host && crate::ranks::spans_ranks() {
+                    // Under ranks, the launch units inside run in the same order on every
+                    // rank: one instance after the other.
+                    bx.linear_indices().for_each(instance);
                 } else {
                     let lins: Vec<i64> = bx.linear_indices().collect();
                     lins.into_par_iter().for_each(instance);

@@ -18,7 +18,7 @@ use crate::{fatal, pool, scratch};
 use engine::Engine;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::mpsc::{channel, sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
@@ -155,6 +155,16 @@ struct Stream {
     input: Option<SyncSender<Arc<Vec<u8>>>>,
     output: Receiver<Vec<u8>>,
     stages: Vec<JoinHandle<()>>,
+    /// Under ranks: no stage threads; each item runs through the whole graph when pushed.
+    serial: Option<Serial>,
+}
+
+/// A stream under ranks: each pushed item runs through root `root` at once, in program order
+/// on every rank, its output record (if the root binds any) sent to the stream's `output`.
+struct Serial {
+    module: Arc<Loaded>,
+    root: u32,
+    outputs: Option<Sender<Vec<u8>>>,
 }
 
 /// The instance context of a root: one instance, no parent.
@@ -196,6 +206,10 @@ impl Launch {
             fatal(&format!("launch {launch} is not in the program description"));
         }
         sink::record(Event::GraphLaunch);
+        let ranks = crate::ranks::spans_ranks();
+        if ranks {
+            crate::ranks::agree(&format!("launching {}", module.module.program.launches[launch as usize].loc));
+        }
         if mode == Mode::Streaming {
             let stream = Stream::start(module.clone(), launch);
             return Box::new(Launch { module, launch, thread: None, stream: Some(stream) });
@@ -237,7 +251,10 @@ impl Launch {
                 };
             }
         };
-        if mode == Mode::Cuda {
+        // Under ranks a graph runs to its end before the launch returns, so that every rank
+        // makes its runtime calls in program order (the host's code between a launch and
+        // its wait may not touch what the graph uses anyway).
+        if mode == Mode::Cuda || ranks {
             run();
             return Box::new(Launch { module, launch, thread: None, stream: None });
         }
@@ -257,6 +274,7 @@ impl Launch {
         }
         if let Some(mut s) = self.stream.take() {
             s.input = None;
+            s.serial = None;
             for t in s.stages.drain(..) {
                 if t.join().is_err() {
                     fatal("a pipeline stage failed");
@@ -275,6 +293,15 @@ impl Launch {
         };
         let args = unsafe { Self::root_args(&self.module.module, self.launch, user) };
         sink::record(Event::StreamItem);
+        if let Some(serial) = &s.serial {
+            crate::ranks::agree(&format!("pushing into {}", self.desc().loc));
+            let record = run_root_item(&serial.module, serial.root, &args);
+            if let Some(tx) = &serial.outputs {
+                // The receiver lives in this same stream.
+                let _ = tx.send(record);
+            }
+            return;
+        }
         if let Some(tx) = &s.input {
             if tx.send(Arc::new(args)).is_err() {
                 fatal("the pipeline stopped accepting input");
@@ -315,6 +342,16 @@ impl Stream {
     /// root's edges; every stage gets each item's root arguments for its bound inputs.
     fn start(module: Arc<Loaded>, launch: u32) -> Stream {
         let root = module.module.program.launches[launch as usize].root;
+        if crate::ranks::spans_ranks() {
+            let (tx, rx) = channel::<Vec<u8>>();
+            // As the collector below: a root without bound outputs has nothing to pop.
+            let outputs = match &module.module.program.nodes[root as usize].kind {
+                KindDesc::Internal { bind_out, .. } => !bind_out.is_empty(),
+                KindDesc::Leaf { .. } => true,
+            };
+            let serial = Some(Serial { module, root, outputs: outputs.then_some(tx) });
+            return Stream { input: None, output: rx, stages: Vec::new(), serial };
+        }
         let (input_tx, input_rx) = sync_channel::<Arc<Vec<u8>>>(STREAM_DEPTH);
         // Unbounded, so a program may push every item before popping any.
         let (output_tx, output_rx) = channel::<Vec<u8>>();
@@ -342,7 +379,7 @@ impl Stream {
                     }
                 }),
             ));
-            return Stream { input: Some(input_tx), output: output_rx, stages };
+            return Stream { input: Some(input_tx), output: output_rx, stages, serial: None };
         };
 
         // Channels: root arguments to each stage; each edge's source records to its destination;
@@ -466,7 +503,7 @@ impl Stream {
                 }
             }),
         ));
-        Stream { input: Some(input_tx), output: output_rx, stages }
+        Stream { input: Some(input_tx), output: output_rx, stages, serial: None }
     }
 }
 

@@ -15,6 +15,7 @@
 //! the launch's copies, so the copies of one launch never depend on each other.
 
 pub mod coherence;
+mod crossing;
 #[cfg(test)]
 pub(crate) mod fakes;
 pub mod residency;
@@ -61,6 +62,10 @@ pub(crate) enum HostWrites {
 pub(crate) fn host_writes() -> HostWrites {
     static MODE: std::sync::OnceLock<HostWrites> = std::sync::OnceLock::new();
     *MODE.get_or_init(|| match std::env::var("HPVM_MGPU_HOST_WRITES").unwrap_or_default().trim() {
+        // Watching is each process's own (which pages it sees written depends on where its
+        // allocator put the buffer): under ranks, whose coherence maps must stay alike,
+        // every byte the host holds counts as written instead.
+        "" | "any" if crate::ranks::spans_ranks() => HostWrites::Assumed,
         "" | "any" => HostWrites::Watched,
         "all" => HostWrites::Assumed,
         "none" => HostWrites::None,
@@ -72,6 +77,7 @@ pub(crate) fn host_writes() -> HostWrites {
 pub fn host_writes_described() -> String {
     match (host_writes(), watch::watcher()) {
         (HostWrites::None, _) => "none (HPVM_MGPU_HOST_WRITES=none)".into(),
+        (HostWrites::Assumed, _) if crate::ranks::spans_ranks() => "assumed at every launch (under ranks)".into(),
         (HostWrites::Assumed, _) => "assumed at every launch (HPVM_MGPU_HOST_WRITES=all)".into(),
         (HostWrites::Watched, Ok(_)) => "watched (userfaultfd write-protection, pagemap scan)".into(),
         (HostWrites::Watched, Err(why)) => format!("assumed at every launch: cannot watch them ({why})"),
@@ -654,8 +660,39 @@ pub fn execute(copies: &[Copy]) -> Result<(), String> {
 }
 
 /// Enqueues copies, each on its device's stream, and counts their bytes; returns the set of
-/// devices that got some (bit `k` for device `k`). The caller synchronizes them.
+/// devices that got some (bit `k` for device `k`). The caller synchronizes them. Under ranks,
+/// this rank does its part of each copy ([`crossing`]); what crosses ranks has arrived when
+/// this returns.
 pub fn enqueue(copies: &[Copy]) -> Result<u64, String> {
+    let devs: &Devices = devices();
+    if !devs.spans_ranks() {
+        return enqueue_here(copies);
+    }
+    let (mut here, mut crossing) = (Vec::new(), Vec::new());
+    for (i, c) in copies.iter().enumerate() {
+        match crossing::part(devs, c) {
+            crossing::Part::Local => here.push(*c),
+            crossing::Part::LocalThenShare => {
+                here.push(*c);
+                crossing.push((i, *c));
+            }
+            crossing::Part::None => {}
+            crossing::Part::Send { .. } | crossing::Part::Receive { .. } => crossing.push((i, *c)),
+        }
+    }
+    let used = enqueue_here(&here)?;
+    if !crossing.is_empty() {
+        // What goes on to other ranks must have arrived here first.
+        for k in (0..devs.count()).filter(|k| used & 1 << k != 0) {
+            devs.get(k).synchronize()?;
+        }
+        crossing::exchange(&crossing);
+    }
+    Ok(used)
+}
+
+/// [`enqueue`] of copies between this process's own places.
+fn enqueue_here(copies: &[Copy]) -> Result<u64, String> {
     let devs: &Devices = devices();
     let used = copies.iter().fold(0u64, |u, c| u | 1 << c.executor());
     let run = |k: usize| -> Result<(), String> {
@@ -839,8 +876,11 @@ pub fn discard(ptr: usize) -> bool {
 /// At cleanup: host copies made current, device copies freed.
 pub fn forget_all() {
     inflight::drain();
-    let starts: Vec<u64> = table().buffers.keys().copied().collect();
-    for s in starts {
+    // In the order they were tracked, not by address: under ranks every rank must copy them
+    // back in the same order, and addresses differ between processes.
+    let mut starts: Vec<(u64, u64)> = table().buffers.values().map(|b| (b.id, b.start)).collect();
+    starts.sort_unstable();
+    for (_, s) in starts {
         untrack(s as usize);
     }
 }

@@ -394,27 +394,29 @@ impl Table {
 
     /// Evicts at least `bytes` of device `k`'s granules last used before `tick`, least
     /// recently used first (ties: buffer, then granule order, so runs are deterministic).
+    /// Buffers go by the order they were tracked, never by address: under ranks every rank
+    /// evicts alike, and addresses differ between processes.
     fn evict_for(&mut self, k: usize, bytes: u64, tick: u64, granule: u64) {
         // GPU work in flight may still read what goes (another GPU's copy from it).
         crate::devices::inflight::drain();
-        let mut candidates: Vec<(u64, u64, usize)> = Vec::new();
+        let mut candidates: Vec<(u64, u64, usize, u64)> = Vec::new();
         for (&start, buf) in &self.buffers {
             if let Some(b) = buf.backing.get(k) {
                 candidates.extend(
-                    b.used.iter().enumerate().filter(|(_, &u)| u != 0 && u < tick).map(|(g, &u)| (u, start, g)),
+                    b.used.iter().enumerate().filter(|(_, &u)| u != 0 && u < tick).map(|(g, &u)| (u, buf.id, g, start)),
                 );
             }
         }
         candidates.sort_unstable();
         let take = (bytes.div_ceil(granule) as usize).min(candidates.len());
-        let mut chosen: Vec<(u64, usize)> = candidates[..take].iter().map(|&(_, s, g)| (s, g)).collect();
+        let mut chosen: Vec<(u64, usize, u64)> = candidates[..take].iter().map(|&(_, id, g, s)| (id, g, s)).collect();
         chosen.sort_unstable();
         let mut i = 0;
         while i < chosen.len() {
-            let (start, g0) = chosen[i];
+            let (id, g0, start) = chosen[i];
             let mut g1 = g0 + 1;
             i += 1;
-            while i < chosen.len() && chosen[i] == (start, g1) {
+            while i < chosen.len() && chosen[i] == (id, g1, start) {
                 g1 += 1;
                 i += 1;
             }

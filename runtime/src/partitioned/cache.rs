@@ -37,6 +37,24 @@ impl Key {
         Key { node: self.node, grid: self.grid, parent: self.parent, devices: self.devices, args }
     }
 
+    /// The key as bytes with the pointers zeroed (they are this process's addresses): what
+    /// every rank of a run over ranks must launch alike ([`crate::ranks::note_launch`]).
+    pub fn without_pointers(&self, unit: &NodeDesc) -> Vec<u8> {
+        let mut out = self.args.clone();
+        for p in unit.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
+            let (lo, hi) = (p.offset as usize, (p.offset + p.size) as usize);
+            if hi <= out.len() {
+                out[lo..hi].fill(0);
+            }
+        }
+        out.extend(self.node.to_le_bytes());
+        for v in self.grid.iter().chain(&self.parent.0).chain(&self.parent.1) {
+            out.extend(v.to_le_bytes());
+        }
+        out.push(self.devices);
+        out
+    }
+
     /// [`Key::pointers_only`] followed by `inputs` ([`super::access::plan_inputs`]): where
     /// any other plan is kept.
     pub fn with_inputs(&self, unit: &NodeDesc, inputs: &[i64]) -> Key {

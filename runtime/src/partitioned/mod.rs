@@ -438,6 +438,9 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
     let (devices_given, mut probe) = decide(u, blocks, gpu_launch.as_ref().map(|(k, ptx, p)| (&k.name, *ptx, p)));
     let order = &devs.order[..devices_given];
     let key = cache::Key { node: n, grid, parent: (pid, pdim), devices: devices_given as u8, args: base };
+    if crate::ranks::spans_ranks() {
+        crate::ranks::note_launch(&key.without_pointers(module.node(n)));
+    }
 
     let mut table = memory::table();
     let t0 = Stopwatch::start();
@@ -580,6 +583,7 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
             let copied = started.map(|t| t.elapsed().as_nanos() as f64);
             let t3 = Stopwatch::start();
             let slowest = run_parts(lp, &part_args, run_box, probe.is_some());
+            share_outputs(module, n, shape, lp, grid, outs);
             st.nanos_kernels.fetch_add(t3.nanos(), Ordering::Relaxed);
             if let (Some(mut p), Some(copy_ns)) = (probe.take(), copied) {
                 p.used = used_devices(lp);
@@ -725,6 +729,7 @@ fn run_rounds(
         st.nanos_copies.fetch_add(t2.nanos(), Ordering::Relaxed);
         let t3 = Stopwatch::start();
         run_parts(r, &part_args, run_box, false);
+        share_outputs(module, n, u.shape, r, u.grid, u.outs);
         st.nanos_kernels.fetch_add(t3.nanos(), Ordering::Relaxed);
     }
 }
@@ -836,6 +841,41 @@ fn pass_outputs_through(m: &Module, n: u32, shape: &KernelKind, base: &[u8], tot
     }
 }
 
+/// Under ranks: the output records a leaf's instances wrote on other ranks' devices reach
+/// this rank too (the graph's edges and bindings read them on every rank), each partition's
+/// from the rank that ran it.
+fn share_outputs(m: &Module, n: u32, shape: &KernelKind, lp: &LaunchPlan, grid: [i64; 3], outs: SendPtr<u8>) {
+    let size = m.node(n).outputs_size();
+    let Some(w) = crate::ranks::world().filter(|w| w.size > 1) else { return };
+    if !matches!(shape, KernelKind::Grid) || size == 0 || outs.get().is_null() {
+        return;
+    }
+    let devs = devices();
+    if devs.sims.first().is_some_and(|d| d.is_dry()) {
+        return;
+    }
+    let total = grid.iter().product::<i64>().max(0) as usize;
+    // SAFETY: `outs` holds one record of `size` bytes per instance of the grid.
+    let records = unsafe { std::slice::from_raw_parts_mut(outs.get(), total * size) };
+    for p in lp.parts.iter().filter(|p| !p.bx.is_empty()) {
+        let mut packed: Vec<u8> = Vec::with_capacity(p.bx.len() as usize * size);
+        let owner = devs.owner(p.device);
+        if owner == w.rank {
+            for i in p.bx.linear_indices() {
+                packed.extend_from_slice(&records[i as usize * size..(i as usize + 1) * size]);
+            }
+        } else {
+            packed.resize(p.bx.len() as usize * size, 0);
+        }
+        w.bcast(&mut packed, owner);
+        if owner != w.rank {
+            for (i, rec) in p.bx.linear_indices().zip(packed.chunks(size)) {
+                records[i as usize * size..(i as usize + 1) * size].copy_from_slice(rec);
+            }
+        }
+    }
+}
+
 /// Every partition on its simulated device, concurrently; returns when all have finished,
 /// with (when `timed`) the slowest partition's time in ns.
 fn run_parts(lp: &LaunchPlan, part_args: &[std::borrow::Cow<'_, [u8]>], run_box: &RunBox<'_>, timed: bool) -> f64 {
@@ -845,6 +885,10 @@ fn run_parts(lp: &LaunchPlan, part_args: &[std::borrow::Cow<'_, [u8]>], run_box:
     }
     let slowest = AtomicU64::new(0);
     let run = |(p, a): (&PartPlan, &std::borrow::Cow<'_, [u8]>)| {
+        // Another rank's device: that rank runs it.
+        if sims[p.device].is_remote() {
+            return;
+        }
         let args = Args::uniform(a.to_vec());
         let t = timed.then(std::time::Instant::now);
         sims[p.device].install(|| run_box(Place::Device(p.device), p.bx, &args));

@@ -48,6 +48,9 @@ pub(crate) enum Mode {
 pub(crate) fn mode() -> Mode {
     static MODE: std::sync::OnceLock<Mode> = std::sync::OnceLock::new();
     *MODE.get_or_init(|| match std::env::var("HPVM_MGPU_PARTITION").unwrap_or_default().trim() {
+        // Under ranks every rank must decide alike, and the policy decides from each rank's
+        // own clock: every split launch takes every device instead.
+        "" | "auto" if crate::ranks::spans_ranks() => Mode::Always,
         "" | "auto" => Mode::Auto,
         "always" | "on" | "1" => Mode::Always,
         "off" | "0" => Mode::Off,

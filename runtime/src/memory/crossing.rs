@@ -1,0 +1,178 @@
+//! Copies that cross ranks ([`crate::ranks`]).
+//!
+//! Every rank plans the same copies (control replication); each carries out its part of
+//! each:
+//! - a copy between two of its own places runs as in a run of one process;
+//! - a copy from its device to another rank's device is a send, the other rank's part a
+//!   receive;
+//! - a copy from any device to the host reaches every rank's host: the device's rank copies
+//!   it to its host and sends those bytes to every other rank;
+//! - a copy from the host to another rank's device is that rank's alone (its host holds the
+//!   same bytes), as is a copy between two devices of one other rank.
+//!
+//! Messages are tagged with the copy's position in the plan, which is the same on every
+//! rank, so a send meets its receive whatever else is in flight between the two ranks.
+
+use crate::devices::{devices, Copy, Devices, Place};
+use crate::ranks::{self, Op};
+use crate::sink::{self, Event};
+
+/// This rank's part of one copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Part {
+    /// Runs here, as in one process.
+    Local,
+    /// Runs here, then its destination (the host) goes to every other rank.
+    LocalThenShare,
+    /// Its source is here; its bytes go to rank `to`.
+    Send { to: usize },
+    /// Its destination is here; its bytes come from rank `from`.
+    Receive { from: usize },
+    /// Neither end is here.
+    None,
+}
+
+/// This rank's part of copy `c`.
+pub(super) fn part(devs: &Devices, c: &Copy) -> Part {
+    let local = |p: Place| match p {
+        Place::Host => true,
+        Place::Device(k) => devs.is_local(k),
+    };
+    match (c.src, c.dst) {
+        (Place::Device(_), Place::Host) if local(c.src) => Part::LocalThenShare,
+        (Place::Device(d), Place::Host) => Part::Receive { from: devs.owner(d) },
+        (Place::Host, _) if local(c.dst) => Part::Local,
+        (Place::Host, _) => Part::None,
+        (Place::Device(d), Place::Device(e)) => match (local(c.src), local(c.dst)) {
+            (true, true) => Part::Local,
+            (true, false) => Part::Send { to: devs.owner(e) },
+            (false, true) => Part::Receive { from: devs.owner(d) },
+            (false, false) => Part::None,
+        },
+    }
+}
+
+/// A rectangle of bytes in this process: `rows` rows of `row_bytes`, `pitch` apart.
+#[derive(Clone, Copy)]
+struct Rect {
+    addr: u64,
+    rows: u64,
+    row_bytes: u64,
+    pitch: u64,
+}
+
+impl Rect {
+    fn contiguous(&self) -> bool {
+        self.rows <= 1 || self.pitch == self.row_bytes
+    }
+
+    fn bytes(&self) -> u64 {
+        self.rows * self.row_bytes
+    }
+
+    /// The rectangle's bytes, one row after another.
+    ///
+    /// # Safety
+    /// The rectangle is readable memory of this process.
+    unsafe fn pack(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.bytes() as usize);
+        for r in 0..self.rows {
+            let row = unsafe {
+                std::slice::from_raw_parts((self.addr + r * self.pitch) as *const u8, self.row_bytes as usize)
+            };
+            out.extend_from_slice(row);
+        }
+        out
+    }
+
+    /// Writes `packed` (as [`Rect::pack`] makes it) into the rectangle.
+    ///
+    /// # Safety
+    /// The rectangle is writable memory of this process.
+    unsafe fn unpack(&self, packed: &[u8]) {
+        for (r, row) in packed.chunks(self.row_bytes as usize).enumerate() {
+            unsafe {
+                std::ptr::copy_nonoverlapping(row.as_ptr(), (self.addr + r as u64 * self.pitch) as *mut u8, row.len())
+            };
+        }
+    }
+}
+
+fn src_rect(c: &Copy) -> Rect {
+    Rect { addr: c.src_addr, rows: c.rows, row_bytes: c.row_bytes, pitch: c.pitch }
+}
+
+fn dst_rect(c: &Copy) -> Rect {
+    Rect { addr: c.dst_addr, rows: c.rows, row_bytes: c.row_bytes, pitch: c.pitch }
+}
+
+/// Sends and receives this rank's parts of `copies` that cross ranks (each with its position
+/// in the plan); the [`Part::LocalThenShare`] copies must have run already.
+pub(super) fn exchange(copies: &[(usize, Copy)]) {
+    let devs = devices();
+    let Some(w) = ranks::world() else { return };
+    // Dry-run devices have no bytes to send.
+    if devs.sims.first().is_some_and(|s| s.is_dry()) || copies.is_empty() {
+        return;
+    }
+    let t = std::time::Instant::now();
+    // Packed rectangles stay here until the exchange is over; `Some(rect)` marks a receive
+    // to unpack afterwards.
+    let mut staged: Vec<(Vec<u8>, Option<Rect>)> = Vec::new();
+    let mut ops: Vec<(Op, Option<usize>)> = Vec::new();
+    let tag = |i: usize| (i % 32_768) as i32;
+    let (mut sent, mut received) = (0u64, 0u64);
+    for &(i, c) in copies {
+        let mut send = |to: usize, r: Rect, staged: &mut Vec<(Vec<u8>, Option<Rect>)>| {
+            let op = Op { peer: to as i32, tag: tag(i), send: 1, ptr: r.addr as *mut u8, len: r.bytes() };
+            if r.contiguous() {
+                ops.push((op, None));
+            } else {
+                // SAFETY: a planned copy's source, in this process's memory.
+                staged.push((unsafe { r.pack() }, None));
+                ops.push((op, Some(staged.len() - 1)));
+            }
+            sent += r.bytes();
+        };
+        match part(devs, &c) {
+            Part::LocalThenShare => {
+                for to in (0..w.size).filter(|&r| r != w.rank) {
+                    send(to, dst_rect(&c), &mut staged);
+                }
+            }
+            Part::Send { to } => send(to, src_rect(&c), &mut staged),
+            Part::Receive { from } => {
+                let r = dst_rect(&c);
+                let op = Op { peer: from as i32, tag: tag(i), send: 0, ptr: r.addr as *mut u8, len: r.bytes() };
+                if r.contiguous() {
+                    ops.push((op, None));
+                } else {
+                    staged.push((vec![0; r.bytes() as usize], Some(r)));
+                    ops.push((op, Some(staged.len() - 1)));
+                }
+                received += r.bytes();
+                sink::record(Event::Copied { from: c.src.index(), to: c.dst.index(), bytes: c.bytes() });
+            }
+            Part::Local | Part::None => {}
+        }
+    }
+    let ops: Vec<Op> = ops
+        .into_iter()
+        .map(|(mut op, at)| {
+            if let Some(k) = at {
+                op.ptr = staged[k].0.as_mut_ptr();
+            }
+            op
+        })
+        .collect();
+    // SAFETY: every op names memory of this process (a planned copy's end, or a staging
+    // vector above) that nothing else touches until the exchange returns.
+    unsafe { w.exchange(&ops) };
+    for (packed, into) in &staged {
+        if let Some(r) = into {
+            // SAFETY: a planned copy's destination, in this process's memory.
+            unsafe { r.unpack(packed) };
+        }
+    }
+    sink::record(Event::CrossedRanks { sent, received, nanos: t.elapsed().as_nanos() as u64 });
+}
