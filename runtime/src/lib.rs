@@ -63,7 +63,9 @@ pub fn fatal(msg: &str) -> ! {
     FAILED.store(true, std::sync::atomic::Ordering::SeqCst);
     match ABORT.get() {
         Some((who, abort)) => {
-            eprintln!("hpvm-mgpu runtime: error ({who}): {msg}");
+            // One write, so that the ranks' lines do not interleave.
+            let line = format!("hpvm-mgpu runtime: error ({who}): {msg}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
             abort(1)
         }
         None => {

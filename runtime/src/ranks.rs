@@ -148,8 +148,30 @@ fn join() -> World {
         crate::set_abort(format!("rank {rank} of {size}"), abort_all);
         // MPI must be finalized before the process exits, or the launcher reports a failure.
         libc::atexit(finalize_at_exit);
+        // mpirun ends the other ranks with SIGTERM when one fails: they say so.
+        let _ = TERMINATED.set(
+            format!(
+                "hpvm-mgpu runtime: rank {rank} of {size} stopped: mpirun ended the run because another rank failed (its \
+                 message above or below names it)\n"
+            )
+            .into_bytes(),
+        );
+        libc::signal(libc::SIGTERM, on_sigterm as *const () as libc::sighandler_t);
         World { rank, size, api, lock: Mutex::new(()) }
     }
+}
+
+/// What this rank says when mpirun ends it ([`on_sigterm`]), made before any signal comes.
+static TERMINATED: OnceLock<Vec<u8>> = OnceLock::new();
+
+extern "C" fn on_sigterm(_: libc::c_int) {
+    // Only async-signal-safe calls: write(2) and _exit(2).
+    if let Some(m) = TERMINATED.get() {
+        // SAFETY: a buffer that lives for the process.
+        unsafe { libc::write(2, m.as_ptr() as *const c_void, m.len()) };
+    }
+    // SAFETY: ends the process at once, as the signal would have.
+    unsafe { libc::_exit(128 + libc::SIGTERM) };
 }
 
 /// `crate::fatal` under ranks: every rank stops, not only this one.
@@ -236,18 +258,19 @@ pub fn agree(what: &str) {
     let counts = w.allgather(LAUNCH_COUNT.load(Ordering::Relaxed));
     let apart: Vec<String> = (1..w.size)
         .filter(|&r| hashes[r] != hashes[0])
-        .map(|r| format!("rank {r} ({} launch units, rank 0: {})", counts[r], counts[0]))
+        .map(|r| format!("rank {r} (after {} launches; rank 0 after {})", counts[r], counts[0]))
         .collect();
     // Every rank reaches this with the same lists: each says it and exits, without MPI_Abort's
-    // noise.
-    eprintln!(
-        "hpvm-mgpu runtime: error (rank {} of {}): the ranks diverged before {what}: {} launched other kernels than \
-         rank 0. Under mpirun every rank must run the same host program on the same data (see the README, \"Many \
-         machines\")",
+    // noise. One write, so that the ranks' lines do not interleave.
+    let msg = format!(
+        "hpvm-mgpu runtime: error (rank {} of {}): the ranks diverged before {what}: {} launched other kernels, \
+         grids or arguments than rank 0. Under mpirun every rank must run the same host program on the same data \
+         (README, \"Many machines\")\n",
         w.rank,
         w.size,
         apart.join(", ")
     );
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), msg.as_bytes());
     crate::FAILED.store(true, Ordering::SeqCst);
     std::process::exit(1)
 }

@@ -128,3 +128,57 @@ pub fn run_program(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
 pub fn checksum(out: &str) -> Option<String> {
     out.lines().find_map(|l| l.strip_prefix("checksum ").map(str::to_string))
 }
+
+/// Programs and the argument lists to run each with. The last size of each is large enough
+/// that every partitionable node has more blocks than the devices of the statistics check.
+pub const PROGRAMS: [(&str, &[&[&str]]); 40] = [
+    ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
+    ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
+    ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
+    ("examples/pipeline.c", &[&["5", "3"], &["--stream", "4", "64", "48"], &["37", "23"], &["200", "90"]]),
+    ("examples/sgemm_tiled.c", &[&["16", "16", "16"], &["32", "48", "16"], &["160", "48", "32"]]),
+    ("examples/stencil2d.c", &[&["16", "16", "2"], &["48", "32", "3"], &["64", "160", "4"]]),
+    ("examples/vecadd.c", &[&["7"], &["1001"], &["5000"]]),
+    ("bench/programs/exchange.c", &[&["16", "1"], &["48", "4"], &["160", "3"]]),
+    ("tests/programs/mesh.c", &[&["9"], &["1000"], &["5003"]]),
+    ("tests/programs/transpose.c", &[&["3", "5"], &["40", "24"], &["130", "70"]]),
+    ("tests/programs/mixed.c", &[&["7", "3"], &["3000", "10"]]),
+    ("tests/programs/oob.c", &[&["10"], &["3000"]]),
+    ("tests/programs/helpers.c", &[&["3"], &["1000"]]),
+    ("tests/programs/volume.c", &[&["3", "2", "1"], &["20", "12", "9"], &["17", "5", "40"]]),
+    ("tests/programs/heat3d.c", &[&["3", "3", "3", "4", "4", "4", "1"], &["20", "13", "17", "4", "3", "2", "3"]]),
+    ("tests/programs/threshold.c", &[&["3"], &["1001"], &["5000"]]),
+    ("tests/programs/mathfns.c", &[&["3"], &["1001"], &["5000"]]),
+    ("tests/programs/hostwrites.c", &[&["2", "2"], &["1001", "4"], &["5000", "3"]]),
+    ("tests/programs/sparsewrites.c", &[&["8192", "2", "store"], &["20000", "3", "read"], &["30000", "3", "none"]]),
+    ("tests/programs/jds.c", &[&["5", "2", "2"], &["300", "16", "3"], &["2000", "64", "3"]]),
+    (
+        "tests/programs/blur.c",
+        &[&["5", "3", "2", "2", "1"], &["61", "37", "8", "4", "2"], &["130", "70", "16", "5", "3"]],
+    ),
+    ("tests/programs/rownorm.cc", &[&["3", "1"], &["1000", "37"], &["300", "513"]]),
+    ("tests/programs/gridstride.c", &[&["7", "2", "2"], &["1000", "32", "5"], &["5003", "64", "3"]]),
+    ("tests/programs/conv.c", &[&["2", "3", "1"], &["61", "37", "2"], &["130", "70", "3"]]),
+    ("tests/programs/radius.c", &[&["2", "3", "1", "4"], &["53", "31", "2", "16"], &["130", "70", "5", "64"]]),
+    ("tests/programs/jacobi1d.c", &[&["5", "7", "1"], &["200", "16", "3"], &["1003", "50", "5"]]),
+    ("tests/programs/chain.c", &[&["1", "1", "1"], &["777", "1000", "2"], &["5000", "48", "3"]]),
+    ("tests/programs/unsigned.c", &[&["2", "1", "1", "1"], &["45", "29", "8", "4"], &["130", "270", "16", "5", "300"]]),
+    ("tests/programs/rowptr.c", &[&["1", "1"], &["37", "23"], &["90", "1000"]]),
+    ("tests/programs/planes.c", &[&["1", "1"], &["29", "17", "11"], &["40", "900"]]),
+    ("tests/programs/lattice.c", &[&["1"], &["4"]]),
+    ("tests/programs/escape.c", &[&["1", "1", "1"], &["37", "23", "16"], &["90", "900", "64"]]),
+    (
+        "tests/programs/boxblur.c",
+        &[&["1", "1", "1", "1", "1"], &["53", "29", "8", "4", "2"], &["130", "70", "16", "5", "3"]],
+    ),
+    (
+        "tests/programs/gemm_nt.c",
+        &[&["8", "4", "3", "8", "4"], &["48", "40", "24", "8", "4"], &["96", "120", "16", "16", "8"]],
+    ),
+    ("tests/cuda/kernels.cu", &[&["16"], &["1000"], &["3001"]]),
+    ("tests/cuda/structs.cu", &[&["1"], &["100"], &["3000"]]),
+    ("tests/cuda/streams.cu", &[&["8"], &["1000"], &["3001"]]),
+    ("bench/programs/matmul.cu", &[&["1"], &["37"], &["100"]]),
+    ("bench/programs/stencil.cu", &[&["3", "1"], &["37", "3"], &["130", "4"]]),
+    ("bench/programs/nbody.cu", &[&["1", "1"], &["100", "2"], &["1100", "2"]]),
+];

@@ -208,6 +208,11 @@ impl Launch {
         sink::record(Event::GraphLaunch);
         let ranks = crate::ranks::spans_ranks();
         if ranks {
+            // This launch's own arguments count: ranks that would launch it differently
+            // stop before any of its copies (which would not match) are tried.
+            if mode != Mode::Streaming {
+                note_root_args(&module.module, launch, &unsafe { Self::root_args(&module.module, launch, user) });
+            }
             crate::ranks::agree(&format!("launching {}", module.module.program.launches[launch as usize].loc));
         }
         if mode == Mode::Streaming {
@@ -294,6 +299,7 @@ impl Launch {
         let args = unsafe { Self::root_args(&self.module.module, self.launch, user) };
         sink::record(Event::StreamItem);
         if let Some(serial) = &s.serial {
+            note_root_args(&self.module.module, self.launch, &args);
             crate::ranks::agree(&format!("pushing into {}", self.desc().loc));
             let record = run_root_item(&serial.module, serial.root, &args);
             if let Some(tx) = &serial.outputs {
@@ -505,6 +511,20 @@ impl Stream {
         ));
         Stream { input: Some(input_tx), output: output_rx, stages, serial: None }
     }
+}
+
+/// Under ranks: folds a root's arguments (but its pointers, which are this process's
+/// addresses) into the hash the ranks compare ([`crate::ranks::agree`]).
+fn note_root_args(m: &Module, launch: u32, args: &[u8]) {
+    let root = &m.program.nodes[m.program.launches[launch as usize].root as usize];
+    let mut key = args.to_vec();
+    for p in root.params.iter().filter(|p| p.kind == crate::desc::ScalarKind::Pointer) {
+        if let Some(b) = key.get_mut(p.offset as usize..(p.offset + p.size) as usize) {
+            b.fill(0);
+        }
+    }
+    key.extend(launch.to_le_bytes());
+    crate::ranks::note_launch(&key);
 }
 
 /// Runs a root over one item's arguments and returns its output record.

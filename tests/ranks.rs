@@ -1,0 +1,279 @@
+//! Runs over MPI ranks (`mpirun -n R ./app`, each rank with simulated devices): every example
+//! and test program prints, on every rank, what one process prints; ranks that diverge, and a
+//! rank that dies, stop the run with a message; a run of one process needs no MPI.
+//!
+//! Needs OpenMPI's `mpirun` (`scripts/bootstrap` installs it); without it each test says so
+//! and passes.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Whether `mpirun` is there; says once when it is not.
+fn have_mpirun() -> bool {
+    static HAVE: OnceLock<bool> = OnceLock::new();
+    *HAVE.get_or_init(|| {
+        let ok = Command::new("mpirun").arg("--version").output().is_ok_and(|o| o.status.success());
+        if !ok {
+            eprintln!("SKIPPED: mpirun not found (scripts/bootstrap installs OpenMPI)");
+        }
+        ok
+    })
+}
+
+/// The MPI plugin the executables load under mpirun, built beside the runtime library the
+/// tests link with (cargo builds the test targets, not every library's shared object).
+fn plugin() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = Command::new(cargo).args(["build", "-p", "mpi-ranks"]).current_dir(root()).output().unwrap();
+        assert!(out.status.success(), "building the MPI plugin:\n{}", stderr(&out));
+    });
+}
+
+fn build(dir: &TempDir, src: &str) -> PathBuf {
+    plugin();
+    let name = src.replace(['/', '.'], "_");
+    let exe = dir.join(&name);
+    let out = hpvm_mgpu(&["build", "-O2", src, "-o", exe.to_str().unwrap()]);
+    assert!(out.status.success(), "build {src}:\n{}", stderr(&out));
+    exe
+}
+
+/// `mpirun` with `ranks` ranks, each with `env`, its output per rank under `out`.
+fn mpirun(ranks: usize, env: &[(&str, &str)], out: &Path, exe: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--oversubscribe", "-n", &ranks.to_string(), "--output-filename"]).arg(out);
+    for (k, v) in env {
+        cmd.arg("-x").arg(format!("{k}={v}"));
+    }
+    cmd.arg(exe).args(args);
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1").stdin(Stdio::null());
+    cmd
+}
+
+/// What a rank printed, but timing lines (`kernel_ms ...`), which no two runs share.
+fn comparable(text: &str) -> String {
+    text.lines().filter(|l| !l.contains("_ms")).map(|l| format!("{l}\n")).collect()
+}
+
+/// Each rank's standard output of a run under `out` (OpenMPI's `--output-filename` layout).
+fn rank_outputs(out: &Path, ranks: usize) -> Vec<String> {
+    let job = std::fs::read_dir(out).unwrap().next().expect("a job directory").unwrap().path();
+    (0..ranks).map(|r| std::fs::read_to_string(job.join(format!("rank.{r}/stdout"))).unwrap_or_default()).collect()
+}
+
+/// Runs `exe args` under `ranks` ranks with `env` and checks every rank printed `want`.
+fn same_on_every_rank(dir: &TempDir, exe: &Path, args: &[&str], ranks: usize, env: &[(&str, &str)], want: &str) {
+    let out = dir.join("ranks-out");
+    let _ = std::fs::remove_dir_all(&out);
+    let o: Output = mpirun(ranks, env, &out, exe, args).output().unwrap();
+    assert!(o.status.success(), "{} {args:?} on {ranks} ranks with {env:?} failed:\n{}", exe.display(), stderr(&o));
+    for (r, got) in rank_outputs(&out, ranks).iter().enumerate() {
+        assert_eq!(
+            comparable(got),
+            want,
+            "{} {args:?}: rank {r} of {ranks} with {env:?} printed other than one process",
+            exe.display()
+        );
+    }
+}
+
+fn one_process(exe: &Path, args: &[&str]) -> String {
+    let o = run_program(exe, args, &[("HPVM_MGPU_DEVICES", "cpu:1")]);
+    let text = stdout(&o);
+    assert!(o.status.success() && text.contains("PASS"), "{} {args:?}:\n{text}{}", exe.display(), stderr(&o));
+    comparable(&text)
+}
+
+#[test]
+fn every_program_on_two_and_three_ranks_prints_what_one_process_prints() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = TempDir::new("ranks");
+    let cpu2 = [("HPVM_MGPU_DEVICES", "cpu:2")];
+    for (src, sizes) in PROGRAMS {
+        let exe = build(&dir, src);
+        // The largest size, and one that leaves some device of 6 without a block.
+        for args in [sizes[0], sizes[sizes.len() - 1]] {
+            let want = one_process(&exe, args);
+            for ranks in [2, 3] {
+                same_on_every_rank(&dir, &exe, args, ranks, &cpu2, &want);
+            }
+        }
+    }
+}
+
+/// The runtime's choices that change which copies cross ranks, and when, change nothing.
+#[test]
+fn partitions_weights_and_evictions_across_ranks_change_nothing() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = TempDir::new("ranks-variants");
+    let cases: [(&str, &[&str]); 5] = [
+        ("examples/stencil2d.c", &["64", "160", "4"]),
+        ("examples/pipeline.c", &["--stream", "4", "64", "48"]),
+        ("tests/programs/jacobi1d.c", &["1003", "50", "5"]),
+        ("tests/programs/transpose.c", &["130", "70"]),
+        ("bench/programs/stencil.cu", &["130", "4"]),
+    ];
+    for (src, args) in cases {
+        let exe = build(&dir, src);
+        let want = one_process(&exe, args);
+        let variants: [&[(&str, &str)]; 3] = [
+            &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_PARTITIONS", "3")],
+            // Device 1 (rank 0's second) gets nothing; the order crosses ranks back and forth.
+            &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_WEIGHTS", "3,0,1,2"), ("HPVM_MGPU_ORDER", "3,0,2,1")],
+            // Eviction under a limit: rounds, and bytes saved to peers or the host.
+            &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_DEVICE_MEMORY", "48K"), ("HPVM_MGPU_GRANULE", "4K")],
+        ];
+        for env in variants {
+            same_on_every_rank(&dir, &exe, args, 2, env, &want);
+        }
+    }
+    // The limit does evict there (rank 0's statistics): in rounds, to the host and to peers.
+    let exe = build(&dir, "tests/programs/transpose.c");
+    let stats = dir.path_str("stats.json");
+    let env = [
+        ("HPVM_MGPU_DEVICES", "cpu:2"),
+        ("HPVM_MGPU_DEVICE_MEMORY", "48K"),
+        ("HPVM_MGPU_GRANULE", "4K"),
+        ("HPVM_MGPU_STATS", &stats),
+    ];
+    same_on_every_rank(&dir, &exe, &["130", "70"], 2, &env, &one_process(&exe, &["130", "70"]));
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let evicted: u64 =
+        s["device_memory"].as_array().unwrap().iter().map(|d| d["granules_evicted"].as_u64().unwrap()).sum();
+    assert!(evicted > 0, "nothing evicted: {}", s["device_memory"]);
+    assert!(s["nodes"].as_array().unwrap().iter().any(|n| n["max_memory_rounds"].as_u64().unwrap() > 1));
+    assert!(s["ranks"]["bytes_received"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn ranks_that_launch_differently_stop_with_a_message() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = TempDir::new("ranks-diverge");
+    let exe = build(&dir, "examples/vecadd.c");
+    // Rank 1 is given another size: its grids differ from rank 0's.
+    let out = Command::new("mpirun")
+        .args(["--oversubscribe", "-x", "HPVM_MGPU_DEVICES=cpu:2", "-n", "1"])
+        .arg(&exe)
+        .arg("1000")
+        .args([":", "-x", "HPVM_MGPU_DEVICES=cpu:2", "-n", "1"])
+        .arg(&exe)
+        .arg("2000")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    assert!(err.contains("the ranks diverged before launching"), "{err}");
+    assert!(err.contains("rank 1 (after 1 launches; rank 0 after 1)"), "{err}");
+    assert!(!stdout(&out).contains("PASS"), "a diverged run went on:\n{}", stdout(&out));
+}
+
+/// Rank `rank`'s process of a run of `exe`, once it has started (by the rank mpirun gives it
+/// in its environment).
+fn find_rank(exe: &Path, rank: usize) -> Option<u32> {
+    let want = format!("OMPI_COMM_WORLD_RANK={rank}");
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        if !cmd.starts_with(exe.as_os_str().as_encoded_bytes()) {
+            continue;
+        }
+        let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
+        if env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+#[test]
+fn a_killed_rank_stops_the_others_with_a_message() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = TempDir::new("ranks-kill");
+    let exe = build(&dir, "examples/stencil2d.c");
+    let out = dir.join("kill-out");
+    // Long enough to be killed in the middle (minutes alone).
+    let child = mpirun(3, &[("HPVM_MGPU_DEVICES", "cpu:2")], &out, &exe, &["1024", "1024", "100000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let victim = loop {
+        if let Some(pid) = find_rank(&exe, 1) {
+            break pid;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "rank 1 never started");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Inside the iterations, past the start.
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed = Instant::now();
+    assert!(Command::new("kill").args(["-9", &victim.to_string()]).status().unwrap().success());
+    let o = child.wait_with_output().unwrap();
+    let took = killed.elapsed();
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(took < Duration::from_secs(10), "the other ranks took {took:?} to stop:\n{err}");
+    assert!(err.contains("process rank 1"), "mpirun does not name the killed rank:\n{err}");
+    for r in [0, 2] {
+        assert!(
+            err.contains(&format!("rank {r} of 3 stopped: mpirun ended the run because another rank failed")),
+            "rank {r} says nothing:\n{err}"
+        );
+    }
+}
+
+#[test]
+fn one_process_needs_no_mpi_and_a_missing_plugin_is_named() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = TempDir::new("ranks-plugin");
+    let exe = build(&dir, "examples/vecadd.c");
+    // Not under mpirun: the plugin is never looked for.
+    let o = run_program(&exe, &["100"], &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_MPI_PLUGIN", "/nonexistent.so")]);
+    assert!(o.status.success() && stdout(&o).contains("PASS"), "{}", stderr(&o));
+    // Under mpirun without it: a message saying what to do.
+    let out = dir.join("plugin-out");
+    let o =
+        mpirun(2, &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_MPI_PLUGIN", "/nonexistent.so")], &out, &exe, &["100"])
+            .output()
+            .unwrap();
+    assert!(!o.status.success());
+    let err: String = (0..2)
+        .map(|r| {
+            let job = std::fs::read_dir(&out).unwrap().next().unwrap().unwrap().path();
+            std::fs::read_to_string(job.join(format!("rank.{r}/stderr"))).unwrap_or_default()
+        })
+        .collect::<String>()
+        + &stderr(&o);
+    assert!(err.contains("the MPI plugin `/nonexistent.so` cannot be loaded"), "{err}");
+    assert!(err.contains("HPVM_MGPU_RANKS=off"), "{err}");
+    // HPVM_MGPU_RANKS=off: each process runs alone, as without mpirun.
+    same_on_every_rank(
+        &dir,
+        &exe,
+        &["100"],
+        2,
+        &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_RANKS", "off"), ("HPVM_MGPU_MPI_PLUGIN", "/nonexistent.so")],
+        &one_process(&exe, &["100"]),
+    );
+}
