@@ -251,7 +251,9 @@ pub fn note_launch(key: &[u8]) {
 /// something else, every rank stops with the same message.
 pub fn agree(what: &str) {
     let Some(w) = world().filter(|w| w.size > 1) else { return };
+    let t = std::time::Instant::now();
     let hashes = w.allgather(LAUNCHES.load(Ordering::Relaxed));
+    crate::sink::record(crate::sink::Event::RanksAgreed { nanos: t.elapsed().as_nanos() as u64 });
     if hashes.iter().all(|&h| h == hashes[0]) {
         return;
     }

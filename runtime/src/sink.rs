@@ -32,6 +32,9 @@ pub enum Event {
     /// Under ranks: one exchange of the bytes whose copies cross ranks, `sent` and `received`
     /// by this rank, taking `nanos` (packing and waiting included).
     CrossedRanks { sent: u64, received: u64, nanos: u64 },
+    /// Under ranks: one comparison of the ranks' launch hashes at a graph launch, taking
+    /// `nanos` (the wait for the slowest rank included).
+    RanksAgreed { nanos: u64 },
     /// Watching a buffer of `bytes` began (registration and protection), taking `nanos`.
     WatchStarted { bytes: u64, nanos: u64 },
 }

@@ -44,6 +44,8 @@ struct Counters {
     bytes_sent_to_ranks: AtomicU64,
     bytes_received_from_ranks: AtomicU64,
     nanos_rank_exchanges: AtomicU64,
+    rank_agreements: AtomicU64,
+    nanos_rank_agreements: AtomicU64,
 }
 
 static COUNTERS: Counters = Counters {
@@ -63,6 +65,8 @@ static COUNTERS: Counters = Counters {
     bytes_sent_to_ranks: AtomicU64::new(0),
     bytes_received_from_ranks: AtomicU64::new(0),
     nanos_rank_exchanges: AtomicU64::new(0),
+    rank_agreements: AtomicU64::new(0),
+    nanos_rank_agreements: AtomicU64::new(0),
 };
 
 impl Sink for Counters {
@@ -94,6 +98,10 @@ impl Sink for Counters {
                 add(&self.bytes_sent_to_ranks, sent);
                 add(&self.bytes_received_from_ranks, received);
                 add(&self.nanos_rank_exchanges, nanos);
+            }
+            Event::RanksAgreed { nanos } => {
+                add(&self.rank_agreements, 1);
+                add(&self.nanos_rank_agreements, nanos);
             }
         }
     }
@@ -193,6 +201,9 @@ pub struct RanksReport {
     pub bytes_sent: u64,
     pub bytes_received: u64,
     pub ms_exchanging: f64,
+    /// Comparisons of the ranks' launch hashes (one per graph launch), and their time.
+    pub agreements: u64,
+    pub ms_agreeing: f64,
 }
 
 #[derive(Serialize)]
@@ -393,6 +404,8 @@ pub fn collect() -> Report {
             bytes_sent: c.bytes_sent_to_ranks.load(Ordering::Relaxed),
             bytes_received: c.bytes_received_from_ranks.load(Ordering::Relaxed),
             ms_exchanging: ms(&c.nanos_rank_exchanges),
+            agreements: c.rank_agreements.load(Ordering::Relaxed),
+            ms_agreeing: ms(&c.nanos_rank_agreements),
         }),
     }
 }
@@ -408,8 +421,16 @@ pub fn report() -> String {
     if let Some(k) = &r.ranks {
         let _ = writeln!(
             s,
-            "  rank {} of {}: {} exchanges with other ranks, {} bytes sent, {} received, {:.3} ms",
-            k.rank, k.ranks, k.exchanges, k.bytes_sent, k.bytes_received, k.ms_exchanging
+            "  rank {} of {}: {} exchanges with other ranks, {} bytes sent, {} received, {:.3} ms; {} launch-hash \
+             comparisons, {:.3} ms",
+            k.rank,
+            k.ranks,
+            k.exchanges,
+            k.bytes_sent,
+            k.bytes_received,
+            k.ms_exchanging,
+            k.agreements,
+            k.ms_agreeing
         );
     }
     let _ = writeln!(s, "  {:<28} {:>10} {:>14} {:>12}", "node", "runs", "instances", "time ms");

@@ -26,7 +26,7 @@ pub type Finish = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
 struct InFlight {
     /// Bit `k`: GPU `k` has work not yet waited for.
-    busy: u64,
+    busy: u128,
     /// Per GPU, the first mark slot no launch in flight owns.
     next: Vec<usize>,
     finish: Vec<Finish>,

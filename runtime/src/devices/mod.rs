@@ -31,8 +31,8 @@ pub use limits::DeviceLimits;
 use sim::SimDevice;
 use std::sync::OnceLock;
 
-/// Most devices a run can have (the coherence maps' holder sets are 64-bit, bit 0 the host).
-pub const MAX_DEVICES: usize = 63;
+/// Most devices a run can have (the coherence maps' holder sets are 128-bit, bit 0 the host).
+pub const MAX_DEVICES: usize = 127;
 
 /// Who holds or receives data: the host or device `k`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -447,7 +447,7 @@ mod tests {
         assert_eq!(parse_choice("cuda"), Ok(Choice::Cuda(None)));
         assert_eq!(parse_choice("cuda:2"), Ok(Choice::Cuda(Some(2))));
         assert!(parse_choice("tpu").is_err_and(|e| e.contains("unsupported")));
-        for bad in ["cpu:0", "cpu:64", "cpu:x", "cpu:", "cuda:0", "cuda:999999999999"] {
+        for bad in ["cpu:0", "cpu:128", "cpu:x", "cpu:", "cuda:0", "cuda:999999999999"] {
             assert!(parse_choice(bad).is_err_and(|e| e.contains("between 1 and")), "{bad}");
         }
     }

@@ -17,9 +17,10 @@
 use crate::devices::{Place, MAX_DEVICES};
 use std::sync::Arc;
 
-/// A set of holders: bit 0 is the host, bit `1 + k` device `k`.
+/// A set of holders: bit 0 is the host, bit `1 + k` device `k` (128 bits: the host and up to
+/// [`MAX_DEVICES`] devices, which runs over many ranks need).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub struct Holders(pub u64);
+pub struct Holders(pub u128);
 
 impl Holders {
     pub const HOST: Holders = Holders(1);

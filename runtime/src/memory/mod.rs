@@ -427,7 +427,7 @@ impl Buffer {
         };
         if let (Some(now), Some(then)) = (single(&self.coherence), single(before)) {
             if !now.has(place) {
-                let src = then.source().expect("every byte has a holder");
+                let src = source_for(then, place);
                 let src_base = self.addr(src).unwrap_or_else(|e| crate::fatal(&e));
                 out.push(Copy {
                     src,
@@ -453,7 +453,7 @@ impl Buffer {
             let mut pieces = Vec::new();
             for m in now.query(lo, hi).filter(|s| !s.holders.has(place)) {
                 for b in then.query(m.start, m.end) {
-                    let src = b.holders.source().expect("every byte has a holder");
+                    let src = source_for(b.holders, place);
                     pieces.push((b.start - lo, b.end - lo, src));
                 }
             }
@@ -495,7 +495,7 @@ impl Buffer {
     ) {
         for m in self.coherence.missing(lo, hi, place) {
             for b in before.query(m.start, m.end) {
-                let src = b.holders.source().expect("every byte has a holder");
+                let src = source_for(b.holders, place);
                 let src_base = self.addr(src).unwrap_or_else(|e| crate::fatal(&e));
                 let n = b.end - b.start;
                 out.push(Copy {
@@ -647,6 +647,25 @@ impl Buffer {
     }
 }
 
+/// The holder among `h` that `dst` copies from ([`Holders::source`]). Under ranks, a device
+/// of `dst`'s own rank comes first, then the host (every rank has it), and only then another
+/// rank's device: bytes cross the network only when no one nearer holds them. Every rank
+/// chooses alike (it depends on the devices' ranks only).
+fn source_for(h: Holders, dst: Place) -> Place {
+    let devs = devices();
+    if let (Place::Device(e), true) = (dst, devs.spans_ranks()) {
+        let rank = devs.owner(e);
+        let near = (0..devs.count()).find(|&k| devs.owner(k) == rank && h.has(Place::Device(k)));
+        if let Some(k) = near {
+            return Place::Device(k);
+        }
+        if h.has(Place::Host) {
+            return Place::Host;
+        }
+    }
+    h.source().expect("every byte has a holder")
+}
+
 /// Runs copies (each on its device's stream), waits for them, and counts their bytes.
 pub fn execute(copies: &[Copy]) -> Result<(), String> {
     let used = enqueue(copies)?;
@@ -663,7 +682,7 @@ pub fn execute(copies: &[Copy]) -> Result<(), String> {
 /// devices that got some (bit `k` for device `k`). The caller synchronizes them. Under ranks,
 /// this rank does its part of each copy ([`crossing`]); what crosses ranks has arrived when
 /// this returns.
-pub fn enqueue(copies: &[Copy]) -> Result<u64, String> {
+pub fn enqueue(copies: &[Copy]) -> Result<u128, String> {
     let devs: &Devices = devices();
     if !devs.spans_ranks() {
         return enqueue_here(copies);
@@ -692,9 +711,9 @@ pub fn enqueue(copies: &[Copy]) -> Result<u64, String> {
 }
 
 /// [`enqueue`] of copies between this process's own places.
-fn enqueue_here(copies: &[Copy]) -> Result<u64, String> {
+fn enqueue_here(copies: &[Copy]) -> Result<u128, String> {
     let devs: &Devices = devices();
-    let used = copies.iter().fold(0u64, |u, c| u | 1 << c.executor());
+    let used = copies.iter().fold(0u128, |u, c| u | 1 << c.executor());
     let run = |k: usize| -> Result<(), String> {
         for c in copies.iter().filter(|c| c.executor() == k) {
             devs.get(k).copy(c).map_err(|e| format!("{}: {e}", devs.get(k).name()))?;

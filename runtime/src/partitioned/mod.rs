@@ -756,7 +756,7 @@ fn covers(runs: &[(u64, u64)], start: u64, end: u64) -> bool {
 
 /// The devices a plan's partitions run on.
 fn used_devices(lp: &LaunchPlan) -> usize {
-    let mut seen = 0u64;
+    let mut seen = 0u128;
     for p in lp.parts.iter().filter(|p| !p.bx.is_empty()) {
         seen |= 1 << p.device;
     }
