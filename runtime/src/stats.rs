@@ -423,14 +423,7 @@ pub fn report() -> String {
             s,
             "  rank {} of {}: {} exchanges with other ranks, {} bytes sent, {} received, {:.3} ms; {} launch-hash \
              comparisons, {:.3} ms",
-            k.rank,
-            k.ranks,
-            k.exchanges,
-            k.bytes_sent,
-            k.bytes_received,
-            k.ms_exchanging,
-            k.agreements,
-            k.ms_agreeing
+            k.rank, k.ranks, k.exchanges, k.bytes_sent, k.bytes_received, k.ms_exchanging, k.agreements, k.ms_agreeing
         );
     }
     let _ = writeln!(s, "  {:<28} {:>10} {:>14} {:>12}", "node", "runs", "instances", "time ms");

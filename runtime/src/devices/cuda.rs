@@ -359,7 +359,7 @@ impl Cuda {
         };
         let devs = super::devices();
         let mut readers: Vec<sys::CUmemAccessDesc> = vec![access(self.dev)];
-        readers.extend(devs.peer.iter().filter(|&&(_, j)| j == self.index).map(|&(i, _)| access(devs.gpus[i].dev)));
+        readers.extend(devs.peer.iter().filter(|&&(_, j)| j == self.index).map(|&(i, _)| access(devs.gpu(i).dev)));
         // SAFETY: `readers` outlives the call; the range was just mapped.
         let set = unsafe { sys::cuMemSetAccess(addr, bytes as usize, readers.as_ptr(), readers.len()) }.result();
         check("cuMemSetAccess", set)
@@ -659,7 +659,7 @@ impl super::Device for Cuda {
 
     fn copy(&self, c: &super::Copy) -> Result<(), String> {
         let peer = match (c.src, c.dst) {
-            (super::Place::Device(s), super::Place::Device(_)) => Some(super::devices().get_gpu(s)),
+            (super::Place::Device(s), super::Place::Device(_)) => Some(super::devices().gpu(s)),
             _ => None,
         };
         self.enqueue_copy(c, peer)

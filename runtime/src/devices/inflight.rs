@@ -55,11 +55,11 @@ pub fn drain() {
 }
 
 fn drain_locked(f: &mut InFlight) -> Result<(), String> {
-    let gpus = &devices().gpus;
+    let devs = devices();
     let mut first_err = Ok(());
-    for (k, gpu) in gpus.iter().enumerate() {
+    for k in devs.local_gpus() {
         if f.busy & (1 << k) != 0 {
-            if let Err(e) = super::Device::synchronize(gpu) {
+            if let Err(e) = super::Device::synchronize(devs.gpu(k)) {
                 first_err = first_err.and(Err(e));
             }
         }
@@ -84,28 +84,29 @@ impl Slots {
     /// Synchronous launches: nothing in flight (drained), every GPU from slot 0.
     pub fn synchronous() -> Slots {
         drain();
-        Slots { base: vec![0; devices().gpus.len()], held: None }
+        Slots { base: vec![0; devices().count()], held: None }
     }
 
     /// Slots for an asynchronous launch on GPUs `used` that needs `need[k]` slots on GPU `k`;
     /// orders its streams after the work in flight (see the module's invariants).
     pub fn take(used: &[usize], need: &[usize]) -> Result<Slots, String> {
-        let gpus = &devices().gpus;
+        // Indexed by the run's device numbers; only this process's GPUs are ever used.
+        let devs = devices();
         let mut f = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-        f.next.resize(gpus.len(), 0);
+        f.next.resize(devs.count(), 0);
         // One more slot per busy GPU for the fence below.
-        if (0..gpus.len()).any(|k| f.next[k] + need[k] + 1 > MAX_SLOTS) {
+        if devs.local_gpus().any(|k| f.next[k] + need[k] + 1 > MAX_SLOTS) {
             drain_locked(&mut f)?;
         }
         let busy = f.busy;
-        for d in (0..gpus.len()).filter(|d| busy & (1 << d) != 0) {
+        for d in devs.local_gpus().filter(|d| busy & (1 << d) != 0) {
             if used.iter().all(|&u| u == d) {
                 continue;
             }
-            let fence = gpus[d].mark(f.next[d])?;
+            let fence = devs.gpu(d).mark(f.next[d])?;
             f.next[d] += 1;
             for &u in used.iter().filter(|&&u| u != d) {
-                gpus[u].wait_for(fence)?;
+                devs.gpu(u).wait_for(fence)?;
             }
         }
         let base = f.next.clone();

@@ -122,8 +122,13 @@ pub trait Device: Send + Sync {
 
 /// The devices of this run.
 pub struct Devices {
-    /// The GPUs, when this run uses them (device `k` is `gpus[k]`).
+    /// This process's GPUs, when this run uses them (device `k` is `gpus[k - gpu_base]`;
+    /// see [`Devices::gpu`]).
     pub gpus: Vec<Cuda>,
+    /// Under ranks on GPUs: the index in the run of this rank's first GPU (else 0).
+    pub gpu_base: usize,
+    /// Under ranks on GPUs: stand-ins for the devices of the run, used for other ranks' GPUs.
+    pub proxies: Vec<SimDevice>,
     /// Pairs (i, j) of GPUs where i reads j's memory directly.
     pub peer: Vec<(usize, usize)>,
     /// Simulated devices (`cpu:N`).
@@ -146,6 +151,8 @@ impl Devices {
     pub fn count(&self) -> usize {
         if self.gpus.is_empty() {
             self.sims.len()
+        } else if !self.owner.is_empty() {
+            self.owner.len()
         } else {
             self.gpus.len()
         }
@@ -171,22 +178,46 @@ impl Devices {
         !self.gpus.is_empty()
     }
 
-    /// Device `k` (`k < count()`).
+    /// Device `k` (`k < count()`): under ranks, another rank's is a stand-in.
     pub fn get(&self, k: usize) -> &dyn Device {
         if self.gpus.is_empty() {
             &self.sims[k]
+        } else if self.is_local(k) {
+            self.gpu(k)
         } else {
-            &self.gpus[k]
+            &self.proxies[k]
         }
     }
 
-    /// GPU `k` (`k < count()`, on a GPU run).
-    pub fn get_gpu(&self, k: usize) -> &Cuda {
-        &self.gpus[k]
+    /// GPU `k` of the run, which must be this process's (`is_local(k)`, on a GPU run).
+    pub fn gpu(&self, k: usize) -> &Cuda {
+        &self.gpus[k - self.gpu_base]
+    }
+
+    /// The run's indices of this process's GPUs.
+    pub fn local_gpus(&self) -> std::ops::Range<usize> {
+        self.gpu_base..self.gpu_base + self.gpus.len()
     }
 
     /// A description for messages and statistics.
     pub fn describe(&self) -> String {
+        if self.spans_ranks() {
+            let kind = match (self.gpus.first(), self.sims.first()) {
+                (Some(g), _) => format!("GPUs ({})", g.name),
+                (None, Some(s)) if s.is_dry() => "dry-run devices (nothing runs)".into(),
+                _ => "simulated CPU devices".into(),
+            };
+            let ranks = self.owner.iter().max().map_or(1, |r| r + 1);
+            let mine: Vec<String> = (0..self.count()).filter(|&k| self.is_local(k)).map(|k| k.to_string()).collect();
+            return format!(
+                "{} {kind} over {ranks} ranks (rank {} holds device{} {}){}",
+                self.count(),
+                self.rank,
+                if mine.len() == 1 { "" } else { "s" },
+                mine.join(", "),
+                self.describe_order()
+            );
+        }
         if let Some(g) = self.gpus.first() {
             let n = self.gpus.len();
             let pairs = n * (n - 1);
@@ -211,14 +242,30 @@ impl Devices {
         }
     }
 
-    /// The one device a CUDA program sees: the GPUs combined, or the host's cores.
+    /// The one device a CUDA program sees: the GPUs combined, or the host's cores. Under
+    /// ranks, every rank's devices: memory and multiprocessors are the sums over the ranks
+    /// (so every rank sees the same device, and every rank must ask, as it does when all run
+    /// the same program).
     pub fn limits(&self) -> Result<DeviceLimits, String> {
+        let mine = self.local_limits();
+        let Some(w) = crate::ranks::world().filter(|w| w.size > 1) else { return mine };
+        let (memory, processors) = mine.as_ref().map_or((0, 0), |l| (l.total_memory, u64::from(l.multiprocessors)));
+        let memory: u64 = w.allgather(memory).iter().sum();
+        let processors: u64 = w.allgather(processors).iter().sum();
+        let mut l = mine?;
+        l.total_memory = memory;
+        l.multiprocessors = processors.min(u64::from(u32::MAX)) as u32;
+        Ok(l)
+    }
+
+    /// [`Devices::limits`] of this process's devices.
+    fn local_limits(&self) -> Result<DeviceLimits, String> {
         if !self.gpus.is_empty() {
             let each = self.gpus.iter().map(Cuda::limits).collect::<Result<Vec<_>, _>>()?;
             return Ok(DeviceLimits::combine(&each));
         }
-        let threads = match self.sims.first() {
-            Some(s) => s.threads() * self.sims.len(),
+        let threads = match self.sims.iter().find(|s| !s.is_remote()) {
+            Some(s) => s.threads() * self.sims.iter().filter(|s| !s.is_remote()).count(),
             None => crate::pool::pool().current_num_threads(),
         };
         Ok(DeviceLimits::host(threads))
@@ -244,6 +291,8 @@ pub fn devices() -> &'static Devices {
         let choice = parse_choice(&text).unwrap_or_else(|e| fatal(&format!("HPVM_MGPU_DEVICES={text}: {e}")));
         let none = || Devices {
             gpus: Vec::new(),
+            gpu_base: 0,
+            proxies: Vec::new(),
             peer: Vec::new(),
             sims: Vec::new(),
             link_cost: Vec::new(),
@@ -288,20 +337,27 @@ pub fn devices() -> &'static Devices {
 }
 
 /// The devices of a run over ranks: each rank opens its own (`HPVM_MGPU_DEVICES` applies per
-/// rank), and the ranks' lists, gathered, make one list, rank-major. Every rank must choose
-/// the same kind of device.
+/// rank, as does `CUDA_VISIBLE_DEVICES`), and the ranks' lists, gathered, make one list,
+/// rank-major. Every rank must choose the same kind of device. Another rank's device is a
+/// stand-in here ([`SimDevice::remote`]) with that device's granule, so that every rank plans
+/// sparse copies alike.
 fn across_ranks(choice: Choice, w: &crate::ranks::World, text: &str) -> Devices {
     const KINDS: [&str; 4] = ["the host only (cpu)", "simulated devices (cpu:N)", "dry-run devices (dry:N)", "GPUs"];
-    let (kind, mine) = match choice {
-        Choice::Cpu => (0u64, 0usize),
-        Choice::Sim(n) => (1, n),
-        Choice::Dry(n) => (2, n),
-        Choice::Cuda(_) => (3, 0),
-        // A GPU if this rank has one, else the host.
-        Choice::Auto => match cuda::open(None) {
-            Ok(Some(_)) => (3, 0),
-            _ => (0, 0),
+    let gpus = match choice {
+        Choice::Cuda(n) => match cuda::open(n) {
+            Ok(Some(g)) => Some(g),
+            Ok(None) => fatal(&format!("HPVM_MGPU_DEVICES={text} but rank {} found no CUDA GPU", w.rank)),
+            Err(e) => fatal(&format!("HPVM_MGPU_DEVICES={text}: {e}")),
         },
+        // A GPU if this rank has one, else the host.
+        Choice::Auto => cuda::open(None).ok().flatten(),
+        _ => None,
+    };
+    let (kind, mine) = match (choice, &gpus) {
+        (_, Some(g)) => (3u64, g.gpus.len()),
+        (Choice::Sim(n), _) => (1, n),
+        (Choice::Dry(n), _) => (2, n),
+        _ => (0, 0),
     };
     let all = w.allgather(kind << 32 | mine as u64);
     let kinds: Vec<u64> = all.iter().map(|v| v >> 32).collect();
@@ -311,12 +367,6 @@ fn across_ranks(choice: Choice, w: &crate::ranks::World, text: &str) -> Devices 
             KINDS[kinds[0] as usize], KINDS[kinds[r] as usize]
         ));
     }
-    if kinds[0] == 3 {
-        fatal(
-            "GPUs under mpirun: this build runs ranks on simulated devices (cpu:N) and the host; GPU data between ranks \
-             is not implemented yet (run one process per machine, or HPVM_MGPU_RANKS=off)",
-        );
-    }
     let counts: Vec<usize> = all.iter().map(|v| (v & 0xffff_ffff) as usize).collect();
     let total: usize = counts.iter().sum();
     if total > MAX_DEVICES {
@@ -325,25 +375,43 @@ fn across_ranks(choice: Choice, w: &crate::ranks::World, text: &str) -> Devices 
         ));
     }
     let owner: Vec<usize> = counts.iter().enumerate().flat_map(|(r, &n)| std::iter::repeat_n(r, n)).collect();
+    let base: usize = counts[..w.rank].iter().sum();
+    let none = Devices {
+        gpus: Vec::new(),
+        gpu_base: base,
+        proxies: Vec::new(),
+        peer: Vec::new(),
+        sims: Vec::new(),
+        link_cost: Vec::new(),
+        order: Vec::new(),
+        no_gpu_found: false,
+        owner: owner.clone(),
+        rank: w.rank,
+    };
+    if let Some(mut g) = gpus {
+        // Each rank's granule (0: none), for its GPUs' stand-ins on the other ranks.
+        let granule = g.gpus.first().and_then(|c| c.granule()).unwrap_or(0);
+        let granules = w.allgather(granule);
+        for c in &mut g.gpus {
+            c.index += base;
+        }
+        let peer = g.peer.iter().map(|&(i, j)| (i + base, j + base)).collect();
+        let proxies = (0..total)
+            .map(|k| SimDevice::remote(k, owner[k], "GPU ", Some(granules[owner[k]]).filter(|&g| g > 0)))
+            .collect();
+        return Devices { gpus: g.gpus, peer, proxies, ..none };
+    }
     let threads = (crate::pool::pool().current_num_threads() / mine.max(1)).max(1);
     let dry = kinds[0] == 2;
     let sims = (0..total)
         .map(|k| match (owner[k] == w.rank, dry) {
             (true, true) => SimDevice::dry(k),
             (true, false) => SimDevice::new(k, threads),
-            (false, _) => SimDevice::remote(k, owner[k], dry),
+            (false, true) => SimDevice::remote(k, owner[k], "dry", None),
+            (false, false) => SimDevice::remote(k, owner[k], "sim", Some(sim::sim_granule())),
         })
         .collect();
-    Devices {
-        gpus: Vec::new(),
-        peer: Vec::new(),
-        sims,
-        link_cost: Vec::new(),
-        order: Vec::new(),
-        no_gpu_found: false,
-        owner,
-        rank: w.rank,
-    }
+    Devices { sims, ..none }
 }
 
 /// `HPVM_MGPU_PIN=on`: the program's buffers of 1 MiB or more are page-locked on their first

@@ -27,7 +27,7 @@ pub const POISON_UP_TO: usize = 64 << 20;
 /// span many. `HPVM_MGPU_GRANULE=SIZE` (a power of two, at least a page) sets another.
 pub const SIM_GRANULE: u64 = 64 << 10;
 
-fn sim_granule() -> u64 {
+pub(crate) fn sim_granule() -> u64 {
     static G: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *G.get_or_init(|| {
         let Ok(v) = std::env::var("HPVM_MGPU_GRANULE") else { return SIM_GRANULE };
@@ -41,7 +41,8 @@ fn sim_granule() -> u64 {
 
 pub struct SimDevice {
     name: String,
-    pool: rayon::ThreadPool,
+    /// The device's workers; none for another rank's device, which runs nothing here.
+    pool: Option<rayon::ThreadPool>,
     threads: usize,
     allocations: Mutex<HashMap<u64, Layout>>,
     /// Sparse copies: each reservation's size.
@@ -52,6 +53,8 @@ pub struct SimDevice {
     /// Another rank's device (`mpirun`, [`crate::ranks`]): this process plans for it as
     /// that rank does, with made-up addresses and its granule, and runs nothing on it.
     remote: bool,
+    /// A remote device's granule (its own rank's); local devices have [`sim_granule`].
+    granule: Option<u64>,
     next_fake: std::sync::atomic::AtomicU64,
 }
 
@@ -71,12 +74,20 @@ impl SimDevice {
 
     /// Device `index` of the run, which rank `rank` holds (see [`SimDevice::is_remote`]);
     /// `dry` as that rank's devices are.
-    pub fn remote(index: usize, rank: usize, dry: bool) -> SimDevice {
-        let mut d = SimDevice::new(index, 1);
-        d.name = format!("{}{index} (rank {rank})", if dry { "dry" } else { "sim" });
-        d.dry = dry;
-        d.remote = true;
-        d
+    /// `granule`: the sparse copies' granule of the device on its own rank, which this
+    /// rank's plans must count in alike.
+    pub fn remote(index: usize, rank: usize, what: &str, granule: Option<u64>) -> SimDevice {
+        SimDevice {
+            name: format!("{what}{index} (rank {rank})"),
+            pool: None,
+            threads: 1,
+            allocations: Mutex::default(),
+            reservations: Mutex::default(),
+            dry: false,
+            remote: true,
+            granule,
+            next_fake: std::sync::atomic::AtomicU64::new((0x7000 + index as u64) << 36),
+        }
     }
 
     /// Whether another rank holds the device: nothing of its runs here, and its addresses
@@ -99,12 +110,13 @@ impl SimDevice {
             .unwrap_or_else(|e| crate::fatal(&format!("cannot start the pool of simulated device {index}: {e}")));
         SimDevice {
             name: format!("sim{index}"),
-            pool,
+            pool: Some(pool),
             threads,
             allocations: Mutex::default(),
             reservations: Mutex::default(),
             dry: false,
             remote: false,
+            granule: None,
             // Far from any real address, distinct per device.
             next_fake: std::sync::atomic::AtomicU64::new((0x7000 + index as u64) << 36),
         }
@@ -116,7 +128,10 @@ impl SimDevice {
 
     /// Runs `f` on the device's workers.
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        self.pool.install(f)
+        match &self.pool {
+            Some(p) => p.install(f),
+            None => unreachable!("{} is another rank's: nothing of it runs here", self.name),
+        }
     }
 }
 
@@ -162,6 +177,9 @@ impl Device for SimDevice {
     }
 
     fn granule(&self) -> Option<u64> {
+        if self.remote {
+            return self.granule;
+        }
         (!self.dry).then(sim_granule)
     }
 

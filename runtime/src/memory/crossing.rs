@@ -106,49 +106,86 @@ fn dst_rect(c: &Copy) -> Rect {
     Rect { addr: c.dst_addr, rows: c.rows, row_bytes: c.row_bytes, pitch: c.pitch }
 }
 
+/// Where the bytes of one end of a copy are in this process: the planned address (host, or a
+/// simulated device's memory), or, for a GPU, a host span laid out as the device rectangle
+/// (`(rows - 1) * pitch + row_bytes` bytes) that stages them.
+fn staged(devs: &Devices, end: Place, r: Rect, spans: &mut Vec<Vec<u8>>) -> Rect {
+    match end {
+        Place::Device(_) if devs.on_gpus() => {
+            spans.push(vec![0u8; ((r.rows - 1) * r.pitch + r.row_bytes) as usize]);
+            Rect { addr: spans.last().expect("pushed").as_ptr() as u64, ..r }
+        }
+        _ => r,
+    }
+}
+
 /// Sends and receives this rank's parts of `copies` that cross ranks (each with its position
-/// in the plan); the [`Part::LocalThenShare`] copies must have run already.
-pub(super) fn exchange(copies: &[(usize, Copy)]) {
+/// in the plan); the [`Part::LocalThenShare`] copies must have run already. GPU data goes
+/// through host memory: down before the sends, up after the receives, waited for before this
+/// returns.
+pub(super) fn exchange(copies: &[(usize, Copy)]) -> Result<(), String> {
     let devs = devices();
-    let Some(w) = ranks::world() else { return };
+    let Some(w) = ranks::world() else { return Ok(()) };
     // Dry-run devices have no bytes to send.
     if devs.sims.first().is_some_and(|s| s.is_dry()) || copies.is_empty() {
-        return;
+        return Ok(());
     }
     let t = std::time::Instant::now();
+    let mut spans: Vec<Vec<u8>> = Vec::new();
+    // Sends from a GPU: its bytes down into a span first.
+    let mut down = Vec::new();
+    let mut sources: Vec<Rect> = Vec::with_capacity(copies.len());
+    for (_, c) in copies {
+        let r = src_rect(c);
+        let here = match part(devs, c) {
+            Part::Send { .. } => staged(devs, c.src, r, &mut spans),
+            _ => r,
+        };
+        if here.addr != r.addr {
+            down.push(Copy { dst: Place::Host, dst_addr: here.addr, ..*c });
+        }
+        sources.push(here);
+    }
+    if !down.is_empty() {
+        super::execute_here(&down)?;
+    }
     // Packed rectangles stay here until the exchange is over; `Some(rect)` marks a receive
     // to unpack afterwards.
-    let mut staged: Vec<(Vec<u8>, Option<Rect>)> = Vec::new();
+    let mut packs: Vec<(Vec<u8>, Option<Rect>)> = Vec::new();
     let mut ops: Vec<(Op, Option<usize>)> = Vec::new();
+    let mut up = Vec::new();
     let tag = |i: usize| (i % 32_768) as i32;
     let (mut sent, mut received) = (0u64, 0u64);
-    for &(i, c) in copies {
-        let mut send = |to: usize, r: Rect, staged: &mut Vec<(Vec<u8>, Option<Rect>)>| {
+    for (&(i, c), &from) in copies.iter().zip(&sources) {
+        let mut send = |to: usize, r: Rect, packs: &mut Vec<(Vec<u8>, Option<Rect>)>| {
             let op = Op { peer: to as i32, tag: tag(i), send: 1, ptr: r.addr as *mut u8, len: r.bytes() };
             if r.contiguous() {
                 ops.push((op, None));
             } else {
-                // SAFETY: a planned copy's source, in this process's memory.
-                staged.push((unsafe { r.pack() }, None));
-                ops.push((op, Some(staged.len() - 1)));
+                // SAFETY: a planned copy's source (or its span), in this process's memory.
+                packs.push((unsafe { r.pack() }, None));
+                ops.push((op, Some(packs.len() - 1)));
             }
             sent += r.bytes();
         };
         match part(devs, &c) {
             Part::LocalThenShare => {
                 for to in (0..w.size).filter(|&r| r != w.rank) {
-                    send(to, dst_rect(&c), &mut staged);
+                    send(to, dst_rect(&c), &mut packs);
                 }
             }
-            Part::Send { to } => send(to, src_rect(&c), &mut staged),
+            Part::Send { to } => send(to, from, &mut packs),
             Part::Receive { from } => {
-                let r = dst_rect(&c);
+                let r = staged(devs, c.dst, dst_rect(&c), &mut spans);
+                if r.addr != c.dst_addr {
+                    up.push(Copy { src: Place::Host, src_addr: r.addr, ..c });
+                }
                 let op = Op { peer: from as i32, tag: tag(i), send: 0, ptr: r.addr as *mut u8, len: r.bytes() };
                 if r.contiguous() {
                     ops.push((op, None));
                 } else {
-                    staged.push((vec![0; r.bytes() as usize], Some(r)));
-                    ops.push((op, Some(staged.len() - 1)));
+                    packs.push((vec![0; r.bytes() as usize], Some(r)));
+                    ops.push((op, Some(packs.len() - 1)));
                 }
                 received += r.bytes();
                 sink::record(Event::Copied { from: c.src.index(), to: c.dst.index(), bytes: c.bytes() });
@@ -160,19 +197,25 @@ pub(super) fn exchange(copies: &[(usize, Copy)]) {
         .into_iter()
         .map(|(mut op, at)| {
             if let Some(k) = at {
-                op.ptr = staged[k].0.as_mut_ptr();
+                op.ptr = packs[k].0.as_mut_ptr();
             }
             op
         })
         .collect();
-    // SAFETY: every op names memory of this process (a planned copy's end, or a staging
-    // vector above) that nothing else touches until the exchange returns.
+    // SAFETY: every op names memory of this process (a planned copy's end, a span or a
+    // packing vector above) that nothing else touches until the exchange returns.
     unsafe { w.exchange(&ops) };
-    for (packed, into) in &staged {
+    for (packed, into) in &packs {
         if let Some(r) = into {
-            // SAFETY: a planned copy's destination, in this process's memory.
+            // SAFETY: a planned copy's destination (or its span), in this process's memory.
             unsafe { r.unpack(packed) };
         }
     }
+    // Received GPU data: up from the spans, waited for before they go.
+    if !up.is_empty() {
+        super::execute_here(&up)?;
+    }
+    drop(spans);
     sink::record(Event::CrossedRanks { sent, received, nanos: t.elapsed().as_nanos() as u64 });
+    Ok(())
 }

@@ -24,7 +24,7 @@ pub mod watch;
 use crate::crash;
 use crate::devices::inflight;
 use crate::devices::staging::STAGE_AT_LEAST;
-use crate::devices::{devices, pinning, Copy, Devices, Place};
+use crate::devices::{devices, pinning, Copy, Device, Devices, Place};
 use crate::sink::{self, Event};
 use coherence::{Coherence, Holders};
 use std::collections::BTreeMap;
@@ -34,7 +34,8 @@ use std::sync::{Mutex, MutexGuard};
 /// Page-locks `[start, start + size)` for every GPU; false where the driver refuses.
 fn pin(start: u64, size: u64) -> bool {
     let t = std::time::Instant::now();
-    let pinned = devices().get(0).pin_host(start as *mut u8, size as usize);
+    // This process's first GPU (page-locking is the driver's, for all of them).
+    let pinned = devices().gpus.first().is_some_and(|g| g.pin_host(start as *mut u8, size as usize));
     let nanos = t.elapsed().as_nanos() as u64;
     sink::record(Event::PageLocked { bytes: if pinned { size } else { 0 }, nanos });
     pinned
@@ -642,7 +643,9 @@ impl Buffer {
             }
         }
         if self.pinned {
-            devs.get(0).unpin_host(self.start as *mut u8);
+            if let Some(g) = devs.gpus.first() {
+                g.unpin_host(self.start as *mut u8);
+            }
         }
     }
 }
@@ -705,9 +708,20 @@ pub fn enqueue(copies: &[Copy]) -> Result<u128, String> {
         for k in (0..devs.count()).filter(|k| used & 1 << k != 0) {
             devs.get(k).synchronize()?;
         }
-        crossing::exchange(&crossing);
+        crossing::exchange(&crossing)?;
     }
     Ok(used)
+}
+
+/// [`execute`] of copies between this process's own places only (GPU data staged for, or
+/// received from, other ranks: never shared again).
+fn execute_here(copies: &[Copy]) -> Result<(), String> {
+    let used = enqueue_here(copies)?;
+    let devs = devices();
+    for k in (0..devs.count()).filter(|k| used & 1 << k != 0) {
+        devs.get(k).synchronize()?;
+    }
+    Ok(())
 }
 
 /// [`enqueue`] of copies between this process's own places.

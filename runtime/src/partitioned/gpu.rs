@@ -63,16 +63,19 @@ pub(super) fn run(
     let Launch { lp, part_args, copies, sources, probe } = launch;
     let sampled = probe.is_some();
     let st = &m.stats[n as usize];
-    let gpus = &devices().gpus;
+    let devs = devices();
+    // Under ranks, only this process's GPUs: the others' parts and copies are their ranks'
+    // (copies that cross ranks are done when `memory::enqueue` returns).
     let mut used: Vec<usize> =
         lp.parts.iter().map(|p: &PartPlan| p.device).chain(copies.iter().map(Copy::executor)).collect();
+    used.retain(|&k| devs.is_local(k));
     used.sort_unstable();
     used.dedup();
     let touches_host = copies.iter().any(|c| c.src == Place::Host || c.dst == Place::Host);
     let slots = if asynchronous && !touches_host && !kernel::must_wait(m, n, kernel) {
         // Marks are events: a launch that copies nothing and is not timed records none, and
         // takes no slots, so it never forces a drain for want of them.
-        let mut need = vec![0; gpus.len()];
+        let mut need = vec![0; devs.count()];
         if !copies.is_empty() || crate::sink::timing() || sampled {
             for &k in &used {
                 need[k] = kernel::slots_needed(lp.parts.iter().filter(|p| p.device == k && !p.bx.is_empty()).count());
@@ -90,26 +93,26 @@ pub(super) fn run(
     let marked = !copies.is_empty();
     if marked {
         for &k in &used {
-            gpus[k].mark(base[k] + MARK_START)?;
+            devs.gpu(k).mark(base[k] + MARK_START)?;
         }
         let (from_host, from_gpus): (Vec<Copy>, Vec<Copy>) = copies.iter().partition(|c| c.src == Place::Host);
         // Copies that read what their source GPU's partitions write: (source GPU, copying GPU).
         let mut waits = war_waits(lp, copies, sources);
         memory::enqueue(&from_host)?;
         for &k in &used {
-            gpus[k].mark(base[k] + MARK_HOST_COPIES)?;
+            devs.gpu(k).mark(base[k] + MARK_HOST_COPIES)?;
         }
         memory::enqueue(&from_gpus)?;
-        let mut copied = vec![None; gpus.len()];
+        let mut copied = vec![None; devs.count()];
         for &k in &used {
-            copied[k] = Some(gpus[k].mark(base[k] + MARK_COPIES)?);
+            copied[k] = Some(devs.gpu(k).mark(base[k] + MARK_COPIES)?);
         }
         // Sources wait for their readers' copies before their own kernels (see the module doc).
         waits.sort_unstable();
         waits.dedup();
         for (src, reader) in waits {
-            if let Some(event) = copied[reader] {
-                gpus[src].wait_for(event)?;
+            if let (Some(event), true) = (copied[reader], devs.is_local(src)) {
+                devs.gpu(src).wait_for(event)?;
             }
         }
     }
@@ -119,8 +122,13 @@ pub(super) fn run(
     st.nanos_copies.fetch_add(t0.nanos(), Ordering::Relaxed);
 
     let t1 = Stopwatch::start();
-    let parts: Vec<GpuPart<'_>> =
-        lp.parts.iter().zip(part_args).map(|(p, a)| GpuPart { device: p.device, args: a, bx: p.bx }).collect();
+    let parts: Vec<GpuPart<'_>> = lp
+        .parts
+        .iter()
+        .zip(part_args)
+        .filter(|(p, _)| devs.is_local(p.device))
+        .map(|(p, a)| GpuPart { device: p.device, args: a, bx: p.bx })
+        .collect();
     let wait = !slots.asynchronous();
     let launched = kernel::run(m, n, kernel, name, prepared, ptx, &parts, parent, grid, outs, base, wait, sampled);
     let launched = match launched {
@@ -128,7 +136,7 @@ pub(super) fn run(
         Err(e) => {
             // Nothing may still run on buffers the caller may free.
             for &k in &used {
-                let _ = Device::synchronize(&gpus[k]);
+                let _ = Device::synchronize(devs.gpu(k));
             }
             return Err(e);
         }
@@ -158,7 +166,7 @@ pub(super) fn run(
         slots.leave(&used_all, Box::new(finish));
     } else {
         for &k in &used_all {
-            gpus[k].synchronize()?;
+            devs.gpu(k).synchronize()?;
         }
         finish()?;
     }

@@ -170,7 +170,7 @@ pub(crate) fn run(
     wait: bool,
     sampled: bool,
 ) -> Result<Launched, String> {
-    let gpus = &devices().gpus;
+    let devs = devices();
     let node = m.node(n);
     // SAFETY: the parent context outlives this call (it is the caller's).
     let (pid, pdim) = unsafe { parent.get().as_ref() }.map_or(([0; 3], [1; 3]), |p| (p.id, p.dim));
@@ -187,18 +187,18 @@ pub(crate) fn run(
     used.sort_unstable();
     used.dedup();
     // Each GPU's output records for the whole grid (only its parts' instances get written).
-    let mut device_outs: Vec<Option<u64>> = vec![None; gpus.len()];
+    let mut device_outs: Vec<Option<u64>> = vec![None; devs.count()];
     if record > 0 {
         for &k in &used {
-            device_outs[k] = Some(gpus[k].alloc(total as usize * record)?);
+            device_outs[k] = Some(devs.gpu(k).alloc(total as usize * record)?);
         }
     }
-    let mut launched_per_device = vec![0usize; gpus.len()];
+    let mut launched_per_device = vec![0usize; devs.count()];
     let mut kernels = Vec::new();
     let timed = crate::sink::timing() || bench_repeat().is_some() || sampled;
     let mut launched = Ok(());
     for p in parts.iter().filter(|p| !p.bx.is_empty()) {
-        let gpu = &gpus[p.device];
+        let gpu = devs.gpu(p.device);
         let leaf_args = match &kernel.kind {
             KernelKind::Blocks { leaf, .. } => {
                 m.child_args(n, *leaf, p.args, &|_| (&prepared.alloc_records[..], 1)).base
@@ -272,7 +272,7 @@ pub(crate) fn run(
     // the caller may free.
     let mut waited = Ok(());
     for &k in &used {
-        let w = Device::synchronize(&gpus[k]);
+        let w = Device::synchronize(devs.gpu(k));
         if waited.is_ok() {
             waited = w;
         }
@@ -283,12 +283,12 @@ pub(crate) fn run(
         let bytes = total as usize * record;
         if let [k] = used[..] {
             // SAFETY: the caller's output records, one per instance of the grid.
-            gpus[k]
+            devs.gpu(k)
                 .to_host(unsafe { std::slice::from_raw_parts_mut(outs.get(), bytes) }, device_outs[k].unwrap_or(0))?;
         } else {
             let mut staged = vec![0u8; bytes];
             for &k in &used {
-                gpus[k].to_host(&mut staged, device_outs[k].unwrap_or(0))?;
+                devs.gpu(k).to_host(&mut staged, device_outs[k].unwrap_or(0))?;
                 for p in parts.iter().filter(|p| p.device == k) {
                     for lin in p.bx.linear_indices() {
                         let at = lin as usize * record;
@@ -301,7 +301,7 @@ pub(crate) fn run(
     }
     for (k, d) in device_outs.iter().enumerate() {
         if let Some(d) = d {
-            gpus[k].free(*d)?;
+            devs.gpu(k).free(*d)?;
         }
     }
     let bench = bench_repeat().is_some().then_some(kernels);
@@ -312,14 +312,14 @@ pub(crate) fn run(
 /// have been waited for; `copies_marked`: the copy marks were recorded (else it copied
 /// nothing, and its span starts at its first kernel).
 pub(crate) fn times(l: &Launched, base: &[usize], copies_marked: bool) -> Result<GpuTimes, String> {
-    let gpus = &devices().gpus;
+    let devs = devices();
     let mut kernels = l.bench.clone().unwrap_or_default();
     let mut spans = Vec::with_capacity(l.used.len());
     if !l.timed {
         return Ok(GpuTimes { kernels, spans });
     }
     for &k in &l.used {
-        let (gpu, at) = (&gpus[k], base[k]);
+        let (gpu, at) = (devs.gpu(k), base[k]);
         let count = l.counts[k];
         if l.bench.is_none() {
             for i in 0..count {

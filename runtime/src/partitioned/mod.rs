@@ -562,6 +562,7 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
                 .unwrap_or_else(|err| {
                     crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc))
                 });
+            share_outputs(module, n, shape, lp, grid, outs);
         }
         None => {
             let t2 = Stopwatch::start();
@@ -717,6 +718,7 @@ fn run_rounds(
                 .unwrap_or_else(|err| {
                     crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc))
                 });
+            share_outputs(module, n, u.shape, r, u.grid, u.outs);
             continue;
         }
         let t2 = Stopwatch::start();
