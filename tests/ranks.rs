@@ -45,14 +45,28 @@ fn build(dir: &TempDir, src: &str) -> PathBuf {
     exe
 }
 
-/// `mpirun` with `ranks` ranks, each with `env`, its output per rank under `out`.
-fn mpirun(ranks: usize, env: &[(&str, &str)], out: &Path, exe: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new("mpirun");
-    cmd.args(["--oversubscribe", "-n", &ranks.to_string(), "--output-filename"]).arg(out);
-    for (k, v) in env {
-        cmd.arg("-x").arg(format!("{k}={v}"));
+/// The command line of `mpirun` with `ranks` ranks, each with `env`, its output per rank
+/// under `out`.
+fn mpirun_args(ranks: usize, env: &[(&str, &str)], out: &Path, exe: &Path, args: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = ["mpirun", "--oversubscribe", "-n", &ranks.to_string(), "--output-filename"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    v.push(out.display().to_string());
+    for (k, val) in env {
+        v.push("-x".into());
+        v.push(format!("{k}={val}"));
     }
-    cmd.arg(exe).args(args);
+    v.push(exe.display().to_string());
+    v.extend(args.iter().map(|a| a.to_string()));
+    v
+}
+
+/// `mpirun` as [`mpirun_args`] says.
+fn mpirun(ranks: usize, env: &[(&str, &str)], out: &Path, exe: &Path, args: &[&str]) -> Command {
+    let v = mpirun_args(ranks, env, out, exe, args);
+    let mut cmd = Command::new(&v[0]);
+    cmd.args(&v[1..]);
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1").stdin(Stdio::null());
     cmd
 }
@@ -276,4 +290,46 @@ fn one_process_needs_no_mpi_and_a_missing_plugin_is_named() {
         &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_RANKS", "off"), ("HPVM_MGPU_MPI_PLUGIN", "/nonexistent.so")],
         &one_process(&exe, &["100"]),
     );
+}
+
+/// Dry-run devices over ranks (what `scripts/bench-ranks` measures): every rank plans for
+/// every device and runs, copies and sends nothing, and the run ends.
+#[test]
+fn dry_run_devices_over_ranks_plan_and_finish() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = TempDir::new("ranks-dry");
+    let exe = build(&dir, "examples/stencil2d.c");
+    let stats = dir.path_str("stats.json");
+    let out = dir.join("dry-out");
+    let o = Command::new("timeout")
+        .arg("120")
+        .args(mpirun_args(
+            3,
+            &[("HPVM_MGPU_DEVICES", "dry:2"), ("HPVM_MGPU_STATS", &stats)],
+            &out,
+            &exe,
+            &["64", "64", "5"],
+        ))
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    // Nothing ran, so the program's own check fails (status 1); what must not happen is a
+    // hang (status 124 from `timeout`) or a crash.
+    assert_ne!(o.status.code(), Some(124), "the ranks hung:\n{}", stderr(&o));
+    for r in 0..3 {
+        let path = if r == 0 { stats.clone() } else { format!("{stats}.rank{r}") };
+        let s: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("rank {r} wrote no statistics ({e}):\n{}", stderr(&o))),
+        )
+        .unwrap();
+        assert_eq!(s["device_count"], 6);
+        assert_eq!(s["ranks"]["rank"], r);
+        assert_eq!(s["ranks"]["agreements"], 5);
+        assert_eq!(s["ranks"]["bytes_sent"], 0);
+    }
 }

@@ -72,7 +72,8 @@ pub extern "C" fn hpvm_mpi_abi() -> u32 {
 }
 
 /// Initializes MPI (threads may call it, one at a time); writes this rank and the number of
-/// ranks. Returns 0, or -1 when MPI was initialized already or refused to start.
+/// ranks. Returns 0; -1 when MPI was initialized already or refused to start; -2 when it
+/// cannot take calls from several threads one at a time (`MPI_THREAD_SERIALIZED`).
 ///
 /// # Safety
 /// `rank` and `size` point to writable `i32`s.
@@ -81,7 +82,11 @@ pub unsafe extern "C" fn hpvm_mpi_init(rank: *mut i32, size: *mut i32) -> i32 {
     guarded(|| {
         // Serialized suffices: the runtime calls MPI from one thread at a time (launches run
         // in order under ranks), but not always the main thread.
-        let Some((universe, _)) = mpi::initialize_with_threading(Threading::Serialized) else { return -1 };
+        let Some((universe, provided)) = mpi::initialize_with_threading(Threading::Serialized) else { return -1 };
+        if matches!(provided, Threading::Single | Threading::Funneled) {
+            // Calls come from several threads (one at a time): this MPI cannot take them.
+            return -2;
+        }
         let w = universe.world();
         unsafe {
             *rank = w.rank();

@@ -139,12 +139,25 @@ fn join() -> World {
             abort: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(i32) -> !>(sym("hpvm_mpi_abort")),
             finalize: std::mem::transmute::<*mut c_void, unsafe extern "C" fn()>(sym("hpvm_mpi_finalize")),
         };
+        // The rank the launcher gave, for the program, before MPI's threads start (changing
+        // the environment while other threads read it is a race).
+        let launcher = ["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"]
+            .iter()
+            .find_map(|v| std::env::var(v).ok())
+            .unwrap_or_else(|| "0".into());
+        std::env::set_var("HPVM_MGPU_RANK", &launcher);
         let (mut rank, mut size) = (0i32, 0i32);
-        if init(&mut rank, &mut size) != 0 || size < 1 || rank < 0 || rank >= size {
-            fatal("MPI did not start (MPI_Init_thread failed, or MPI was started already)");
+        match init(&mut rank, &mut size) {
+            0 if size >= 1 && (0..size).contains(&rank) => {}
+            -2 => fatal("this MPI cannot take calls from several threads one at a time (MPI_THREAD_SERIALIZED)"),
+            _ => fatal("MPI did not start (MPI_Init_thread failed, or MPI was started already)"),
         }
         let (rank, size) = (rank as usize, size as usize);
-        std::env::set_var("HPVM_MGPU_RANK", rank.to_string());
+        if launcher != rank.to_string() {
+            eprintln!(
+                "hpvm-mgpu: note: the launcher said rank {launcher}, MPI says {rank}; HPVM_MGPU_RANK is {launcher}"
+            );
+        }
         crate::set_abort(format!("rank {rank} of {size}"), abort_all);
         // MPI must be finalized before the process exits, or the launcher reports a failure.
         libc::atexit(finalize_at_exit);

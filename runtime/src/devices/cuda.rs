@@ -486,6 +486,40 @@ impl Cuda {
         }
     }
 
+    /// Enqueues a copy between `rows` rows of `row_bytes` of this GPU's memory at `dev`
+    /// (consecutive rows `pitch` apart) and packed host memory at `host` (rows back to back):
+    /// down to the host (`to_host`) or up from it. Ranks stage GPU data this way.
+    ///
+    /// # Safety
+    /// `host` holds `rows * row_bytes` bytes, unchanged (or unread) until the stream is
+    /// synchronized; the device rectangle is inside one of this GPU's allocations.
+    pub unsafe fn copy_packed(
+        &self,
+        dev: u64,
+        pitch: u64,
+        rows: u64,
+        row_bytes: u64,
+        host: *mut u8,
+        to_host: bool,
+    ) -> Result<(), String> {
+        use super::Place;
+        self.bind()?;
+        let (here, there) = (Place::Device(self.index), Place::Host);
+        let c = if to_host {
+            super::Copy { src: here, src_addr: dev, dst: there, dst_addr: host as u64, rows, row_bytes, pitch }
+        } else {
+            super::Copy { src: there, src_addr: host as u64, dst: here, dst_addr: dev, rows, row_bytes, pitch }
+        };
+        let mut d = rect(&c);
+        if to_host {
+            d.dstPitch = row_bytes as usize;
+        } else {
+            d.srcPitch = row_bytes as usize;
+        }
+        // SAFETY: the caller's contract; the descriptor outlives the call.
+        check("cuMemcpy2DAsync", unsafe { sys::cuMemcpy2DAsync_v2(&d, self.stream) }.result())
+    }
+
     /// Records mark `slot` at the present end of the stream (events made on first use).
     pub fn mark(&self, slot: usize) -> Result<Mark, String> {
         self.bind()?;

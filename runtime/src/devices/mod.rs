@@ -247,8 +247,16 @@ impl Devices {
     /// (so every rank sees the same device, and every rank must ask, as it does when all run
     /// the same program).
     pub fn limits(&self) -> Result<DeviceLimits, String> {
+        let Some(w) = crate::ranks::world().filter(|w| w.size > 1) else { return self.local_limits() };
+        // Gathered once: threads of one rank asking at once must not pair up their gathers
+        // differently on different ranks.
+        static OVER_RANKS: OnceLock<Result<DeviceLimits, String>> = OnceLock::new();
+        OVER_RANKS.get_or_init(|| self.limits_over(w)).clone()
+    }
+
+    /// [`Devices::limits`] under ranks.
+    fn limits_over(&self, w: &crate::ranks::World) -> Result<DeviceLimits, String> {
         let mine = self.local_limits();
-        let Some(w) = crate::ranks::world().filter(|w| w.size > 1) else { return mine };
         let (memory, processors) = mine.as_ref().map_or((0, 0), |l| (l.total_memory, u64::from(l.multiprocessors)));
         let memory: u64 = w.allgather(memory).iter().sum();
         let processors: u64 = w.allgather(processors).iter().sum();
@@ -389,7 +397,8 @@ fn across_ranks(choice: Choice, w: &crate::ranks::World, text: &str) -> Devices 
         rank: w.rank,
     };
     if let Some(mut g) = gpus {
-        // Each rank's granule (0: none), for its GPUs' stand-ins on the other ranks.
+        // Each rank's granule (0: none), for its GPUs' stand-ins on the other ranks (a rank's
+        // GPUs share one: every NVIDIA GPU so far reports 2 MiB).
         let granule = g.gpus.first().and_then(|c| c.granule()).unwrap_or(0);
         let granules = w.allgather(granule);
         for c in &mut g.gpus {
@@ -401,6 +410,8 @@ fn across_ranks(choice: Choice, w: &crate::ranks::World, text: &str) -> Devices 
             .collect();
         return Devices { gpus: g.gpus, peer, proxies, ..none };
     }
+    // Each rank's granule (`HPVM_MGPU_GRANULE` is read per rank), for its stand-ins here.
+    let granules = w.allgather(if kinds[0] == 1 { sim::sim_granule() } else { 0 });
     let threads = (crate::pool::pool().current_num_threads() / mine.max(1)).max(1);
     let dry = kinds[0] == 2;
     let sims = (0..total)
@@ -408,7 +419,7 @@ fn across_ranks(choice: Choice, w: &crate::ranks::World, text: &str) -> Devices 
             (true, true) => SimDevice::dry(k),
             (true, false) => SimDevice::new(k, threads),
             (false, true) => SimDevice::remote(k, owner[k], "dry", None),
-            (false, false) => SimDevice::remote(k, owner[k], "sim", Some(sim::sim_granule())),
+            (false, false) => SimDevice::remote(k, owner[k], "sim", Some(granules[owner[k]])),
         })
         .collect();
     Devices { sims, ..none }

@@ -72,8 +72,8 @@ impl SimDevice {
         self.dry
     }
 
-    /// Device `index` of the run, which rank `rank` holds (see [`SimDevice::is_remote`]);
-    /// `dry` as that rank's devices are.
+    /// Device `index` of the run, which rank `rank` holds (see [`SimDevice::is_remote`]),
+    /// named `what` (`sim`, `dry` (then dry, as that rank's are), `GPU `).
     /// `granule`: the sparse copies' granule of the device on its own rank, which this
     /// rank's plans must count in alike.
     pub fn remote(index: usize, rank: usize, what: &str, granule: Option<u64>) -> SimDevice {
@@ -83,7 +83,7 @@ impl SimDevice {
             threads: 1,
             allocations: Mutex::default(),
             reservations: Mutex::default(),
-            dry: false,
+            dry: what == "dry",
             remote: true,
             granule,
             next_fake: std::sync::atomic::AtomicU64::new((0x7000 + index as u64) << 36),

@@ -513,12 +513,14 @@ impl Stream {
     }
 }
 
-/// Under ranks: folds a root's arguments (but its pointers, which are this process's
-/// addresses) into the hash the ranks compare ([`crate::ranks::agree`]).
+/// Under ranks: folds a root's integer and floating-point arguments into the hash the ranks
+/// compare ([`crate::ranks::agree`]); pointers are this process's addresses, and other values
+/// (structs) may hold pointers or padding.
 fn note_root_args(m: &Module, launch: u32, args: &[u8]) {
+    use crate::desc::ScalarKind;
     let root = &m.program.nodes[m.program.launches[launch as usize].root as usize];
     let mut key = args.to_vec();
-    for p in root.params.iter().filter(|p| p.kind == crate::desc::ScalarKind::Pointer) {
+    for p in root.params.iter().filter(|p| !matches!(p.kind, ScalarKind::Int | ScalarKind::Float)) {
         if let Some(b) = key.get_mut(p.offset as usize..(p.offset + p.size) as usize) {
             b.fill(0);
         }

@@ -13,7 +13,7 @@
 //! Messages are tagged with the copy's position in the plan, which is the same on every
 //! rank, so a send meets its receive whatever else is in flight between the two ranks.
 
-use crate::devices::{devices, Copy, Devices, Place};
+use crate::devices::{devices, Copy, Device, Devices, Place};
 use crate::ranks::{self, Op};
 use crate::sink::{self, Event};
 
@@ -107,16 +107,34 @@ fn dst_rect(c: &Copy) -> Rect {
 }
 
 /// Where the bytes of one end of a copy are in this process: the planned address (host, or a
-/// simulated device's memory), or, for a GPU, a host span laid out as the device rectangle
-/// (`(rows - 1) * pitch + row_bytes` bytes) that stages them.
-fn staged(devs: &Devices, end: Place, r: Rect, spans: &mut Vec<Vec<u8>>) -> Rect {
+/// simulated device's memory), or, for a GPU, a packed host span (rows back to back) that
+/// stages them, which `spans` keeps with the GPU rectangle it stands for.
+fn staged(devs: &Devices, end: Place, addr: u64, r: Rect, spans: &mut Vec<(Vec<u8>, usize, Rect)>) -> Rect {
     match end {
-        Place::Device(_) if devs.on_gpus() => {
-            spans.push(vec![0u8; ((r.rows - 1) * r.pitch + r.row_bytes) as usize]);
-            Rect { addr: spans.last().expect("pushed").as_ptr() as u64, ..r }
+        Place::Device(k) if devs.on_gpus() => {
+            let mut span = vec![0u8; r.bytes() as usize];
+            let at = span.as_mut_ptr() as u64;
+            spans.push((span, k, Rect { addr, ..r }));
+            Rect { addr: at, rows: r.rows, row_bytes: r.row_bytes, pitch: r.row_bytes }
         }
         _ => r,
     }
+}
+
+/// Moves each GPU rectangle of `spans` down into its span (`to_host`) or up from it, and
+/// waits for it.
+fn move_spans(spans: &mut [(Vec<u8>, usize, Rect)], to_host: bool) -> Result<(), String> {
+    let devs = devices();
+    let mut used: Vec<usize> = Vec::new();
+    for (span, k, r) in spans.iter_mut() {
+        // SAFETY: the span holds the rectangle's bytes packed and lives until the wait below;
+        // the rectangle is a planned copy's end in GPU `k`'s allocation.
+        unsafe { devs.gpu(*k).copy_packed(r.addr, r.pitch, r.rows, r.row_bytes, span.as_mut_ptr(), to_host)? };
+        used.push(*k);
+    }
+    used.sort_unstable();
+    used.dedup();
+    used.into_iter().try_for_each(|k| devs.gpu(k).synchronize())
 }
 
 /// Sends and receives this rank's parts of `copies` that cross ranks (each with its position
@@ -131,29 +149,22 @@ pub(super) fn exchange(copies: &[(usize, Copy)]) -> Result<(), String> {
         return Ok(());
     }
     let t = std::time::Instant::now();
-    let mut spans: Vec<Vec<u8>> = Vec::new();
-    // Sends from a GPU: its bytes down into a span first.
-    let mut down = Vec::new();
+    // Sends from a GPU: its bytes down into packed spans first.
+    let mut down: Vec<(Vec<u8>, usize, Rect)> = Vec::new();
     let mut sources: Vec<Rect> = Vec::with_capacity(copies.len());
     for (_, c) in copies {
         let r = src_rect(c);
-        let here = match part(devs, c) {
-            Part::Send { .. } => staged(devs, c.src, r, &mut spans),
+        sources.push(match part(devs, c) {
+            Part::Send { .. } => staged(devs, c.src, c.src_addr, r, &mut down),
             _ => r,
-        };
-        if here.addr != r.addr {
-            down.push(Copy { dst: Place::Host, dst_addr: here.addr, ..*c });
-        }
-        sources.push(here);
+        });
     }
-    if !down.is_empty() {
-        super::execute_here(&down)?;
-    }
+    move_spans(&mut down, true)?;
     // Packed rectangles stay here until the exchange is over; `Some(rect)` marks a receive
     // to unpack afterwards.
     let mut packs: Vec<(Vec<u8>, Option<Rect>)> = Vec::new();
     let mut ops: Vec<(Op, Option<usize>)> = Vec::new();
-    let mut up = Vec::new();
+    let mut up: Vec<(Vec<u8>, usize, Rect)> = Vec::new();
     let tag = |i: usize| (i % 32_768) as i32;
     let (mut sent, mut received) = (0u64, 0u64);
     for (&(i, c), &from) in copies.iter().zip(&sources) {
@@ -176,10 +187,7 @@ pub(super) fn exchange(copies: &[(usize, Copy)]) -> Result<(), String> {
             }
             Part::Send { to } => send(to, from, &mut packs),
             Part::Receive { from } => {
-                let r = staged(devs, c.dst, dst_rect(&c), &mut spans);
-                if r.addr != c.dst_addr {
-                    up.push(Copy { src: Place::Host, src_addr: r.addr, ..c });
-                }
+                let r = staged(devs, c.dst, c.dst_addr, dst_rect(&c), &mut up);
                 let op = Op { peer: from as i32, tag: tag(i), send: 0, ptr: r.addr as *mut u8, len: r.bytes() };
                 if r.contiguous() {
                     ops.push((op, None));
@@ -212,10 +220,8 @@ pub(super) fn exchange(copies: &[(usize, Copy)]) -> Result<(), String> {
         }
     }
     // Received GPU data: up from the spans, waited for before they go.
-    if !up.is_empty() {
-        super::execute_here(&up)?;
-    }
-    drop(spans);
+    move_spans(&mut up, false)?;
+    drop(down);
     sink::record(Event::CrossedRanks { sent, received, nanos: t.elapsed().as_nanos() as u64 });
     Ok(())
 }

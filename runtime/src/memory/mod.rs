@@ -713,17 +713,6 @@ pub fn enqueue(copies: &[Copy]) -> Result<u128, String> {
     Ok(used)
 }
 
-/// [`execute`] of copies between this process's own places only (GPU data staged for, or
-/// received from, other ranks: never shared again).
-fn execute_here(copies: &[Copy]) -> Result<(), String> {
-    let used = enqueue_here(copies)?;
-    let devs = devices();
-    for k in (0..devs.count()).filter(|k| used & 1 << k != 0) {
-        devs.get(k).synchronize()?;
-    }
-    Ok(())
-}
-
 /// [`enqueue`] of copies between this process's own places.
 fn enqueue_here(copies: &[Copy]) -> Result<u128, String> {
     let devs: &Devices = devices();
@@ -786,12 +775,19 @@ pub fn track_on_device(ptr: usize, bytes: usize) -> Result<(), String> {
     if devices().count() == 0 || bytes == 0 || residency::limit().is_some() {
         return Ok(());
     }
-    let made = if residency::sparse() {
+    let mut made = if residency::sparse() {
         let need = residency::Need { buffer: start, device: 0, lo: 0, hi: bytes as u64 };
         t.make_resident(&[need]).map_err(|e| e.describe(&|_| None))
     } else {
         t.allocate(&[(start, 0)]).map_err(|e| e.message)
     };
+    // Under ranks only device 0's rank really allocates: every rank answers as it does.
+    if let Some(w) = crate::ranks::world().filter(|w| w.size > 1) {
+        let owner = devices().owner(0);
+        if w.allgather(u64::from(made.is_ok()))[owner] == 0 && made.is_ok() {
+            made = Err(format!("{} (rank {owner}) could not allocate it", devices().get(0).name()));
+        }
+    }
     if let Err(e) = made {
         if let Some(buf) = t.buffers.remove(&start) {
             buf.release();

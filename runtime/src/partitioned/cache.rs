@@ -37,11 +37,12 @@ impl Key {
         Key { node: self.node, grid: self.grid, parent: self.parent, devices: self.devices, args }
     }
 
-    /// The key as bytes with the pointers zeroed (they are this process's addresses): what
-    /// every rank of a run over ranks must launch alike ([`crate::ranks::note_launch`]).
+    /// The key as bytes with only its integer and floating-point arguments kept: what every
+    /// rank of a run over ranks must launch alike ([`crate::ranks::note_launch`]). Pointers
+    /// are this process's addresses, and other values (structs) may hold pointers or padding.
     pub fn without_pointers(&self, unit: &NodeDesc) -> Vec<u8> {
         let mut out = self.args.clone();
-        for p in unit.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
+        for p in unit.params.iter().filter(|p| !matches!(p.kind, ScalarKind::Int | ScalarKind::Float)) {
             let (lo, hi) = (p.offset as usize, (p.offset + p.size) as usize);
             if hi <= out.len() {
                 out[lo..hi].fill(0);
