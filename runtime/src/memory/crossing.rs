@@ -106,16 +106,77 @@ fn dst_rect(c: &Copy) -> Rect {
     Rect { addr: c.dst_addr, rows: c.rows, row_bytes: c.row_bytes, pitch: c.pitch }
 }
 
+/// The most page-locked host memory kept for staging GPU data that crosses ranks; an exchange
+/// staging more goes through pageable memory (the driver's slower path).
+const ARENA_MOST: usize = 256 << 20;
+
+/// Page-locked host memory for staging, kept for the run and grown to the largest exchange
+/// (up to [`ARENA_MOST`]): page-locking costs about 35 ms per GB once, a copy from pageable
+/// memory runs at a tenth of the link's speed every time.
+struct Arena {
+    buf: Vec<u8>,
+    pinned: bool,
+}
+
+static ARENA: std::sync::Mutex<Arena> = std::sync::Mutex::new(Arena { buf: Vec::new(), pinned: false });
+
+/// Host memory for one exchange's GPU staging: `bytes` from the arena, or pageable when more
+/// than it may hold.
+struct Stager {
+    arena: Option<std::sync::MutexGuard<'static, Arena>>,
+    own: Vec<u8>,
+    used: usize,
+}
+
+impl Stager {
+    fn new(bytes: usize) -> Stager {
+        let devs = devices();
+        let Some(gpu) = devs.gpus.first().filter(|_| bytes <= ARENA_MOST) else {
+            return Stager { arena: None, own: vec![0; bytes], used: 0 };
+        };
+        let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
+        if a.buf.len() < bytes {
+            if a.pinned {
+                gpu.unpin_host(a.buf.as_mut_ptr());
+            }
+            let size = bytes.next_power_of_two().clamp(1 << 20, ARENA_MOST);
+            a.buf = vec![0; size];
+            let at = a.buf.as_mut_ptr();
+            a.pinned = gpu.pin_host(at, size);
+        }
+        Stager { arena: Some(a), own: Vec::new(), used: 0 }
+    }
+
+    /// The next `bytes` of staging memory (the total asked for at [`Stager::new`] at most).
+    fn take(&mut self, bytes: usize) -> *mut u8 {
+        let buf = match &mut self.arena {
+            Some(a) => &mut a.buf,
+            None => &mut self.own,
+        };
+        assert!(self.used + bytes <= buf.len(), "staging past what was asked for");
+        // SAFETY: inside `buf`, which lives (and does not move) as long as `self`.
+        let p = unsafe { buf.as_mut_ptr().add(self.used) };
+        self.used += bytes;
+        p
+    }
+}
+
 /// Where the bytes of one end of a copy are in this process: the planned address (host, or a
-/// simulated device's memory), or, for a GPU, a packed host span (rows back to back) that
-/// stages them, which `spans` keeps with the GPU rectangle it stands for.
-fn staged(devs: &Devices, end: Place, addr: u64, r: Rect, spans: &mut Vec<(Vec<u8>, usize, Rect)>) -> Rect {
+/// simulated device's memory), or, for a GPU, a packed span of `stage` (rows back to back)
+/// that stages them, which `spans` records with the GPU and the rectangle it stands for.
+fn staged(
+    devs: &Devices,
+    end: Place,
+    addr: u64,
+    r: Rect,
+    stage: &mut Stager,
+    spans: &mut Vec<(*mut u8, usize, Rect)>,
+) -> Rect {
     match end {
         Place::Device(k) if devs.on_gpus() => {
-            let mut span = vec![0u8; r.bytes() as usize];
-            let at = span.as_mut_ptr() as u64;
-            spans.push((span, k, Rect { addr, ..r }));
-            Rect { addr: at, rows: r.rows, row_bytes: r.row_bytes, pitch: r.row_bytes }
+            let at = stage.take(r.bytes() as usize);
+            spans.push((at, k, Rect { addr, ..r }));
+            Rect { addr: at as u64, rows: r.rows, row_bytes: r.row_bytes, pitch: r.row_bytes }
         }
         _ => r,
     }
@@ -123,14 +184,15 @@ fn staged(devs: &Devices, end: Place, addr: u64, r: Rect, spans: &mut Vec<(Vec<u
 
 /// Moves each GPU rectangle of `spans` down into its span (`to_host`) or up from it, and
 /// waits for it.
-fn move_spans(spans: &mut [(Vec<u8>, usize, Rect)], to_host: bool) -> Result<(), String> {
+fn move_spans(spans: &[(*mut u8, usize, Rect)], to_host: bool) -> Result<(), String> {
     let devs = devices();
     let mut used: Vec<usize> = Vec::new();
-    for (span, k, r) in spans.iter_mut() {
-        // SAFETY: the span holds the rectangle's bytes packed and lives until the wait below;
-        // the rectangle is a planned copy's end in GPU `k`'s allocation.
-        unsafe { devs.gpu(*k).copy_packed(r.addr, r.pitch, r.rows, r.row_bytes, span.as_mut_ptr(), to_host)? };
-        used.push(*k);
+    for &(span, k, r) in spans {
+        // SAFETY: the span holds the rectangle's bytes packed and lives (in the exchange's
+        // stager) until the wait below; the rectangle is a planned copy's end in GPU `k`'s
+        // allocation.
+        unsafe { devs.gpu(k).copy_packed(r.addr, r.pitch, r.rows, r.row_bytes, span, to_host)? };
+        used.push(k);
     }
     used.sort_unstable();
     used.dedup();
@@ -149,22 +211,32 @@ pub(super) fn exchange(copies: &[(usize, Copy)]) -> Result<(), String> {
         return Ok(());
     }
     let t = std::time::Instant::now();
+    let on_gpu = |p: Place| devs.on_gpus() && matches!(p, Place::Device(_));
+    let staging: u64 = copies
+        .iter()
+        .map(|(_, c)| match part(devs, c) {
+            Part::Send { .. } if on_gpu(c.src) => c.bytes(),
+            Part::Receive { .. } if on_gpu(c.dst) => c.bytes(),
+            _ => 0,
+        })
+        .sum();
+    let mut stage = Stager::new(staging as usize);
     // Sends from a GPU: its bytes down into packed spans first.
-    let mut down: Vec<(Vec<u8>, usize, Rect)> = Vec::new();
+    let mut down = Vec::new();
     let mut sources: Vec<Rect> = Vec::with_capacity(copies.len());
     for (_, c) in copies {
         let r = src_rect(c);
         sources.push(match part(devs, c) {
-            Part::Send { .. } => staged(devs, c.src, c.src_addr, r, &mut down),
+            Part::Send { .. } => staged(devs, c.src, c.src_addr, r, &mut stage, &mut down),
             _ => r,
         });
     }
-    move_spans(&mut down, true)?;
+    move_spans(&down, true)?;
     // Packed rectangles stay here until the exchange is over; `Some(rect)` marks a receive
     // to unpack afterwards.
     let mut packs: Vec<(Vec<u8>, Option<Rect>)> = Vec::new();
     let mut ops: Vec<(Op, Option<usize>)> = Vec::new();
-    let mut up: Vec<(Vec<u8>, usize, Rect)> = Vec::new();
+    let mut up = Vec::new();
     let tag = |i: usize| (i % 32_768) as i32;
     let (mut sent, mut received) = (0u64, 0u64);
     for (&(i, c), &from) in copies.iter().zip(&sources) {
@@ -187,7 +259,7 @@ pub(super) fn exchange(copies: &[(usize, Copy)]) -> Result<(), String> {
             }
             Part::Send { to } => send(to, from, &mut packs),
             Part::Receive { from } => {
-                let r = staged(devs, c.dst, c.dst_addr, dst_rect(&c), &mut up);
+                let r = staged(devs, c.dst, c.dst_addr, dst_rect(&c), &mut stage, &mut up);
                 let op = Op { peer: from as i32, tag: tag(i), send: 0, ptr: r.addr as *mut u8, len: r.bytes() };
                 if r.contiguous() {
                     ops.push((op, None));
@@ -220,8 +292,8 @@ pub(super) fn exchange(copies: &[(usize, Copy)]) -> Result<(), String> {
         }
     }
     // Received GPU data: up from the spans, waited for before they go.
-    move_spans(&mut up, false)?;
-    drop(down);
+    move_spans(&up, false)?;
+    drop(stage);
     sink::record(Event::CrossedRanks { sent, received, nanos: t.elapsed().as_nanos() as u64 });
     Ok(())
 }
