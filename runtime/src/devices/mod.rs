@@ -121,6 +121,7 @@ pub trait Device: Send + Sync {
 }
 
 /// The devices of this run.
+#[derive(Default)]
 pub struct Devices {
     /// This process's GPUs, when this run uses them (device `k` is `gpus[k - gpu_base]`;
     /// see [`Devices::gpu`]).
@@ -297,18 +298,7 @@ pub fn devices() -> &'static Devices {
         crate::crash::install();
         let text = std::env::var("HPVM_MGPU_DEVICES").unwrap_or_default();
         let choice = parse_choice(&text).unwrap_or_else(|e| fatal(&format!("HPVM_MGPU_DEVICES={text}: {e}")));
-        let none = || Devices {
-            gpus: Vec::new(),
-            gpu_base: 0,
-            proxies: Vec::new(),
-            peer: Vec::new(),
-            sims: Vec::new(),
-            link_cost: Vec::new(),
-            order: Vec::new(),
-            no_gpu_found: false,
-            owner: Vec::new(),
-            rank: 0,
-        };
+        let none = Devices::default;
         let on = |g: Gpus| Devices { gpus: g.gpus, peer: g.peer, link_cost: g.link_cost, ..none() };
         let ranks = crate::ranks::world().filter(|w| w.size > 1);
         let mut devs = match choice {
@@ -384,18 +374,7 @@ fn across_ranks(choice: Choice, w: &crate::ranks::World, text: &str) -> Devices 
     }
     let owner: Vec<usize> = counts.iter().enumerate().flat_map(|(r, &n)| std::iter::repeat_n(r, n)).collect();
     let base: usize = counts[..w.rank].iter().sum();
-    let none = Devices {
-        gpus: Vec::new(),
-        gpu_base: base,
-        proxies: Vec::new(),
-        peer: Vec::new(),
-        sims: Vec::new(),
-        link_cost: Vec::new(),
-        order: Vec::new(),
-        no_gpu_found: false,
-        owner: owner.clone(),
-        rank: w.rank,
-    };
+    let none = Devices { gpu_base: base, owner: owner.clone(), rank: w.rank, ..Devices::default() };
     if let Some(mut g) = gpus {
         // Each rank's granule (0: none), for its GPUs' stand-ins on the other ranks (a rank's
         // GPUs share one: every NVIDIA GPU so far reports 2 MiB).
