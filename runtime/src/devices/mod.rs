@@ -169,9 +169,10 @@ impl Devices {
         self.owner(k) == self.rank
     }
 
-    /// Whether some devices are other ranks' ([`crate::ranks`]).
+    /// Whether some devices are other ranks' ([`crate::ranks`]): `owner` is filled only in a
+    /// run of several ranks.
     pub fn spans_ranks(&self) -> bool {
-        self.owner.iter().any(|&r| r != self.rank)
+        !self.owner.is_empty()
     }
 
     /// Whether the devices are GPUs.
