@@ -333,3 +333,36 @@ fn dry_run_devices_over_ranks_plan_and_finish() {
         assert_eq!(s["ranks"]["bytes_sent"], 0);
     }
 }
+
+/// Host writes between launches are watched under ranks too: the ranks agree on what their
+/// watches saw, so only what the host wrote is sent to the devices again.
+#[test]
+fn host_writes_are_watched_and_agreed_across_ranks() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = TempDir::new("ranks-hostwrites");
+    // The masses are read at every step and never written: watched, they cross once.
+    let exe = build(&dir, "examples/nbody.c");
+    let args = ["3000", "5"];
+    let want = one_process(&exe, &args);
+    let sent = |writes: &str| -> u64 {
+        let stats = dir.path_str(&format!("stats-{writes}.json"));
+        let env = [("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_HOST_WRITES", writes), ("HPVM_MGPU_STATS", &stats)];
+        same_on_every_rank(&dir, &exe, &args, 2, &env, &want);
+        let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        if writes == "any" {
+            assert!(s["host_writes"].as_str().unwrap().starts_with("watched"), "{}", s["host_writes"]);
+            assert!(s["host_write_scans"].as_u64().unwrap() > 0);
+        }
+        s["bytes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["from"] == "host")
+            .map(|b| b["bytes"].as_u64().unwrap())
+            .sum()
+    };
+    let (watched, assumed) = (sent("any"), sent("all"));
+    assert!(watched < assumed, "watching sent {watched} bytes from the host, assuming {assumed}");
+}

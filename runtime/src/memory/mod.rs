@@ -63,10 +63,6 @@ pub(crate) enum HostWrites {
 pub(crate) fn host_writes() -> HostWrites {
     static MODE: std::sync::OnceLock<HostWrites> = std::sync::OnceLock::new();
     *MODE.get_or_init(|| match std::env::var("HPVM_MGPU_HOST_WRITES").unwrap_or_default().trim() {
-        // Watching is each process's own (which pages it sees written depends on where its
-        // allocator put the buffer): under ranks, whose coherence maps must stay alike,
-        // every byte the host holds counts as written instead.
-        "" | "any" if crate::ranks::spans_ranks() => HostWrites::Assumed,
         "" | "any" => HostWrites::Watched,
         "all" => HostWrites::Assumed,
         "none" => HostWrites::None,
@@ -78,7 +74,6 @@ pub(crate) fn host_writes() -> HostWrites {
 pub fn host_writes_described() -> String {
     match (host_writes(), watch::watcher()) {
         (HostWrites::None, _) => "none (HPVM_MGPU_HOST_WRITES=none)".into(),
-        (HostWrites::Assumed, _) if crate::ranks::spans_ranks() => "assumed at every launch (under ranks)".into(),
         (HostWrites::Assumed, _) => "assumed at every launch (HPVM_MGPU_HOST_WRITES=all)".into(),
         (HostWrites::Watched, Ok(_)) => "watched (userfaultfd write-protection, pagemap scan)".into(),
         (HostWrites::Watched, Err(why)) => format!("assumed at every launch: cannot watch them ({why})"),
@@ -560,38 +555,45 @@ impl Buffer {
         match host_writes() {
             HostWrites::None => {}
             HostWrites::Assumed => self.coherence.host_wins(),
-            HostWrites::Watched => match (self.watch, watch::watcher()) {
-                (Watch::Watched, Ok(w)) => {
-                    let t = std::time::Instant::now();
-                    let mut seen = w.written(self.start, self.size);
-                    if !seen.complete {
-                        self.watch = Watch::Refused;
+            HostWrites::Watched => {
+                // Where the host wrote: `Some(runs)`, or `None` for everything it holds.
+                let seen = match (self.watch, watch::watcher()) {
+                    (Watch::Watched, Ok(w)) => {
+                        let t = std::time::Instant::now();
+                        let mut seen = w.written(self.start, self.size);
+                        if !seen.complete {
+                            self.watch = Watch::Refused;
+                        }
+                        seen.runs.extend(self.changed_edges());
+                        seen.runs.sort_unstable();
+                        let bytes = seen.runs.iter().map(|(a, b)| b - a).sum();
+                        sink::record(Event::HostWritesScanned { bytes, nanos: t.elapsed().as_nanos() as u64 });
+                        Some(seen.runs)
                     }
-                    seen.runs.extend(self.changed_edges());
-                    seen.runs.sort_unstable();
-                    let bytes = seen.runs.iter().map(|(a, b)| b - a).sum();
-                    self.coherence.host_wins_in(seen.runs);
-                    sink::record(Event::HostWritesScanned { bytes, nanos: t.elapsed().as_nanos() as u64 });
-                }
-                (Watch::NotYet, Ok(w)) if devices().count() > 0 => {
-                    // The first look: all the host holds is its own so far (it was written
-                    // before anyone watched); from now on, what it writes is seen.
-                    self.coherence.host_wins();
-                    let t = std::time::Instant::now();
-                    self.watch = if w.watch(self.start, self.size) { Watch::Watched } else { Watch::Refused };
-                    self.changed_edges();
-                    sink::record(Event::WatchStarted { bytes: self.size, nanos: t.elapsed().as_nanos() as u64 });
-                }
-                (_, watcher) => {
-                    if self.coherence.holders_beside_host() {
-                        say_unwatched(match (watcher, self.watch) {
-                            (Err(why), _) => why,
-                            _ => "the kernel refused to watch a buffer's memory",
-                        });
+                    (Watch::NotYet, Ok(w)) if devices().count() > 0 => {
+                        // The first look: all the host holds is its own so far (it was written
+                        // before anyone watched); from now on, what it writes is seen.
+                        let t = std::time::Instant::now();
+                        self.watch = if w.watch(self.start, self.size) { Watch::Watched } else { Watch::Refused };
+                        self.changed_edges();
+                        sink::record(Event::WatchStarted { bytes: self.size, nanos: t.elapsed().as_nanos() as u64 });
+                        None
                     }
-                    self.coherence.host_wins();
+                    (_, watcher) => {
+                        if self.coherence.holders_beside_host() {
+                            say_unwatched(match (watcher, self.watch) {
+                                (Err(why), _) => why,
+                                _ => "the kernel refused to watch a buffer's memory",
+                            });
+                        }
+                        None
+                    }
+                };
+                match agreed(seen) {
+                    Some(runs) => self.coherence.host_wins_in(runs),
+                    None => self.coherence.host_wins(),
                 }
-            },
+            }
         }
     }
 
@@ -605,7 +607,9 @@ impl Buffer {
         // program's writes: what the program wrote is taken first, then they are protected
         // again.
         let watched = self.watch == Watch::Watched && self.host_stores && host_writes() == HostWrites::Watched;
-        if watched {
+        // Under ranks every rank absorbs here alike (it agrees with the others, whatever its
+        // own watch's state).
+        if watched || (self.host_stores && host_writes() == HostWrites::Watched && crate::ranks::spans_ranks()) {
             self.absorb_host_writes();
         }
         let before = self.coherence.clone();
@@ -667,6 +671,33 @@ fn source_for(h: Holders, dst: Place) -> Place {
         }
     }
     h.source().expect("every byte has a holder")
+}
+
+/// Under ranks, where the host wrote a buffer as every rank sees it: each rank's watch is its
+/// own (the pages it reports depend on where its allocator put the buffer, and a rank's
+/// kernel may refuse to watch), so the ranks compare what they saw, by two independent
+/// 64-bit hashes, and where any differs every byte the host holds counts as written, on
+/// every rank alike. `None`: everything the host holds.
+fn agreed(seen: Option<Vec<(u64, u64)>>) -> Option<Vec<(u64, u64)>> {
+    let Some(w) = crate::ranks::world().filter(|w| w.size > 1) else { return seen };
+    let hash = |seed: u64, prime: u64| {
+        let mut h = seed;
+        for &(a, b) in seen.iter().flatten() {
+            for v in [a, b] {
+                h = (h ^ v).wrapping_mul(prime);
+            }
+        }
+        h
+    };
+    let (h1, h2) = match &seen {
+        Some(_) => (hash(0xcbf2_9ce4_8422_2325, 0x100_0000_01b3), hash(0x9e37_79b9_7f4a_7c15, 0xff51_afd7_ed55_8ccd)),
+        None => (u64::MAX, u64::MAX),
+    };
+    let same = |all: Vec<u64>, mine: u64| all.iter().all(|&x| x == mine);
+    // Both gathers always run, so that every rank makes the same calls.
+    let first = same(w.allgather(h1), h1);
+    let second = same(w.allgather(h2), h2);
+    seen.filter(|_| first && second)
 }
 
 /// Runs copies (each on its device's stream), waits for them, and counts their bytes.
