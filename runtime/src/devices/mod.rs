@@ -16,6 +16,11 @@
 //! unset: every GPU if there is one).
 //! `dry:N` (benchmarks only) gives N dry-run devices: the runtime plans and caches as for
 //! `cpu:N` but allocates, copies and runs nothing, so what is timed is its own work.
+//!
+//! Under ranks ([`crate::ranks`]) the run's devices are every rank's, rank-major
+//! ([`Devices::owner`]); another rank's device is a stand-in here ([`SimDevice::remote`]):
+//! plans name it, nothing of it runs here, and only [`Devices::is_local`] devices are
+//! touched.
 
 pub mod cuda;
 pub mod host;
