@@ -78,7 +78,6 @@ pub fn build(opts: &BuildOptions) -> Result<()> {
     }
     let scratch = ScratchDir::new("build").map_err(|e| Error::io("temporary directory", e))?;
     let mut objects = Vec::new();
-    let mut any_cxx = false;
     for (i, input) in opts.inputs.iter().enumerate() {
         let ext = input.extension().and_then(|e| e.to_str()).unwrap_or("");
         let language = opts.languages.get(i).copied().flatten();
@@ -86,11 +85,8 @@ pub fn build(opts: &BuildOptions) -> Result<()> {
             objects.push(input.clone());
             continue;
         }
-        let lang = match InputKind::detect(input, language)? {
-            InputKind::Source(l) => Some(l),
-            InputKind::Ir => None,
-        };
-        any_cxx |= lang == Some(Language::Cxx);
+        // Checked before any work: an input of no known kind is refused by name.
+        InputKind::detect(input, language)?;
         let out =
             if stops_early { outputs[i].clone() } else { scratch.path().join(format!("{i}-{}.o", stem_of(input))) };
         compile_one(input, language, opts, &out, stops_early)?;
@@ -99,7 +95,7 @@ pub fn build(opts: &BuildOptions) -> Result<()> {
     if stops_early {
         return Ok(());
     }
-    link(&objects, &outputs[0], opts, any_cxx)
+    link(&objects, &outputs[0], opts)
 }
 
 /// Whether `a` and `b` name the same file (`b` may not exist yet).
@@ -152,6 +148,13 @@ fn compile_one(
                     hpvm_core::loc::show(&node.def_loc),
                     node.display,
                     f.reason
+                );
+            }
+            for (id, why) in &lowered.indirect {
+                eprintln!(
+                    "{}: note: node `{}` runs on the host's copies of the buffers, not split: {why}",
+                    hpvm_core::loc::show(&graph.nodes[*id].def_loc),
+                    graph.nodes[*id].display,
                 );
             }
             if let (Some(ptx), true) = (&lowered.ptx, opts.emit_ptx) {
@@ -290,14 +293,14 @@ fn plugin_dirs(runtime: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions, cxx: bool) -> Result<()> {
+fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions) -> Result<()> {
     let runtime = runtime_library()?;
     let tmp = temp_beside(output);
     let clang = frontend::clang();
     let mut cmd = Command::new(&clang);
-    if cxx {
-        cmd.arg("--driver-mode=g++");
-    }
+    // As nvcc links, whatever the inputs' languages: through the C++ driver, so libstdc++
+    // and libm come with every program (a `.cu` file is C++, and so are objects nvcc made).
+    cmd.arg("--driver-mode=g++");
     cmd.args(objects).arg(&runtime);
     for d in &opts.lib_dirs {
         cmd.arg("-L").arg(d);

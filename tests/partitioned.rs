@@ -79,6 +79,13 @@ fn programs_are_bit_identical_on_simulated_devices() {
             if n["unit_launches"].as_u64().unwrap() == 0 {
                 continue;
             }
+            // A leaf that keeps pointers in memory runs on the host's copies, proven or not.
+            if n["on_host_because"]
+                .as_str()
+                .is_some_and(|r| r.contains("the program's addresses hold only on the host"))
+            {
+                continue;
+            }
             let proven = n["analysis"].as_str().is_some_and(|a| a.starts_with("partitionable"));
             // An indirect write splits only when this launch's indices send the parts apart
             // (jds.c's `Spread` repeats its keys on purpose).

@@ -40,6 +40,8 @@ pub mod verify;
 
 pub use diag::{Diagnostic, Rule};
 pub use graph::{EdgeId, Graph, Node, NodeId};
+/// A value of a module being read, for the passes after the frontend (`transform`'s scans).
+pub use ir::Val;
 // The analysis and the access tracer must agree on which buffer an access is into.
 pub use ir::pointer_param;
 

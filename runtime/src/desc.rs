@@ -48,6 +48,11 @@ pub struct NodeDesc {
     /// was compiled): what the runtime partitions across devices.
     #[serde(default)]
     pub shape: Option<KernelKind>,
+    /// Why a leaf runs on the host's copies of the buffers rather than on devices: it keeps
+    /// pointers in memory (`transform::indirect`), whose addresses are the program's; with the
+    /// user's file:line. `None` for other nodes.
+    #[serde(default)]
+    pub indirect: Option<String>,
 }
 
 /// A GPU kernel compiled for a node (its code is in the module's PTX).

@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 40] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 48] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -177,6 +177,15 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 40] = [
     ),
     ("tests/cuda/kernels.cu", &[&["16"], &["1000"], &["3001"]]),
     ("tests/cuda/structs.cu", &[&["1"], &["100"], &["3000"]]),
+    // Tricky programs (`tests/tricky/`): pointers kept in memory, inline PTX, symbols, limits.
+    ("tests/tricky/const_struct_pointers.cu", &[&["1"], &["100"], &["4096"]]),
+    ("tests/tricky/pointer_array.cu", &[&["1", "1"], &["3", "5"], &["64", "300"]]),
+    ("tests/tricky/linked_list.cu", &[&["1"], &["1000"]]),
+    ("tests/tricky/inline_ptx.cu", &[&["1"], &["100"], &["1024"]]),
+    ("tests/tricky/half.cu", &[&["1"], &["100"], &["2048"]]),
+    ("tests/tricky/symbols.cu", &[&[]]),
+    ("tests/tricky/limits.cu", &[&[]]),
+    ("tests/tricky/past_end.cu", &[&["1"], &["1000"], &["65536"]]),
     ("tests/cuda/streams.cu", &[&["8"], &["1000"], &["3001"]]),
     ("bench/programs/matmul.cu", &[&["1"], &["37"], &["100"]]),
     ("bench/programs/stencil.cu", &[&["3", "1"], &["37", "3"], &["130", "4"]]),

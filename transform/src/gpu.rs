@@ -203,6 +203,41 @@ pub fn compile(
         f.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("noinline"));
         make_inline(&ctx, f);
     }
+    // Inline PTX without portable code (`hpvm_core::cuda::ASM_PREFIX`): the statement as the
+    // program wrote it.
+    let asms: Vec<FunctionValue> = gpu
+        .get_functions()
+        .filter(|f| f.get_name().to_bytes().starts_with(hpvm_core::cuda::ASM_PREFIX.as_bytes()))
+        .collect();
+    for f in asms {
+        let name = f.get_name().to_string_lossy().into_owned();
+        let attr = |key: &str| {
+            f.get_string_attribute(AttributeLoc::Function, key)
+                .map(|a| a.get_string_value().to_string_lossy().into_owned())
+                .ok_or_else(|| Error::Internal(format!("{name} has no `{key}`")))
+        };
+        let text = attr(hpvm_core::cuda::ASM_TEXT)?;
+        let constraints = attr(hpvm_core::cuda::ASM_CONSTRAINTS)?;
+        let (constraints, side_effects) = match constraints.strip_suffix('!') {
+            Some(c) => (c.to_string(), true),
+            None => (constraints, false),
+        };
+        for bb in f.get_basic_blocks() {
+            // SAFETY: the function's own blocks, replaced by the one made below.
+            unsafe { bb.delete() }.map_err(|()| Error::Llvm(format!("cannot empty {name}")))?;
+        }
+        b.position_at_end(ctx.append_basic_block(f, "entry"));
+        let ty = f.get_type();
+        let asm = ctx.create_inline_asm(ty, text, constraints, side_effects, false, None, false);
+        let args: Vec<BasicMetadataValueEnum> = f.get_param_iter().map(Into::into).collect();
+        let call = b.build_indirect_call(ty, asm, &args, "")?;
+        match call.try_as_basic_value().basic() {
+            Some(v) => b.build_return(Some(&v))?,
+            None => b.build_return(None)?,
+        };
+        f.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("noinline"));
+        make_inline(&ctx, f);
+    }
     if let Some(f) = gpu.get_function("__hpvm__barrier") {
         if f.count_basic_blocks() == 0 {
             let bb = ctx.append_basic_block(f, "entry");
@@ -509,6 +544,13 @@ fn resolve<'ctx>(
         }
         let Some(callee) = inkwell::values::CallSiteValue::try_from(inst).ok().and_then(|c| c.get_called_fn_value())
         else {
+            // SAFETY: a call instruction's called operand.
+            if unsafe {
+                !llvm_sys::core::LLVMIsAInlineAsm(llvm_sys::core::LLVMGetCalledValue(inst.as_value_ref())).is_null()
+            } {
+                // Inline PTX, as the program wrote it.
+                continue;
+            }
             return Err("it calls a function through a pointer".into());
         };
         let name = callee.get_name().to_string_lossy().into_owned();

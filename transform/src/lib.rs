@@ -18,6 +18,7 @@ pub mod describe;
 pub mod entry;
 pub mod gpu;
 pub mod host;
+pub mod indirect;
 pub mod intrinsics;
 pub mod layout;
 pub use hpvm_core::plan;
@@ -56,6 +57,9 @@ pub struct Lowered {
     pub kernels: usize,
     /// The PTX embedded in the module, if any.
     pub ptx: Option<String>,
+    /// Leaves that run on the host's copies because they keep pointers in memory, and why
+    /// ([`indirect`]).
+    pub indirect: Vec<(hpvm_core::graph::NodeId, String)>,
 }
 
 /// What [`lower`] does beside the lowering itself.
@@ -77,7 +81,9 @@ pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, opts: &Lower
     let gpu_arch = opts.gpu_arch;
     let mut program = describe::describe(module, graph, data)?;
     program.analysis = opts.analysis.map(str::to_string);
-    let mut lowered = Lowered::default();
+    let indirect =
+        graph.nodes.iter().filter_map(|(id, _)| Some((id, program.nodes[id.index()].indirect.clone()?))).collect();
+    let mut lowered = Lowered { indirect, ..Lowered::default() };
     if let Some(arch) = gpu_arch {
         // Before the CPU lowering changes the module: kernels start from the original code.
         let (code, fallbacks) = gpu::compile(module, graph, &program, arch, opts.math)?;

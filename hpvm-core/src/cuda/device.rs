@@ -207,8 +207,9 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
             .map_err(|e| Error::Llvm(e.to_string()))
     };
     run("always-inline")?;
+    let mut asm_counter = 0;
     for Leaf { function: leaf, vars, handles } in &leaves {
-        resolve(dev, *leaf, *handles)?;
+        resolve(dev, *leaf, *handles, &mut asm_counter)?;
         for (g, param) in vars {
             unsafe { consts::replace_in_function(leaf.as_value_ref(), g.as_value_ref(), param.as_value_ref()) }
                 .map_err(|(inst, why)| {
@@ -230,6 +231,27 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
         graph_around(dev, kernel, leaf.function);
     }
     Ok(out)
+}
+
+/// Every `__device__`/`__constant__` variable of the device half that has a host shadow: the
+/// shadow's name and its size in bytes. The runtime registers them at start-up, so that
+/// `cudaMemcpyToSymbol` knows a symbol (and its extent) before any kernel uses it.
+pub(super) fn symbols(dev: &Module<'_>, host: &Module<'_>) -> Vec<(String, u64)> {
+    let data = inkwell::targets::TargetData::create(&dev.get_data_layout().as_str().to_string_lossy());
+    dev.get_globals()
+        .filter(|g| {
+            let space = unsafe { LLVMGetPointerAddressSpace(LLVMTypeOf(g.as_value_ref())) };
+            matches!(space, 1 | 4) && !g.is_declaration()
+        })
+        .filter_map(|g| {
+            let name = g.get_name().to_string_lossy().into_owned();
+            host.get_global(&name)?;
+            let bytes = unsafe {
+                llvm_sys::target::LLVMABISizeOfType(data.as_mut_ptr(), LLVMGlobalGetValueType(g.as_value_ref()))
+            };
+            Some((name, bytes))
+        })
+        .collect()
 }
 
 /// A leaf being made from a kernel.
@@ -544,6 +566,7 @@ fn resolve<'ctx>(
     dev: &Module<'ctx>,
     leaf: FunctionValue<'ctx>,
     (me, parent): (BasicValueEnum<'ctx>, BasicValueEnum<'ctx>),
+    asm_counter: &mut usize,
 ) -> Result<()> {
     let ctx = dev.get_context();
     let hpvm = Hpvm::declare(dev);
@@ -554,6 +577,22 @@ fn resolve<'ctx>(
             continue;
         }
         let callee = unsafe { LLVMGetCalledValue(inst.0) };
+        if unsafe { !LLVMIsAInlineAsm(callee).is_null() } {
+            // The thread's linear index in its block: x fastest, as warps are formed.
+            let lane = |b: &inkwell::builder::Builder<'ctx>| -> Result<inkwell::values::IntValue<'ctx>> {
+                let q = |f: FunctionValue<'ctx>| -> Result<inkwell::values::IntValue<'ctx>> {
+                    let v = b.build_call(f, &[me.into()], "").map_err(llvm)?;
+                    Ok(v.try_as_basic_value().basic().expect("i64").into_int_value())
+                };
+                let (x, y, z) = (q(hpvm.id[0])?, q(hpvm.id[1])?, q(hpvm.id[2])?);
+                let (nx, ny) = (q(hpvm.count[0])?, q(hpvm.count[1])?);
+                let zy = b.build_int_add(b.build_int_mul(z, ny, "").map_err(llvm)?, y, "").map_err(llvm)?;
+                let linear = b.build_int_add(b.build_int_mul(zy, nx, "").map_err(llvm)?, x, "").map_err(llvm)?;
+                b.build_int_truncate(linear, ctx.i32_type(), "tid").map_err(llvm)
+            };
+            super::asm::lower(dev, &b, inst.0, &lane, asm_counter)?;
+            continue;
+        }
         if unsafe { LLVMIsAFunction(callee).is_null() } {
             continue;
         }
@@ -566,6 +605,11 @@ fn resolve<'ctx>(
             let v = b.build_call(f, &[node.into()], "").map_err(llvm)?.try_as_basic_value().basic().expect("i64");
             let reg = name.trim_start_matches("llvm.nvvm.read.ptx.sreg.");
             Some(b.build_int_truncate(v.into_int_value(), ctx.i32_type(), reg).map_err(llvm)?.as_value_ref())
+        } else if name == "llvm.nvvm.read.ptx.sreg.clock64" {
+            Some(super::asm::clock(dev, &b)?.as_value_ref())
+        } else if name == "llvm.nvvm.read.ptx.sreg.clock" {
+            let c = super::asm::clock(dev, &b)?;
+            Some(b.build_int_truncate(c, ctx.i32_type(), "clock").map_err(llvm)?.as_value_ref())
         } else if name == "llvm.nvvm.barrier0" {
             Some(b.build_call(hpvm.barrier, &[], "").map_err(llvm)?.as_value_ref())
         } else if name.starts_with("llvm.nvvm.membar.") {
@@ -910,8 +954,8 @@ pub(super) struct Hpvm<'ctx> {
     get_node: FunctionValue<'ctx>,
     get_parent: FunctionValue<'ctx>,
     barrier: FunctionValue<'ctx>,
-    id: [FunctionValue<'ctx>; 3],
-    count: [FunctionValue<'ctx>; 3],
+    pub(super) id: [FunctionValue<'ctx>; 3],
+    pub(super) count: [FunctionValue<'ctx>; 3],
     pub launch: FunctionValue<'ctx>,
     pub wait: FunctionValue<'ctx>,
 }

@@ -36,8 +36,10 @@ fn stub_of<'ctx>(host: &Module<'ctx>, symbol: &str) -> Option<FunctionValue<'ctx
     })
 }
 
-/// Adds a launcher per kernel and a constructor registering each under its stub.
-pub(super) fn add(host: &Module<'_>, kernels: &[Kernel]) -> Result<()> {
+/// Adds a launcher per kernel and a constructor registering each under its stub, and every
+/// device variable's shadow with its size (`hpvm_rt_cuda_register_symbol`: the symbols that
+/// `cudaMemcpyToSymbol` accepts).
+pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64)]) -> Result<()> {
     let ctx = host.get_context();
     let (i32t, i64t) = (ctx.i32_type(), ctx.i64_type());
     let ptr = ctx.ptr_type(AddressSpace::default());
@@ -123,15 +125,25 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel]) -> Result<()> {
             registrations.push((stub, launcher));
         }
     }
-    if registrations.is_empty() {
+    let shadows: Vec<_> = symbols.iter().filter_map(|(name, bytes)| Some((host.get_global(name)?, *bytes))).collect();
+    if registrations.is_empty() && shadows.is_empty() {
         return Ok(());
     }
+    let register_symbol = host.add_function(
+        "hpvm_rt_cuda_register_symbol",
+        ctx.void_type().fn_type(&[ptr.into(), i64t.into()], false),
+        None,
+    );
     let ctor = host.add_function("__hpvm_cuda_register", ctx.void_type().fn_type(&[], false), Some(Linkage::Internal));
     b.position_at_end(ctx.append_basic_block(ctor, "entry"));
     for (stub, launcher) in registrations {
         let args =
             [stub.as_global_value().as_pointer_value().into(), launcher.as_global_value().as_pointer_value().into()];
         b.build_call(register, &args, "").map_err(llvm)?;
+    }
+    for (shadow, bytes) in shadows {
+        let args = [shadow.as_pointer_value().into(), i64t.const_int(bytes, false).into()];
+        b.build_call(register_symbol, &args, "").map_err(llvm)?;
     }
     b.build_return(None).map_err(llvm)?;
     crate::ctors::add_constructor(host, ctor);

@@ -22,10 +22,12 @@
 //!   file:line and the construct, never a silently different program.
 //! - A leaf keeps its kernel's symbol, so nodes, databases and messages use the kernel's name.
 
+mod asm;
 mod consts;
 mod device;
 mod launchers;
 
+pub use asm::{ASM_CONSTRAINTS, ASM_PREFIX, ASM_TEXT};
 pub use device::WARP_PREFIX;
 
 use crate::frontend::{add_ir_flags, add_user_flags, clang, read_ir, run_clang, ClangOptions};
@@ -53,9 +55,10 @@ pub fn load<'ctx>(ctx: &'ctx Context, path: &Path, opts: &ClangOptions) -> Resul
     compile_half(path, opts, Half::Host, &host_bc)?;
     let host = read_ir(ctx, &host_bc)?;
     let (dev, kernels) = device::read(ctx, &dev_ll)?;
+    let symbols = device::symbols(&dev, &host);
     let kernels = device::convert(&dev, &kernels, &host)?;
     host.link_in_module(dev).map_err(|e| Error::Llvm(e.to_string()))?;
-    launchers::add(&host, &kernels)?;
+    launchers::add(&host, &kernels, &symbols)?;
     host.verify().map_err(|e| Error::Llvm(format!("{}: the rewritten CUDA module is invalid: {e}", path.display())))?;
     Ok(host)
 }

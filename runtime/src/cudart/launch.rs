@@ -66,6 +66,24 @@ pub unsafe extern "C" fn hpvm_rt_cuda_register(stub: *const c_void, launcher: La
     })
 }
 
+/// The program's `__device__`/`__constant__` variables: each host shadow's address and size,
+/// registered at start-up by every module's constructor.
+static SYMBOLS: Mutex<std::collections::BTreeMap<usize, usize>> = Mutex::new(std::collections::BTreeMap::new());
+
+/// Registers a device variable's host shadow of `bytes` bytes at `shadow`.
+#[no_mangle]
+pub extern "C" fn hpvm_rt_cuda_register_symbol(shadow: *const c_void, bytes: u64) {
+    guard("symbol registration", || {
+        SYMBOLS.lock().unwrap_or_else(|e| e.into_inner()).insert(shadow as usize, bytes as usize);
+    })
+}
+
+/// The size of the device variable whose shadow is at `symbol`; `None` where no variable
+/// starts there (CUDA wants the symbol itself, its offset given apart).
+pub(super) fn symbol_size(symbol: *const c_void) -> Option<usize> {
+    SYMBOLS.lock().unwrap_or_else(|e| e.into_inner()).get(&(symbol as usize)).copied()
+}
+
 /// The bytes from `ptr` to the end of the buffer holding it; 0 for null or memory the
 /// runtime does not know (such a launch then runs on the host, which reaches all memory).
 #[no_mangle]
@@ -179,6 +197,9 @@ pub unsafe extern "C" fn cudaLaunchKernel(
         Err(e) => return ret(e),
     };
     begin_session();
+    if shmem as u64 > max_dynamic_shared() {
+        return ret(INVALID_VALUE);
+    }
     let dim = |v: c_uint| v as i64;
     // SAFETY: the compiler's launcher for this kernel, with the caller's argument array. Not
     // inside `guard`: the launch reports the user's errors itself and ends the process.
@@ -186,6 +207,14 @@ pub unsafe extern "C" fn cudaLaunchKernel(
         launcher(args, dim(g.x), dim(g.y), dim(g.z), dim(b.x), dim(b.y), dim(b.z), shmem as i64)
     });
     ret(e)
+}
+
+/// The most dynamic shared memory a block may ask for: the device's opt-in limit (CUDA
+/// refuses a launch beyond it with `cudaErrorInvalidValue`, before running anything). Read
+/// once: under ranks the limits are gathered, and every rank launches the same kernels.
+fn max_dynamic_shared() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| crate::devices::devices().limits().map_or(u64::MAX, |l| l.shared_per_block_optin))
 }
 
 /// Opens the runtime's session for a program that did not (a CUDA program has no
@@ -221,6 +250,21 @@ pub extern "C" fn hpvm_rt_warp_unsupported() {
         "a kernel uses warp functions (__shfl_*_sync, __ballot_sync, __activemask...), which only GPUs run; \
          this launch ran on the host or on simulated devices (run it on GPUs: HPVM_MGPU_DEVICES=cuda)",
     )
+}
+
+/// The CPU body of an inline PTX statement that has no CPU equivalent: the GPU runs it as
+/// written; here the program stops, naming it and its line (`where`), rather than go on
+/// without its effect.
+///
+/// # Safety
+/// `what` is the NUL-terminated text the compiler made.
+#[no_mangle]
+pub unsafe extern "C" fn hpvm_rt_asm_unsupported(what: *const std::ffi::c_char) {
+    let what = if what.is_null() { "inline PTX".into() } else { std::ffi::CStr::from_ptr(what).to_string_lossy() };
+    crate::fatal(&format!(
+        "{what} runs only on GPUs; this launch ran on the host or on simulated devices \
+         (run it on GPUs: HPVM_MGPU_DEVICES=cuda)"
+    ))
 }
 
 #[cfg(test)]

@@ -65,6 +65,7 @@ pub const INVALID_MEMCPY_DIRECTION: Error = 21;
 pub const INVALID_DEVICE: Error = 101;
 pub const INVALID_RESOURCE_HANDLE: Error = 400;
 pub const INVALID_CONFIGURATION: Error = 9;
+pub const INVALID_SYMBOL: Error = 13;
 pub const INVALID_DEVICE_FUNCTION: Error = 98;
 pub const MISSING_CONFIGURATION: Error = 52;
 
@@ -338,7 +339,17 @@ pub extern "C" fn cudaMemcpyAsync(
     api("cudaMemcpyAsync", || ret(if stream_ok(stream) { copy(dst, src, n, kind) } else { INVALID_RESOURCE_HANDLE }))
 }
 
-/// `__constant__` and `__device__` variables: the host's shadow variable is the data.
+/// `__constant__` and `__device__` variables: the host's shadow variable is the data. A copy
+/// is checked as CUDA checks it before a byte moves: the address must be a registered symbol
+/// (`INVALID_SYMBOL`) and `offset + n` within it (`INVALID_VALUE`).
+fn symbol_range(symbol: *const c_void, offset: usize, n: usize) -> Result<usize, Error> {
+    let size = launch::symbol_size(symbol).ok_or(INVALID_SYMBOL)?;
+    match offset.checked_add(n) {
+        Some(end) if end <= size => Ok(symbol as usize + offset),
+        _ => Err(INVALID_VALUE),
+    }
+}
+
 #[no_mangle]
 pub extern "C" fn cudaMemcpyToSymbol(
     symbol: *const c_void,
@@ -349,11 +360,13 @@ pub extern "C" fn cudaMemcpyToSymbol(
 ) -> Error {
     api("cudaMemcpyToSymbol", || {
         ret(match kind {
-            HOST_TO_DEVICE | DEVICE_TO_DEVICE | DEFAULT if !symbol.is_null() => {
-                let kind = if kind == DEVICE_TO_DEVICE { DEVICE_TO_HOST } else { HOST_TO_HOST };
-                copy((symbol as usize + offset) as *mut c_void, src, n, kind)
-            }
-            HOST_TO_DEVICE | DEVICE_TO_DEVICE | DEFAULT => INVALID_VALUE,
+            HOST_TO_DEVICE | DEVICE_TO_DEVICE | DEFAULT => match symbol_range(symbol, offset, n) {
+                Ok(at) => {
+                    let kind = if kind == DEVICE_TO_DEVICE { DEVICE_TO_HOST } else { HOST_TO_HOST };
+                    copy(at as *mut c_void, src, n, kind)
+                }
+                Err(e) => e,
+            },
             _ => INVALID_MEMCPY_DIRECTION,
         })
     })
@@ -369,13 +382,33 @@ pub extern "C" fn cudaMemcpyFromSymbol(
 ) -> Error {
     api("cudaMemcpyFromSymbol", || {
         ret(match kind {
-            DEVICE_TO_HOST | DEVICE_TO_DEVICE | DEFAULT if !symbol.is_null() => {
-                let kind = if kind == DEVICE_TO_DEVICE { HOST_TO_DEVICE } else { HOST_TO_HOST };
-                copy(dst, (symbol as usize + offset) as *const c_void, n, kind)
-            }
-            DEVICE_TO_HOST | DEVICE_TO_DEVICE | DEFAULT => INVALID_VALUE,
+            DEVICE_TO_HOST | DEVICE_TO_DEVICE | DEFAULT => match symbol_range(symbol, offset, n) {
+                Ok(at) => {
+                    let kind = if kind == DEVICE_TO_DEVICE { HOST_TO_DEVICE } else { HOST_TO_HOST };
+                    copy(dst, at as *const c_void, n, kind)
+                }
+                Err(e) => e,
+            },
             _ => INVALID_MEMCPY_DIRECTION,
         })
+    })
+}
+
+/// A symbol's device address: its shadow, tracked from here on as a launch would track it,
+/// so that the program may copy to and from it as device memory.
+#[no_mangle]
+pub extern "C" fn cudaGetSymbolAddress(out: *mut *mut c_void, symbol: *const c_void) -> Error {
+    api("cudaGetSymbolAddress", || match launch::symbol_size(symbol) {
+        Some(bytes) => put(out, launch::hpvm_rt_cuda_symbol(symbol as *mut c_void, bytes as u64)),
+        None => ret(INVALID_SYMBOL),
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetSymbolSize(out: *mut usize, symbol: *const c_void) -> Error {
+    api("cudaGetSymbolSize", || match launch::symbol_size(symbol) {
+        Some(bytes) => put(out, bytes),
+        None => ret(INVALID_SYMBOL),
     })
 }
 
@@ -539,12 +572,13 @@ pub extern "C" fn cudaPeekAtLastError() -> Error {
 }
 
 /// The name and description of each code this runtime returns.
-const MESSAGES: [(Error, &CStr, &CStr); 12] = [
+const MESSAGES: [(Error, &CStr, &CStr); 13] = [
     (INVALID_CONFIGURATION, c"cudaErrorInvalidConfiguration", c"invalid configuration argument"),
     (INVALID_DEVICE_FUNCTION, c"cudaErrorInvalidDeviceFunction", c"invalid device function"),
     (MISSING_CONFIGURATION, c"cudaErrorMissingConfiguration", c"__global__ function call is not configured"),
     (SUCCESS, c"cudaSuccess", c"no error"),
     (INVALID_VALUE, c"cudaErrorInvalidValue", c"invalid argument"),
+    (INVALID_SYMBOL, c"cudaErrorInvalidSymbol", c"invalid device symbol"),
     (MEMORY_ALLOCATION, c"cudaErrorMemoryAllocation", c"out of memory"),
     (INITIALIZATION_ERROR, c"cudaErrorInitializationError", c"initialization error"),
     (INVALID_PITCH_VALUE, c"cudaErrorInvalidPitchValue", c"invalid pitch argument"),

@@ -67,7 +67,10 @@ impl Engine<'_> {
                     return;
                 }
             }
-            if node.is_leaf() && devices().count() > 0 {
+            if node.is_leaf() && devices().count() > 0 && node.indirect.is_some() {
+                // It may reach any buffer through the pointers it keeps in memory.
+                memory::host_access_all();
+            } else if node.is_leaf() && devices().count() > 0 {
                 // A device may hold the current copy of what this host leaf touches.
                 for p in node.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
                     let Some(ptr) = read_u64(&args.base, p.offset as usize) else { continue };

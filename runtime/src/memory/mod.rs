@@ -865,6 +865,23 @@ pub fn host_access(ptr: usize, bytes: usize, write: bool) {
     }
 }
 
+/// Before the host runs a leaf that may reach any tracked buffer (one that keeps pointers in
+/// memory, [`crate::desc::NodeDesc::indirect`]): every buffer's host copy made current, and
+/// the host the only holder of all of it, since the leaf may write anywhere. In the order the
+/// buffers were tracked, as every rank must copy alike.
+pub fn host_access_all() {
+    inflight::drain();
+    let mut t = table();
+    let mut ids: Vec<(u64, u64)> = t.buffers.values().map(|b| (b.id, b.start)).collect();
+    ids.sort_unstable();
+    for (_, start) in ids {
+        let buf = t.buffers.get_mut(&start).expect("listed above");
+        let size = buf.size;
+        buf.host_current(0, size);
+        buf.coherence.set_only(0, size, Place::Host);
+    }
+}
+
 /// The host overwrites every byte of `[ptr, ptr + bytes)` now (a copy into device memory
 /// through the CUDA API, a memset): the devices' copies of it become stale, and nothing is
 /// copied back first. Untracked memory is the host's alone.

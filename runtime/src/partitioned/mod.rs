@@ -408,6 +408,17 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
     }
     let total: i64 = grid.iter().product();
     let st = &module.stats[n as usize];
+    let leaf = match shape {
+        KernelKind::Blocks { leaf, .. } => *leaf,
+        KernelKind::Grid => n,
+    };
+    if let Some(why) = &module.node(leaf).indirect {
+        // Its pointers in memory hold the program's addresses, which only the host's copies
+        // are at (see `transform::indirect`).
+        memory::host_access_all();
+        st.note_host(&format!("{why}: the program's addresses hold only on the host"));
+        return false;
+    }
     let Some(base) = args.uniform_over(total) else {
         st.note_host("its instances get different arguments through one-to-one edges");
         return false;

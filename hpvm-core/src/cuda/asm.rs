@@ -1,0 +1,322 @@
+//! Inline PTX in kernels (`asm("...")`, and CUDA's own headers: half precision is inline PTX
+//! underneath).
+//!
+//! A kernel's code serves two backends, the GPU's and the CPU's (simulated devices, the host),
+//! and PTX means something only to the first. Each inline PTX statement becomes one of:
+//! - **portable code**, for the forms whose meaning LLVM IR states exactly on both backends:
+//!   the lane and warp of a thread, the warp size, conversions between `f16`, `f32` and `f64`
+//!   in round-to-nearest, packing two halves into 32 bits and back, `min`/`max`/`neg`/`abs`,
+//!   the cycle counter; the NVPTX backend turns these back into the same instructions;
+//! - **a two-bodied function** `hpvm.asm.<n>` for every other form: the GPU backend gives it
+//!   the statement as written (`transform/src/gpu.rs`); its CPU body stops the program naming
+//!   the statement and its line (`hpvm_rt_asm_unsupported`), since running a CPU device
+//!   without its effect would compute a wrong result silently.
+//!
+//! The statement, its constraints and whether it has side effects travel with the function as
+//! string attributes ([`ASM_TEXT`], [`ASM_CONSTRAINTS`]), which survive the module's cloning.
+
+use crate::ir::Val;
+use crate::{Error, Result};
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::builder::Builder;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::AsTypeRef;
+use inkwell::types::{AnyTypeEnum, BasicTypeEnum};
+use inkwell::values::{AsValueRef, BasicMetadataValueEnum, BasicValue, BasicValueEnum, InstructionValue, IntValue};
+use llvm_sys::core::*;
+use llvm_sys::debuginfo::{LLVMInstructionGetDebugLoc, LLVMInstructionSetDebugLoc};
+use llvm_sys::prelude::*;
+
+/// The prefix of the functions standing for inline PTX statements without portable code.
+pub const ASM_PREFIX: &str = "hpvm.asm.";
+/// The string attribute holding such a function's PTX text (LLVM's `$n` operand syntax).
+pub const ASM_TEXT: &str = "hpvm-asm";
+/// The string attribute holding its constraints; a trailing `!` marks side effects.
+pub const ASM_CONSTRAINTS: &str = "hpvm-asm-constraints";
+
+/// The PTX text of an inline asm value, its constraints and whether it has side effects.
+///
+/// # Safety
+/// `asm` is an inline asm value.
+unsafe fn parts(asm: LLVMValueRef) -> (String, String, bool) {
+    let mut len = 0usize;
+    let text = LLVMGetInlineAsmAsmString(asm, &mut len);
+    let text = String::from_utf8_lossy(std::slice::from_raw_parts(text as *const u8, len)).into_owned();
+    let mut len = 0usize;
+    let cons = LLVMGetInlineAsmConstraintString(asm, &mut len);
+    let cons = String::from_utf8_lossy(std::slice::from_raw_parts(cons as *const u8, len)).into_owned();
+    (text, cons, LLVMGetInlineAsmHasSideEffects(asm) != 0)
+}
+
+/// The statement with braces, comments, line breaks and the final `;` gone and blanks
+/// collapsed: `{  cvt.rn.f16.f32 $0, $1;}\n` is `cvt.rn.f16.f32 $0, $1`.
+fn normalize(text: &str) -> String {
+    let no_comments: String = text.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join(" ");
+    let body = no_comments.trim().trim_start_matches('{').trim_end_matches('}').trim().trim_end_matches(';').trim();
+    body.split_whitespace().collect::<Vec<_>>().join(" ").replace(" ,", ",")
+}
+
+/// Rewrites the inline asm call `call` of the leaf: portable code where the statement has
+/// it, else a call of a two-bodied function (see the module's documentation). `lane` gives
+/// the thread's linear index in its block, built before `call`.
+pub(super) fn lower<'ctx>(
+    dev: &Module<'ctx>,
+    b: &Builder<'ctx>,
+    call: LLVMValueRef,
+    lane: &dyn Fn(&Builder<'ctx>) -> Result<IntValue<'ctx>>,
+    counter: &mut usize,
+) -> Result<()> {
+    let asm = unsafe { LLVMGetCalledValue(call) };
+    let (text, constraints, side_effects) = unsafe { parts(asm) };
+    let here = unsafe { InstructionValue::new(call) };
+    b.position_before(&here);
+    let args: Vec<BasicValueEnum<'ctx>> =
+        Val(call).call_args().into_iter().map(|a| unsafe { BasicValueEnum::new(a.0) }).collect();
+    let result_ty = unsafe { AnyTypeEnum::new(LLVMTypeOf(call)) };
+    if let Some(v) = portable(dev, b, &normalize(&text), &args, result_ty, lane)? {
+        unsafe {
+            LLVMReplaceAllUsesWith(call, v.as_value_ref());
+            LLVMInstructionEraseFromParent(call);
+        }
+        return Ok(());
+    }
+    let name = format!("{ASM_PREFIX}{counter}");
+    *counter += 1;
+    let fn_ty = unsafe { inkwell::types::FunctionType::new(LLVMGetInlineAsmFunctionType(asm)) };
+    let ctx = dev.get_context();
+    let f = dev.add_function(&name, fn_ty, Some(Linkage::Internal));
+    f.add_attribute(AttributeLoc::Function, ctx.create_string_attribute(ASM_TEXT, &text));
+    let marked = if side_effects { format!("{constraints}!") } else { constraints.clone() };
+    f.add_attribute(AttributeLoc::Function, ctx.create_string_attribute(ASM_CONSTRAINTS, &marked));
+    f.add_attribute(
+        AttributeLoc::Function,
+        ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("noinline"), 0),
+    );
+    let fb = ctx.create_builder();
+    fb.position_at_end(ctx.append_basic_block(f, "entry"));
+    let shown = normalize(&text);
+    let params: Vec<BasicValueEnum<'ctx>> = f.get_param_iter().collect();
+    let ret_ty = unsafe { AnyTypeEnum::new(LLVMGetReturnType(fn_ty.as_type_ref())) };
+    if let Some(v) = half_arithmetic(dev, &fb, &shown, &params, ret_ty)? {
+        fb.build_return(Some(&v)).map_err(llvm)?;
+    } else {
+        stop_body(dev, &fb, call, &shown, fn_ty)?;
+    }
+    let call_args: Vec<BasicMetadataValueEnum> = args.iter().map(|&a| a.into()).collect();
+    let replacement = b.build_call(f, &call_args, "").map_err(llvm)?;
+    unsafe {
+        if LLVMGetTypeKind(LLVMTypeOf(call)) != llvm_sys::LLVMTypeKind::LLVMVoidTypeKind {
+            LLVMReplaceAllUsesWith(call, replacement.as_value_ref());
+        }
+        LLVMInstructionSetDebugLoc(replacement.as_value_ref(), LLVMInstructionGetDebugLoc(call));
+        LLVMInstructionEraseFromParent(call);
+    }
+    Ok(())
+}
+
+/// A CPU body that stops the program, naming the statement and its line.
+fn stop_body<'ctx>(
+    dev: &Module<'ctx>,
+    fb: &Builder<'ctx>,
+    call: LLVMValueRef,
+    shown: &str,
+    fn_ty: inkwell::types::FunctionType<'ctx>,
+) -> Result<()> {
+    let ctx = dev.get_context();
+    let stop = dev.get_function("hpvm_rt_asm_unsupported").unwrap_or_else(|| {
+        let ptr = ctx.ptr_type(inkwell::AddressSpace::default());
+        dev.add_function("hpvm_rt_asm_unsupported", ctx.void_type().fn_type(&[ptr.into()], false), None)
+    });
+    let at = crate::loc::show(&Val(call).loc());
+    let message = fb.build_global_string_ptr(&format!("{at}: inline PTX `{shown}`"), "asm.where").map_err(llvm)?;
+    fb.build_call(stop, &[message.as_pointer_value().into()], "").map_err(llvm)?;
+    match fn_ty.get_return_type().map(zero) {
+        Some(v) => fb.build_return(Some(&v)).map_err(llvm)?,
+        None => fb.build_return(None).map_err(llvm)?,
+    };
+    Ok(())
+}
+
+fn llvm(e: inkwell::builder::BuilderError) -> Error {
+    Error::Llvm(e.to_string())
+}
+
+fn zero(t: BasicTypeEnum<'_>) -> BasicValueEnum<'_> {
+    match t {
+        BasicTypeEnum::IntType(t) => t.const_zero().into(),
+        BasicTypeEnum::FloatType(t) => t.const_zero().into(),
+        BasicTypeEnum::PointerType(t) => t.const_zero().into(),
+        BasicTypeEnum::StructType(t) => t.const_zero().into(),
+        BasicTypeEnum::ArrayType(t) => t.const_zero().into(),
+        BasicTypeEnum::VectorType(t) => t.const_zero().into(),
+        BasicTypeEnum::ScalableVectorType(t) => t.const_zero().into(),
+    }
+}
+
+/// The statement's exact meaning in LLVM IR, where it has one that both backends keep.
+fn portable<'ctx>(
+    dev: &Module<'ctx>,
+    b: &Builder<'ctx>,
+    stmt: &str,
+    args: &[BasicValueEnum<'ctx>],
+    result: AnyTypeEnum<'ctx>,
+    lane: &dyn Fn(&Builder<'ctx>) -> Result<IntValue<'ctx>>,
+) -> Result<Option<BasicValueEnum<'ctx>>> {
+    let ctx = dev.get_context();
+    let (i16t, i32t, f16t, f32t, f64t) =
+        (ctx.i16_type(), ctx.i32_type(), ctx.f16_type(), ctx.f32_type(), ctx.f64_type());
+    let arg = |i: usize| args.get(i).copied();
+    let v: BasicValueEnum = match stmt {
+        "mov.u32 $0, %laneid" => b.build_and(lane(b)?, i32t.const_int(31, false), "laneid").map_err(llvm)?.into(),
+        "mov.u32 $0, %warpid" => {
+            b.build_right_shift(lane(b)?, i32t.const_int(5, false), false, "warpid").map_err(llvm)?.into()
+        }
+        "mov.u32 $0, WARP_SZ" => i32t.const_int(32, false).into(),
+        "mov.u64 $0, %clock64" => clock(dev, b)?.into(),
+        "mov.u32 $0, %clock" => b.build_int_truncate(clock(dev, b)?, i32t, "").map_err(llvm)?.into(),
+        "cvt.rn.f16.f32 $0, $1" | "cvt.rn.f16.f64 $0, $1" => {
+            let Some(x) = arg(0).filter(|a| a.is_float_value()) else { return Ok(None) };
+            let h = b.build_float_trunc(x.into_float_value(), f16t, "").map_err(llvm)?;
+            b.build_bit_cast(h, i16t, "").map_err(llvm)?
+        }
+        "cvt.f32.f16 $0, $1" | "cvt.f64.f16 $0, $1" => {
+            let Some(x) = arg(0).filter(|a| a.is_int_value()) else { return Ok(None) };
+            let to = if stmt.starts_with("cvt.f32") { f32t } else { f64t };
+            let h = b.build_bit_cast(x, f16t, "").map_err(llvm)?.into_float_value();
+            b.build_float_ext(h, to, "").map_err(llvm)?.into()
+        }
+        // Two halves into one 32-bit register: the first the low half.
+        "mov.b32 $0, {$1,$2}" | "mov.b32 $0, {$1, $2}" | "mov.b32 $0, {$1,$1}" | "mov.b32 $0, {$1, $1}" => {
+            let (Some(lo), Some(hi)) = (arg(0), arg(if stmt.ends_with("$1}") { 0 } else { 1 })) else {
+                return Ok(None);
+            };
+            if !lo.is_int_value() || !hi.is_int_value() {
+                return Ok(None);
+            }
+            let lo = b.build_int_z_extend(lo.into_int_value(), i32t, "").map_err(llvm)?;
+            let hi = b.build_int_z_extend(hi.into_int_value(), i32t, "").map_err(llvm)?;
+            let hi = b.build_left_shift(hi, i32t.const_int(16, false), "").map_err(llvm)?;
+            b.build_or(lo, hi, "pack").map_err(llvm)?.into()
+        }
+        "mov.b32 {$0,$1}, $2" | "mov.b32 {$0, $1}, $2" => {
+            let Some(x) = arg(0).filter(|a| a.is_int_value()) else { return Ok(None) };
+            let AnyTypeEnum::StructType(pair) = result else { return Ok(None) };
+            let x = x.into_int_value();
+            let lo = b.build_int_truncate(x, i16t, "").map_err(llvm)?;
+            let hi = b.build_right_shift(x, i32t.const_int(16, false), false, "").map_err(llvm)?;
+            let hi = b.build_int_truncate(hi, i16t, "").map_err(llvm)?;
+            let agg = b.build_insert_value(pair.get_undef(), lo, 0, "").map_err(llvm)?;
+            b.build_insert_value(agg, hi, 1, "").map_err(llvm)?.as_basic_value_enum()
+        }
+        "min.f32 $0,$1,$2" | "max.f32 $0,$1,$2" | "min.f32 $0, $1, $2" | "max.f32 $0, $1, $2" => {
+            // PTX's min/max return the other operand where one is NaN, as minnum/maxnum do.
+            let (Some(x), Some(y)) = (arg(0), arg(1)) else { return Ok(None) };
+            let name = if stmt.starts_with("min") { "llvm.minnum" } else { "llvm.maxnum" };
+            let f = inkwell::intrinsics::Intrinsic::find(name)
+                .and_then(|i| i.get_declaration(dev, &[f32t.into()]))
+                .ok_or_else(|| Error::Llvm(format!("no {name}")))?;
+            b.build_call(f, &[x.into(), y.into()], "").map_err(llvm)?.try_as_basic_value().basic().expect("a value")
+        }
+        "neg.f16 $0,$1" | "abs.f16 $0,$1" | "neg.f16x2 $0,$1" | "abs.f16x2 $0,$1" => {
+            let Some(x) = arg(0).filter(|a| a.is_int_value()) else { return Ok(None) };
+            let x = x.into_int_value();
+            let ty = x.get_type();
+            let sign = if stmt.contains("x2") { 0x8000_8000 } else { 0x8000 };
+            let sign = ty.const_int(sign, false);
+            if stmt.starts_with("neg") {
+                b.build_xor(x, sign, "").map_err(llvm)?.into()
+            } else {
+                b.build_and(x, b.build_not(sign, "").map_err(llvm)?, "").map_err(llvm)?.into()
+            }
+        }
+        _ => return Ok(None),
+    };
+    // The statement's declared result must be what was built (a `=h` output is an i16...).
+    let fits = unsafe { LLVMTypeOf(v.as_value_ref()) == result.as_type_ref() };
+    Ok(fits.then_some(v))
+}
+
+/// The CPU's exact equivalent of CUDA's half-precision arithmetic (`__hadd`, `__hmul2`,
+/// `__hfma`...: `add`/`sub`/`mul`/`fma` on `.f16` and `.f16x2`), which the GPU runs as
+/// written. Round-to-nearest, as `.rn` is and as the plain forms are unless the GPU's
+/// assembler fuses them.
+fn half_arithmetic<'ctx>(
+    dev: &Module<'ctx>,
+    b: &Builder<'ctx>,
+    stmt: &str,
+    args: &[BasicValueEnum<'ctx>],
+    result: AnyTypeEnum<'ctx>,
+) -> Result<Option<BasicValueEnum<'ctx>>> {
+    let Some((op, operands)) = stmt.split_once(' ') else { return Ok(None) };
+    let (op, pair) = match op.strip_suffix(".f16x2") {
+        Some(op) => (op, true),
+        None => match op.strip_suffix(".f16") {
+            Some(op) => (op, false),
+            None => return Ok(None),
+        },
+    };
+    let arity = match op {
+        "add" | "add.rn" | "sub" | "sub.rn" | "mul" | "mul.rn" => 2,
+        "fma.rn" => 3,
+        _ => return Ok(None),
+    };
+    let want: String = (0..=arity).map(|i| format!("${i}")).collect::<Vec<_>>().join(",");
+    if operands.replace(' ', "") != want || args.len() != arity {
+        return Ok(None);
+    }
+    let ctx = dev.get_context();
+    let (bits, ty): (inkwell::types::IntType, BasicTypeEnum) = if pair {
+        (ctx.i32_type(), ctx.f16_type().vec_type(2).into())
+    } else {
+        (ctx.i16_type(), ctx.f16_type().into())
+    };
+    if args.iter().any(|a| !a.is_int_value() || a.into_int_value().get_type() != bits) {
+        return Ok(None);
+    }
+    let x: Vec<BasicValueEnum> =
+        args.iter().map(|&a| b.build_bit_cast(a, ty, "")).collect::<Result<_, _>>().map_err(llvm)?;
+    let v: BasicValueEnum = unsafe {
+        let bb = b.as_mut_ptr();
+        let (x0, x1) = (x[0].as_value_ref(), x[1].as_value_ref());
+        let r = match &op[..3] {
+            "add" => LLVMBuildFAdd(bb, x0, x1, c"".as_ptr()),
+            "sub" => LLVMBuildFSub(bb, x0, x1, c"".as_ptr()),
+            "mul" => LLVMBuildFMul(bb, x0, x1, c"".as_ptr()),
+            _ => {
+                let f = inkwell::intrinsics::Intrinsic::find("llvm.fma")
+                    .and_then(|i| i.get_declaration(dev, &[ty]))
+                    .ok_or_else(|| Error::Llvm("no llvm.fma".into()))?;
+                let call = b.build_call(f, &[x[0].into(), x[1].into(), x[2].into()], "").map_err(llvm)?;
+                call.as_value_ref()
+            }
+        };
+        BasicValueEnum::new(r)
+    };
+    let v = b.build_bit_cast(v, bits, "").map_err(llvm)?;
+    let fits = unsafe { LLVMTypeOf(v.as_value_ref()) == result.as_type_ref() };
+    Ok(fits.then_some(v))
+}
+
+/// The cycle counter: `%clock64` on the GPU (the NVPTX backend's reading of
+/// `llvm.readcyclecounter`), the time-stamp counter on the CPU.
+pub(super) fn clock<'ctx>(dev: &Module<'ctx>, b: &Builder<'ctx>) -> Result<IntValue<'ctx>> {
+    let f = inkwell::intrinsics::Intrinsic::find("llvm.readcyclecounter")
+        .and_then(|i| i.get_declaration(dev, &[]))
+        .ok_or_else(|| Error::Llvm("no llvm.readcyclecounter".into()))?;
+    Ok(b.build_call(f, &[], "clock").map_err(llvm)?.try_as_basic_value().basic().expect("i64").into_int_value())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize;
+
+    #[test]
+    fn statements_are_compared_without_braces_blanks_or_comments() {
+        assert_eq!(normalize("{  cvt.rn.f16.f32 $0, $1;}\n"), "cvt.rn.f16.f32 $0, $1");
+        assert_eq!(normalize("mov.u32 $0, %laneid;"), "mov.u32 $0, %laneid");
+        assert_eq!(normalize("{mov.u32 $0, WARP_SZ;\n}"), "mov.u32 $0, WARP_SZ");
+        assert_eq!(normalize("{  mov.b32 $0, {$1,$2};}\n"), "mov.b32 $0, {$1,$2}");
+        assert_eq!(normalize("{min.f32 $0,$1,$2;\n}"), "min.f32 $0,$1,$2");
+        assert_eq!(normalize("{ // a comment\n add.f16 $0, $1, $2; }"), "add.f16 $0, $1, $2");
+    }
+}
