@@ -56,7 +56,28 @@ pub fn build(module: &inkwell::module::Module<'_>, source: &str) -> (Graph, Vec<
             b.graph.launches[i].uses.push(HostUse { what, loc: call.loc() });
         }
     }
+    inherit_locations(&mut b.graph);
     (b.graph, b.diags)
+}
+
+/// An internal node whose function has no location of its own (one the CUDA frontend made
+/// around a kernel) is shown at its first child's: messages name the user's kernel, never an
+/// `<unknown location>`.
+fn inherit_locations(graph: &mut Graph) {
+    let roots: Vec<NodeId> = graph.roots().collect();
+    for root in roots {
+        let mut order = graph.preorder(root);
+        order.reverse();
+        for id in order {
+            if graph.nodes[id].def_loc.is_some() {
+                continue;
+            }
+            if let NodeKind::Internal(int) = &graph.nodes[id].kind {
+                let first = int.children.iter().find_map(|&c| graph.nodes[c].def_loc.clone());
+                graph.nodes[id].def_loc = first;
+            }
+        }
+    }
 }
 
 fn intrinsic_of(inst: Val) -> Option<Intrinsic> {
