@@ -99,7 +99,7 @@ pub fn build(opts: &BuildOptions) -> Result<()> {
 }
 
 /// Whether `a` and `b` name the same file (`b` may not exist yet).
-fn same_file(a: &Path, b: &Path) -> bool {
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {
         (Ok(x), Ok(y)) => x == y,
         _ => false,
@@ -220,7 +220,9 @@ fn analysis_of(
 ) -> Result<Option<dashdb::Database>> {
     if let Some(path) = &opts.db {
         let bytes = std::fs::read(input).map_err(|e| Error::io(input.display().to_string(), e))?;
-        return Ok(Some(dashdb::Database::load(path, Some(&bytes))?));
+        let db = dashdb::Database::load(path, Some(&bytes))?;
+        analysis::check_maps(&db).map_err(|why| Error::Usage(format!("{}: {why}", path.display())))?;
+        return Ok(Some(db));
     }
     match crate::analyze::analyze_module(module, graph, input, &analysis::Options { split: opts.split.clone() }) {
         Ok(db) => Ok(Some(db)),

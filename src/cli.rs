@@ -216,6 +216,12 @@ pub fn run(cli: Cli, languages: Vec<Option<Language>>) -> Result<()> {
             Ok(())
         }
         Command::Analyze { file, output, split, clang } => {
+            if let Some(out) = output.as_deref().filter(|out| build::same_file(&file, out)) {
+                return Err(Error::Usage(format!(
+                    "the output file `{}` is also the input; refusing to overwrite it",
+                    out.display()
+                )));
+            }
             let split = split.iter().map(|s| parse_split(s)).collect::<Result<Vec<_>>>()?;
             let db = crate::analyze::analyze_file(&file, &clang.options(verbose), &analysis::Options { split })?;
             print!("{}", analysis::report::report(&db));

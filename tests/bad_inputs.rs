@@ -108,3 +108,84 @@ fn cxx_attributes_errors_name_the_node_as_written() {
     let out = hpvm_mgpu(&["inspect", good.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// Nothing the user owns is overwritten: `analyze -o` naming its own input is refused, and
+/// the input is left as it was.
+#[test]
+fn analyze_refuses_to_overwrite_its_input() {
+    let dir = TempDir::new("analyze-self");
+    let src = dir.join("vecadd.c");
+    std::fs::copy("examples/vecadd.c", &src).unwrap();
+    let before = std::fs::read(&src).unwrap();
+    let out = hpvm_mgpu(&["analyze", src.to_str().unwrap(), "-o", src.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("refusing to overwrite"), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&src).unwrap(), before);
+}
+
+/// A database given to `build --db` whose maps ISL cannot read is refused at the build,
+/// naming the node, its line and the argument.
+#[test]
+fn a_database_with_a_malformed_map_is_refused_at_build() {
+    let dir = TempDir::new("bad-map");
+    let db = dir.path_str("vecadd.json");
+    let out = hpvm_mgpu(&["analyze", "examples/vecadd.c", "-o", &db]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&db).unwrap().replacen("\"read_map\": \"", "\"read_map\": \"garbage {", 1);
+    std::fs::write(&db, text).unwrap();
+    let exe = dir.path_str("vecadd");
+    let out = hpvm_mgpu(&["build", "--db", &db, "examples/vecadd.c", "-o", &exe]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("node `VecAdd` (examples/vecadd.c:30): the read map of `a`"), "{err}");
+    assert!(!exists(&exe));
+}
+
+/// The statistics go only where they may: a word meant as "on" is not a file name, and a file
+/// that is not a statistics report is never replaced.
+#[test]
+fn statistics_never_overwrite_a_users_file() {
+    let dir = TempDir::new("stats-safe");
+    let exe = dir.path_str("vecadd");
+    let out = hpvm_mgpu(&["build", "-O1", "examples/vecadd.c", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let exe = std::path::PathBuf::from(exe);
+    // `yes` prints the report, and makes no file.
+    let run = run_program(&exe, &["100"], &[("HPVM_MGPU_STATS", "yes"), ("HPVM_MGPU_DEVICES", "cpu:2")]);
+    assert!(run.status.success());
+    assert!(stderr(&run).contains("launches"), "{}", stderr(&run));
+    assert!(!exists("yes"));
+    // A source file is refused by its name; a JSON file that is not a report, by its content.
+    let source = dir.join("keep.c");
+    std::fs::write(&source, "int main(void) { return 0; }\n").unwrap();
+    let json = dir.join("keep.json");
+    std::fs::write(&json, "{\"mine\": true}\n").unwrap();
+    for (path, says) in [(&source, "ending in .json"), (&json, "is not a statistics file")] {
+        let before = std::fs::read(path).unwrap();
+        let run = run_program(&exe, &["100"], &[("HPVM_MGPU_STATS", path.to_str().unwrap())]);
+        assert!(stderr(&run).contains(says), "{}", stderr(&run));
+        assert_eq!(std::fs::read(path).unwrap(), before, "{} was overwritten", path.display());
+    }
+    // A report is replaced by the next.
+    let report = dir.join("stats.json");
+    for _ in 0..2 {
+        let run = run_program(&exe, &["100"], &[("HPVM_MGPU_STATS", report.to_str().unwrap())]);
+        assert!(run.status.success(), "{}", stderr(&run));
+        assert!(!stderr(&run).contains("cannot write"), "{}", stderr(&run));
+    }
+}
+
+/// The largest worker pool the settings allow runs a program promptly.
+#[test]
+fn the_largest_worker_pool_runs() {
+    let dir = TempDir::new("threads");
+    let exe = dir.path_str("vecadd");
+    let out = hpvm_mgpu(&["build", "-O1", "examples/vecadd.c", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = run_program(
+        std::path::Path::new(&exe),
+        &["1000"],
+        &[("HPVM_MGPU_THREADS", "256"), ("HPVM_MGPU_DEVICES", "cpu:2")],
+    );
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}", stderr(&run));
+}

@@ -197,6 +197,34 @@ fn ranks_that_launch_differently_stop_with_a_message() {
     assert!(!stdout(&out).contains("PASS"), "a diverged run went on:\n{}", stdout(&out));
 }
 
+/// Ranks that run a loop a different number of times stop, each saying so, and nothing hangs:
+/// the rank that goes on gathers at a launch while the other gathers at its end.
+#[test]
+fn ranks_that_loop_differently_stop_with_a_message() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = TempDir::new("ranks-loop");
+    let exe = build(&dir, "tests/programs/jacobi1d.c");
+    let out = Command::new("timeout")
+        .args(["120", "mpirun", "--oversubscribe", "-x", "HPVM_MGPU_DEVICES=cpu:2", "-n", "1"])
+        .arg(&exe)
+        .args(["200", "16", "3", ":", "-x", "HPVM_MGPU_DEVICES=cpu:2", "-n", "1"])
+        .arg(&exe)
+        .args(["200", "16", "4"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_ne!(out.status.code(), Some(124), "the diverged run hung:\n{err}");
+    assert!(!out.status.success());
+    assert!(err.contains("the ranks diverged"), "{err}");
+    assert!(!err.contains("after 18446744"), "a garbage count:\n{err}");
+    assert!(!stdout(&out).contains("PASS"), "a diverged run went on:\n{}", stdout(&out));
+}
+
 /// Rank `rank`'s process of a run of `exe`, once it has started (by the rank mpirun gives it
 /// in its environment).
 fn find_rank(exe: &Path, rank: usize) -> Option<u32> {

@@ -355,6 +355,19 @@ pub fn analyze_program(
         if node.dims == 0 && entry.block.is_none() {
             entry.reasons.push(reason("it runs as a single instance: there is nothing to split", &entry.location));
         }
+        // Whatever the notes said: a write the analysis could not bound keeps the node whole,
+        // with a reason (the database's own rule, `dashdb::validate`).
+        if entry.reasons.is_empty() {
+            for a in &entry.args {
+                let may_with_map = a.write == WriteKind::May && a.write_map.is_some();
+                if !matches!(a.write, WriteKind::None | WriteKind::Exact | WriteKind::Indirect) && !may_with_map {
+                    entry.reasons.push(reason(
+                        format!("`{}` is written where the analysis cannot tell which elements", a.name),
+                        &entry.location,
+                    ));
+                }
+            }
+        }
         entry.reasons.dedup();
         entry.partitionable = entry.reasons.is_empty();
         if entry.partitionable {
@@ -682,4 +695,30 @@ fn host_machine() -> Result<inkwell::targets::TargetMachine> {
             Default::default(),
         )
         .ok_or_else(|| Error::Llvm("no target machine for the host".into()))
+}
+
+/// Checks that every ISL text of a database parses (maps as maps, conditions as sets): a
+/// database given to `build --db` is refused here, naming the node and the argument, rather
+/// than at the first launch that needs it.
+pub fn check_maps(db: &Database) -> std::result::Result<(), String> {
+    let isl = isl_glue::Isl::new();
+    for n in &db.nodes {
+        let bad = |what: &str, e: isl_glue::Error| format!("node `{}` ({}): {what}: {e}", n.shown(), n.location);
+        if let Some(c) = &n.valid_when {
+            isl.set(c).map_err(|e| bad("its condition `valid_when`", e))?;
+        }
+        for a in &n.args {
+            let maps = [("read map", a.read_map.as_ref()), ("write map", a.write_map.as_ref())];
+            for (what, text) in maps.into_iter().filter_map(|(w, t)| Some((w, t?))) {
+                isl.map(text).map_err(|e| bad(&format!("the {what} of `{}`", a.name), e))?;
+            }
+            if let Some(t) = &a.write_through {
+                isl.map(&t.map).map_err(|e| bad(&format!("the index map of `{}`", a.name), e))?;
+            }
+            if let Some(c) = &a.read_valid_when {
+                isl.set(c).map_err(|e| bad(&format!("the read condition of `{}`", a.name), e))?;
+            }
+        }
+    }
+    Ok(())
 }

@@ -62,9 +62,14 @@ fn wanted() -> bool {
     match std::env::var("HPVM_MGPU_RANKS").unwrap_or_default().trim() {
         "mpi" => true,
         "off" => false,
-        "" => ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"].iter().any(|v| std::env::var_os(v).is_some()),
+        "" => under_launcher(),
         other => fatal(&format!("HPVM_MGPU_RANKS={other}: expected `mpi` or `off`")),
     }
+}
+
+/// Whether a launcher of MPI processes (`mpirun`, `srun`...) started this process.
+fn under_launcher() -> bool {
+    ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"].iter().any(|v| std::env::var_os(v).is_some())
 }
 
 /// The ranks of this run, joined on the first call (the session's start: `__hpvm__init`, a
@@ -104,8 +109,9 @@ fn join() -> World {
     // SAFETY: a NUL-terminated path; the library's initializers are Rust's and OpenMPI's.
     let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
     if handle.is_null() {
+        let why = if under_launcher() { "started by mpirun" } else { "HPVM_MGPU_RANKS=mpi asks for ranks" };
         fatal(&format!(
-            "started by mpirun, but the MPI plugin `{name}` cannot be loaded ({}); set HPVM_MGPU_MPI_PLUGIN to its \
+            "{why}, but the MPI plugin `{name}` cannot be loaded ({}); set HPVM_MGPU_MPI_PLUGIN to its \
              path (it is built as target/release/libhpvm_mpi.so), or HPVM_MGPU_RANKS=off to run each process alone",
             dl_error()
         ));
@@ -199,15 +205,86 @@ fn abort_all(code: i32) -> ! {
 
 extern "C" fn finalize_at_exit() {
     if let Some(w) = world() {
+        // A rank that ends while another still launches has diverged: both say so.
+        if w.size > 1 && !crate::FAILED.load(Ordering::SeqCst) {
+            let hashes = w.allgather(Step::End, LAUNCHES.load(Ordering::Relaxed));
+            if hashes.iter().any(|&h| h != hashes[0]) {
+                let counts = w.allgather(Step::Failure, LAUNCH_COUNT.load(Ordering::Relaxed));
+                let counts: Vec<String> =
+                    counts.iter().enumerate().map(|(r, c)| format!("rank {r} after {c}")).collect();
+                diverged(
+                    w,
+                    &format!("by the end of the program: they launched different kernels ({})", counts.join(", ")),
+                );
+            }
+        }
         let _held = w.lock.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: MPI is initialized; finalizing twice does nothing in the plugin.
         unsafe { (w.api.finalize)() };
     }
 }
 
+/// Where in the run a rank gathers from every rank: each gather carries its step in its top
+/// byte, so that ranks that diverged (one gathering at a kernel launch, another at the end of
+/// the program or before a copy) see it at once, instead of pairing unrelated values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Step {
+    Launch = 1,
+    Failure,
+    HostWrites,
+    Limits,
+    Devices,
+    Granule,
+    Allocation,
+    End,
+}
+
+impl Step {
+    const ALL: [Step; 8] = [
+        Step::Launch,
+        Step::Failure,
+        Step::HostWrites,
+        Step::Limits,
+        Step::Devices,
+        Step::Granule,
+        Step::Allocation,
+        Step::End,
+    ];
+
+    fn describe(code: u64) -> &'static str {
+        match Step::ALL.iter().find(|s| **s as u64 == code) {
+            Some(Step::Launch) => "was at a kernel or graph launch",
+            Some(Step::Failure) => "was reporting a divergence",
+            Some(Step::HostWrites) => "was comparing host writes",
+            Some(Step::Limits) => "was reading the device limits",
+            Some(Step::Devices) => "was opening devices",
+            Some(Step::Granule) => "was opening devices",
+            Some(Step::Allocation) => "was allocating device memory",
+            Some(Step::End) => "was at the end of the program",
+            None => "was elsewhere",
+        }
+    }
+}
+
+/// The bits of a gathered value below its step.
+pub const VALUE_BITS: u64 = (1 << 56) - 1;
+
 impl World {
-    /// Every rank's `mine`, in rank order.
-    pub fn allgather(&self, mine: u64) -> Vec<u64> {
+    /// Every rank's `mine` (at most [`VALUE_BITS`]; higher bits are dropped), in rank order,
+    /// gathered at `step`. Ranks at different steps have diverged: every rank stops, saying
+    /// where each was.
+    pub fn allgather(&self, step: Step, mine: u64) -> Vec<u64> {
+        let all = self.allgather_raw(((step as u64) << 56) | (mine & VALUE_BITS));
+        if all.iter().any(|v| v >> 56 != step as u64) {
+            let here: Vec<String> =
+                all.iter().enumerate().map(|(r, v)| format!("rank {r} {}", Step::describe(v >> 56))).collect();
+            diverged(self, &format!(": {}", here.join(", ")));
+        }
+        all.into_iter().map(|v| v & VALUE_BITS).collect()
+    }
+
+    fn allgather_raw(&self, mine: u64) -> Vec<u64> {
         let mut all = vec![0u64; self.size];
         let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: one u64 per rank.
@@ -265,27 +342,37 @@ pub fn note_launch(key: &[u8]) {
 pub fn agree(what: &str) {
     let Some(w) = world().filter(|w| w.size > 1) else { return };
     let t = std::time::Instant::now();
-    let hashes = w.allgather(LAUNCHES.load(Ordering::Relaxed));
+    let hashes = w.allgather(Step::Launch, LAUNCHES.load(Ordering::Relaxed));
     crate::sink::record(crate::sink::Event::RanksAgreed { nanos: t.elapsed().as_nanos() as u64 });
     if hashes.iter().all(|&h| h == hashes[0]) {
         return;
     }
-    let counts = w.allgather(LAUNCH_COUNT.load(Ordering::Relaxed));
+    // Every rank saw the same hashes, so every rank gathers the counts here.
+    let counts = w.allgather(Step::Failure, LAUNCH_COUNT.load(Ordering::Relaxed));
     let apart: Vec<String> = (1..w.size)
         .filter(|&r| hashes[r] != hashes[0])
         .map(|r| format!("rank {r} (after {} launches; rank 0 after {})", counts[r], counts[0]))
         .collect();
-    // Every rank reaches this with the same lists: each says it and exits, without MPI_Abort's
-    // noise. One write, so that the ranks' lines do not interleave.
+    diverged(w, &format!("before {what}: {} launched other kernels, grids or arguments than rank 0", apart.join(", ")));
+}
+
+/// Every rank stops, saying how the ranks diverged. Every rank reaches this with the same
+/// gathered values: each says it and exits, without MPI_Abort's noise (and `mpirun` ends any
+/// rank still waiting). One write, so that the ranks' lines do not interleave.
+fn diverged(w: &World, how: &str) -> ! {
     let msg = format!(
-        "hpvm-mgpu runtime: error (rank {} of {}): the ranks diverged before {what}: {} launched other kernels, \
-         grids or arguments than rank 0. Under mpirun every rank must run the same host program on the same data \
-         (README, \"Many machines\")\n",
+        "hpvm-mgpu runtime: error (rank {} of {}, after {} launches): the ranks diverged {how}. Under mpirun every \
+         rank must run the same host program on the same data (README, \"Many machines\")\n",
         w.rank,
         w.size,
-        apart.join(", ")
+        LAUNCH_COUNT.load(Ordering::Relaxed),
     );
     let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), msg.as_bytes());
     crate::FAILED.store(true, Ordering::SeqCst);
-    std::process::exit(1)
+    // SAFETY: flushing C's streams, then ending the process at once: this may run inside an
+    // `atexit` handler, where `exit` must not be called again.
+    unsafe {
+        libc::fflush(std::ptr::null_mut());
+        libc::_exit(1)
+    }
 }

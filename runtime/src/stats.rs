@@ -118,12 +118,36 @@ enum Destination {
     Json(String),
 }
 
-fn destination() -> Option<Destination> {
+/// `HPVM_MGPU_STATS`: `1` (or `yes`, `on`, `true`, `stderr`) prints the report; a path ending
+/// in `.json` writes it there. Anything else is refused: a word meant as "on" must not become
+/// a file, nor a typo a file beside the user's.
+fn destination() -> Option<Result<Destination, String>> {
     let v = std::env::var("HPVM_MGPU_STATS").ok()?;
-    match v.trim() {
-        "" | "0" => None,
-        "1" => Some(Destination::Print),
-        path => Some(Destination::Json(path.to_string())),
+    Some(match v.trim() {
+        "" | "0" | "no" | "off" | "false" => return None,
+        "1" | "yes" | "on" | "true" | "stderr" => Ok(Destination::Print),
+        path if path.ends_with(".json") => Ok(Destination::Json(path.to_string())),
+        other => Err(format!(
+            "HPVM_MGPU_STATS={other}: expected 1 (print the statistics) or a file name ending in .json; nothing written"
+        )),
+    })
+}
+
+/// Whether `path` may be (over)written with a report: it does not exist, or it holds one (a
+/// JSON object with the report's `launches` and `nodes`). A file of the user's is never
+/// replaced.
+fn writable_report(path: &str) -> Result<(), String> {
+    let text = match std::fs::read(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot read {path}: {e}")),
+    };
+    let report = serde_json::from_slice::<serde_json::Value>(&text)
+        .ok()
+        .filter(|v| v.get("launches").is_some() && v.get("nodes").is_some());
+    match report {
+        Some(_) => Ok(()),
+        None => Err(format!("{path} exists and is not a statistics file; refusing to overwrite it")),
     }
 }
 
@@ -131,13 +155,18 @@ fn destination() -> Option<Destination> {
 pub fn emit() {
     match destination() {
         None => {}
-        Some(Destination::Print) => eprint!("{}", report()),
-        Some(Destination::Json(path)) => {
+        Some(Err(why)) => eprintln!("hpvm-mgpu: {why}"),
+        Some(Ok(Destination::Print)) => eprint!("{}", report()),
+        Some(Ok(Destination::Json(path))) => {
             // Under ranks, rank 0 writes PATH and rank R PATH.rankR.
             let path = match crate::ranks::world() {
                 Some(w) if w.rank > 0 => format!("{path}.rank{}", w.rank),
                 _ => path,
             };
+            if let Err(why) = writable_report(&path) {
+                eprintln!("hpvm-mgpu: cannot write the statistics: {why}");
+                return;
+            }
             let json = serde_json::to_string_pretty(&collect()).expect("the report serializes");
             if let Err(e) = std::fs::write(&path, json + "\n") {
                 eprintln!("hpvm-mgpu: cannot write the statistics to {path}: {e}");

@@ -265,8 +265,8 @@ impl Devices {
     fn limits_over(&self, w: &crate::ranks::World) -> Result<DeviceLimits, String> {
         let mine = self.local_limits();
         let (memory, processors) = mine.as_ref().map_or((0, 0), |l| (l.total_memory, u64::from(l.multiprocessors)));
-        let memory: u64 = w.allgather(memory).iter().sum();
-        let processors: u64 = w.allgather(processors).iter().sum();
+        let memory: u64 = w.allgather(crate::ranks::Step::Limits, memory).iter().sum();
+        let processors: u64 = w.allgather(crate::ranks::Step::Limits, processors).iter().sum();
         let mut l = mine?;
         l.total_memory = memory;
         l.multiprocessors = processors.min(u64::from(u32::MAX)) as u32;
@@ -363,7 +363,7 @@ fn across_ranks(choice: Choice, w: &crate::ranks::World, text: &str) -> Devices 
         (Choice::Dry(n), _) => (2, n),
         _ => (0, 0),
     };
-    let all = w.allgather(kind << 32 | mine as u64);
+    let all = w.allgather(crate::ranks::Step::Devices, kind << 32 | mine as u64);
     let kinds: Vec<u64> = all.iter().map(|v| v >> 32).collect();
     if let Some(r) = (0..w.size).find(|&r| kinds[r] != kinds[0]) {
         fatal(&format!(
@@ -385,7 +385,7 @@ fn across_ranks(choice: Choice, w: &crate::ranks::World, text: &str) -> Devices 
         // Each rank's granule (0: none), for its GPUs' stand-ins on the other ranks (a rank's
         // GPUs share one: every NVIDIA GPU so far reports 2 MiB).
         let granule = g.gpus.first().and_then(|c| c.granule()).unwrap_or(0);
-        let granules = w.allgather(granule);
+        let granules = w.allgather(crate::ranks::Step::Granule, granule);
         for c in &mut g.gpus {
             c.index += base;
         }
@@ -396,7 +396,7 @@ fn across_ranks(choice: Choice, w: &crate::ranks::World, text: &str) -> Devices 
         return Devices { gpus: g.gpus, peer, proxies, ..none };
     }
     // Each rank's granule (`HPVM_MGPU_GRANULE` is read per rank), for its stand-ins here.
-    let granules = w.allgather(if kinds[0] == 1 { sim::sim_granule() } else { 0 });
+    let granules = w.allgather(crate::ranks::Step::Granule, if kinds[0] == 1 { sim::sim_granule() } else { 0 });
     let threads = (crate::pool::pool().current_num_threads() / mine.max(1)).max(1);
     let dry = kinds[0] == 2;
     let sims = (0..total)

@@ -696,10 +696,10 @@ fn agreed(seen: Option<Vec<(u64, u64)>>) -> Option<Vec<(u64, u64)>> {
         Some(_) => (hash(0xcbf2_9ce4_8422_2325, 0x100_0000_01b3), hash(0x9e37_79b9_7f4a_7c15, 0xff51_afd7_ed55_8ccd)),
         None => (u64::MAX, u64::MAX),
     };
-    let same = |all: Vec<u64>, mine: u64| all.iter().all(|&x| x == mine);
+    let same = |all: Vec<u64>, mine: u64| all.iter().all(|&x| x == mine & crate::ranks::VALUE_BITS);
     // Both gathers always run, so that every rank makes the same calls.
-    let first = same(w.allgather(h1), h1);
-    let second = same(w.allgather(h2), h2);
+    let first = same(w.allgather(crate::ranks::Step::HostWrites, h1), h1);
+    let second = same(w.allgather(crate::ranks::Step::HostWrites, h2), h2);
     seen.filter(|_| first && second)
 }
 
@@ -818,7 +818,7 @@ pub fn track_on_device(ptr: usize, bytes: usize) -> Result<(), String> {
     // Under ranks only device 0's rank really allocates: every rank answers as it does.
     if let Some(w) = crate::ranks::world().filter(|w| w.size > 1) {
         let owner = devices().owner(0);
-        if w.allgather(u64::from(made.is_ok()))[owner] == 0 && made.is_ok() {
+        if w.allgather(crate::ranks::Step::Allocation, u64::from(made.is_ok()))[owner] == 0 && made.is_ok() {
             made = Err(format!("{} (rank {owner}) could not allocate it", devices().get(0).name()));
         }
     }

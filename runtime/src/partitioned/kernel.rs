@@ -346,7 +346,16 @@ pub(crate) fn slots_needed(parts: usize) -> usize {
 }
 
 /// `HPVM_MGPU_BENCH_REPEAT=N`: time every kernel over N warm runs (benchmarks only).
-fn bench_repeat() -> Option<usize> {
+pub(crate) fn bench_repeat() -> Option<usize> {
     static REPEAT: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    *REPEAT.get_or_init(|| std::env::var("HPVM_MGPU_BENCH_REPEAT").ok()?.parse().ok().filter(|&n| n > 0))
+    *REPEAT.get_or_init(|| {
+        let v = std::env::var("HPVM_MGPU_BENCH_REPEAT").ok()?;
+        match v.trim() {
+            "" | "0" => None,
+            t => match t.parse::<usize>() {
+                Ok(n) if n <= 1000 => Some(n),
+                _ => crate::fatal(&format!("HPVM_MGPU_BENCH_REPEAT={v}: expected a number of runs from 0 to 1000")),
+            },
+        }
+    })
 }
