@@ -25,6 +25,24 @@ pub fn analyze_file(path: &Path, clang: &ClangOptions, opts: &analysis::Options)
     analyze_module(&module, &graph, path, opts)
 }
 
+/// [`analyze_file`] in a child process ([`crate::isolate`]): an abort of Polly or ISL is an
+/// error naming the file and the node, and the tool goes on to say so.
+pub fn analyze_file_isolated(path: &Path, clang: &ClangOptions, opts: &analysis::Options) -> Result<dashdb::Database> {
+    let scratch = hpvm_core::scratch::ScratchDir::new("analyze").map_err(|e| Error::io("temporary directory", e))?;
+    let outcome = crate::isolate::run(scratch.path(), "analysis", |ch| {
+        ch.progress(&format!("reading {}", path.display()));
+        analysis::set_progress(Box::new(ch.writer()));
+        Ok(analyze_file(path, clang, opts)?.to_json().into_bytes())
+    })?;
+    match outcome {
+        crate::isolate::Outcome::Done(json) => Ok(dashdb::Database::from_json(&String::from_utf8_lossy(&json))?),
+        crate::isolate::Outcome::Reported => Err(Error::Reported),
+        crate::isolate::Outcome::Crashed { how, doing } => {
+            Err(Error::Crashed(crate::isolate::crash_message(path, &how, doing.as_deref())))
+        }
+    }
+}
+
 /// Analyses a loaded program; the database records `path`'s bytes as its source.
 pub fn analyze_module(
     module: &Module<'_>,

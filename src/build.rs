@@ -8,6 +8,7 @@
 //! complete new one.
 
 use crate::error::{Error, Result};
+use crate::isolate;
 use hpvm_core::frontend::{self, ClangOptions, InputKind, Language};
 use hpvm_core::scratch::ScratchDir;
 use inkwell::context::Context;
@@ -89,7 +90,19 @@ pub fn build(opts: &BuildOptions) -> Result<()> {
         InputKind::detect(input, language)?;
         let out =
             if stops_early { outputs[i].clone() } else { scratch.path().join(format!("{i}-{}.o", stem_of(input))) };
-        compile_one(input, language, opts, &out, stops_early)?;
+        // In a child process: an abort inside LLVM, Polly or ISL is reported, and what it
+        // left in the scratch directory goes with it.
+        let outcome = isolate::run(scratch.path(), "compile", |_| {
+            compile_one(input, language, opts, &out, stops_early, scratch.path())?;
+            Ok(Vec::new())
+        })?;
+        match outcome {
+            isolate::Outcome::Done(_) => {}
+            isolate::Outcome::Reported => return Err(Error::Reported),
+            isolate::Outcome::Crashed { how, doing } => {
+                return Err(Error::Crashed(isolate::crash_message(input, &how, doing.as_deref())))
+            }
+        }
         objects.push(out);
     }
     if stops_early {
@@ -113,6 +126,7 @@ fn compile_one(
     opts: &BuildOptions,
     out: &Path,
     user_visible: bool,
+    scratch: &Path,
 ) -> Result<()> {
     let ctx = Context::create();
     let mut clang = opts.clang.clone();
@@ -125,7 +139,7 @@ fn compile_one(
     match hpvm_core::graph_of_module(&module, &input.display().to_string()) {
         Ok(graph) => {
             tracing::info!("{}: {} nodes, {} launches", input.display(), graph.nodes.len(), graph.launches.len());
-            let db = analysis_of(&module, &graph, input, opts)?;
+            let db = analysis_of(&module, &graph, input, opts, scratch)?;
             let json = db.as_ref().map(|d| d.to_json());
             let lowered = transform::lower(
                 &module,
@@ -217,6 +231,7 @@ fn analysis_of(
     graph: &hpvm_core::Graph,
     input: &Path,
     opts: &BuildOptions,
+    scratch: &Path,
 ) -> Result<Option<dashdb::Database>> {
     if let Some(path) = &opts.db {
         let bytes = std::fs::read(input).map_err(|e| Error::io(input.display().to_string(), e))?;
@@ -224,11 +239,34 @@ fn analysis_of(
         analysis::check_maps(&db).map_err(|why| Error::Usage(format!("{}: {why}", path.display())))?;
         return Ok(Some(db));
     }
-    match crate::analyze::analyze_module(module, graph, input, &analysis::Options { split: opts.split.clone() }) {
-        Ok(db) => Ok(Some(db)),
-        Err(Error::Analysis(analysis::Error::Usage(m))) => Err(Error::Usage(m)),
-        Err(e) => {
-            eprintln!("{}: note: the access analysis failed, every node will run on one device: {e}", input.display());
+    // In a child of its own: Polly and ISL abort on some inputs, and then the program still
+    // builds, its nodes unsplit. An empty result: the analysis failed and said why.
+    let outcome = isolate::run(scratch, "analysis", |ch| {
+        let progress = ch.writer();
+        analysis::set_progress(Box::new(progress));
+        match crate::analyze::analyze_module(module, graph, input, &analysis::Options { split: opts.split.clone() }) {
+            Ok(db) => Ok(db.to_json().into_bytes()),
+            Err(Error::Analysis(analysis::Error::Usage(m))) => Err(Error::Usage(m)),
+            Err(e) => {
+                eprintln!(
+                    "{}: note: the access analysis failed, every node will run on one device: {e}",
+                    input.display()
+                );
+                Ok(Vec::new())
+            }
+        }
+    })?;
+    match outcome {
+        isolate::Outcome::Done(json) if json.is_empty() => Ok(None),
+        isolate::Outcome::Done(json) => Ok(Some(dashdb::Database::from_json(&String::from_utf8_lossy(&json))?)),
+        isolate::Outcome::Reported => Err(Error::Reported),
+        isolate::Outcome::Crashed { how, doing } => {
+            let at = doing.map(|d| format!(" at {d}")).unwrap_or_default();
+            eprintln!(
+                "{}: warning: the access analysis crashed ({how}){at}; every node of this file runs whole, on one \
+                 device. This is a bug of hpvm-mgpu: please report it with the file",
+                input.display()
+            );
             Ok(None)
         }
     }

@@ -223,7 +223,8 @@ pub fn run(cli: Cli, languages: Vec<Option<Language>>) -> Result<()> {
                 )));
             }
             let split = split.iter().map(|s| parse_split(s)).collect::<Result<Vec<_>>>()?;
-            let db = crate::analyze::analyze_file(&file, &clang.options(verbose), &analysis::Options { split })?;
+            let db =
+                crate::analyze::analyze_file_isolated(&file, &clang.options(verbose), &analysis::Options { split })?;
             print!("{}", analysis::report::report(&db));
             if let Some(out) = output {
                 db.save(&out)?;
@@ -272,6 +273,12 @@ pub fn run(cli: Cli, languages: Vec<Option<Language>>) -> Result<()> {
 /// Prints an error the way compilers do: one `file:line:col: error: ...` line per problem.
 pub fn report(e: &Error) {
     match e {
+        Error::Reported => return,
+        // Already `file: error: ...`.
+        Error::Crashed(message) => {
+            eprintln!("{message}");
+            return;
+        }
         Error::Core(hpvm_core::Error::Invalid(diags)) => {
             for d in diags {
                 eprintln!("{d}");

@@ -20,6 +20,13 @@ pub enum Error {
     Database(#[from] dashdb::Error),
     #[error("LLVM: {0}")]
     Llvm(String),
+    /// The tool itself crashed in a child process ([`crate::isolate`]): the message says
+    /// where, and that it is the tool's bug.
+    #[error("{0}")]
+    Crashed(String),
+    /// An error a child process has printed already.
+    #[error("")]
+    Reported,
 }
 
 impl Error {

@@ -7,6 +7,7 @@ mod analyze;
 mod build;
 mod cli;
 mod error;
+mod isolate;
 
 use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;

@@ -222,3 +222,43 @@ fn runtime_errors_name_the_node() {
     assert!(stderr(&run).contains("node Leaf (tests/inputs/negative-count.c:"), "{}", stderr(&run));
     assert!(stderr(&run).contains("instance count -4"), "{}", stderr(&run));
 }
+
+/// A crash inside the compiler (an abort of Polly, ISL or LLVM; injected here) never takes
+/// the tool down: in the analysis, the program still builds, its nodes whole, with a warning
+/// naming the file; anywhere else, an error naming the file, exit status 1, no output and no
+/// temporary files left behind.
+#[test]
+fn a_crash_inside_the_compiler_is_survived_and_named() {
+    let dir = TempDir::new("crash");
+    let exe = dir.path_str("vecadd");
+    let out =
+        hpvm_mgpu_env(&["build", "-O1", "examples/vecadd.c", "-o", &exe], &[("HPVM_MGPU_INJECT_CRASH", "analysis")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("examples/vecadd.c: warning: the access analysis crashed (SIGABRT"),
+        "{}",
+        stderr(&out)
+    );
+    let run = run_program(std::path::Path::new(&exe), &["100"], &[("HPVM_MGPU_DEVICES", "cpu:2")]);
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}", stderr(&run));
+
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let exe = dir.path_str("never");
+    let out = hpvm_mgpu_env(
+        &["build", "-O1", "examples/vecadd.c", "-o", &exe],
+        &[("HPVM_MGPU_INJECT_CRASH", "compile"), ("TMPDIR", tmp.to_str().unwrap())],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("examples/vecadd.c: error: hpvm-mgpu crashed on this file (SIGABRT"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!exists(&exe));
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "temporary files were left behind");
+
+    let out = hpvm_mgpu_env(&["analyze", "examples/vecadd.c"], &[("HPVM_MGPU_INJECT_CRASH", "analysis")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("hpvm-mgpu crashed on this file"), "{}", stderr(&out));
+}

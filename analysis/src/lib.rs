@@ -65,6 +65,24 @@ fn reason(message: impl Into<String>, location: &str) -> Reason {
     Reason { message: message.into(), location: (location != "?").then(|| location.to_string()) }
 }
 
+/// Where the analysis says which node it works on (`set_progress`): the command runs the
+/// analysis in a child process and names that node if Polly or ISL abort there.
+static PROGRESS: std::sync::Mutex<Option<Progress>> = std::sync::Mutex::new(None);
+
+/// What hears the analysis's progress.
+pub type Progress = Box<dyn FnMut(&str) + Send>;
+
+/// Makes `f` hear, before each node, `node `NAME` (FILE:LINE)`.
+pub fn set_progress(f: Progress) {
+    *PROGRESS.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+}
+
+fn progress(doing: &str) {
+    if let Some(f) = PROGRESS.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        f(doing);
+    }
+}
+
 /// Analyses every leaf node of `graph` (read from `module`). The database's source record is
 /// `source`; `generator` names the tool.
 pub fn analyze_program(
@@ -165,6 +183,7 @@ pub fn analyze_program(
     let isl = isl_glue::Isl::new();
     for (leaf, shape, w) in &wrappers {
         let node = &graph.nodes[*leaf];
+        progress(&format!("node `{}` ({})", node.display, loc_text(&node.def_loc)));
         let mut entry = Node {
             name: node.name.clone(),
             display: (node.display != node.name).then(|| node.display.clone()),

@@ -34,7 +34,7 @@ int main() {
     printf("grid y of 2^17: %s\n", cudaGetErrorName(e));
     bad++;
   }
-  fill<<<1, 256, 256 * sizeof(int)>>>(d, n);
+  fill<<<4, 64, 64 * sizeof(int)>>>(d, n);
   bad += cudaGetLastError() != cudaSuccess;
   cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
   for (int i = 0; i < n; i++) bad += h[i] != i;

@@ -328,8 +328,20 @@ pub fn nvptx_machine(arch: &str) -> Result<TargetMachine> {
     Target::initialize_nvptx(&InitializationConfig::default());
     let triple = TargetTriple::create("nvptx64-nvidia-cuda");
     let target = Target::from_triple(&triple).map_err(|e| Error::Llvm(e.to_string()))?;
+    // PTX ISA 7.8 (CUDA 11.8's) whatever the architecture: LLVM's default for an old one
+    // (6.0 and below for sm_60) lacks what kernels call on any GPU (`shfl.sync` needs 6.0),
+    // and the driver JIT-compiles a newer ISA for an older GPU alike. sm_90a needs 8.0, its
+    // default.
+    let features = if arch == "sm_90a" { "" } else { "+ptx78" };
     target
-        .create_target_machine(&triple, arch, "", OptimizationLevel::Aggressive, RelocMode::Default, CodeModel::Default)
+        .create_target_machine(
+            &triple,
+            arch,
+            features,
+            OptimizationLevel::Aggressive,
+            RelocMode::Default,
+            CodeModel::Default,
+        )
         .ok_or_else(|| Error::Llvm(format!("LLVM's NVPTX backend cannot target `{arch}`")))
 }
 

@@ -39,6 +39,13 @@ use std::sync::OnceLock;
 /// Most devices a run can have (the coherence maps' holder sets are 128-bit, bit 0 the host).
 pub const MAX_DEVICES: usize = 127;
 
+/// The bytes a device's copy of a buffer has past the buffer's end, at least (whole copies;
+/// simulated devices' reservations, where it is read-only zero pages that cost no memory):
+/// more than `cudaMalloc` rounds an allocation up to (512 bytes), and a row of most 2-D
+/// grids. A kernel reading a little past a buffer, as a GPU tolerates, reads there on every
+/// device alike. (GPUs' sparse reservations have none yet.)
+pub const SLACK: u64 = 64 << 10;
+
 /// Who holds or receives data: the host or device `k`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Place {

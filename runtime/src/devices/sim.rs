@@ -187,11 +187,13 @@ impl Device for SimDevice {
         if self.remote {
             return Ok(self.fake(bytes));
         }
+        // Followed by [`super::SLACK`] bytes of read-only zero pages, which no copy backs.
+        let total = bytes.max(1).div_ceil(4096) * 4096 + super::SLACK;
         // SAFETY: a new private anonymous mapping; nothing else refers to it.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                bytes.max(1) as usize,
+                total as usize,
                 libc::PROT_NONE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
@@ -202,7 +204,15 @@ impl Device for SimDevice {
             let why = std::io::Error::last_os_error();
             return Err(format!("{}: out of memory reserving {bytes} bytes ({why})", self.name));
         }
-        self.reservations.lock().unwrap_or_else(|e| e.into_inner()).insert(p as u64, bytes.max(1));
+        let slack = (p as u64 + total - super::SLACK) as *mut libc::c_void;
+        // SAFETY: the tail of the mapping just made.
+        if unsafe { libc::mprotect(slack, super::SLACK as usize, libc::PROT_READ) } != 0 {
+            let why = std::io::Error::last_os_error();
+            // SAFETY: the mapping just made, referred to by nothing else.
+            unsafe { libc::munmap(p, total as usize) };
+            return Err(format!("{}: cannot reserve {bytes} bytes ({why})", self.name));
+        }
+        self.reservations.lock().unwrap_or_else(|e| e.into_inner()).insert(p as u64, total);
         Ok(p as u64)
     }
 

@@ -376,15 +376,15 @@ impl Buffer {
     }
 
     /// Allocates device `k`'s copy of the buffer at `start` (`size` bytes): with sparse
-    /// copies, a reservation backed by nothing yet ([`residency`]). Every copy has slack past
-    /// its end ([`SLACK`]; with sparse copies, one more granule, backed with the last), so a
+    /// copies, a reservation backed by nothing yet ([`residency`]). Whole copies and simulated
+    /// devices' reservations have slack past their end ([`crate::devices::SLACK`]), so a
     /// kernel that reads a little past a buffer, as a GPU tolerates within a `cudaMalloc`
     /// allocation, reads there on every device alike.
     fn alloc_on(start: u64, size: u64, k: usize) -> Result<u64, String> {
         let device = devices().get(k);
         let made = match device.granule().filter(|_| residency::sparse()) {
-            Some(g) => device.reserve((size.max(1).div_ceil(g) + 1) * g),
-            None => device.alloc((size + SLACK) as usize),
+            Some(g) => device.reserve(size.max(1).div_ceil(g) * g),
+            None => device.alloc((size + crate::devices::SLACK) as usize),
         };
         made.map_err(|e| {
             format!(
@@ -867,10 +867,6 @@ pub fn host_access(ptr: usize, bytes: usize, write: bool) {
         buf.coherence.set_only(lo, hi, Place::Host);
     }
 }
-
-/// The bytes a whole device copy has past its buffer's end, at least: more than `cudaMalloc`
-/// rounds an allocation up to (512 bytes), and a row of most 2-D grids.
-pub const SLACK: u64 = 64 << 10;
 
 /// Before the host runs a leaf that may reach any tracked buffer (one that keeps pointers in
 /// memory, [`crate::desc::NodeDesc::indirect`]): every buffer's host copy made current, and

@@ -198,10 +198,8 @@ pub(crate) struct Backing {
 }
 
 impl Backing {
-    /// The granules of a buffer of `size` bytes, and one of slack past its end (see
-    /// `Buffer::alloc_on`), backed whenever a launch needs the buffer's end.
     pub(crate) fn new(size: u64, granule: u64) -> Backing {
-        Backing { used: vec![0; size.div_ceil(granule) as usize + 1] }
+        Backing { used: vec![0; size.div_ceil(granule) as usize] }
     }
 
     /// Maximal runs of consecutive granules satisfying `f`, as granule ranges.
@@ -333,9 +331,7 @@ impl Table {
         for n in needs.iter().filter(|n| n.device == k && n.lo < n.hi) {
             let buf = self.buffers.get_mut(&n.buffer).expect("tracked");
             buf.addr(Place::Device(k)).map_err(Shortage::Failed)?;
-            let g0 = (n.lo / granule) as usize;
-            // Reaching the end: the slack granule too.
-            let g1 = if n.hi >= buf.size { buf.backing[k].used.len() } else { n.hi.div_ceil(granule) as usize };
+            let (g0, g1) = ((n.lo / granule) as usize, n.hi.min(buf.size).div_ceil(granule) as usize);
             for g in g0..g1 {
                 let u = &mut buf.backing[k].used[g];
                 if *u == 0 {

@@ -1,0 +1,207 @@
+//! Work that may end the process runs in a child process: LLVM's fatal errors (`LLVM ERROR:
+//! ...`, which exit), and Polly's and ISL's aborts (which kill). A crash there is the tool's
+//! bug, never the user's, and must not take the build down with it nor leave its temporary
+//! files behind: the parent outlives it, says which file (and, for the analysis, which node)
+//! it was working on, and removes what the child left.
+//!
+//! The child gets the parent's memory as it was (`fork`; the compiler runs no threads of its
+//! own), does the work, and writes its result into a pipe; progress lines before the result
+//! say what it was doing when it died. Its temporary directories go under a directory the
+//! parent owns (`TMPDIR`), which the parent removes.
+
+use crate::error::{Error, Result};
+use std::io::{Read, Write};
+use std::os::fd::FromRawFd;
+use std::path::Path;
+
+/// How the child ended.
+pub enum Outcome {
+    /// It finished: the bytes it wrote.
+    Done(Vec<u8>),
+    /// It reported an error of the user's program itself (already printed).
+    Reported,
+    /// It died: how, and the last progress line it wrote (what it was doing).
+    Crashed { how: String, doing: Option<String> },
+}
+
+/// The child's exit status after it printed an error of its own.
+const REPORTED: i32 = 86;
+
+/// What the child writes into: progress lines, then the result.
+pub struct Channel(std::fs::File);
+
+impl Channel {
+    /// Says what the child is about to do (the last one is named if it dies).
+    pub fn progress(&mut self, doing: &str) {
+        let line = doing.replace('\n', " ");
+        let _ = writeln!(self.0, "P {line}");
+        let _ = self.0.flush();
+    }
+
+    /// A function saying progress as [`Channel::progress`] does, for code that cannot hold
+    /// the channel (the analysis's hook).
+    pub fn writer(&self) -> impl FnMut(&str) + Send + 'static {
+        let mut file = self.0.try_clone().ok();
+        move |doing: &str| {
+            if let Some(f) = file.as_mut() {
+                let _ = writeln!(f, "P {}", doing.replace('\n', " "));
+                let _ = f.flush();
+            }
+        }
+    }
+}
+
+/// The message for a crash of the tool while it worked on `file`.
+pub fn crash_message(file: &Path, how: &str, doing: Option<&str>) -> String {
+    let at = doing.map(|d| format!(", at {d}")).unwrap_or_default();
+    format!(
+        "{}: error: hpvm-mgpu crashed on this file ({how}{at}); this is a bug of hpvm-mgpu, not of the program: \
+         please report it with the file",
+        file.display()
+    )
+}
+
+/// Runs `work` in a child process with `TMPDIR` set to `tmp`; `work` returns the bytes the
+/// parent gets back, or an error it reports itself. `stage` names the work for fault
+/// injection: `HPVM_MGPU_INJECT_CRASH=STAGE` makes the child abort first (the tests' way to
+/// check that a crash there is survived; stages: `compile`, `analysis`).
+pub fn run(tmp: &Path, stage: &str, work: impl FnOnce(&mut Channel) -> Result<Vec<u8>>) -> Result<Outcome> {
+    let mut fds = [0i32; 2];
+    // SAFETY: a fresh pipe into `fds`.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(Error::io("a pipe to the compiler's child", std::io::Error::last_os_error()));
+    }
+    // Whatever the parent buffered must not be written twice.
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: the compiler runs no threads of its own here, so the child's copy of the
+    // process is consistent; it leaves by `_exit`, never returning into the parent's code.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(Error::io("starting the compiler's child", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // SAFETY: the child's own ends of the pipe.
+        unsafe { libc::close(fds[0]) };
+        let mut ch = Channel(unsafe { std::fs::File::from_raw_fd(fds[1]) });
+        std::env::set_var("TMPDIR", tmp);
+        if std::env::var("HPVM_MGPU_INJECT_CRASH").is_ok_and(|v| v == stage) {
+            ch.progress(&format!("an injected crash (HPVM_MGPU_INJECT_CRASH={stage})"));
+            // SAFETY: ends the child, as a crash would.
+            unsafe { libc::abort() };
+        }
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut ch)));
+        let code = match result {
+            Ok(Ok(bytes)) => {
+                let ok = ch.0.write_all(b"R\n").and_then(|()| ch.0.write_all(&bytes)).and_then(|()| ch.0.flush());
+                if ok.is_ok() {
+                    0
+                } else {
+                    2
+                }
+            }
+            Ok(Err(e)) => {
+                crate::cli::report(&e);
+                REPORTED
+            }
+            Err(_) => 101,
+        };
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        // SAFETY: ends the child without running the parent's exit handlers.
+        unsafe { libc::_exit(code) };
+    }
+    // SAFETY: the parent's own ends of the pipe.
+    unsafe { libc::close(fds[1]) };
+    let mut from_child = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+    let mut bytes = Vec::new();
+    let _ = from_child.read_to_end(&mut bytes);
+    let mut status = 0;
+    // SAFETY: our child, waited for once.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return Err(Error::io("waiting for the compiler's child", std::io::Error::last_os_error()));
+        }
+    }
+    let (doing, result) = split(&bytes);
+    Ok(if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 && result.is_some() {
+        Outcome::Done(result.unwrap_or_default().to_vec())
+    } else if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == REPORTED {
+        Outcome::Reported
+    } else {
+        let how = if libc::WIFSIGNALED(status) {
+            signal_name(libc::WTERMSIG(status))
+        } else if libc::WEXITSTATUS(status) == 101 {
+            "an internal panic".to_string()
+        } else {
+            // LLVM's fatal errors print `LLVM ERROR: ...` and exit(1).
+            format!("a fatal error of LLVM (exit status {})", libc::WEXITSTATUS(status))
+        };
+        Outcome::Crashed { how, doing }
+    })
+}
+
+/// The last progress line and the result (after `R\n`), if the child got that far.
+fn split(bytes: &[u8]) -> (Option<String>, Option<&[u8]>) {
+    let mut doing = None;
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at..].starts_with(b"R\n") {
+            return (doing, Some(&bytes[at + 2..]));
+        }
+        let end = bytes[at..].iter().position(|&b| b == b'\n').map_or(bytes.len(), |p| at + p);
+        if let Some(line) = bytes[at..end].strip_prefix(b"P ") {
+            doing = Some(String::from_utf8_lossy(line).into_owned());
+        }
+        at = end + 1;
+    }
+    (doing, None)
+}
+
+fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGABRT => "SIGABRT, an abort",
+        libc::SIGSEGV => "SIGSEGV, an invalid memory access",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGILL => "SIGILL",
+        libc::SIGKILL => "SIGKILL (out of memory?)",
+        _ => return format!("signal {sig}"),
+    };
+    name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_and_result_are_told_apart() {
+        let (doing, result) = split(b"P one\nP two (a.c:3)\nR\n{\"x\": 1}\n");
+        assert_eq!(doing.as_deref(), Some("two (a.c:3)"));
+        assert_eq!(result, Some(&b"{\"x\": 1}\n"[..]));
+        let (doing, result) = split(b"P only\n");
+        assert_eq!(doing.as_deref(), Some("only"));
+        assert_eq!(result, None);
+    }
+
+    #[test]
+    fn a_child_that_aborts_is_reported_with_what_it_was_doing() {
+        let tmp = std::env::temp_dir();
+        let out = run(&tmp, "test", |ch| {
+            ch.progress("node `k` (k.cu:7)");
+            // SAFETY: ends the child.
+            unsafe { libc::abort() }
+        })
+        .unwrap();
+        match out {
+            Outcome::Crashed { how, doing } => {
+                assert!(how.contains("SIGABRT"), "{how}");
+                assert_eq!(doing.as_deref(), Some("node `k` (k.cu:7)"));
+            }
+            _ => panic!("the abort was not seen"),
+        }
+        let out = run(&tmp, "test", |_| Ok(b"fine".to_vec())).unwrap();
+        assert!(matches!(out, Outcome::Done(b) if b == b"fine"));
+    }
+}
