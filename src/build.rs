@@ -239,36 +239,53 @@ fn analysis_of(
         analysis::check_maps(&db).map_err(|why| Error::Usage(format!("{}: {why}", path.display())))?;
         return Ok(Some(db));
     }
-    // In a child of its own: Polly and ISL abort on some inputs, and then the program still
-    // builds, its nodes unsplit. An empty result: the analysis failed and said why.
-    let outcome = isolate::run(scratch, "analysis", |ch| {
-        let progress = ch.writer();
-        analysis::set_progress(Box::new(progress));
-        match crate::analyze::analyze_module(module, graph, input, &analysis::Options { split: opts.split.clone() }) {
-            Ok(db) => Ok(db.to_json().into_bytes()),
-            Err(Error::Analysis(analysis::Error::Usage(m))) => Err(Error::Usage(m)),
-            Err(e) => {
-                eprintln!(
-                    "{}: note: the access analysis failed, every node will run on one device: {e}",
-                    input.display()
-                );
-                Ok(Vec::new())
+    // In a child of its own: Polly and ISL abort on some inputs. A node it crashed on is
+    // analysed no more (it runs whole) and the others are analysed again; a crash elsewhere
+    // leaves every node whole. An empty result: the analysis failed and said why.
+    let mut analysis_opts = analysis::Options { split: opts.split.clone(), ..Default::default() };
+    loop {
+        let outcome = isolate::run(scratch, "analysis", |ch| {
+            analysis::set_progress(Box::new(ch.writer()));
+            match crate::analyze::analyze_module(module, graph, input, &analysis_opts) {
+                Ok(db) => Ok(db.to_json().into_bytes()),
+                Err(Error::Analysis(analysis::Error::Usage(m))) => Err(Error::Usage(m)),
+                Err(e) => {
+                    eprintln!(
+                        "{}: note: the access analysis failed, every node will run on one device: {e}",
+                        input.display()
+                    );
+                    Ok(Vec::new())
+                }
             }
-        }
-    })?;
-    match outcome {
-        isolate::Outcome::Done(json) if json.is_empty() => Ok(None),
-        isolate::Outcome::Done(json) => Ok(Some(dashdb::Database::from_json(&String::from_utf8_lossy(&json))?)),
-        isolate::Outcome::Reported => Err(Error::Reported),
-        isolate::Outcome::Crashed { how, doing } => {
-            let at = doing.map(|d| format!(" at {d}")).unwrap_or_default();
-            eprintln!(
-                "{}: warning: the access analysis crashed ({how}){at}; every node of this file runs whole, on one \
-                 device. This is a bug of hpvm-mgpu: please report it with the file",
-                input.display()
-            );
-            Ok(None)
-        }
+        })?;
+        return match outcome {
+            isolate::Outcome::Done(json) if json.is_empty() => Ok(None),
+            isolate::Outcome::Done(json) => Ok(Some(dashdb::Database::from_json(&String::from_utf8_lossy(&json))?)),
+            isolate::Outcome::Reported => Err(Error::Reported),
+            isolate::Outcome::Crashed { how, doing } => {
+                let node = doing.as_deref().and_then(|d| d.strip_prefix(analysis::PROGRESS_NODE)?.split_once('\t'));
+                match node {
+                    Some((symbol, shown)) if !analysis_opts.skip.iter().any(|s| s == symbol) => {
+                        eprintln!(
+                            "{}: warning: the access analysis crashed ({how}) on {shown}, which runs whole, on one \
+                             device. This is a bug of hpvm-mgpu: please report it with the file",
+                            input.display()
+                        );
+                        analysis_opts.skip.push(symbol.to_string());
+                        continue;
+                    }
+                    _ => {
+                        let at = doing.map(|d| format!(" at {d}")).unwrap_or_default();
+                        eprintln!(
+                            "{}: warning: the access analysis crashed ({how}){at}; every node of this file runs \
+                             whole, on one device. This is a bug of hpvm-mgpu: please report it with the file",
+                            input.display()
+                        );
+                        Ok(None)
+                    }
+                }
+            }
+        };
     }
 }
 

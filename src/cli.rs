@@ -223,8 +223,11 @@ pub fn run(cli: Cli, languages: Vec<Option<Language>>) -> Result<()> {
                 )));
             }
             let split = split.iter().map(|s| parse_split(s)).collect::<Result<Vec<_>>>()?;
-            let db =
-                crate::analyze::analyze_file_isolated(&file, &clang.options(verbose), &analysis::Options { split })?;
+            let db = crate::analyze::analyze_file_isolated(
+                &file,
+                &clang.options(verbose),
+                &analysis::Options { split, ..Default::default() },
+            )?;
             print!("{}", analysis::report::report(&db));
             if let Some(out) = output {
                 db.save(&out)?;

@@ -457,6 +457,11 @@ fn a_crash_in_a_leaf_is_named() {
     let (text, err) = (stdout(&out), stderr(&out));
     assert_eq!(out.status.signal(), Some(11), "{text}{err}");
     assert!(text.starts_with("segv: 64 rows of 64"), "the program's output was lost: {text:?}");
+    // The faulting line itself, where binutils' addr2line is there to read the line tables.
+    if std::path::Path::new("/usr/bin/addr2line").exists() {
+        assert!(err.contains("the faulting instruction is at"), "{err}");
+        assert!(err.contains("tests/programs/segv.c:24"), "{err}");
+    }
     assert!(
         err.contains("hpvm-mgpu: node Rows (tests/programs/segv.c:18) crashed with SIGSEGV")
             && err.contains(": byte 16384 of the tracked buffer 0x")

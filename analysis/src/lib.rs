@@ -55,6 +55,9 @@ pub struct Options {
     /// `--split node=y`: the grid dimensions to split a node along, instead of the analysis's
     /// choice.
     pub split: Vec<(String, Vec<u32>)>,
+    /// Nodes (by symbol) not to analyse: the analysis crashed on them before (an abort
+    /// inside Polly or ISL, survived by the command). They run whole, saying so.
+    pub skip: Vec<String>,
 }
 
 fn loc_text(loc: &Option<SrcLoc>) -> String {
@@ -72,7 +75,11 @@ static PROGRESS: std::sync::Mutex<Option<Progress>> = std::sync::Mutex::new(None
 /// What hears the analysis's progress.
 pub type Progress = Box<dyn FnMut(&str) + Send>;
 
-/// Makes `f` hear, before each node, `node `NAME` (FILE:LINE)`.
+/// What the progress line before each node starts with: then the node's symbol, a tab, and
+/// `node `NAME` (FILE:LINE)` for people.
+pub const PROGRESS_NODE: &str = "analysing ";
+
+/// Makes `f` hear, before each node, what [`PROGRESS_NODE`] says.
 pub fn set_progress(f: Progress) {
     *PROGRESS.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
 }
@@ -183,7 +190,7 @@ pub fn analyze_program(
     let isl = isl_glue::Isl::new();
     for (leaf, shape, w) in &wrappers {
         let node = &graph.nodes[*leaf];
-        progress(&format!("node `{}` ({})", node.display, loc_text(&node.def_loc)));
+        progress(&format!("{PROGRESS_NODE}{}\tnode `{}` ({})", node.name, node.display, loc_text(&node.def_loc)));
         let mut entry = Node {
             name: node.name.clone(),
             display: (node.display != node.name).then(|| node.display.clone()),
@@ -201,6 +208,15 @@ pub fn analyze_program(
             args: vec![],
         };
         let shared = shape.map_or(vec![], |(p, alloc)| shared_params(graph, p, *leaf, alloc));
+        if opts.skip.contains(&node.name) {
+            entry.reasons.push(reason(
+                "the polyhedral analysis crashed on this node (an abort inside Polly or ISL, a bug of hpvm-mgpu)",
+                &entry.location,
+            ));
+            entry.args = unknown_args(graph, *leaf, &shared);
+            db.nodes.push(entry);
+            continue;
+        }
         let w = match (w, failed.iter().find(|(l, _)| l == leaf)) {
             (Ok(w), None) => w,
             (_, Some((_, why))) | (Err(why), None) => {

@@ -11,6 +11,10 @@
 //! returning re-executes the faulting instruction, which faults again into that handler
 //! (by default: death by the signal, a core dump where enabled).
 //!
+//! Then the faulting line: the handler runs `addr2line` (binutils) in a child process on this
+//! executable's line tables, for the instruction that faulted and the lines it was inlined
+//! into; without `addr2line` the node's line is all there is.
+//!
 //! Invariants (what a signal handler may do):
 //! - no allocation and no lock it could wait for: the message is formatted into a buffer on
 //!   the handler's stack, the region list is read only if its lock is free at once (it is
@@ -161,6 +165,9 @@ extern "C" fn on_signal(signal: i32, info: *mut libc::siginfo_t, _ctx: *mut libc
             libc::write(2, line.buf.as_ptr() as *const libc::c_void, line.len);
             libc::fflush(std::ptr::null_mut());
         }
+        if let Some(pc) = faulting_pc(_ctx) {
+            name_the_line(pc);
+        }
     }
     // Back to the handler before ours; returning makes the instruction fault into it.
     if let Some(i) = slot {
@@ -172,10 +179,91 @@ extern "C" fn on_signal(signal: i32, info: *mut libc::siginfo_t, _ctx: *mut libc
     }
 }
 
+/// The instruction that faulted, from the signal's context.
+fn faulting_pc(ctx: *mut libc::c_void) -> Option<u64> {
+    if ctx.is_null() {
+        return None;
+    }
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    // SAFETY: the kernel passes a `ucontext_t` to an SA_SIGINFO handler.
+    return Some(unsafe { (*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RIP as usize] as u64 });
+    #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+    // SAFETY: as above.
+    return Some(unsafe { (*(ctx as *const libc::ucontext_t)).uc_mcontext.pc });
+    #[allow(unreachable_code)]
+    None
+}
+
+/// What naming the faulting line takes, found at [`install`] (a signal handler may not look
+/// it up): `addr2line` (binutils), this executable, and where it is loaded.
+struct Symbolizer {
+    tool: std::ffi::CString,
+    exe: std::ffi::CString,
+    base: u64,
+}
+
+static SYMBOLIZER: std::sync::OnceLock<Option<Symbolizer>> = std::sync::OnceLock::new();
+
+fn symbolizer() -> Option<Symbolizer> {
+    let tool = std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| std::path::Path::new(d).join("addr2line"))
+        .find(|p| p.is_file())?;
+    let exe = std::fs::read_link("/proc/self/exe").ok()?;
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: the address of a function of this executable (the runtime links statically).
+    if unsafe { libc::dladdr(install as *const libc::c_void, &mut info) } == 0 {
+        return None;
+    }
+    Some(Symbolizer {
+        tool: std::ffi::CString::new(tool.to_str()?).ok()?,
+        exe: std::ffi::CString::new(exe.to_str()?).ok()?,
+        base: info.dli_fbase as u64,
+    })
+}
+
+/// Writes the source line of the instruction at `pc` (and the lines it was inlined into) to
+/// stderr, through `addr2line` in a child process: `fork`, `execv` and `waitpid` are what a
+/// signal handler may call, and reading the executable's line tables here would not be.
+fn name_the_line(pc: u64) {
+    let Some(Some(s)) = SYMBOLIZER.get() else { return };
+    let mut hex = Line { buf: [0; 1024], len: 0 };
+    // The address as the executable's line tables number it (position-independent: from
+    // its base), ending in NUL for execv.
+    let _ = std::fmt::Write::write_fmt(&mut hex, format_args!("{:#x}\0", pc.wrapping_sub(s.base)));
+    let header = b"hpvm-mgpu: the faulting instruction is at (innermost first):\n";
+    let args: [*const libc::c_char; 8] = [
+        s.tool.as_ptr(),
+        c"-e".as_ptr(),
+        s.exe.as_ptr(),
+        c"-i".as_ptr(),
+        c"-p".as_ptr(),
+        c"-C".as_ptr(),
+        hex.buf.as_ptr() as *const libc::c_char,
+        std::ptr::null(),
+    ];
+    // SAFETY: async-signal-safe calls only; the child writes to our stderr and exits.
+    unsafe {
+        libc::write(2, header.as_ptr() as *const libc::c_void, header.len());
+        let child = libc::fork();
+        if child == 0 {
+            libc::dup2(2, 1);
+            libc::execv(s.tool.as_ptr(), args.as_ptr());
+            libc::_exit(127);
+        }
+        if child > 0 {
+            let mut status = 0;
+            libc::waitpid(child, &mut status, 0);
+        }
+    }
+}
+
 /// Installs the handler (once per process).
 pub fn install() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
+        SYMBOLIZER.get_or_init(symbolizer);
         for (i, &signal) in SIGNALS.iter().enumerate() {
             // SAFETY: a zeroed sigaction is valid; the handler has the SA_SIGINFO signature;
             // `PREVIOUS` is written once, here, before the handler that reads it exists.
