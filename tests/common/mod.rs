@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 48] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 49] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -186,6 +186,7 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 48] = [
     ("tests/tricky/symbols.cu", &[&[]]),
     ("tests/tricky/limits.cu", &[&[]]),
     ("tests/tricky/past_end.cu", &[&["1"], &["1000"], &["65536"]]),
+    ("tests/tricky/intrinsics.cu", &[&["1"], &["100"], &["1000"]]),
     ("tests/cuda/streams.cu", &[&["8"], &["1000"], &["3001"]]),
     ("bench/programs/matmul.cu", &[&["1"], &["37"], &["100"]]),
     ("bench/programs/stencil.cu", &[&["3", "1"], &["37", "3"], &["130", "4"]]),

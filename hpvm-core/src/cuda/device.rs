@@ -536,7 +536,7 @@ fn special_register(name: &str) -> Option<(bool, bool, usize)> {
 
 /// libdevice functions without a libm twin that the runtime implements for the CPU (the GPU
 /// backend links libdevice's own).
-const RUNTIME_NV: [&str; 22] = [
+const RUNTIME_NV: &[&str] = &[
     "__nv_min",
     "__nv_max",
     "__nv_umin",
@@ -559,6 +559,90 @@ const RUNTIME_NV: [&str; 22] = [
     "__nv_fast_sinf",
     "__nv_fast_cosf",
     "__nv_fast_fdividef",
+    "__nv_umul24",
+    "__nv_mul24",
+    "__nv_umulhi",
+    "__nv_mulhi",
+    "__nv_umul64hi",
+    "__nv_mul64hi",
+    "__nv_hadd",
+    "__nv_rhadd",
+    "__nv_uhadd",
+    "__nv_urhadd",
+    "__nv_fadd_rn",
+    "__nv_fsub_rn",
+    "__nv_fmul_rn",
+    "__nv_fdiv_rn",
+    "__nv_dadd_rn",
+    "__nv_dsub_rn",
+    "__nv_dmul_rn",
+    "__nv_ddiv_rn",
+    "__nv_fdividef",
+    "__nv_ffs",
+    "__nv_popc",
+    "__nv_clz",
+    "__nv_brev",
+    "__nv_brevll",
+    "__nv_fsqrt_rn",
+    "__nv_dsqrt_rn",
+    "__nv_frcp_rn",
+    "__nv_drcp_rn",
+    "__nv_ffsll",
+    "__nv_popcll",
+    "__nv_clzll",
+    "__nv_byte_perm",
+    "__nv_sad",
+    "__nv_usad",
+    "__nv_fmaf_rn",
+    "__nv_fma_rn",
+    "__nv_float_as_int",
+    "__nv_float_as_uint",
+    "__nv_int_as_float",
+    "__nv_uint_as_float",
+    "__nv_double_as_longlong",
+    "__nv_longlong_as_double",
+    "__nv_isnanf",
+    "__nv_isnand",
+    "__nv_isinff",
+    "__nv_isinfd",
+    "__nv_finitef",
+    "__nv_isfinited",
+    "__nv_signbitf",
+    "__nv_signbitd",
+    "__nv_float2int_rn",
+    "__nv_float2int_rz",
+    "__nv_float2int_rd",
+    "__nv_float2int_ru",
+    "__nv_float2uint_rn",
+    "__nv_float2uint_rz",
+    "__nv_float2uint_rd",
+    "__nv_float2uint_ru",
+    "__nv_float2ll_rn",
+    "__nv_float2ll_rz",
+    "__nv_float2ll_rd",
+    "__nv_float2ll_ru",
+    "__nv_float2ull_rn",
+    "__nv_float2ull_rz",
+    "__nv_float2ull_rd",
+    "__nv_float2ull_ru",
+    "__nv_double2int_rn",
+    "__nv_double2int_rz",
+    "__nv_double2int_rd",
+    "__nv_double2int_ru",
+    "__nv_double2uint_rn",
+    "__nv_double2uint_rz",
+    "__nv_double2ll_rn",
+    "__nv_double2ll_rz",
+    "__nv_double2ll_rd",
+    "__nv_double2ll_ru",
+    "__nv_int2float_rn",
+    "__nv_int2float_ru",
+    "__nv_int2float_rd",
+    "__nv_int2float_rz",
+    "__nv_uint2float_rn",
+    "__nv_uint2float_ru",
+    "__nv_uint2float_rd",
+    "__nv_uint2float_rz",
 ];
 
 /// Replaces what only a GPU has in the inlined leaf by graph queries and host functions.
@@ -610,7 +694,11 @@ fn resolve<'ctx>(
         } else if name == "llvm.nvvm.read.ptx.sreg.clock" {
             let c = super::asm::clock(dev, &b)?;
             Some(b.build_int_truncate(c, ctx.i32_type(), "clock").map_err(llvm)?.as_value_ref())
-        } else if name == "llvm.nvvm.barrier0" {
+        } else if name == "llvm.nvvm.barrier0"
+            || (name == "llvm.nvvm.barrier.sync"
+                && Val(inst.0).call_args().first().and_then(|a| a.const_u64()) == Some(0))
+        {
+            // `bar.sync 0`, as `__syncthreads` is (the other barriers are named, and not taken).
             Some(b.build_call(hpvm.barrier, &[], "").map_err(llvm)?.as_value_ref())
         } else if name.starts_with("llvm.nvvm.membar.") {
             Some(unsafe {

@@ -55,9 +55,286 @@ unary! {
     __nv_fast_cosf: f32 => |a| a.cos();
 }
 
+// Integer and bit functions (`__byte_perm`, `__umul24`, `__ffs`...), exactly as PTX defines
+// them.
+binary! {
+    __nv_umul24: u32 => |a, b| (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff);
+    __nv_mul24: i32 => |a, b| ((a << 8) >> 8).wrapping_mul((b << 8) >> 8);
+    __nv_umulhi: u32 => |a, b| ((u64::from(a) * u64::from(b)) >> 32) as u32;
+    __nv_mulhi: i32 => |a, b| ((i64::from(a) * i64::from(b)) >> 32) as i32;
+    __nv_umul64hi: u64 => |a, b| ((u128::from(a) * u128::from(b)) >> 64) as u64;
+    __nv_mul64hi: i64 => |a, b| ((i128::from(a) * i128::from(b)) >> 64) as i64;
+    __nv_hadd: i32 => |a, b| ((i64::from(a) + i64::from(b)) >> 1) as i32;
+    __nv_rhadd: i32 => |a, b| ((i64::from(a) + i64::from(b) + 1) >> 1) as i32;
+    __nv_uhadd: u32 => |a, b| ((u64::from(a) + u64::from(b)) >> 1) as u32;
+    __nv_urhadd: u32 => |a, b| ((u64::from(a) + u64::from(b) + 1) >> 1) as u32;
+    // Round-to-nearest arithmetic is the CPU's own.
+    __nv_fadd_rn: f32 => |a, b| a + b;
+    __nv_fsub_rn: f32 => |a, b| a - b;
+    __nv_fmul_rn: f32 => |a, b| a * b;
+    __nv_fdiv_rn: f32 => |a, b| a / b;
+    __nv_dadd_rn: f64 => |a, b| a + b;
+    __nv_dsub_rn: f64 => |a, b| a - b;
+    __nv_dmul_rn: f64 => |a, b| a * b;
+    __nv_ddiv_rn: f64 => |a, b| a / b;
+    __nv_fdividef: f32 => |a, b| a / b;
+}
+
+unary! {
+    __nv_ffs: i32 => |a| if a == 0 { 0 } else { a.trailing_zeros() as i32 + 1 };
+    __nv_popc: u32 => |a| a.count_ones();
+    __nv_clz: i32 => |a| a.leading_zeros() as i32;
+    __nv_brev: u32 => |a| a.reverse_bits();
+    __nv_brevll: u64 => |a| a.reverse_bits();
+    __nv_fsqrt_rn: f32 => |a| a.sqrt();
+    __nv_dsqrt_rn: f64 => |a| a.sqrt();
+    __nv_frcp_rn: f32 => |a| 1.0 / a;
+    __nv_drcp_rn: f64 => |a| 1.0 / a;
+}
+
+#[no_mangle]
+pub extern "C" fn __nv_ffsll(a: i64) -> i32 {
+    if a == 0 {
+        0
+    } else {
+        a.trailing_zeros() as i32 + 1
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn __nv_popcll(a: u64) -> i32 {
+    a.count_ones() as i32
+}
+
+#[no_mangle]
+pub extern "C" fn __nv_clzll(a: i64) -> i32 {
+    a.leading_zeros() as i32
+}
+
+/// `__byte_perm(x, y, s)`: byte `i` of the result is byte `s >> 4i & 7` of the eight bytes of
+/// `y:x` (x the low four).
+#[no_mangle]
+pub extern "C" fn __nv_byte_perm(x: u32, y: u32, s: u32) -> u32 {
+    let bytes = (u64::from(y) << 32) | u64::from(x);
+    (0..4).fold(0, |r, i| {
+        let pick = (s >> (4 * i)) & 7;
+        r | ((((bytes >> (8 * pick)) & 0xff) as u32) << (8 * i))
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn __nv_sad(a: i32, b: i32, c: u32) -> u32 {
+    (i64::from(a) - i64::from(b)).unsigned_abs() as u32 + c
+}
+
+#[no_mangle]
+pub extern "C" fn __nv_usad(a: u32, b: u32, c: u32) -> u32 {
+    a.abs_diff(b) + c
+}
+
+#[no_mangle]
+pub extern "C" fn __nv_fmaf_rn(a: f32, b: f32, c: f32) -> f32 {
+    a.mul_add(b, c)
+}
+
+#[no_mangle]
+pub extern "C" fn __nv_fma_rn(a: f64, b: f64, c: f64) -> f64 {
+    a.mul_add(b, c)
+}
+
+// Reinterpretations.
+#[no_mangle]
+pub extern "C" fn __nv_float_as_int(a: f32) -> i32 {
+    a.to_bits() as i32
+}
+#[no_mangle]
+pub extern "C" fn __nv_float_as_uint(a: f32) -> u32 {
+    a.to_bits()
+}
+#[no_mangle]
+pub extern "C" fn __nv_int_as_float(a: i32) -> f32 {
+    f32::from_bits(a as u32)
+}
+#[no_mangle]
+pub extern "C" fn __nv_uint_as_float(a: u32) -> f32 {
+    f32::from_bits(a)
+}
+#[no_mangle]
+pub extern "C" fn __nv_double_as_longlong(a: f64) -> i64 {
+    a.to_bits() as i64
+}
+#[no_mangle]
+pub extern "C" fn __nv_longlong_as_double(a: i64) -> f64 {
+    f64::from_bits(a as u64)
+}
+
+// Classification, as C's macros answer (non-zero for true).
+#[no_mangle]
+pub extern "C" fn __nv_isnanf(a: f32) -> i32 {
+    i32::from(a.is_nan())
+}
+#[no_mangle]
+pub extern "C" fn __nv_isnand(a: f64) -> i32 {
+    i32::from(a.is_nan())
+}
+#[no_mangle]
+pub extern "C" fn __nv_isinff(a: f32) -> i32 {
+    i32::from(a.is_infinite())
+}
+#[no_mangle]
+pub extern "C" fn __nv_isinfd(a: f64) -> i32 {
+    i32::from(a.is_infinite())
+}
+#[no_mangle]
+pub extern "C" fn __nv_finitef(a: f32) -> i32 {
+    i32::from(a.is_finite())
+}
+#[no_mangle]
+pub extern "C" fn __nv_isfinited(a: f64) -> i32 {
+    i32::from(a.is_finite())
+}
+#[no_mangle]
+pub extern "C" fn __nv_signbitf(a: f32) -> i32 {
+    i32::from(a.is_sign_negative())
+}
+#[no_mangle]
+pub extern "C" fn __nv_signbitd(a: f64) -> i32 {
+    i32::from(a.is_sign_negative())
+}
+
+/// Float to integer in the four rounding modes, saturating as PTX's `cvt` does (NaN is 0).
+macro_rules! to_int {
+    ($($name:ident: $f:ty => $i:ty, $round:expr;)*) => {$(
+        #[no_mangle]
+        pub extern "C" fn $name(a: $f) -> $i {
+            let round: fn($f) -> $f = $round;
+            // Rust's `as` saturates and maps NaN to 0, as `cvt.*i` does.
+            round(a) as $i
+        }
+    )*};
+}
+
+to_int! {
+    __nv_float2int_rn: f32 => i32, |a| a.round_ties_even();
+    __nv_float2int_rz: f32 => i32, |a| a.trunc();
+    __nv_float2int_rd: f32 => i32, |a| a.floor();
+    __nv_float2int_ru: f32 => i32, |a| a.ceil();
+    __nv_float2uint_rn: f32 => u32, |a| a.round_ties_even();
+    __nv_float2uint_rz: f32 => u32, |a| a.trunc();
+    __nv_float2uint_rd: f32 => u32, |a| a.floor();
+    __nv_float2uint_ru: f32 => u32, |a| a.ceil();
+    __nv_float2ll_rn: f32 => i64, |a| a.round_ties_even();
+    __nv_float2ll_rz: f32 => i64, |a| a.trunc();
+    __nv_float2ll_rd: f32 => i64, |a| a.floor();
+    __nv_float2ll_ru: f32 => i64, |a| a.ceil();
+    __nv_float2ull_rn: f32 => u64, |a| a.round_ties_even();
+    __nv_float2ull_rz: f32 => u64, |a| a.trunc();
+    __nv_float2ull_rd: f32 => u64, |a| a.floor();
+    __nv_float2ull_ru: f32 => u64, |a| a.ceil();
+    __nv_double2int_rn: f64 => i32, |a| a.round_ties_even();
+    __nv_double2int_rz: f64 => i32, |a| a.trunc();
+    __nv_double2int_rd: f64 => i32, |a| a.floor();
+    __nv_double2int_ru: f64 => i32, |a| a.ceil();
+    __nv_double2uint_rn: f64 => u32, |a| a.round_ties_even();
+    __nv_double2uint_rz: f64 => u32, |a| a.trunc();
+    __nv_double2ll_rn: f64 => i64, |a| a.round_ties_even();
+    __nv_double2ll_rz: f64 => i64, |a| a.trunc();
+    __nv_double2ll_rd: f64 => i64, |a| a.floor();
+    __nv_double2ll_ru: f64 => i64, |a| a.ceil();
+}
+
+/// A 32-bit integer to `float` in a directed rounding: the nearest conversion (exact where
+/// the integer fits 24 bits), moved one step where it went the wrong way (the integer is
+/// exact as a double, so the comparison is).
+fn int_to_float(x: f64, up: Option<bool>) -> f32 {
+    let near = x as f32;
+    let d = f64::from(near);
+    match up {
+        Some(true) if d < x => f32::from_bits(if near >= 0.0 { near.to_bits() + 1 } else { near.to_bits() - 1 }),
+        Some(false) if d > x => f32::from_bits(if near > 0.0 { near.to_bits() - 1 } else { near.to_bits() + 1 }),
+        // Toward zero: down for positive values, up for negative ones.
+        None if d.abs() > x.abs() => f32::from_bits(near.to_bits() - 1),
+        _ => near,
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn __nv_int2float_rn(a: i32) -> f32 {
+    a as f32
+}
+#[no_mangle]
+pub extern "C" fn __nv_int2float_ru(a: i32) -> f32 {
+    int_to_float(f64::from(a), Some(true))
+}
+#[no_mangle]
+pub extern "C" fn __nv_int2float_rd(a: i32) -> f32 {
+    int_to_float(f64::from(a), Some(false))
+}
+#[no_mangle]
+pub extern "C" fn __nv_int2float_rz(a: i32) -> f32 {
+    int_to_float(f64::from(a), None)
+}
+#[no_mangle]
+pub extern "C" fn __nv_uint2float_rn(a: u32) -> f32 {
+    a as f32
+}
+#[no_mangle]
+pub extern "C" fn __nv_uint2float_ru(a: u32) -> f32 {
+    int_to_float(f64::from(a), Some(true))
+}
+#[no_mangle]
+pub extern "C" fn __nv_uint2float_rd(a: u32) -> f32 {
+    int_to_float(f64::from(a), Some(false))
+}
+#[no_mangle]
+pub extern "C" fn __nv_uint2float_rz(a: u32) -> f32 {
+    int_to_float(f64::from(a), None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bit_functions_as_ptx_defines_them() {
+        assert_eq!(__nv_byte_perm(0x4433_2211, 0x8877_6655, 0x0000_3210), 0x4433_2211);
+        assert_eq!(__nv_byte_perm(0x4433_2211, 0x8877_6655, 0x0000_7654), 0x8877_6655);
+        assert_eq!(__nv_byte_perm(0x4433_2211, 0x8877_6655, 0x0000_0123), 0x1122_3344);
+        assert_eq!(__nv_umul24(0x0100_0003, 5), 15);
+        assert_eq!(__nv_mul24(0x00ff_ffff, 2), -2);
+        assert_eq!(__nv_ffs(0), 0);
+        assert_eq!(__nv_ffs(8), 4);
+        assert_eq!(__nv_ffsll(1 << 40), 41);
+        assert_eq!(__nv_clz(1), 31);
+        assert_eq!(__nv_brev(1), 0x8000_0000);
+        assert_eq!(__nv_popcll(u64::MAX), 64);
+        assert_eq!(__nv_umulhi(u32::MAX, u32::MAX), u32::MAX - 1);
+        assert_eq!(__nv_mulhi(-1, 1), -1);
+        assert_eq!(__nv_sad(-3, 4, 1), 8);
+        assert_eq!(__nv_uhadd(u32::MAX, u32::MAX), u32::MAX);
+        assert_eq!(__nv_rhadd(1, 2), 2);
+    }
+
+    #[test]
+    fn conversions_round_and_saturate_as_cvt() {
+        assert_eq!(__nv_float2int_rn(2.5), 2);
+        assert_eq!(__nv_float2int_rn(3.5), 4);
+        assert_eq!(__nv_float2int_rd(-1.5), -2);
+        assert_eq!(__nv_float2int_ru(-1.5), -1);
+        assert_eq!(__nv_float2int_rz(f32::NAN), 0);
+        assert_eq!(__nv_float2int_rz(1e20), i32::MAX);
+        assert_eq!(__nv_float2uint_rz(-5.0), 0);
+        assert_eq!(__nv_float2ll_rn(-2.5), -2);
+        // 2^24 + 1 is not a float: down to 2^24, up to 2^24 + 2.
+        let x = (1 << 24) + 1;
+        assert_eq!(__nv_int2float_rd(x), 16_777_216.0);
+        assert_eq!(__nv_int2float_ru(x), 16_777_218.0);
+        assert_eq!(__nv_int2float_rz(-x), -16_777_216.0);
+        assert_eq!(__nv_int2float_ru(-x), -16_777_216.0);
+        assert_eq!(__nv_int2float_rd(-x), -16_777_218.0);
+        assert_eq!(__nv_uint2float_rz(u32::MAX), 4_294_967_040.0);
+        assert_eq!(__nv_int2float_ru(7), 7.0);
+    }
 
     #[test]
     fn integer_and_saturating_functions() {

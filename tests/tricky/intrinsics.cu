@@ -1,0 +1,86 @@
+// CUDA's integer, bit, conversion and round-to-nearest intrinsics, checked against a host
+// reference written from their definitions: exact on every device.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cmath>
+#include <cuda_runtime.h>
+#include "../programs/check.h"
+
+__global__ void intrinsics(const unsigned *in, unsigned *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  unsigned x = in[i], y = in[(i + 1) % n];
+  float f = __uint_as_float((x & 0x807fffffu) | 0x3f800000u) * (float)(i % 200 - 100);
+  unsigned *o = out + 16 * i;
+  o[0] = __byte_perm(x, y, i & 0x7777);
+  o[1] = __umul24(x, y);
+  o[2] = (unsigned)__mul24((int)x, (int)y);
+  o[3] = (unsigned)__ffs((int)x);
+  o[4] = (unsigned)__popc(x);
+  o[5] = (unsigned)__clz((int)y);
+  o[6] = __brev(x);
+  o[7] = __umulhi(x, y);
+  o[8] = (unsigned)__float2int_rn(f);
+  o[9] = (unsigned)__float2int_rd(f);
+  o[10] = (unsigned)(__float2ll_rz(f * 1e6f) >> 8);
+  o[11] = __float_as_uint(__int2float_ru((int)x));
+  o[12] = __float_as_uint(__fsqrt_rn(fabsf(f)));
+  o[13] = __float_as_uint(__fdiv_rn(f, 3.0f));
+  o[14] = __float_as_uint(__fmaf_rn(f, f, -1.0f));
+  o[15] = (unsigned)__ffsll((long long)x << 20);
+}
+
+static unsigned bits(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static float from_bits(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+
+int main(int argc, char **argv) {
+  const int n = argc > 1 ? atoi(argv[1]) : 1000;
+  unsigned *in = new unsigned[n], *got = new unsigned[16 * n];
+  unsigned s = 12345;
+  for (int i = 0; i < n; i++) in[i] = s = s * 1103515245u + 12345u + (i % 7 == 0 ? 0 : s >> 7);
+  unsigned *din, *dout;
+  cudaMalloc(&din, n * sizeof(unsigned));
+  cudaMalloc(&dout, 16 * n * sizeof(unsigned));
+  cudaMemcpy(din, in, n * sizeof(unsigned), cudaMemcpyHostToDevice);
+  intrinsics<<<(n + 63) / 64, 64>>>(din, dout, n);
+  cudaMemcpy(got, dout, 16 * n * sizeof(unsigned), cudaMemcpyDeviceToHost);
+  int bad = 0;
+  for (int i = 0; i < n; i++) {
+    unsigned x = in[i], y = in[(i + 1) % n], w[16];
+    float f = from_bits((x & 0x807fffffu) | 0x3f800000u) * (float)(i % 200 - 100);
+    unsigned long long yx = ((unsigned long long)y << 32) | x;
+    unsigned sel = i & 0x7777, perm = 0;
+    for (int b = 0; b < 4; b++) perm |= (unsigned)((yx >> (8 * ((sel >> (4 * b)) & 7))) & 0xff) << (8 * b);
+    w[0] = perm;
+    w[1] = (x & 0xffffff) * (y & 0xffffff);
+    w[2] = (unsigned)((int)(x << 8) >> 8) * (unsigned)((int)(y << 8) >> 8);
+    w[3] = x ? (unsigned)__builtin_ctz(x) + 1 : 0;
+    w[4] = (unsigned)__builtin_popcount(x);
+    w[5] = y ? (unsigned)__builtin_clz(y) : 32;
+    unsigned r = 0;
+    for (int b = 0; b < 32; b++) r |= ((x >> b) & 1u) << (31 - b);
+    w[6] = r;
+    w[7] = (unsigned)(((unsigned long long)x * y) >> 32);
+    w[8] = (unsigned)(int)nearbyintf(f);
+    w[9] = (unsigned)(int)floorf(f);
+    w[10] = (unsigned)((long long)truncf(f * 1e6f) >> 8);
+    double exact = (double)(int)x;
+    float near = (float)(int)x;
+    w[11] = bits((double)near < exact ? nextafterf(near, INFINITY) : near);
+    w[12] = bits(sqrtf(fabsf(f)));
+    w[13] = bits(f / 3.0f);
+    w[14] = bits(fmaf(f, f, -1.0f));
+    unsigned long long z = (unsigned long long)(long long)x << 20;
+    w[15] = z ? (unsigned)__builtin_ctzll(z) + 1 : 0;
+    for (int k = 0; k < 16; k++) {
+      if (got[16 * i + k] != w[k]) {
+        if (bad < 5) printf("element %d, result %d: %08x, want %08x\n", i, k, got[16 * i + k], w[k]);
+        bad++;
+      }
+    }
+  }
+  printf("checksum %016llx\n", fnv1a(got, 16 * n * sizeof(unsigned)));
+  printf("%s: %d wrong\n", bad ? "FAIL" : "PASS", bad);
+  return bad != 0;
+}
