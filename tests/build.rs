@@ -262,3 +262,22 @@ fn a_crash_inside_the_compiler_is_survived_and_named() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("hpvm-mgpu crashed on this file"), "{}", stderr(&out));
 }
+
+/// Host files build as nvcc's host compiler builds them: old-style C (implicit declarations,
+/// implicit int) with warnings, and C++ including CUDA's headers without an `-I`.
+#[test]
+fn host_files_build_as_nvcc_builds_them() {
+    let dir = TempDir::new("host-files");
+    let exe = dir.path_str("old");
+    let out = hpvm_mgpu(&["build", "tests/inputs/host/old_style.c", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("warning: call to undeclared function 'helper'"), "{}", stderr(&out));
+    let run = run_program(std::path::Path::new(&exe), &[], &[]);
+    assert_eq!(stdout(&run), "6\n");
+    let exe = dir.path_str("host");
+    let out = hpvm_mgpu(&["build", "tests/inputs/host/cuda_host.cpp", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = run_program(std::path::Path::new(&exe), &[], &[("HPVM_MGPU_DEVICES", "cpu:2")]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert_eq!(stdout(&run), "devices 1\n");
+}

@@ -99,9 +99,25 @@ pub fn compile_source(src: &Path, lang: Language, opts: &ClangOptions, out: &Pat
         // Two halves, never one file of IR: see `crate::cuda::load`.
         Language::Cuda => return Err(Error::Cuda(format!("{}: CUDA sources are read by cuda::load", src.display()))),
     });
+    if lang == Language::C {
+        // gcc's leniency, which nvcc's host compiler has: C89's implicit declarations and
+        // implicit int, and loose pointer conversions, are warnings, not errors.
+        cmd.args([
+            "-Wno-error=implicit-function-declaration",
+            "-Wno-error=implicit-int",
+            "-Wno-error=int-conversion",
+            "-Wno-error=incompatible-pointer-types",
+            "-Wno-error=return-type",
+        ]);
+    }
     add_user_flags(&mut cmd, opts);
     // After the user's -I, so a user's own hpvm.h wins, as with any system header.
     cmd.arg("-isystem").arg(scratch.path());
+    // CUDA's headers, as nvcc gives them to its host compiler: a host file of a CUDA program
+    // includes `cuda_runtime.h` without saying where it is.
+    if let Some(cuda) = crate::toolchain::cuda_path().filter(|p| p.join("include/cuda_runtime.h").is_file()) {
+        cmd.arg("-isystem").arg(cuda.join("include"));
+    }
     add_ir_flags(&mut cmd, opts);
     cmd.arg("-c").arg(src).arg("-o").arg(out);
     run_clang(cmd, &clang, src, opts)
