@@ -192,17 +192,143 @@ impl ClangArgs {
 }
 
 /// C compilers spell it `-std=c11`, and nvcc `-arch=sm_90` (or `--gpu-architecture=sm_90`);
-/// clap wants long options with two dashes, and ours is `--gpu-arch`.
+/// clap wants long options with two dashes, and ours is `--gpu-arch`. nvcc's other spellings
+/// are taken as nvcc means them ([`nvcc_flag`]), so a Makefile's nvcc line works unchanged.
 pub fn normalize_args(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
-    args.map(|a| match a.to_str() {
-        Some(s) if s.starts_with("-std=") => OsString::from(format!("-{s}")),
-        Some(s) if s.starts_with("-arch=") => OsString::from(format!("--gpu-arch={}", &s["-arch=".len()..])),
-        Some(s) if s.starts_with("--gpu-architecture=") => {
-            OsString::from(format!("--gpu-arch={}", &s["--gpu-architecture=".len()..]))
+    let mut out = Vec::new();
+    let mut args = args.peekable();
+    while let Some(a) = args.next() {
+        let Some(s) = a.to_str() else {
+            out.push(a);
+            continue;
+        };
+        // Flags whose value may come as the next word.
+        let (flag, value) = match s.split_once('=') {
+            Some((f, v)) if NVCC_WITH_VALUE.contains(&f) => (f, Some(v.to_string())),
+            _ if NVCC_WITH_VALUE.contains(&s) => (s, args.next().and_then(|v| v.into_string().ok())),
+            _ => (s, None),
+        };
+        match nvcc_flag(flag, value.as_deref()) {
+            Some(Nvcc::Args(words)) => out.extend(words.into_iter().map(OsString::from)),
+            Some(Nvcc::Refuse(why)) => {
+                eprintln!("hpvm-mgpu: error: {why}");
+                std::process::exit(1);
+            }
+            None => out.push(a),
         }
-        _ => a,
-    })
-    .collect()
+    }
+    out
+}
+
+/// nvcc's flags that take a value, as `-flag value` or `-flag=value`.
+const NVCC_WITH_VALUE: [&str; 14] = [
+    "-Xcompiler",
+    "--compiler-options",
+    "-Xlinker",
+    "--linker-options",
+    "-Xptxas",
+    "--ptxas-options",
+    "-gencode",
+    "--generate-code",
+    "-ccbin",
+    "--compiler-bindir",
+    "-arch",
+    "--default-stream",
+    "-maxrregcount",
+    "--maxrregcount",
+];
+
+/// What an nvcc flag becomes.
+#[derive(Debug, PartialEq)]
+enum Nvcc {
+    /// These words of ours (none: nothing to do here).
+    Args(Vec<String>),
+    /// A flag we do not take, and why.
+    Refuse(String),
+}
+
+/// One nvcc flag (with its value, where it has one) in our terms; `None`: not nvcc's.
+fn nvcc_flag(flag: &str, value: Option<&str>) -> Option<Nvcc> {
+    let none = || Some(Nvcc::Args(Vec::new()));
+    let value = value.unwrap_or("");
+    match flag {
+        "-std" | "--std" => None,
+        f if f.starts_with("-std=") => Some(Nvcc::Args(vec![format!("-{f}")])),
+        "-arch" | "--gpu-architecture" => Some(Nvcc::Args(vec![format!("--gpu-arch={}", sm_of(value))])),
+        f if f.starts_with("-arch=") => Some(Nvcc::Args(vec![format!("--gpu-arch={}", sm_of(&f["-arch=".len()..]))])),
+        f if f.starts_with("--gpu-architecture=") => {
+            Some(Nvcc::Args(vec![format!("--gpu-arch={}", sm_of(&f["--gpu-architecture=".len()..]))]))
+        }
+        // `arch=compute_80,code=sm_80`: the code's architecture is what the build targets.
+        "-gencode" | "--generate-code" => {
+            let code = value.split(',').find_map(|p| p.strip_prefix("code=")).unwrap_or("");
+            let code = code.trim_matches(|c| c == '"' || c == '[' || c == ']').split(',').next().unwrap_or("");
+            match code.strip_prefix("sm_").or_else(|| code.strip_prefix("compute_")) {
+                Some(n) => Some(Nvcc::Args(vec![format!("--gpu-arch=sm_{n}")])),
+                None => Some(Nvcc::Refuse(format!("-gencode {value}: expected arch=compute_XX,code=sm_XX"))),
+            }
+        }
+        // The host compiler's flags: include paths and macros are ours too; OpenMP is not taken
+        // yet; warnings, debug info and code-generation tuning change no result and are left
+        // to our own choices.
+        "-Xcompiler" | "--compiler-options" => {
+            let mut words = Vec::new();
+            for w in value.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+                if w == "-fopenmp" || w.starts_with("-fopenmp=") {
+                    return Some(Nvcc::Refuse(format!(
+                        "-Xcompiler {w}: OpenMP in host code is not taken yet (a later version builds it with LLVM's libomp)"
+                    )));
+                }
+                if w.starts_with("-I") || w.starts_with("-D") || w.starts_with("-std=") {
+                    words.push(if w.starts_with("-std=") { format!("-{w}") } else { w.to_string() });
+                }
+            }
+            Some(Nvcc::Args(words))
+        }
+        "-Xlinker" | "--linker-options" => {
+            Some(Nvcc::Refuse(format!("{flag} {value}: linker options are not taken yet; give libraries as -l and -L")))
+        }
+        // Device-code options of NVIDIA's toolchain: our device code is LLVM's, at IEEE
+        // precision (fast math would only make it less precise), with line information, one
+        // module per file, and `constexpr` and lambdas as clang's CUDA takes them.
+        "-Xptxas" | "--ptxas-options" | "-ccbin" | "--compiler-bindir" | "-maxrregcount" | "--maxrregcount" => none(),
+        // Launches run in program order on every stream, which per-thread default streams allow.
+        "--default-stream" => none(),
+        "--use_fast_math"
+        | "-use_fast_math"
+        | "--expt-relaxed-constexpr"
+        | "-expt-relaxed-constexpr"
+        | "--expt-extended-lambda"
+        | "-expt-extended-lambda"
+        | "--extended-lambda"
+        | "-extended-lambda"
+        | "-lineinfo"
+        | "--generate-line-info"
+        | "-m64"
+        | "-Wno-deprecated-gpu-targets"
+        | "-Wno-deprecated-declarations"
+        | "-restrict"
+        | "--restrict"
+        | "--resource-usage"
+        | "-res-usage" => none(),
+        f if f.starts_with("-rdc=") || f.starts_with("--relocatable-device-code=") => none(),
+        f if f.starts_with("-maxrregcount=") || f.starts_with("--ptxas-options=") || f.starts_with("-Xptxas=") => {
+            none()
+        }
+        // NVIDIA's runtime: ours is linked in its place.
+        "-lcudart" | "-lcudart_static" | "-lcudadevrt" => none(),
+        "-G" | "--device-debug" => {
+            eprintln!("hpvm-mgpu: note: -G (device debugging) is taken as line information only");
+            none()
+        }
+        _ => None,
+    }
+}
+
+/// `sm_80`, `compute_80` or `80` as `sm_80`.
+fn sm_of(arch: &str) -> String {
+    let n = arch.strip_prefix("sm_").or_else(|| arch.strip_prefix("compute_")).unwrap_or(arch);
+    format!("sm_{n}")
 }
 
 /// Runs the command; `languages` are [`input_languages`] of the command line.
@@ -295,4 +421,37 @@ pub fn report(e: &Error) {
         _ => {}
     }
     eprintln!("hpvm-mgpu: error: {e}");
+}
+
+#[cfg(test)]
+mod nvcc_tests {
+    use super::*;
+
+    fn norm(args: &[&str]) -> Vec<String> {
+        normalize_args(args.iter().map(OsString::from)).into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    #[test]
+    fn nvcc_spellings_become_ours() {
+        assert_eq!(
+            norm(&["build", "-arch=sm_60", "-Xcompiler", "-Wall,-O3,-I/x", "-std=c++14", "a.cu"]),
+            ["build", "--gpu-arch=sm_60", "-I/x", "--std=c++14", "a.cu"]
+        );
+        assert_eq!(
+            norm(&["build", "-gencode", "arch=compute_80,code=sm_80", "a.cu"]),
+            ["build", "--gpu-arch=sm_80", "a.cu"]
+        );
+        assert_eq!(
+            norm(&["build", "-gencode=arch=compute_90,code=sm_90", "a.cu"]),
+            ["build", "--gpu-arch=sm_90", "a.cu"]
+        );
+        assert_eq!(norm(&["build", "-arch", "sm_70", "a.cu"]), ["build", "--gpu-arch=sm_70", "a.cu"]);
+        assert_eq!(
+            norm(&["build", "--use_fast_math", "--expt-relaxed-constexpr", "-lineinfo", "-rdc=true", "a.cu"]),
+            ["build", "a.cu"]
+        );
+        assert_eq!(norm(&["build", "-ccbin", "g++", "-Xptxas", "-v", "a.cu"]), ["build", "a.cu"]);
+        assert_eq!(nvcc_flag("-Xcompiler", Some("-fopenmp")).map(|n| matches!(n, Nvcc::Refuse(_))), Some(true));
+        assert_eq!(nvcc_flag("-o", None), None);
+    }
 }
