@@ -238,6 +238,23 @@ pub fn compile(
         f.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("noinline"));
         make_inline(&ctx, f);
     }
+    // Device printf: the GPU's own `vprintf`, which the driver provides.
+    if let Some(f) = gpu.get_function(hpvm_core::cuda::PRINTF) {
+        for bb in f.get_basic_blocks() {
+            // SAFETY: the function's own blocks, replaced by the one made below.
+            unsafe { bb.delete() }.map_err(|()| Error::Llvm("cannot empty the printf function".into()))?;
+        }
+        b.position_at_end(ctx.append_basic_block(f, "entry"));
+        let vprintf = intrinsic(&gpu, "vprintf", f.get_type());
+        let args: Vec<BasicMetadataValueEnum> = f.get_param_iter().map(Into::into).collect();
+        let call = b.build_call(vprintf, &args, "")?;
+        match call.try_as_basic_value().basic() {
+            Some(v) => b.build_return(Some(&v))?,
+            None => b.build_return(None)?,
+        };
+        f.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("noinline"));
+        make_inline(&ctx, f);
+    }
     if let Some(f) = gpu.get_function("__hpvm__barrier") {
         if f.count_basic_blocks() == 0 {
             let bb = ctx.append_basic_block(f, "entry");
@@ -582,6 +599,8 @@ fn resolve<'ctx>(
             .filter(|f| f.count_basic_blocks() > 0 && f.get_type() == callee.get_type());
         match name.as_str() {
             OUT_SLOT => replace.push((inst, levels.out_slot.as_basic_value_enum())),
+            // Device printf: the driver provides it.
+            "vprintf" => {}
             n if n.starts_with("llvm.") => {
                 if let Some(f) = in_libdevice {
                     replace.push((inst, call_instead(f)?));

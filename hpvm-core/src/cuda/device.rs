@@ -717,9 +717,11 @@ fn resolve<'ctx>(
         } else if let Some(rest) = warp_function(&name) {
             retarget_to_warp(dev, inst.0, callee, rest);
             None
-        } else if name.starts_with("llvm.nvvm.") || name.starts_with("__nv_") || name == "vprintf" {
+        } else if name == "vprintf" {
+            retarget_printf(dev, inst.0, callee);
+            None
+        } else if name.starts_with("llvm.nvvm.") || name.starts_with("__nv_") {
             let what = match name.as_str() {
-                "vprintf" => "printf in device code".to_string(),
                 n if n.starts_with("llvm.nvvm.shfl") || n.contains("vote") || n.contains("match") => {
                     format!("a warp function (`{n}`)")
                 }
@@ -798,6 +800,35 @@ fn retarget_to_warp(dev: &Module<'_>, inst: LLVMValueRef, callee: LLVMValueRef, 
         b.build_call(stop, &[], "").expect("call");
         match ty.get_return_type() {
             Some(t) => b.build_return(Some(&t.const_zero())).expect("ret"),
+            None => b.build_return(None).expect("ret"),
+        };
+        f
+    });
+    unsafe { LLVMSetOperand(inst, LLVMGetNumOperands(inst) as u32 - 1, f.as_value_ref()) };
+}
+
+/// The function standing for device `printf` (clang's `vprintf(format, arguments)`, the
+/// arguments packed in a struct): on the CPU, the runtime's `hpvm_rt_device_printf`, which
+/// reads that struct; the GPU backend gives it a call of the GPU's own `vprintf`. (libc's
+/// `vprintf` takes a `va_list`: the call must never reach it.)
+pub const PRINTF: &str = "hpvm.printf";
+
+fn retarget_printf(dev: &Module<'_>, inst: LLVMValueRef, callee: LLVMValueRef) {
+    let f = dev.get_function(PRINTF).unwrap_or_else(|| {
+        let ctx = dev.get_context();
+        let ty = unsafe { inkwell::types::FunctionType::new(LLVMGlobalGetValueType(callee)) };
+        let f = dev.add_function(PRINTF, ty, Some(Linkage::Internal));
+        let kind = Attribute::get_named_enum_kind_id("noinline");
+        f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(kind, 0));
+        let cpu = dev
+            .get_function("hpvm_rt_device_printf")
+            .unwrap_or_else(|| dev.add_function("hpvm_rt_device_printf", ty, None));
+        let b = ctx.create_builder();
+        b.position_at_end(ctx.append_basic_block(f, "entry"));
+        let args: Vec<BasicMetadataValueEnum> = f.get_param_iter().map(Into::into).collect();
+        let r = b.build_call(cpu, &args, "").expect("call").try_as_basic_value().basic();
+        match r {
+            Some(v) => b.build_return(Some(&v)).expect("ret"),
             None => b.build_return(None).expect("ret"),
         };
         f

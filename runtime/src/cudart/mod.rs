@@ -40,6 +40,7 @@
 
 mod launch;
 mod libdevice;
+mod printf;
 
 use crate::abi::guard;
 use crate::devices::{devices, inflight, DeviceLimits};
