@@ -83,18 +83,33 @@ fn the_analysis_proves_kernels_and_names_what_stops_it_at_the_users_line() {
 #[test]
 fn unsupported_cuda_is_a_build_error_at_the_users_line() {
     let dir = TempDir::new("cuda-unsupported");
-    for (src, want) in [(
+    let (src, want) = (
         "tests/inputs/cuda/recursion.cu",
         "tests/inputs/cuda/recursion.cu:4:54: error: kernel `facts` calls `fact` recursively",
-    )] {
-        let exe = dir.join("app");
-        let out = hpvm_mgpu(&["build", src, "-o", exe.to_str().unwrap()]);
-        let err = stderr(&out);
-        assert_eq!(out.status.code(), Some(1), "{src}:\n{err}");
-        assert!(err.contains(want), "{src}: expected `{want}` in:\n{err}");
-        assert!(!err.contains("panicked") && !err.contains("hpvm-mgpu: error:"), "{err}");
-        assert!(!exe.exists());
-    }
+    );
+    let exe = dir.join("app");
+    let out = hpvm_mgpu(&["build", src, "-o", exe.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{src}:\n{err}");
+    assert!(err.contains(want), "{src}: expected `{want}` in:\n{err}");
+    assert!(!err.contains("panicked") && !err.contains("hpvm-mgpu: error:"), "{err}");
+    assert!(!exe.exists());
+}
+
+/// Inline PTX with no CPU equivalent (a texture fetch) builds, runs as written on GPUs, and on
+/// simulated devices stops the program naming the statement and the user's line: never a
+/// silent wrong value.
+#[test]
+fn inline_ptx_without_a_cpu_equivalent_stops_at_its_line() {
+    let dir = TempDir::new("cuda-texture");
+    let exe = dir.join("app");
+    let out = hpvm_mgpu(&["build", "tests/inputs/cuda/texture.cu", "-o", exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = run_program(&exe, &[], &[("HPVM_MGPU_DEVICES", "cpu:1")]);
+    assert_eq!(run.status.code(), Some(1));
+    let err = stderr(&run);
+    assert!(err.contains("tests/inputs/cuda/texture.cu:5:22: inline PTX `tex.1d.v4.f32.s32"), "{err}");
+    assert!(err.contains("runs only on GPUs"), "{err}");
 }
 
 /// nvcc's spelling of the architecture and `-x cuda` for a file named otherwise.
