@@ -27,6 +27,11 @@ pub const POISON_UP_TO: usize = 64 << 20;
 /// span many. `HPVM_MGPU_GRANULE=SIZE` (a power of two, at least a page) sets another.
 pub const SIM_GRANULE: u64 = 64 << 10;
 
+/// The bytes a reservation of `bytes` spans: whole pages, then the read-only slack.
+fn reserved_span(bytes: u64) -> u64 {
+    bytes.max(1).div_ceil(4096) * 4096 + super::SLACK
+}
+
 pub(crate) fn sim_granule() -> u64 {
     static G: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *G.get_or_init(|| {
@@ -188,7 +193,7 @@ impl Device for SimDevice {
             return Ok(self.fake(bytes));
         }
         // Followed by [`super::SLACK`] bytes of read-only zero pages, which no copy backs.
-        let total = bytes.max(1).div_ceil(4096) * 4096 + super::SLACK;
+        let total = reserved_span(bytes);
         // SAFETY: a new private anonymous mapping; nothing else refers to it.
         let p = unsafe {
             libc::mmap(
@@ -212,7 +217,7 @@ impl Device for SimDevice {
             unsafe { libc::munmap(p, total as usize) };
             return Err(format!("{}: cannot reserve {bytes} bytes ({why})", self.name));
         }
-        self.reservations.lock().unwrap_or_else(|e| e.into_inner()).insert(p as u64, total);
+        self.reservations.lock().unwrap_or_else(|e| e.into_inner()).insert(p as u64, bytes.max(1));
         Ok(p as u64)
     }
 
@@ -262,8 +267,9 @@ impl Device for SimDevice {
         }
         let size = self.reservations.lock().unwrap_or_else(|e| e.into_inner()).remove(&addr);
         let size = size.ok_or_else(|| format!("{}: freeing {addr:#x}, which it did not reserve", self.name))?;
-        // SAFETY: a reservation of this device's, unmapped once (removed from the table).
-        if unsafe { libc::munmap(addr as *mut libc::c_void, size as usize) } != 0 {
+        // SAFETY: a reservation of this device's and its slack, unmapped once (removed from
+        // the table).
+        if unsafe { libc::munmap(addr as *mut libc::c_void, reserved_span(size) as usize) } != 0 {
             return Err(format!("{}: cannot free a reservation: {}", self.name, std::io::Error::last_os_error()));
         }
         Ok(())
@@ -304,8 +310,8 @@ impl Drop for SimDevice {
             unsafe { std::alloc::dealloc(addr as *mut u8, layout) };
         }
         for (addr, size) in self.reservations.get_mut().unwrap_or_else(|e| e.into_inner()).drain() {
-            // SAFETY: still reserved (it is in the table).
-            unsafe { libc::munmap(addr as *mut libc::c_void, size as usize) };
+            // SAFETY: still reserved (it is in the table), with its slack.
+            unsafe { libc::munmap(addr as *mut libc::c_void, reserved_span(size) as usize) };
         }
     }
 }
@@ -361,6 +367,9 @@ mod tests {
         assert_eq!(bytes[0], 7);
         d.map(a + 2 * g, g).unwrap();
         assert!(d.map(a + 4 * g, g).is_err(), "outside the reservation");
+        // Past the end: read-only zeros, the slack a GPU's allocation would have.
+        // SAFETY: the slack page after the reservation, readable.
+        assert_eq!(unsafe { ((a + 4 * g) as *const u8).read() }, 0);
         d.unmap(a, 4 * g).unwrap();
         d.unreserve(a).unwrap();
         assert!(d.unreserve(a).is_err());
