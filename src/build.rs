@@ -17,6 +17,7 @@ use inkwell::targets::{FileType, TargetMachine};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[derive(Clone)]
 pub struct BuildOptions {
     pub inputs: Vec<PathBuf>,
     /// Per input, the language `-x` gave it (`None`: from its extension).
@@ -92,10 +93,23 @@ pub fn build(opts: &BuildOptions) -> Result<()> {
             if stops_early { outputs[i].clone() } else { scratch.path().join(format!("{i}-{}.o", stem_of(input))) };
         // In a child process: an abort inside LLVM, Polly or ISL is reported, and what it
         // left in the scratch directory goes with it.
-        let outcome = isolate::run(scratch.path(), "compile", |_| {
-            compile_one(input, language, opts, &out, stops_early, scratch.path())?;
-            Ok(Vec::new())
-        })?;
+        let compile = |opts: &BuildOptions| {
+            isolate::run(scratch.path(), "compile", |_| {
+                compile_one(input, language, opts, &out, stops_early, scratch.path())?;
+                Ok(Vec::new())
+            })
+        };
+        let mut outcome = compile(opts)?;
+        if let (isolate::Outcome::Crashed { how, .. }, Some(_)) = (&outcome, &opts.gpu_arch) {
+            // LLVM's NVPTX backend aborts on some code: the file's kernels then run on the
+            // CPU, and the program builds.
+            eprintln!(
+                "{}: warning: compiling this file's kernels for the GPU crashed ({how}); they run on the CPU. This \
+                 is a bug of hpvm-mgpu: please report it with the file",
+                input.display()
+            );
+            outcome = compile(&BuildOptions { gpu_arch: None, ..opts.clone() })?;
+        }
         match outcome {
             isolate::Outcome::Done(_) => {}
             isolate::Outcome::Reported => return Err(Error::Reported),
