@@ -696,7 +696,7 @@ fn resolve<'ctx>(
             Some(b.build_int_truncate(c, ctx.i32_type(), "clock").map_err(llvm)?.as_value_ref())
         } else if name == "llvm.nvvm.barrier0"
             || (name == "llvm.nvvm.barrier.sync"
-                && Val(inst.0).call_args().first().and_then(|a| a.const_u64()) == Some(0))
+                && Val(inst.0).call_args().first().and_then(|&a| through_slots(a)) == Some(0))
         {
             // `bar.sync 0`, as `__syncthreads` is (the other barriers are named, and not taken).
             Some(b.build_call(hpvm.barrier, &[], "").map_err(llvm)?.as_value_ref())
@@ -755,6 +755,18 @@ fn resolve<'ctx>(
         }
     }
     Ok(())
+}
+
+/// The constant `v` is, through the stack slots unoptimized code keeps values in (an inlined
+/// `__barrier_sync(0)` from cooperative groups passes its 0 through one).
+fn through_slots(mut v: Val) -> Option<u64> {
+    for _ in 0..8 {
+        if let Some(c) = v.const_u64() {
+            return Some(c);
+        }
+        v = v.slot_value()?;
+    }
+    None
 }
 
 fn llvm(e: inkwell::builder::BuilderError) -> Error {
