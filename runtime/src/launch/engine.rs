@@ -33,6 +33,10 @@ pub struct Engine<'m> {
     pub place: Place,
     /// Launch units may return with their GPU work in flight (a CUDA program's launch).
     pub asynchronous: bool,
+    /// Every tracked buffer is current on the host and held there alone for the rest of this
+    /// run (a unit whose leaf keeps pointers in memory, [`crate::desc::NodeDesc::indirect`],
+    /// made it so once): its leaves need not do it again, block after block.
+    pub host_current: bool,
 }
 
 impl Engine<'_> {
@@ -66,16 +70,30 @@ impl Engine<'_> {
                     self.module.stats[n as usize].record(total as u64, start.nanos());
                     return;
                 }
+                let leaf = match shape {
+                    crate::desc::KernelKind::Blocks { leaf, .. } => *leaf,
+                    crate::desc::KernelKind::Grid => n,
+                };
+                if self.module.node(leaf).indirect.is_some() {
+                    // `run_unit` made every buffer the host's for it.
+                    let engine = Engine { host_current: true, ..*self };
+                    engine.run_box(n, args, parent, grid, GridBox::whole(grid), outs);
+                    self.module.stats[n as usize].record(total as u64, start.nanos());
+                    return;
+                }
             }
-            if node.is_leaf() && devices().count() > 0 && node.indirect.is_some() {
-                // It may reach any buffer through the pointers it keeps in memory.
-                memory::host_access_all();
-            } else if node.is_leaf() && devices().count() > 0 {
-                // A device may hold the current copy of what this host leaf touches.
-                for p in node.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
-                    let Some(ptr) = read_u64(&args.base, p.offset as usize) else { continue };
-                    let bytes = p.size_param.and_then(|i| int_param(node, &args.base, i)).unwrap_or(0).max(0) as usize;
-                    memory::host_access(ptr as usize, bytes, p.write || !p.read);
+            if node.is_leaf() && devices().count() > 0 && !self.host_current {
+                if node.indirect.is_some() {
+                    // It may reach any buffer through the pointers it keeps in memory.
+                    memory::host_access_all();
+                } else {
+                    // A device may hold the current copy of what this host leaf touches.
+                    for p in node.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
+                        let Some(ptr) = read_u64(&args.base, p.offset as usize) else { continue };
+                        let bytes =
+                            p.size_param.and_then(|i| int_param(node, &args.base, i)).unwrap_or(0).max(0) as usize;
+                        memory::host_access(ptr as usize, bytes, p.write || !p.read);
+                    }
                 }
             }
         }

@@ -174,7 +174,7 @@ fn engine(loaded: &Loaded, asynchronous: bool) -> Engine<'_> {
     if loaded.module.ptx.is_some() && !devices().on_gpus() {
         notice_gpu_nodes_on_cpu();
     }
-    Engine { module: &loaded.module, plans: &loaded.plans, place: Place::Host, asynchronous }
+    Engine { module: &loaded.module, plans: &loaded.plans, place: Place::Host, asynchronous, host_current: false }
 }
 
 impl Launch {
@@ -545,7 +545,13 @@ fn run_root_item(m: &Loaded, root: u32, args: &[u8]) -> Vec<u8> {
 /// `args` over `grid`, as the engine would make it. False when it ran on the host.
 #[doc(hidden)]
 pub fn bench_launch(loaded: &Loaded, node: u32, args: Vec<u8>, grid: [i64; 3]) -> bool {
-    let e = Engine { module: &loaded.module, plans: &loaded.plans, place: Place::Host, asynchronous: false };
+    let e = Engine {
+        module: &loaded.module,
+        plans: &loaded.plans,
+        place: Place::Host,
+        asynchronous: false,
+        host_current: false,
+    };
     let Some(shape) = &loaded.module.node(node).shape else { return false };
     let parent = SendPtr(&ROOT_CTX as *const NodeCtx as *mut NodeCtx);
     let outs = SendPtr(std::ptr::null_mut());
