@@ -180,6 +180,7 @@ pub fn compile(
         g = global.get_next_global();
     }
     define_common(&gpu)?;
+    // The frontend's two-bodied functions get their GPU bodies: each one call, inlined.
     // CUDA's warp operations: their CPU bodies stop the program; on the GPU, the intrinsic.
     let warps: Vec<FunctionValue> = gpu
         .get_functions()
@@ -188,20 +189,8 @@ pub fn compile(
     for f in warps {
         let name = f.get_name().to_string_lossy().into_owned();
         let target = format!("llvm.nvvm.{}", &name[hpvm_core::cuda::WARP_PREFIX.len()..]);
-        for bb in f.get_basic_blocks() {
-            // SAFETY: the function's own blocks, replaced by the one made below.
-            unsafe { bb.delete() }.map_err(|()| Error::Llvm(format!("cannot empty {name}")))?;
-        }
-        b.position_at_end(ctx.append_basic_block(f, "entry"));
         let intr = intrinsic(&gpu, &target, f.get_type());
-        let args: Vec<BasicMetadataValueEnum> = f.get_param_iter().map(Into::into).collect();
-        let call = b.build_call(intr, &args, "")?;
-        match call.try_as_basic_value().basic() {
-            Some(v) => b.build_return(Some(&v))?,
-            None => b.build_return(None)?,
-        };
-        f.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("noinline"));
-        make_inline(&ctx, f);
+        give_gpu_body(&b, f, |b, args| Ok(b.build_call(intr, args, "")?))?;
     }
     // Inline PTX without portable code (`hpvm_core::cuda::ASM_PREFIX`): the statement as the
     // program wrote it.
@@ -222,38 +211,14 @@ pub fn compile(
             Some(c) => (c.to_string(), true),
             None => (constraints, false),
         };
-        for bb in f.get_basic_blocks() {
-            // SAFETY: the function's own blocks, replaced by the one made below.
-            unsafe { bb.delete() }.map_err(|()| Error::Llvm(format!("cannot empty {name}")))?;
-        }
-        b.position_at_end(ctx.append_basic_block(f, "entry"));
         let ty = f.get_type();
         let asm = ctx.create_inline_asm(ty, text, constraints, side_effects, false, None, false);
-        let args: Vec<BasicMetadataValueEnum> = f.get_param_iter().map(Into::into).collect();
-        let call = b.build_indirect_call(ty, asm, &args, "")?;
-        match call.try_as_basic_value().basic() {
-            Some(v) => b.build_return(Some(&v))?,
-            None => b.build_return(None)?,
-        };
-        f.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("noinline"));
-        make_inline(&ctx, f);
+        give_gpu_body(&b, f, |b, args| Ok(b.build_indirect_call(ty, asm, args, "")?))?;
     }
     // Device printf: the GPU's own `vprintf`, which the driver provides.
     if let Some(f) = gpu.get_function(hpvm_core::cuda::PRINTF) {
-        for bb in f.get_basic_blocks() {
-            // SAFETY: the function's own blocks, replaced by the one made below.
-            unsafe { bb.delete() }.map_err(|()| Error::Llvm("cannot empty the printf function".into()))?;
-        }
-        b.position_at_end(ctx.append_basic_block(f, "entry"));
         let vprintf = intrinsic(&gpu, "vprintf", f.get_type());
-        let args: Vec<BasicMetadataValueEnum> = f.get_param_iter().map(Into::into).collect();
-        let call = b.build_call(vprintf, &args, "")?;
-        match call.try_as_basic_value().basic() {
-            Some(v) => b.build_return(Some(&v))?,
-            None => b.build_return(None)?,
-        };
-        f.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("noinline"));
-        make_inline(&ctx, f);
+        give_gpu_body(&b, f, |b, args| Ok(b.build_call(vprintf, args, "")?))?;
     }
     if let Some(f) = gpu.get_function("__hpvm__barrier") {
         if f.count_basic_blocks() == 0 {
@@ -360,6 +325,29 @@ pub fn nvptx_machine(arch: &str) -> Result<TargetMachine> {
             CodeModel::Default,
         )
         .ok_or_else(|| Error::Llvm(format!("LLVM's NVPTX backend cannot target `{arch}`")))
+}
+
+/// Replaces `f`'s (CPU) body by one call that `call` builds with `f`'s parameters, returning
+/// what it returns, and lets it be inlined.
+fn give_gpu_body<'ctx>(
+    b: &Builder<'ctx>,
+    f: FunctionValue<'ctx>,
+    call: impl FnOnce(&Builder<'ctx>, &[BasicMetadataValueEnum<'ctx>]) -> Result<inkwell::values::CallSiteValue<'ctx>>,
+) -> Result<()> {
+    let ctx = f.get_type().get_context();
+    for bb in f.get_basic_blocks() {
+        // SAFETY: the function's own blocks, replaced by the one made below.
+        unsafe { bb.delete() }.map_err(|()| Error::Llvm(format!("cannot empty {}", f.get_name().to_string_lossy())))?;
+    }
+    b.position_at_end(ctx.append_basic_block(f, "entry"));
+    let args: Vec<BasicMetadataValueEnum> = f.get_param_iter().map(Into::into).collect();
+    match call(b, &args)?.try_as_basic_value().basic() {
+        Some(v) => b.build_return(Some(&v))?,
+        None => b.build_return(None)?,
+    };
+    f.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("noinline"));
+    make_inline(&ctx, f);
+    Ok(())
 }
 
 fn kernel_name(node: &str) -> String {
