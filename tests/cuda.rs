@@ -69,7 +69,7 @@ fn the_analysis_proves_kernels_and_names_what_stops_it_at_the_users_line() {
     for kernel in ["scale<float>", "stencil2d", "tiled_matmul", "reverse_block", "softplus"] {
         assert!(text.contains(&format!("node {kernel} (tests/cuda/kernels.cu:")), "{text}");
         let line = text.lines().find(|l| l.starts_with(&format!("node {kernel} "))).unwrap();
-        assert!(line.contains("partitionable, split along"), "{line}");
+        assert!(line.contains("partitionable, splittable along"), "{line}");
     }
     // atomicAdd is inlined from clang's headers; the reason points at the program's line.
     assert!(
@@ -213,6 +213,26 @@ fn scalars_the_maps_do_not_name_reuse_the_plan() {
         if devices != "cpu:1" {
             assert_eq!(advance["partitioned_launches"], 12, "{devices}: {advance}");
             assert_eq!(shifted["partitioned_launches"], 12, "{devices}: {shifted}");
+        }
+    }
+    assert!(sums.iter().all(|s| s == &sums[0]), "{sums:?}");
+}
+
+/// A 2-D kernel launched over the whole image, one band of rows (one block along `y`, the
+/// best dimension by stride) and one column of blocks (one along `x`): every launch is cut,
+/// each along a dimension that has blocks, with the host's results on every device count.
+#[test]
+fn each_launch_is_cut_along_a_dimension_with_blocks() {
+    let dir = TempDir::new("cuda-dims");
+    let exe = build_cu(&dir, "tests/cuda/dims.cu");
+    let mut sums = Vec::new();
+    for devices in ["cpu:1", "cpu:2", "cpu:4"] {
+        let (out, report) = run_with_stats(&dir, &exe, &["1000", "64"], devices);
+        sums.push(checksum(&out).expect("a checksum"));
+        let paint = node_report(&report, "paint.blocks");
+        assert_eq!(paint["runs"], 3, "{devices}: {paint}");
+        if devices != "cpu:1" {
+            assert_eq!(paint["partitioned_launches"], 3, "{devices}: {paint}");
         }
     }
     assert!(sums.iter().all(|s| s == &sums[0]), "{sums:?}");

@@ -416,7 +416,7 @@ pub fn analyze_program(
                     }
                     Split { dims: dims.clone(), chosen_by: SplitChoice::User }
                 }
-                None => Split { dims: vec![split::choose(&isl, &entry)], chosen_by: SplitChoice::Analysis },
+                None => Split { dims: split::order(&isl, &entry), chosen_by: SplitChoice::Analysis },
             };
         }
         db.nodes.push(entry);

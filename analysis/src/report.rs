@@ -19,11 +19,15 @@ fn node(s: &mut String, n: &Node) {
     let _ = write!(s, "node {} ({}): ", n.shown(), n.location);
     if n.partitionable {
         let dims: Vec<&str> = n.split.dims.iter().map(|&d| DIM[d as usize]).collect();
-        let by = match n.split.chosen_by {
-            dashdb::SplitChoice::Analysis => "largest stride",
-            dashdb::SplitChoice::User => "as asked",
+        let _ = match n.split.chosen_by {
+            dashdb::SplitChoice::Analysis => writeln!(
+                s,
+                "partitionable, splittable along {} (best first: largest stride; each launch is cut along \
+                 the first with enough blocks)",
+                dims.join(", ")
+            ),
+            dashdb::SplitChoice::User => writeln!(s, "partitionable, split along {} (as asked)", dims.join(", ")),
         };
-        let _ = writeln!(s, "partitionable, split along {} ({by})", dims.join(", "));
     } else {
         let _ = writeln!(s, "not partitionable");
         for r in &n.reasons {

@@ -1,8 +1,13 @@
-//! The split dimension (the Mekong thesis's rule): cut the grid along the dimension whose
-//! step moves the accesses furthest in memory, so that each device's part of every buffer is
-//! as few contiguous pieces as possible. For row-major `out[y][x]` written by `I[x, y]`, a
-//! step in `y` moves a whole row and a step in `x` one element: split `y`, and each device
-//! owns a band of whole rows.
+//! The split dimensions, best first (the Mekong thesis's rule for the order): a partitionable
+//! node's instances write disjoint elements, so any dimension may be cut; the best is the one
+//! whose step moves the accesses furthest in memory, so that each device's part of every
+//! buffer is as few contiguous pieces as possible. For row-major `out[y][x]` written by
+//! `I[x, y]`, a step in `y` moves a whole row and a step in `x` one element: `y` comes first,
+//! and each device owns a band of whole rows.
+//!
+//! Which one a launch is cut along is chosen at the launch, from its grid: a 1-D grid of a
+//! kernel analysed in three dimensions has one block along `y` and `z`, and cutting those
+//! would leave every block on one device.
 
 use dashdb::Node;
 use isl_glue::Isl;
@@ -16,9 +21,9 @@ fn reach(isl: &Isl, map: &str, dimensionality: u32, d: usize) -> u32 {
     }
 }
 
-/// The dimension of a partitionable node to split: the one whose step reaches furthest in the
-/// written arrays, then in the read ones; on a tie the outermost (highest) dimension.
-pub fn choose(isl: &Isl, node: &Node) -> u32 {
+/// Every dimension of a partitionable node, best to split first: the one whose step reaches
+/// furthest in the written arrays, then in the read ones; on a tie the outermost (highest).
+pub fn order(isl: &Isl, node: &Node) -> Vec<u32> {
     let score = |d: usize| {
         let mut w = 0;
         let mut r = 0;
@@ -32,5 +37,7 @@ pub fn choose(isl: &Isl, node: &Node) -> u32 {
         }
         (w, r, d)
     };
-    (0..node.dims as usize).map(score).max().map_or(0, |(_, _, d)| d as u32)
+    let mut scored: Vec<(u32, u32, usize)> = (0..node.dims as usize).map(score).collect();
+    scored.sort_by(|a, b| b.cmp(a));
+    scored.into_iter().map(|(_, _, d)| d as u32).collect()
 }

@@ -135,8 +135,11 @@ pub struct Reason {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Split {
-    /// The grid dimensions to cut along (each `< dims`, no repeats); empty when the node is
-    /// not split (always so for a node that is not partitionable).
+    /// The grid dimensions (each `< dims`, no repeats); empty when the node is not split
+    /// (always so for a node that is not partitionable). Chosen by the analysis, they are the
+    /// dimensions a launch may be cut along, best first: each launch is cut along the first
+    /// with enough blocks for its devices. Chosen by the user, every launch is cut along all
+    /// of them (slabs along the first, each cut along the next).
     pub dims: Vec<u32>,
     /// Who chose `dims`.
     pub chosen_by: SplitChoice,
@@ -146,8 +149,9 @@ pub struct Split {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SplitChoice {
-    /// The analysis, from the strides of the accesses (the dimension with the largest stride
-    /// keeps each device's part of the buffers contiguous).
+    /// The analysis, which proved every listed dimension splittable and ordered them by the
+    /// strides of the accesses (the dimension with the largest stride keeps each device's
+    /// part of the buffers contiguous).
     Analysis,
     /// The user, on the command line.
     User,

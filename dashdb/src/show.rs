@@ -1,6 +1,6 @@
 //! The readable rendering printed by `hpvm-mgpu db show FILE [--node N]`.
 
-use crate::schema::{Arg, Database, Node};
+use crate::schema::{Arg, Database, Node, SplitChoice};
 use crate::{Error, Result};
 use std::fmt::{self, Display, Formatter};
 
@@ -100,7 +100,14 @@ fn fmt_node(f: &mut Formatter<'_>, node: &Node) -> fmt::Result {
         writeln!(f, "  split: none")?;
     } else {
         let dims: Vec<String> = node.split.dims.iter().map(|&d| format!("{} (dimension {d})", dim_name(d))).collect();
-        writeln!(f, "  split: {}, chosen by {}", dims.join(", "), node.split.chosen_by)?;
+        match node.split.chosen_by {
+            SplitChoice::Analysis => writeln!(
+                f,
+                "  splittable: {} (best first; each launch takes the first with enough blocks)",
+                dims.join(", ")
+            )?,
+            SplitChoice::User => writeln!(f, "  split: {}, chosen by {}", dims.join(", "), node.split.chosen_by)?,
+        }
     }
     if node.args.is_empty() {
         writeln!(f, "  no pointer arguments")?;
@@ -174,7 +181,7 @@ mod tests {
             "node matmul (examples/matmul.c:12)",
             "grid: x: N, y: N (2 dimensions)",
             "  partitionable\n",
-            "split: y (dimension 1), chosen by analysis",
+            "splittable: y (dimension 1) (best first",
             "argument C (parameter 4)",
             "shape:   [*][N] (2 dimensions)",
             "element: float (4 bytes)",

@@ -334,9 +334,13 @@ pub fn collect() -> Report {
                 Some(crate::desc::KernelKind::Blocks { leaf, .. }) => &m.program.nodes[*leaf as usize].name,
                 _ => &node.name,
             };
-            let analysis = m.analysis.as_ref().and_then(|db| db.node(analysed)).map(|n| match n.split.dims.first() {
-                Some(d) if n.partitionable => format!("partitionable along {}", ["x", "y", "z"][*d as usize]),
-                _ => "not partitionable".to_string(),
+            let analysis = m.analysis.as_ref().and_then(|db| db.node(analysed)).map(|n| {
+                let dims: Vec<&str> = n.split.dims.iter().map(|&d| ["x", "y", "z"][d as usize]).collect();
+                match n.split.chosen_by {
+                    _ if !n.partitionable || dims.is_empty() => "not partitionable".to_string(),
+                    dashdb::SplitChoice::Analysis => format!("partitionable along {}", dims.join(" or ")),
+                    dashdb::SplitChoice::User => format!("partitionable, split along {}", dims.join(" and ")),
+                }
             });
             let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
             nodes.push(NodeReport {

@@ -211,6 +211,27 @@ fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, String> {
     Ok(Bindings { buffers, unit_ptrs, leaf, leaf_args, block, args })
 }
 
+/// The grid dimensions a launch of `blocks` blocks in `parts` partitions is cut along. The
+/// user's choice is taken as given. The analysis's is a list of splittable dimensions, best
+/// first: the first with a block for every partition, else the one with the most blocks (one
+/// of a single block would leave every block in one partition).
+pub(crate) fn cut_along(split: &dashdb::Split, blocks: [i64; 3], parts: usize) -> Result<Vec<usize>, String> {
+    let dims: Vec<usize> = split.dims.iter().map(|&d| d as usize).filter(|&d| d < 3).collect();
+    if split.chosen_by == dashdb::SplitChoice::User {
+        return Ok(dims);
+    }
+    let extent = |d: usize| blocks[d].max(0) as u64;
+    if let Some(&d) = dims.iter().find(|&&d| extent(d) >= parts as u64) {
+        return Ok(vec![d]);
+    }
+    // Ties go to the better dimension (the earlier one). A grid of one block gets the best
+    // dimension: one whole partition, which the caller reports as too small to cut.
+    match dims.iter().copied().rev().max_by_key(|&d| extent(d)) {
+        Some(d) => Ok(vec![d]),
+        None => Err("no grid dimension to split".into()),
+    }
+}
+
 /// The plan of a launch [`plan_direct`] left to the access maps: split where the database
 /// proves it safe for these arguments, whole on device 0 otherwise.
 pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outcome {
@@ -640,11 +661,11 @@ fn split(
             None => true,
         })
         .collect();
-    let split: Vec<usize> = dn.split.dims.iter().map(|&d| d as usize).collect();
     // Partition k runs on device order[k % devices], with that device's weight: consecutive
     // partitions, which share the most, on the best links.
     let device = |k: usize| l.order[k % l.order.len()];
     let weights: Vec<f64> = (0..l.order.len() * l.per_device).map(|k| super::device_weight(device(k))).collect();
+    let split = cut_along(&dn.split, blocks, weights.len())?;
     let parts = partition::weighted(blocks.map(|b| b.max(0) as u64), &split, &weights).map_err(|e| e.to_string())?;
     let node_name = leaf.shown();
     let loc = &unit.loc;
@@ -1115,6 +1136,26 @@ mod tests {
     fn part(writes: &[(u64, u64)]) -> Part {
         let bx = GridBox { lo: [0; 3], hi: [1; 3], dim: [1; 3] };
         (0, bx, vec![], writes.iter().map(|&(lo, hi)| (0, ByteRect::run(lo, hi))).collect())
+    }
+
+    #[test]
+    fn a_launch_is_cut_along_a_dimension_with_blocks_for_its_partitions() {
+        let by = |chosen_by, dims: &[u32]| dashdb::Split { dims: dims.to_vec(), chosen_by };
+        let analysis = |dims: &[u32]| by(dashdb::SplitChoice::Analysis, dims);
+        // A 1-D grid of a kernel analysed in three dimensions, z best by stride: cut x.
+        assert_eq!(cut_along(&analysis(&[2, 1, 0]), [8192, 1, 1], 4).unwrap(), vec![0]);
+        // The best dimension while it has a block for every partition.
+        assert_eq!(cut_along(&analysis(&[1, 0]), [64, 4, 1], 4).unwrap(), vec![1]);
+        assert_eq!(cut_along(&analysis(&[1, 0]), [64, 3, 1], 4).unwrap(), vec![0]);
+        // Too few blocks everywhere: the most, ties to the better dimension.
+        assert_eq!(cut_along(&analysis(&[1, 0]), [2, 3, 1], 8).unwrap(), vec![1]);
+        assert_eq!(cut_along(&analysis(&[1, 0]), [3, 3, 1], 8).unwrap(), vec![1]);
+        // One block: the best dimension (one whole partition, too small to cut).
+        assert_eq!(cut_along(&analysis(&[2, 1, 0]), [1, 1, 1], 2).unwrap(), vec![2]);
+        assert!(cut_along(&analysis(&[]), [4, 1, 1], 2).is_err());
+        // The user's dimensions are taken as given, together.
+        let user = by(dashdb::SplitChoice::User, &[2, 0]);
+        assert_eq!(cut_along(&user, [8, 1, 1], 4).unwrap(), vec![2, 0]);
     }
 
     #[test]
