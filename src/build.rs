@@ -29,8 +29,10 @@ pub struct BuildOptions {
     pub lib_dirs: Vec<PathBuf>,
     pub compile_only: bool,
     pub emit_llvm: bool,
-    /// GPU architecture for kernels (`sm_80`...); `None`: no GPU code.
+    /// GPU architecture of the kernels' PTX (`sm_80`...); `None`: no GPU code.
     pub gpu_arch: Option<String>,
+    /// Architectures whose machine code the executable carries beside the PTX (ptxas).
+    pub sass: Vec<String>,
     /// Also write the PTX beside the output (`--emit-ptx`).
     pub emit_ptx: bool,
     /// An analysis database to use instead of analysing (`--db`).
@@ -155,12 +157,16 @@ fn compile_one(
             tracing::info!("{}: {} nodes, {} launches", input.display(), graph.nodes.len(), graph.launches.len());
             let db = analysis_of(&module, &graph, input, opts, scratch)?;
             let json = db.as_ref().map(|d| d.to_json());
+            let sass_dir = scratch.join(format!("sass-{}", out.file_name().unwrap_or_default().to_string_lossy()));
+            std::fs::create_dir_all(&sass_dir).map_err(|e| Error::io(sass_dir.display().to_string(), e))?;
             let lowered = transform::lower(
                 &module,
                 &graph,
                 &data,
                 &transform::LowerOptions {
                     gpu_arch: opts.gpu_arch.as_deref(),
+                    sass: &opts.sass,
+                    scratch: Some(&sass_dir),
                     analysis: json.as_deref(),
                     trace_accesses: opts.trace_accesses,
                     math: match frontend::InputKind::detect(input, language)? {
@@ -184,6 +190,9 @@ fn compile_one(
                     hpvm_core::loc::show(&graph.nodes[*id].def_loc),
                     graph.nodes[*id].display,
                 );
+            }
+            for note in &lowered.sass.notes {
+                eprintln!("{}: note: GPU machine code: {note}", input.display());
             }
             if let (Some(ptx), true) = (&lowered.ptx, opts.emit_ptx) {
                 // Beside the final output, named after the source.

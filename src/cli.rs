@@ -70,9 +70,12 @@ pub enum Command {
         /// Stop after compiling: write the transformed, optimized LLVM IR (.ll).
         #[arg(long = "emit-llvm")]
         emit_llvm: bool,
-        /// GPU architecture of the kernels (sm_50 .. sm_90a).
-        #[arg(long = "gpu-arch", value_name = "ARCH", default_value = "sm_80")]
-        gpu_arch: String,
+        /// GPU architecture of the kernels (sm_50 .. sm_90a); repeat it for several. The
+        /// executable carries machine code for each (ptxas, as nvcc's -gencode) and PTX for the
+        /// oldest, which the driver compiles for any other GPU. Default: sm_80 and sm_90
+        /// machine code (A100-class to H100-class GPUs), sm_80 PTX.
+        #[arg(long = "gpu-arch", value_name = "ARCH")]
+        gpu_arch: Vec<String>,
         /// Compile for the CPU only: no GPU kernels.
         #[arg(long = "no-gpu")]
         no_gpu: bool,
@@ -189,6 +192,30 @@ impl ClangArgs {
             cuda_arch: None,
         }
     }
+}
+
+/// The architectures the build assembles machine code for when none is asked: A100-class
+/// (which sm_86 and sm_89 GPUs run too) and H100-class.
+const DEFAULT_SASS: [&str; 2] = ["sm_80", "sm_90"];
+
+/// The architecture of the PTX: the oldest asked for (its PTX runs on all the others), or
+/// the oldest default. A name that is no architecture is passed on for the backend to refuse.
+fn ptx_arch(asked: &[String]) -> String {
+    if let Some(bad) = asked.iter().find(|a| hpvm_runtime::sass::Arch::parse(a).is_none()) {
+        return bad.clone();
+    }
+    let key = |a: &String| hpvm_runtime::sass::Arch::parse(a).map(|x| (x.major, x.minor, x.specific));
+    asked.iter().min_by_key(|a| key(a)).cloned().unwrap_or_else(|| DEFAULT_SASS[0].to_string())
+}
+
+/// The architectures to assemble machine code for: those asked, once each, or the default.
+fn sass_archs(mut asked: Vec<String>) -> Vec<String> {
+    if asked.is_empty() {
+        return DEFAULT_SASS.map(str::to_string).to_vec();
+    }
+    let mut seen = std::collections::HashSet::new();
+    asked.retain(|a| seen.insert(a.clone()));
+    asked
 }
 
 /// C compilers spell it `-std=c11`, and nvcc `-arch=sm_90` (or `--gpu-architecture=sm_90`);
@@ -393,7 +420,8 @@ pub fn run(cli: Cli, languages: Vec<Option<Language>>) -> Result<()> {
             lib_dirs,
             compile_only,
             emit_llvm,
-            gpu_arch: (!no_gpu).then_some(gpu_arch),
+            gpu_arch: (!no_gpu).then(|| ptx_arch(&gpu_arch)),
+            sass: if no_gpu { vec![] } else { sass_archs(gpu_arch) },
             emit_ptx,
         }),
     }

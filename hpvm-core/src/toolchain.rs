@@ -29,6 +29,12 @@ pub fn cuda_path() -> Option<PathBuf> {
     dir.is_dir().then_some(dir)
 }
 
+/// ptxas, the PTX assembler that makes the build's cubins, where the CUDA folder has it.
+pub fn ptxas() -> Option<PathBuf> {
+    let p = cuda_path()?.join("bin/ptxas");
+    p.is_file().then_some(p)
+}
+
 /// libdevice, the GPU's math library as LLVM bitcode, or why there is none.
 pub fn libdevice() -> Result<PathBuf, String> {
     let Some(root) = cuda_path() else {

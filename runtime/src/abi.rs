@@ -58,15 +58,17 @@ pub extern "C" fn __hpvm__cleanup() {
 /// before `main`. Nothing is read yet: the session's start ([`__hpvm__init`]) loads it.
 ///
 /// # Safety
-/// As [`hpvm_rt_launch`]'s `desc`, `entries` and `ptx`.
+/// As [`hpvm_rt_launch`]'s `desc`, `entries` and `ptx`; `sass` is null or the module's
+/// machine code for some GPU architectures ([`crate::sass::pack`]).
 #[no_mangle]
 pub unsafe extern "C" fn hpvm_rt_module(
     desc: *const c_char,
     entries: *const EntryFn,
     n_entries: u32,
     ptx: *const c_char,
+    sass: *const u8,
 ) {
-    guard("registering the program's modules", || unsafe { launch::register(desc, entries, n_entries, ptx) })
+    guard("registering the program's modules", || unsafe { launch::register(desc, entries, n_entries, ptx, sass) })
 }
 
 /// Starts a launch; replaces `__hpvm__launch` in compiled host code.

@@ -50,6 +50,7 @@ pub mod module;
 pub mod partitioned;
 pub mod pool;
 pub mod ranks;
+pub mod sass;
 pub mod scratch;
 pub mod sink;
 pub mod stats;

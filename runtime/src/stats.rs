@@ -19,6 +19,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Time `__hpvm__init` spent opening the devices (a GPU's context, peer access).
 pub static DEVICE_SETUP_NANOS: AtomicU64 = AtomicU64::new(0);
 static SESSION_START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+/// GPU modules loaded from the build's machine code and from PTX (the driver's JIT), and
+/// the time loading took, summed over GPUs ([`module_loaded`]).
+static MODULES_SASS: AtomicU64 = AtomicU64::new(0);
+static MODULES_JIT: AtomicU64 = AtomicU64::new(0);
+static MODULE_LOAD_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// A GPU loaded a module, from machine code (`sass`) or by compiling its PTX, in `took`.
+pub fn module_loaded(sass: bool, took: std::time::Duration) {
+    (if sass { &MODULES_SASS } else { &MODULES_JIT }).fetch_add(1, Ordering::Relaxed);
+    MODULE_LOAD_NANOS.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+}
 
 /// Marks `__hpvm__init`: the report's session time runs from here.
 pub fn session_started() {
@@ -195,8 +206,14 @@ pub struct Report {
     /// From `__hpvm__init` to the report (at `__hpvm__cleanup`): the program's share that
     /// the runtime serves, the devices' setup included.
     pub ms_session: f64,
-    /// Of that, opening the devices.
+    /// Of that, opening the devices (their modules loaded).
     pub ms_device_setup: f64,
+    /// GPU modules loaded from the build's machine code, and compiled from PTX by the
+    /// driver (a GPU of an architecture the build did not assemble for), and the time
+    /// loading them took, summed over the GPUs (which load in parallel).
+    pub gpu_modules_from_sass: u64,
+    pub gpu_modules_jit_compiled: u64,
+    pub ms_gpu_module_loading: f64,
     /// Page-locking the program's buffers for the GPUs: bytes, and the time it took (on the
     /// thread doing it; launches overlap it with their allocations).
     pub bytes_page_locked: u64,
@@ -402,6 +419,9 @@ pub fn collect() -> Report {
         ms_to_host: ms(&c.nanos_to_host),
         ms_session: SESSION_START.get().map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3),
         ms_device_setup: DEVICE_SETUP_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
+        gpu_modules_from_sass: MODULES_SASS.load(Ordering::Relaxed),
+        gpu_modules_jit_compiled: MODULES_JIT.load(Ordering::Relaxed),
+        ms_gpu_module_loading: MODULE_LOAD_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
         bytes_page_locked: c.bytes_pinned.load(Ordering::Relaxed),
         ms_page_locking: ms(&c.nanos_pinning),
         host_writes: crate::memory::host_writes_described(),
@@ -532,6 +552,13 @@ pub fn report() -> String {
         r.ms_to_host
     );
     let _ = writeln!(s, "  session {:.3} ms (opening the devices {:.3} ms)", r.ms_session, r.ms_device_setup);
+    if r.gpu_modules_from_sass + r.gpu_modules_jit_compiled > 0 {
+        let _ = writeln!(
+            s,
+            "  GPU modules: {} loaded from the build's machine code, {} compiled from PTX; {:.3} ms",
+            r.gpu_modules_from_sass, r.gpu_modules_jit_compiled, r.ms_gpu_module_loading
+        );
+    }
     let _ = write!(s, "  host writes between launches: {}", r.host_writes);
     if r.bytes_watched > 0 {
         let _ = write!(

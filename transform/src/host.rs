@@ -19,6 +19,7 @@ pub fn rewrite<'ctx>(
     program: &Program,
     entries: &[FunctionValue<'ctx>],
     ptx: Option<&str>,
+    sass: Option<&[u8]>,
 ) -> Result<()> {
     let ctx = module.get_context();
     let ptr = ctx.ptr_type(AddressSpace::default());
@@ -45,6 +46,19 @@ pub fn rewrite<'ctx>(
             g.set_initializer(&text);
             g.set_constant(true);
             g.set_linkage(Linkage::Private);
+            g.as_pointer_value()
+        }
+        None => ptr.const_null(),
+    };
+    let sass = match sass {
+        Some(bytes) => {
+            let bytes = ctx.const_string(bytes, false);
+            let g = module.add_global(bytes.get_type(), None, "hpvm.sass");
+            g.set_initializer(&bytes);
+            g.set_constant(true);
+            g.set_linkage(Linkage::Private);
+            // The runtime reads its words in place.
+            g.set_alignment(8);
             g.as_pointer_value()
         }
         None => ptr.const_null(),
@@ -92,7 +106,7 @@ pub fn rewrite<'ctx>(
         call.erase_from_basic_block();
     }
 
-    register(module, [desc.as_pointer_value(), table.as_pointer_value(), ptx], entries.len() as u32)?;
+    register(module, [desc.as_pointer_value(), table.as_pointer_value(), ptx, sass], entries.len() as u32)?;
 
     // Internal node functions only described the graph, which now lives in the description.
     let internal: Vec<FunctionValue> = graph
@@ -118,7 +132,7 @@ pub fn rewrite<'ctx>(
 /// first launch, which a program often times.
 fn register<'ctx>(
     module: &Module<'ctx>,
-    [desc, table, ptx]: [inkwell::values::PointerValue<'ctx>; 3],
+    [desc, table, ptx, sass]: [inkwell::values::PointerValue<'ctx>; 4],
     n_entries: u32,
 ) -> Result<()> {
     let ctx = module.get_context();
@@ -126,12 +140,17 @@ fn register<'ctx>(
     let i32t = ctx.i32_type();
     let void = ctx.void_type();
     let rt = module.get_function(MODULE_FN).unwrap_or_else(|| {
-        module.add_function(MODULE_FN, void.fn_type(&[ptr.into(), ptr.into(), i32t.into(), ptr.into()], false), None)
+        module.add_function(
+            MODULE_FN,
+            void.fn_type(&[ptr.into(), ptr.into(), i32t.into(), ptr.into(), ptr.into()], false),
+            None,
+        )
     });
     let ctor = module.add_function("hpvm.register", void.fn_type(&[], false), Some(Linkage::Private));
     let b = ctx.create_builder();
     b.position_at_end(ctx.append_basic_block(ctor, "entry"));
-    b.build_call(rt, &[desc.into(), table.into(), i32t.const_int(n_entries as u64, false).into(), ptx.into()], "")?;
+    let n = i32t.const_int(n_entries as u64, false);
+    b.build_call(rt, &[desc.into(), table.into(), n.into(), ptx.into(), sass.into()], "")?;
     b.build_return(None)?;
     hpvm_core::ctors::add_constructor(module, ctor);
     Ok(())

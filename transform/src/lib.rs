@@ -21,6 +21,7 @@ pub mod host;
 pub mod indirect;
 pub mod intrinsics;
 pub mod layout;
+pub mod sass;
 pub use hpvm_core::plan;
 pub mod trace;
 
@@ -57,6 +58,8 @@ pub struct Lowered {
     pub kernels: usize,
     /// The PTX embedded in the module, if any.
     pub ptx: Option<String>,
+    /// The machine code embedded beside it, and why an asked architecture has none.
+    pub sass: sass::Assembled,
     /// Leaves that run on the host's copies because they keep pointers in memory, and why
     /// ([`indirect`]).
     pub indirect: Vec<(hpvm_core::graph::NodeId, String)>,
@@ -65,8 +68,11 @@ pub struct Lowered {
 /// What [`lower`] does beside the lowering itself.
 #[derive(Clone, Debug, Default)]
 pub struct LowerOptions<'a> {
-    /// GPU architecture of the kernels (`sm_80`...); `None`: CPU only.
+    /// GPU architecture of the kernels' PTX (`sm_80`...); `None`: CPU only.
     pub gpu_arch: Option<&'a str>,
+    /// Architectures to assemble the PTX for (ptxas), and the folder for its files.
+    pub sass: &'a [String],
+    pub scratch: Option<&'a std::path::Path>,
     /// The analysis database (JSON) to embed for the runtime.
     pub analysis: Option<&'a str>,
     /// Instrument leaf code to report its buffer accesses ([`trace`]).
@@ -93,6 +99,9 @@ pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, opts: &Lower
             for (node, kernel) in code.kernels {
                 program.nodes[node.index()].kernel = Some(kernel);
             }
+            if let Some(dir) = opts.scratch {
+                lowered.sass = sass::assemble(&code.ptx, opts.sass, dir);
+            }
             lowered.ptx = Some(code.ptx);
         }
     }
@@ -101,7 +110,7 @@ pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, opts: &Lower
     }
     intrinsics::define(module)?;
     let entries = entry::build_all(module, graph, &program)?;
-    host::rewrite(module, graph, &program, &entries, lowered.ptx.as_deref())?;
+    host::rewrite(module, graph, &program, &entries, lowered.ptx.as_deref(), lowered.sass.blob.as_deref())?;
     module.verify().map_err(|e| Error::Internal(format!("lowered module does not verify: {}", e.to_string())))?;
     Ok(lowered)
 }

@@ -32,6 +32,8 @@ pub struct Cuda {
     ctx: sys::CUcontext,
     pub(super) stream: sys::CUstream,
     pub name: String,
+    /// Compute capability (major, minor): which of the build's machine code it runs.
+    capability: (u32, u32),
     /// Loaded PTX modules by the address of their text, and their kernels by name.
     modules: Mutex<HashMap<usize, sys::CUmodule>>,
     /// Per module (by its PTX's address), its kernels looked up so far: found by name
@@ -54,6 +56,18 @@ pub struct Cuda {
 // once the context is made current there, which `bind` does before every use.
 unsafe impl Send for Cuda {}
 unsafe impl Sync for Cuda {}
+
+/// The machine code the executable carries per module, by the address of the module's PTX.
+static MACHINE_CODE: Mutex<Option<HashMap<usize, crate::sass::Images>>> = Mutex::new(None);
+
+/// Records the build's machine code for the module of `ptx`, which [`Cuda::load_module`]
+/// prefers to the PTX on a GPU of one of its architectures.
+pub fn machine_code(ptx: &'static CStr, images: crate::sass::Images) {
+    if !images.is_empty() {
+        let mut all = MACHINE_CODE.lock().unwrap_or_else(|e| e.into_inner());
+        all.get_or_insert_with(HashMap::new).insert(ptx.as_ptr() as usize, images);
+    }
+}
 
 fn check<T>(what: &str, r: Result<T, result::DriverError>) -> Result<T, String> {
     r.map_err(|e| format!("{what}: {e}"))
@@ -123,17 +137,39 @@ pub fn open(want: Option<usize>) -> Result<Option<Gpus>, String> {
     if n > visible {
         return Err(format!("asks for {n} GPUs but {visible} {} visible", if visible == 1 { "is" } else { "are" }));
     }
-    let gpus = (0..n).map(Cuda::open).collect::<Result<Vec<_>, _>>()?;
+    // Each GPU's context opens on a thread of its own: the driver's setup of one GPU (tens
+    // to hundreds of milliseconds) need not wait for another's.
+    let gpus: Vec<Result<Cuda, String>> = std::thread::scope(|s| {
+        let opening: Vec<_> = (0..n).map(|i| s.spawn(move || Cuda::open(i))).collect();
+        opening.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("opening a GPU panicked".into()))).collect()
+    });
+    let gpus = gpus.into_iter().collect::<Result<Vec<Cuda>, String>>()?;
+    // Likewise each GPU's peer access to the others (enabled from its own context).
+    let rows: Vec<Result<Vec<(usize, u32)>, String>> = std::thread::scope(|s| {
+        let gpus = &gpus;
+        let rows: Vec<_> = gpus
+            .iter()
+            .map(|a| {
+                s.spawn(move || {
+                    let mut row = Vec::new();
+                    for b in gpus.iter().filter(|b| b.index != a.index) {
+                        let cost = if a.enable_peer(b)? { a.link_rank(b)? } else { super::topology::NO_PEER };
+                        row.push((b.index, cost));
+                    }
+                    Ok(row)
+                })
+            })
+            .collect();
+        rows.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("enabling peer access panicked".into()))).collect()
+    });
     let mut peer = Vec::new();
     let mut link_cost = vec![vec![0; n]; n];
-    for a in &gpus {
-        for b in &gpus {
-            if a.index != b.index && a.enable_peer(b)? {
-                peer.push((a.index, b.index));
-                link_cost[a.index][b.index] = a.link_rank(b)?;
-            } else if a.index != b.index {
-                link_cost[a.index][b.index] = super::topology::NO_PEER;
+    for (a, row) in rows.into_iter().enumerate() {
+        for (b, cost) in row? {
+            if cost != super::topology::NO_PEER {
+                peer.push((a, b));
             }
+            link_cost[a][b] = cost;
         }
     }
     Ok(Some(Gpus { gpus, visible, peer, link_cost }))
@@ -148,12 +184,20 @@ impl Cuda {
         // SAFETY: the context lives as long as the process (primary contexts are never released).
         check("cuCtxSetCurrent", unsafe { result::ctx::set_current(ctx) })?;
         let stream = check("cuStreamCreate", result::stream::create(result::stream::StreamKind::NonBlocking))?;
+        use sys::CUdevice_attribute as A;
+        // SAFETY: `dev` comes from cuDeviceGet; attributes are plain integers.
+        let attr = |a: A| check("cuDeviceGetAttribute", unsafe { result::device::get_attribute(dev, a) });
+        let capability = (
+            attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?.max(0) as u32,
+            attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?.max(0) as u32,
+        );
         Ok(Cuda {
             index,
             dev,
             ctx,
             stream,
             name,
+            capability,
             modules: Mutex::default(),
             functions: Mutex::default(),
             marks: Mutex::default(),
@@ -551,18 +595,49 @@ impl Cuda {
         })
     }
 
-    /// The module of `ptx` on this GPU, compiled on first use (the driver's JIT, whose
-    /// cache makes later runs of the program cheap).
+    /// The module of `ptx` on this GPU, loaded on first use: the build's machine code for
+    /// this GPU's architecture where the executable has it ([`machine_code`]), else the PTX,
+    /// which the driver compiles (its JIT cache makes later runs of the program cheaper).
     pub fn load_module(&self, ptx: &'static CStr) -> Result<sys::CUmodule, String> {
         let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(&m) = modules.get(&(ptx.as_ptr() as usize)) {
             return Ok(m);
         }
         self.bind()?;
-        // SAFETY: NUL-terminated PTX text; the driver compiles it for this GPU.
-        let m = check("cuModuleLoadData (compiling the PTX)", unsafe {
-            result::module::load_data(ptx.as_ptr() as *const c_void)
-        })?;
+        let t = std::time::Instant::now();
+        let sass = MACHINE_CODE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|all| all.get(&(ptx.as_ptr() as usize)).cloned());
+        let picked = sass.and_then(|images| images.pick(self.capability));
+        // SAFETY: a cubin the build's ptxas wrote for this architecture, whole.
+        let from_sass = picked.and_then(|(arch, code)| {
+            match unsafe { result::module::load_data(code.as_ptr() as *const c_void) } {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    eprintln!(
+                        "hpvm-mgpu: {}: the build's {arch} machine code did not load ({e}); compiling the PTX instead",
+                        self.label()
+                    );
+                    None
+                }
+            }
+        });
+        let m = match from_sass {
+            Some(m) => {
+                crate::stats::module_loaded(true, t.elapsed());
+                m
+            }
+            None => {
+                // SAFETY: NUL-terminated PTX text; the driver compiles it for this GPU.
+                let m = check("cuModuleLoadData (compiling the PTX)", unsafe {
+                    result::module::load_data(ptx.as_ptr() as *const c_void)
+                })?;
+                crate::stats::module_loaded(false, t.elapsed());
+                m
+            }
+        };
         modules.insert(ptx.as_ptr() as usize, m);
         Ok(m)
     }

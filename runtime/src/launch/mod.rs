@@ -63,7 +63,7 @@ pub unsafe fn load(desc: *const c_char, entries: *const EntryFn, n_entries: u32,
 }
 
 /// Modules named by the executable's constructors ([`register`]), not loaded yet.
-static REGISTERED: Mutex<Vec<(usize, usize, u32, usize)>> = Mutex::new(Vec::new());
+static REGISTERED: Mutex<Vec<(usize, usize, u32, usize, usize)>> = Mutex::new(Vec::new());
 
 /// Remembers a module of the program, to be loaded when the session opens
 /// ([`load_registered`]). Called before `main`: it reads nothing and opens nothing, so that
@@ -71,9 +71,15 @@ static REGISTERED: Mutex<Vec<(usize, usize, u32, usize)>> = Mutex::new(Vec::new(
 ///
 /// # Safety
 /// As [`load`]'s.
-pub unsafe fn register(desc: *const c_char, entries: *const EntryFn, n_entries: u32, ptx: *const c_char) {
+pub unsafe fn register(
+    desc: *const c_char,
+    entries: *const EntryFn,
+    n_entries: u32,
+    ptx: *const c_char,
+    sass: *const u8,
+) {
     let mut r = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
-    r.push((desc as usize, entries as usize, n_entries, ptx as usize));
+    r.push((desc as usize, entries as usize, n_entries, ptx as usize, sass as usize));
 }
 
 /// Loads the registered modules and compiles their kernels on every GPU (in parallel, one
@@ -82,10 +88,14 @@ pub unsafe fn register(desc: *const c_char, entries: *const EntryFn, n_entries: 
 pub fn load_registered() {
     let pending = std::mem::take(&mut *REGISTERED.lock().unwrap_or_else(|e| e.into_inner()));
     let mut ptx = Vec::new();
-    for (desc, entries, n, p) in pending {
+    for (desc, entries, n, p, sass) in pending {
         // SAFETY: registered by the executable's constructors with its own constants.
         let m = unsafe { load(desc as *const c_char, entries as *const EntryFn, n, p as *const c_char) };
-        ptx.extend(m.module.ptx);
+        if let Some(p) = m.module.ptx {
+            // SAFETY: as above; the build wrote the blob with `sass::pack`.
+            crate::devices::cuda::machine_code(p, unsafe { crate::sass::Images::read(sass as *const u8) });
+            ptx.push(p);
+        }
     }
     let gpus = &devices().gpus;
     if ptx.is_empty() || gpus.is_empty() {
