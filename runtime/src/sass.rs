@@ -150,6 +150,6 @@ mod tests {
         assert_eq!(read.pick((9, 0)).unwrap().1, &[] as &[u8]);
         assert!(read.pick((7, 5)).is_none() && read.pick((10, 0)).is_none());
         assert!(unsafe { Images::read(std::ptr::null()) }.is_empty());
-        assert!(unsafe { Images::read(b"NOTSASS\0\0\0\0\0".as_ptr()) }.is_empty());
+        assert!(unsafe { Images::read([b'N'; 16].as_ptr()) }.is_empty());
     }
 }

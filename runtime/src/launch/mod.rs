@@ -63,7 +63,9 @@ pub unsafe fn load(desc: *const c_char, entries: *const EntryFn, n_entries: u32,
 }
 
 /// Modules named by the executable's constructors ([`register`]), not loaded yet.
-static REGISTERED: Mutex<Vec<(usize, usize, u32, usize, usize)>> = Mutex::new(Vec::new());
+/// (description, entries, entry count, PTX, machine code), as addresses.
+type Registration = (usize, usize, u32, usize, usize);
+static REGISTERED: Mutex<Vec<Registration>> = Mutex::new(Vec::new());
 
 /// Remembers a module of the program, to be loaded when the session opens
 /// ([`load_registered`]). Called before `main`: it reads nothing and opens nothing, so that

@@ -13,7 +13,9 @@
 //!   number for both, so a measurement in one mode updates the prediction of the other;
 //! - the copy time per launch when run over `n` devices, from launches that ran over `n`
 //!   after one that did too (a change of mode moves data once: not the steady state);
-//! - the launch overhead over `n` devices, measured for all nodes together ([`Overheads`]).
+//! - the launch overhead over `n` devices, measured for all nodes together ([`Overheads`]);
+//!   on GPUs never less than [`GPU_MORE_NS`] per further GPU, the GPUs' side of a split that
+//!   the host's clock does not see.
 //!
 //! A launch over `n` devices is predicted to take `ns_per_block × blocks / n + copies(n) +
 //! overhead(n)`; it splits over the `n` (at least 2) that minimizes this if that beats the
@@ -21,7 +23,9 @@
 //! right one for the large launches that matter most); its measurement decides the next.
 //!
 //! Decisions stick: a launch over as many blocks as an earlier one of the node keeps that
-//! one's device count unless another is predicted faster by [`SWITCH_MARGIN`]. Each change
+//! one's device count unless another split is predicted faster by [`SWITCH_MARGIN`], or the
+//! whole launch is predicted faster at all (a split must pay; the whole launch moves
+//! nothing). Each change
 //! costs a plan and copy plans of its own (the device count is part of the launch key) and
 //! moves data once; without the rule, a node launched with many shapes (Parboil spmv's 374
 //! per iteration) flipped keys between split and whole as its per-block estimate drifted,
@@ -189,7 +193,14 @@ impl Overheads {
     pub fn get(&self, n: usize, gpus: bool) -> f64 {
         let bits = self.ns[n.min(MAX)].load(Ordering::Relaxed);
         if bits != 0 {
-            return f64::from_bits(bits);
+            let measured = f64::from_bits(bits);
+            // The host's clock sees only the host's share of a split over GPUs; what each
+            // further GPU adds on the GPUs' side (cross-device event waits, one more
+            // synchronization, and the copies back that the node's neighbours pay when they
+            // next run whole) it does not. Measured on two H100s at 89fc0be, a 16 µs kernel
+            // that the policy split by its host-side measure made `launches.cu 4194304 300`
+            // 3.6x slower on two GPUs than on one.
+            return if gpus { measured.max(GPU_MORE_NS * n.saturating_sub(1) as f64) } else { measured };
         }
         if gpus {
             GPU_FIRST_NS + GPU_MORE_NS * n.saturating_sub(1) as f64
@@ -296,10 +307,13 @@ pub(crate) fn decide(s: &Situation, m: &Measured, overheads: &Overheads) -> Deci
         Some(1) => time < whole * (1.0 - SWITCH_MARGIN),
         Some(n) => {
             let kept = predict(n);
-            let better = time.min(whole);
-            if better < kept * (1.0 - SWITCH_MARGIN) {
-                // Clearly beaten: by another split, or by the whole launch.
-                time <= whole
+            if whole <= kept {
+                // A split predicted slower than the whole launch ends at once: splitting
+                // must pay, and the whole launch moves nothing.
+                false
+            } else if time < kept * (1.0 - SWITCH_MARGIN) {
+                // Clearly beaten by another split.
+                true
             } else {
                 return Decision::Split(n);
             }
@@ -455,7 +469,8 @@ mod tests {
         o.record(1, 1_000.0);
         let cheap = measured(200_000.0, 2, 1000, &[(2, 10_000.0), (1, 0.0)]);
         assert_eq!(decide(&gpus(2, 1000, None), &cheap, &o), Decision::Split(2));
-        assert_eq!(o.get(2, true), 1_000.0);
+        // On GPUs a measure never goes below what a further GPU costs the GPUs' side.
+        assert_eq!((o.get(2, false), o.get(2, true), o.get(1, true)), (1_000.0, GPU_MORE_NS, 1_000.0));
     }
 
     /// Copies measured right after a change of mode (data moving once) are not the steady
@@ -500,6 +515,24 @@ mod tests {
         let mut costly = measured(200_000.0, 2, 1000, &[(2, 400_000.0), (1, 0.0)]);
         costly.decided(1000, 2);
         assert!(matches!(decide(&gpus(2, 1000, None), &costly, &o), Decision::Whole(_)));
+    }
+
+    /// `launches.cu 4194304 300` on two H100s: 16 µs kernels, whose host-side overhead
+    /// measured next to nothing, must not split (they did, 65 of 300 times, and the run was
+    /// 3.6x slower than on one GPU).
+    #[test]
+    fn a_short_kernel_stays_whole_however_cheap_its_host_side_looks() {
+        let o = fresh();
+        o.record(2, 200.0);
+        let mut m = measured(8_000.0, 2, 16384, &[(2, 500.0)]);
+        for before in [None, Some(1), Some(2)] {
+            m.decided.clear();
+            if let Some(n) = before {
+                m.decided(16384, n);
+            }
+            let d = decide(&gpus(2, 16384, Some(1056)), &m, &o);
+            assert!(matches!(d, Decision::Whole(_)), "{before:?}: {d:?}");
+        }
     }
 
     /// One device, or none measured: nothing to decide.

@@ -1,0 +1,167 @@
+/*
+ * launch_probe.c -- what one kernel launch costs the host in the CUDA driver, by how it is
+ * made: the runtime's launch path chooses its parameters' layout, its stream, and what it
+ * does around each launch from these numbers. Plain C, the driver loaded with dlopen (no
+ * toolkit needed); built by scripts/device/prepare, run on the GPU machine:
+ *
+ *   launch_probe [LAUNCHES]      (default 20000)
+ *
+ * Each case launches an empty-bodied one-block kernel LAUNCHES times and synchronizes; it
+ * prints the host's microseconds per launch (median of 5 rounds). Exit status: 0 done, 1 a
+ * CUDA call failed (named on stderr), 2 bad arguments.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
+
+static struct {
+  CUresult (*Init)(unsigned);
+  CUresult (*DeviceGet)(CUdevice *, int);
+  CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*CtxSynchronize)(void);
+  CUresult (*ModuleLoadData)(CUmodule *, const void *);
+  CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*StreamCreate)(CUstream *, unsigned);
+  CUresult (*EventCreate)(CUevent *, unsigned);
+  CUresult (*EventRecord)(CUevent, CUstream);
+  CUresult (*MemAlloc)(unsigned long long *, size_t);
+  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                           void **, void **);
+} cu;
+
+static void check(CUresult r, const char *what) {
+  if (r != 0) {
+    fprintf(stderr, "launch_probe: %s failed (%d)\n", what, r);
+    exit(1);
+  }
+}
+
+/* Three kernels with the same body (thread 0 stores one word): 3 scalar parameters, 17
+ * (the runtime's blocks kernels: pointers, scalars and the partition's offsets), and the 17
+ * packed into one 136-byte parameter. */
+static const char *PTX =
+    ".version 7.8\n.target sm_80\n.address_size 64\n"
+    ".visible .entry k3(.param .u64 a, .param .u32 b, .param .u32 c) {\n"
+    " .reg .b64 %rd<2>; .reg .b32 %r<2>;\n ld.param.u64 %rd1, [a]; ld.param.u32 %r1, [b];\n"
+    " st.global.u32 [%rd1], %r1; ret; }\n"
+    ".visible .entry k17(.param .u64 a, .param .u64 p1, .param .u32 b, .param .u32 c, .param .u64 p4,"
+    " .param .u64 p5, .param .u64 p6, .param .u64 p7, .param .u64 p8, .param .u64 p9, .param .u64 p10,"
+    " .param .u64 p11, .param .u64 p12, .param .u64 p13, .param .u64 p14, .param .u64 p15, .param .u64 p16) {\n"
+    " .reg .b64 %rd<2>; .reg .b32 %r<2>;\n ld.param.u64 %rd1, [a]; ld.param.u32 %r1, [b];\n"
+    " st.global.u32 [%rd1], %r1; ret; }\n"
+    ".visible .entry kpacked(.param .align 8 .b8 p[136]) {\n"
+    " .reg .b64 %rd<2>; .reg .b32 %r<2>;\n ld.param.u64 %rd1, [p]; ld.param.u32 %r1, [p+16];\n"
+    " st.global.u32 [%rd1], %r1; ret; }\n";
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+enum { PLAIN, SET_CURRENT, EVENTS };
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The kernels store to `word`, a device address. */
+static double per_launch(CUfunction f, int nparams, CUstream s, int extra, int n, CUcontext ctx, CUevent *ev,
+                         unsigned long long word) {
+  uint64_t words[17] = {0};
+  unsigned char packed[136] = {0};
+  void *ptrs[17];
+  for (int i = 0; i < 17; ++i) ptrs[i] = &words[i];
+  words[0] = word;
+  memcpy(packed, &word, sizeof word);
+  double rounds[5];
+  for (int r = 0; r < 5; ++r) {
+    double t = now();
+    for (int i = 0; i < n; ++i) {
+      if (extra == SET_CURRENT) check(cu.CtxSetCurrent(ctx), "cuCtxSetCurrent");
+      if (extra == EVENTS) check(cu.EventRecord(ev[0], s), "cuEventRecord");
+      void *one[1] = {packed};
+      check(cu.LaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, nparams == 1 ? one : ptrs, NULL), "cuLaunchKernel");
+      if (extra == EVENTS) check(cu.EventRecord(ev[1], s), "cuEventRecord");
+    }
+    check(cu.CtxSynchronize(), "cuCtxSynchronize");
+    rounds[r] = (now() - t) / n * 1e6;
+  }
+  qsort(rounds, 5, sizeof rounds[0], cmp);
+  return rounds[2];
+}
+
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 20000;
+  if (n < 1) {
+    fprintf(stderr, "usage: launch_probe [LAUNCHES >= 1]\n");
+    return 2;
+  }
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+  if (!lib) {
+    fprintf(stderr, "launch_probe: no CUDA driver: %s\n", dlerror());
+    return 1;
+  }
+#define LOAD(field, name) *(void **)&cu.field = dlsym(lib, name)
+  LOAD(Init, "cuInit");
+  LOAD(DeviceGet, "cuDeviceGet");
+  LOAD(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  LOAD(CtxSetCurrent, "cuCtxSetCurrent");
+  LOAD(CtxSynchronize, "cuCtxSynchronize");
+  LOAD(ModuleLoadData, "cuModuleLoadData");
+  LOAD(ModuleGetFunction, "cuModuleGetFunction");
+  LOAD(StreamCreate, "cuStreamCreate");
+  LOAD(EventCreate, "cuEventCreate");
+  LOAD(EventRecord, "cuEventRecord");
+  LOAD(LaunchKernel, "cuLaunchKernel");
+  LOAD(MemAlloc, "cuMemAlloc_v2");
+  CUdevice dev;
+  CUcontext ctx;
+  CUmodule mod;
+  CUfunction k3, k17, kp;
+  CUstream nonblocking;
+  CUevent ev[2];
+  check(cu.Init(0), "cuInit");
+  check(cu.DeviceGet(&dev, 0), "cuDeviceGet");
+  check(cu.DevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+  check(cu.CtxSetCurrent(ctx), "cuCtxSetCurrent");
+  check(cu.ModuleLoadData(&mod, PTX), "cuModuleLoadData");
+  check(cu.ModuleGetFunction(&k3, mod, "k3"), "k3");
+  check(cu.ModuleGetFunction(&k17, mod, "k17"), "k17");
+  check(cu.ModuleGetFunction(&kp, mod, "kpacked"), "kpacked");
+  check(cu.StreamCreate(&nonblocking, 1), "cuStreamCreate");
+  check(cu.EventCreate(&ev[0], 0), "cuEventCreate");
+  check(cu.EventCreate(&ev[1], 0), "cuEventCreate");
+  unsigned long long word;
+  check(cu.MemAlloc(&word, 256), "cuMemAlloc");
+  struct {
+    const char *name;
+    CUfunction f;
+    int nparams;
+    CUstream s;
+    int extra;
+  } cases[] = {
+      {"3 params, legacy stream", k3, 3, NULL, PLAIN},
+      {"3 params, non-blocking stream", k3, 3, nonblocking, PLAIN},
+      {"17 params, non-blocking stream", k17, 17, nonblocking, PLAIN},
+      {"17 params packed in one, non-blocking", kp, 1, nonblocking, PLAIN},
+      {"17 params, cuCtxSetCurrent before each", k17, 17, nonblocking, SET_CURRENT},
+      {"17 params, two cuEventRecord around each", k17, 17, nonblocking, EVENTS},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+    per_launch(cases[c].f, cases[c].nparams, cases[c].s, cases[c].extra, n / 10 + 1, ctx, ev, word); /* warm-up */
+    double us = per_launch(cases[c].f, cases[c].nparams, cases[c].s, cases[c].extra, n, ctx, ev, word);
+    printf("%-45s %.3f us/launch\n", cases[c].name, us);
+  }
+  return 0;
+}
