@@ -102,8 +102,11 @@ fn rect_piece(
             });
             return Ok(());
         }
+        // Every row costs a step: charged at once, so a piece of more rows than the budget
+        // holds fails before its first (each step is an ISL computation: a million rows of a
+        // strided view took 30 s to exhaust the budget one by one).
+        budget.step((r1 - r0 + 1).max(0) as u64)?;
         for r in r0..=r1 {
-            budget.step(1)?;
             let row = piece.wrap(fix(piece, n - 2, r)?);
             for (lo, hi) in row_intervals(&row, n - 1, budget)? {
                 out.push(Rect {
@@ -118,8 +121,8 @@ fn rect_piece(
         return Ok(());
     }
     let (lo, hi) = bounds(piece, d)?;
+    budget.step((hi - lo + 1).max(0) as u64)?;
     for v in lo..=hi {
-        budget.step(1)?;
         let sub = piece.wrap(fix(piece, d, v)?);
         if !sub.is_empty()? {
             rect_piece(&sub, shape, d + 1, outer * shape[d] + v, row_len, out, budget)?;

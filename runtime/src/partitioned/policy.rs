@@ -19,8 +19,10 @@
 //!
 //! A launch over `n` devices is predicted to take `ns_per_block × blocks / n + copies(n) +
 //! overhead(n)`; it splits over the `n` (at least 2) that minimizes this if that beats the
-//! whole launch by [`MARGIN`]. The first launch of a node splits (today's behaviour, and the
-//! right one for the large launches that matter most); its measurement decides the next.
+//! whole launch by [`MARGIN`]. The first launch of a node splits on simulated devices, and on
+//! GPUs where its grid is at least [`FIRST_SPLIT_WAVES`] waves (the large launches that matter
+//! most); a smaller GPU grid runs whole first, so a short kernel never pays for a split's plan
+//! and copies to be measured. Its measurement decides the next.
 //!
 //! Decisions stick: a launch over as many blocks as an earlier one of the node keeps that
 //! one's device count unless another split is predicted faster by [`SWITCH_MARGIN`], or the
@@ -69,6 +71,10 @@ pub(crate) const MARGIN: f64 = 0.1;
 /// A launch keeps the device count an earlier launch of its size got unless another count is
 /// predicted faster by this share.
 pub(crate) const SWITCH_MARGIN: f64 = 0.3;
+
+/// On GPUs, a node's first launch splits before anything was measured only when its grid is
+/// at least this many waves of one device.
+pub(crate) const FIRST_SPLIT_WAVES: u64 = 64;
 
 /// Launch sizes whose last decision a node remembers (beyond, it forgets them all).
 const REMEMBERED: usize = 4096;
@@ -247,6 +253,11 @@ pub(crate) enum Why {
         blocks: u64,
         wave: u64,
     },
+    /// A first launch on GPUs of a grid under `waves` waves: run whole to be measured.
+    Unmeasured {
+        blocks: u64,
+        waves: u64,
+    },
     /// The best split over `devices` was predicted to save `saved_ns` of the kernel's
     /// `kernel_ns` and to cost `cost_ns` more in overhead and copies.
     DoesNotPay {
@@ -270,6 +281,11 @@ impl fmt::Display for Why {
             Why::UnderOneWave { blocks, wave } => {
                 write!(f, "{blocks} blocks: under one wave of one device ({wave} blocks at once)")
             }
+            Why::Unmeasured { blocks, waves } => write!(
+                f,
+                "first launch of {blocks} blocks (under {waves} waves of one GPU): run whole to measure the kernel \
+                 before a split is paid for"
+            ),
             Why::DoesNotPay { kernel_ns, devices, saved_ns, cost_ns } => write!(
                 f,
                 "kernel {}: over {devices} devices it would save {} and cost {} more (overhead and copies)",
@@ -294,6 +310,15 @@ pub(crate) fn decide(s: &Situation, m: &Measured, overheads: &Overheads) -> Deci
         return Decision::Whole(Why::UnderOneWave { blocks: s.blocks, wave: s.wave.unwrap_or(0) });
     }
     let Some(per_block) = m.ns_per_block else {
+        // Nothing measured yet. A GPU grid of few waves may hold a kernel of microseconds,
+        // which a split would only slow down, and the split's first plan costs interval
+        // computation on top: it runs whole once, and its measure decides. A large grid splits
+        // at once (its first launch is often most of the run, as matmul's five are).
+        if let (true, Some(w)) = (s.gpus, s.wave.filter(|&w| w > 0)) {
+            if s.blocks < FIRST_SPLIT_WAVES * w {
+                return Decision::Whole(Why::Unmeasured { blocks: s.blocks, waves: FIRST_SPLIT_WAVES });
+            }
+        }
         return Decision::Split(useful);
     };
     let kernel = per_block * s.blocks as f64;
@@ -407,13 +432,20 @@ mod tests {
         Situation { devices, blocks, wave, gpus: true }
     }
 
-    /// The first launch splits over every device that gets at least a wave.
+    /// The first launch splits over every device that gets at least a wave: on simulated
+    /// devices always, on GPUs where the grid has many waves.
     #[test]
     fn first_launch_splits_over_the_devices_a_wave_fills() {
         let o = fresh();
         let m = Measured::default();
         assert_eq!(decide(&gpus(2, 100_000, Some(132 * 8)), &m, &o), Decision::Split(2));
-        assert_eq!(decide(&gpus(8, 3000, Some(1000)), &m, &o), Decision::Split(3));
+        // A GPU grid of few waves runs whole first (launches.cu's 16384 blocks, 16 waves).
+        let d = decide(&gpus(2, 16384, Some(1056)), &m, &o);
+        assert!(matches!(d, Decision::Whole(Why::Unmeasured { blocks: 16384, waves: FIRST_SPLIT_WAVES })), "{d:?}");
+        let Decision::Whole(why) = d else { unreachable!() };
+        assert!(why.to_string().contains("run whole to measure the kernel"), "{why}");
+        let sims = Situation { devices: 8, blocks: 3000, wave: Some(1000), gpus: false };
+        assert_eq!(decide(&sims, &m, &o), Decision::Split(3));
         assert_eq!(decide(&gpus(4, 5000, None), &m, &o), Decision::Split(4));
     }
 
