@@ -801,6 +801,21 @@ fn decide(
     }
     let situation = policy::Situation { devices: all, blocks, wave: m.wave, gpus: gpu.is_some() };
     let decision = policy::decide(&situation, &m, &policy::OVERHEADS);
+    if policy::logging() {
+        eprintln!(
+            "hpvm-mgpu policy: {} launch {}: {} blocks, wave {:?}, ns/block {:?}, copies {:?}, overhead(2) {:.0} ns, \
+             before {:?}: {:?}",
+            u.module.node(u.node).shown(),
+            m.launches,
+            blocks,
+            m.wave,
+            m.ns_per_block,
+            &m.copy_ns[..3],
+            policy::OVERHEADS.get(2, gpu.is_some()),
+            m.decided.get(&blocks),
+            decision
+        );
+    }
     let st = &u.module.stats[u.node as usize];
     let given = match decision {
         policy::Decision::Split(k) => k,
@@ -824,6 +839,7 @@ fn decide(
         used: given,
         blocks,
         started: std::time::Instant::now(),
+        gpus: gpu.is_some(),
     });
     (given, probe)
 }

@@ -22,7 +22,9 @@
 //! whole launch by [`MARGIN`]. The first launch of a node splits on simulated devices, and on
 //! GPUs where its grid is at least [`FIRST_SPLIT_WAVES`] waves (the large launches that matter
 //! most); a smaller GPU grid runs whole first, so a short kernel never pays for a split's plan
-//! and copies to be measured. Its measurement decides the next.
+//! and copies to be measured. Its measurement decides the next; on GPUs the first one is not
+//! believed (a kernel's first run is cold), so such a node stays whole until a second arrives
+//! (measurements arrive when the program next waits for the GPUs).
 //!
 //! Decisions stick: a launch over as many blocks as an earlier one of the node keeps that
 //! one's device count unless another split is predicted faster by [`SWITCH_MARGIN`], or the
@@ -49,6 +51,13 @@ pub(crate) enum Mode {
     Always,
     /// `off`: every unit runs whole on device 0.
     Off,
+}
+
+/// `HPVM_MGPU_POLICY_LOG=1`: every decision of the policy on stderr, one line each (node,
+/// blocks, what was measured, the decision), for finding why a program splits where it does.
+pub(crate) fn logging() -> bool {
+    static LOG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LOG.get_or_init(|| matches!(std::env::var("HPVM_MGPU_POLICY_LOG").as_deref(), Ok("1" | "yes" | "on")))
 }
 
 pub(crate) fn mode() -> Mode {
@@ -133,6 +142,8 @@ pub(crate) struct Sample {
     pub blocks: u64,
     /// The slowest device's kernel time, ns.
     pub kernel_ns: f64,
+    /// Measured on GPUs (by events).
+    pub gpus: bool,
 }
 
 impl Measured {
@@ -146,6 +157,13 @@ impl Measured {
 
     pub fn record(&mut self, s: Sample) {
         if s.devices == 0 || s.devices > MAX || s.blocks == 0 {
+            return;
+        }
+        if s.gpus && self.samples == 0 {
+            // A kernel's first run on a GPU is cold (first use of its module, caches, page
+            // tables): on two H100s it measured 3x its steady time, enough to split a 16 µs
+            // kernel that then ran slower split. Counted, not believed.
+            self.samples += 1;
             return;
         }
         let per_block = s.kernel_ns * s.devices as f64 / s.blocks as f64;
@@ -386,6 +404,8 @@ pub(crate) struct Probe {
     pub blocks: u64,
     /// When the launch's copies began (planning is not the launch's overhead).
     pub started: std::time::Instant,
+    /// The launch runs on GPUs.
+    pub gpus: bool,
 }
 
 impl Probe {
@@ -395,7 +415,7 @@ impl Probe {
     pub fn finish(self, kernel_ns: f64, copy_ns: f64, busy_ns: f64, waited: bool) {
         let wall = self.started.elapsed().as_nanos() as f64;
         let mut m = self.record.lock().unwrap_or_else(|e| e.into_inner());
-        m.record(Sample { devices: self.used, blocks: self.blocks, kernel_ns });
+        m.record(Sample { devices: self.used, blocks: self.blocks, kernel_ns, gpus: self.gpus });
         m.record_copies(self.devices, self.before, copy_ns);
         drop(m);
         if waited {
@@ -421,7 +441,7 @@ mod tests {
 
     fn measured(kernel_ns: f64, devices: usize, blocks: u64, copies: &[(usize, f64)]) -> Measured {
         let mut m = Measured::default();
-        m.record(Sample { devices, blocks, kernel_ns });
+        m.record(Sample { devices, blocks, kernel_ns, gpus: false });
         for &(n, c) in copies {
             m.record_copies(n, n, c);
         }
@@ -565,6 +585,20 @@ mod tests {
             let d = decide(&gpus(2, 16384, Some(1056)), &m, &o);
             assert!(matches!(d, Decision::Whole(_)), "{before:?}: {d:?}");
         }
+    }
+
+    /// A node's first GPU measurement (cold) is not believed: the next decides.
+    #[test]
+    fn a_first_gpu_measurement_is_not_believed() {
+        let mut m = Measured::default();
+        m.record(Sample { devices: 1, blocks: 16384, kernel_ns: 49_000.0, gpus: true });
+        assert_eq!((m.ns_per_block, m.samples), (None, 1));
+        let d = decide(&gpus(2, 16384, Some(1056)), &m, &fresh());
+        assert!(matches!(d, Decision::Whole(Why::Unmeasured { .. })), "{d:?}");
+        m.record(Sample { devices: 1, blocks: 16384, kernel_ns: 16_384.0, gpus: true });
+        assert_eq!(m.ns_per_block, Some(1.0));
+        let d = decide(&gpus(2, 16384, Some(1056)), &m, &fresh());
+        assert!(matches!(d, Decision::Whole(Why::DoesNotPay { .. })), "{d:?}");
     }
 
     /// One device, or none measured: nothing to decide.
