@@ -341,3 +341,18 @@ fn device_printf_prints_on_every_device() {
         );
     }
 }
+
+/// The preference and query calls programs make around their kernels (cache and shared
+/// memory configuration, function attributes, versions, free memory, peers, asynchronous
+/// symbol copies) answer as CUDA does and leave the results alone (the program checks each).
+#[test]
+fn configuration_and_query_calls_answer_as_cuda_does() {
+    let dir = TempDir::new("config");
+    let exe = dir.path_str("config");
+    let out = hpvm_mgpu(&["build", "-O2", "tests/inputs/cuda/config.cu", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for devices in ["cpu:1", "cpu:3"] {
+        let run = run_program(std::path::Path::new(&exe), &[], &[("HPVM_MGPU_DEVICES", devices)]);
+        assert!(run.status.success() && stdout(&run).contains("PASS"), "{devices}: {}{}", stdout(&run), stderr(&run));
+    }
+}

@@ -78,6 +78,12 @@ pub extern "C" fn hpvm_rt_cuda_register_symbol(shadow: *const c_void, bytes: u64
     })
 }
 
+/// Whether `func` is a kernel's stub (what `cudaLaunchKernel` and `cudaFuncSet*` take).
+pub(super) fn is_kernel(func: *const c_void) -> bool {
+    let kernels = KERNELS.lock().unwrap_or_else(|e| e.into_inner());
+    !func.is_null() && kernels.as_ref().is_some_and(|k| k.contains_key(&(func as usize)))
+}
+
 /// The size of the device variable whose shadow is at `symbol`; `None` where no variable
 /// starts there (CUDA wants the symbol itself, its offset given apart).
 pub(super) fn symbol_size(symbol: *const c_void) -> Option<usize> {

@@ -38,6 +38,7 @@
 // contract, checked for null here); no Rust code calls them.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+mod config;
 mod launch;
 mod libdevice;
 mod printf;
