@@ -381,6 +381,10 @@ fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions) -> Result<()> {
     // As nvcc links, whatever the inputs' languages: through the C++ driver, so libstdc++
     // and libm come with every program (a `.cu` file is C++, and so are objects nvcc made).
     cmd.arg("--driver-mode=g++");
+    if opts.clang.openmp {
+        // The driver adds LLVM's OpenMP runtime (libomp).
+        cmd.arg("-fopenmp");
+    }
     cmd.args(objects).arg(&runtime);
     for d in &opts.lib_dirs {
         cmd.arg("-L").arg(d);

@@ -178,6 +178,10 @@ pub struct ClangArgs {
     /// Language standard (-std=c11, -std=c++17...).
     #[arg(long = "std", value_name = "STD")]
     pub std: Option<String>,
+    /// Host code with OpenMP, linked with LLVM's libomp (`-fopenmp`, nvcc's `-Xcompiler
+    /// -fopenmp`); kernels are unaffected.
+    #[arg(long = "openmp")]
+    pub openmp: bool,
 }
 
 impl ClangArgs {
@@ -190,6 +194,7 @@ impl ClangArgs {
             verbose,
             opt_level: None,
             cuda_arch: None,
+            openmp: self.openmp,
         }
     }
 }
@@ -280,6 +285,9 @@ fn nvcc_flag(flag: &str, value: Option<&str>) -> Option<Nvcc> {
     let value = value.unwrap_or("");
     match flag {
         "-std" | "--std" => None,
+        // gcc's and clang's spelling, which Makefiles pass to nvcc too.
+        "-fopenmp" => Some(Nvcc::Args(vec!["--openmp".into()])),
+        f if f.starts_with("-fopenmp=") => Some(Nvcc::Args(vec!["--openmp".into()])),
         f if f.starts_with("-std=") => Some(Nvcc::Args(vec![format!("-{f}")])),
         "-arch" | "--gpu-architecture" => Some(Nvcc::Args(vec![format!("--gpu-arch={}", sm_of(value))])),
         f if f.starts_with("-arch=") => Some(Nvcc::Args(vec![format!("--gpu-arch={}", sm_of(&f["-arch=".len()..]))])),
@@ -295,16 +303,15 @@ fn nvcc_flag(flag: &str, value: Option<&str>) -> Option<Nvcc> {
                 None => Some(Nvcc::Refuse(format!("-gencode {value}: expected arch=compute_XX,code=sm_XX"))),
             }
         }
-        // The host compiler's flags: include paths and macros are ours too; OpenMP is not taken
-        // yet; warnings, debug info and code-generation tuning change no result and are left
-        // to our own choices.
+        // The host compiler's flags: include paths, macros and OpenMP are ours too; warnings,
+        // debug info and code-generation tuning change no result and are left to our own
+        // choices.
         "-Xcompiler" | "--compiler-options" => {
             let mut words = Vec::new();
             for w in value.split(',').map(str::trim).filter(|w| !w.is_empty()) {
                 if w == "-fopenmp" || w.starts_with("-fopenmp=") {
-                    return Some(Nvcc::Refuse(format!(
-                        "-Xcompiler {w}: OpenMP in host code is not taken yet (a later version builds it with LLVM's libomp)"
-                    )));
+                    words.push("--openmp".to_string());
+                    continue;
                 }
                 if w.starts_with("-I") || w.starts_with("-D") || w.starts_with("-std=") {
                     words.push(if w.starts_with("-std=") { format!("-{w}") } else { w.to_string() });
@@ -479,7 +486,8 @@ mod nvcc_tests {
             ["build", "a.cu"]
         );
         assert_eq!(norm(&["build", "-ccbin", "g++", "-Xptxas", "-v", "a.cu"]), ["build", "a.cu"]);
-        assert_eq!(nvcc_flag("-Xcompiler", Some("-fopenmp")).map(|n| matches!(n, Nvcc::Refuse(_))), Some(true));
+        assert_eq!(nvcc_flag("-Xcompiler", Some("-Wall,-fopenmp")), Some(Nvcc::Args(vec!["--openmp".into()])));
+        assert_eq!(nvcc_flag("-fopenmp", None), Some(Nvcc::Args(vec!["--openmp".into()])));
         assert_eq!(nvcc_flag("-o", None), None);
     }
 }

@@ -356,3 +356,32 @@ fn configuration_and_query_calls_answer_as_cuda_does() {
         assert!(run.status.success() && stdout(&run).contains("PASS"), "{devices}: {}{}", stdout(&run), stderr(&run));
     }
 }
+
+/// Host code with OpenMP, as nvcc's `-Xcompiler -fopenmp` builds it (LLVM's libomp): the
+/// host threads prepare and reduce around a kernel, on every device count. Without the flag
+/// the link fails at the user's line, as with nvcc.
+#[test]
+fn host_openmp_builds_with_nvccs_flag() {
+    let dir = TempDir::new("openmp");
+    let exe = dir.path_str("openmp");
+    let out = hpvm_mgpu(&["build", "-O2", "-Xcompiler", "-Wall,-fopenmp", "tests/inputs/cuda/openmp.cu", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for devices in ["cpu:1", "cpu:3"] {
+        let env = [("HPVM_MGPU_DEVICES", devices), ("OMP_NUM_THREADS", "2")];
+        let run = run_program(std::path::Path::new(&exe), &[], &env);
+        assert!(
+            run.status.success() && stdout(&run).starts_with("PASS"),
+            "{devices}: {}{}",
+            stdout(&run),
+            stderr(&run)
+        );
+    }
+    let plain = dir.path_str("plain");
+    let out = hpvm_mgpu(&["build", "-O2", "tests/inputs/cuda/openmp.cu", "-o", &plain]);
+    assert!(!out.status.success(), "linked without -fopenmp");
+    assert!(
+        stderr(&out).contains("tests/inputs/cuda/openmp.cu:24: undefined reference to `omp_get_num_threads'"),
+        "{}",
+        stderr(&out)
+    );
+}

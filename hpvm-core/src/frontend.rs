@@ -69,6 +69,9 @@ pub struct ClangOptions {
     /// For CUDA sources: the GPU architecture device code is compiled for (`__CUDA_ARCH__`);
     /// `None`: [`crate::cuda::DEFAULT_ARCH`].
     pub cuda_arch: Option<String>,
+    /// Host code with OpenMP (`-fopenmp`, LLVM's libomp), as nvcc's `-Xcompiler -fopenmp`.
+    /// Device code never sees it.
+    pub openmp: bool,
 }
 
 /// The clang used for C and C++: `$HPVM_MGPU_CLANG`, else `clang-19` on the PATH, else
@@ -111,6 +114,9 @@ pub fn compile_source(src: &Path, lang: Language, opts: &ClangOptions, out: &Pat
         ]);
     }
     add_user_flags(&mut cmd, opts);
+    if opts.openmp {
+        cmd.arg("-fopenmp");
+    }
     // After the user's -I, so a user's own hpvm.h wins, as with any system header.
     cmd.arg("-isystem").arg(scratch.path());
     // CUDA's headers, as nvcc gives them to its host compiler: a host file of a CUDA program

@@ -87,6 +87,9 @@ fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path) -> Resu
         Half::Host => "--cuda-host-only",
     });
     add_user_flags(&mut cmd, opts);
+    if opts.openmp && half == Half::Host {
+        cmd.arg("-fopenmp");
+    }
     add_ir_flags(&mut cmd, opts);
     cmd.arg(if half == Half::Device { "-S" } else { "-c" });
     cmd.arg(src).arg("-o").arg(out);
