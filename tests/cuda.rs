@@ -385,3 +385,30 @@ fn host_openmp_builds_with_nvccs_flag() {
         stderr(&out)
     );
 }
+
+/// `assert` in device code and CUDA's min/max overloads in host and `__host__ __device__`
+/// code build as with nvcc; a failing device assertion stops the program naming its line.
+#[test]
+fn device_assert_and_host_minmax_work_as_with_nvcc() {
+    let dir = TempDir::new("assert-minmax");
+    let exe = dir.path_str("assert_minmax");
+    let out = hpvm_mgpu(&["build", "-O2", "tests/inputs/cuda/assert_minmax.cu", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let exe = std::path::Path::new(&exe);
+    for devices in ["cpu:1", "cpu:3"] {
+        let run = run_program(exe, &[], &[("HPVM_MGPU_DEVICES", devices)]);
+        assert!(
+            run.status.success() && stdout(&run).starts_with("PASS"),
+            "{devices}: {}{}",
+            stdout(&run),
+            stderr(&run)
+        );
+        let failing = run_program(exe, &["1234"], &[("HPVM_MGPU_DEVICES", devices)]);
+        assert_eq!(failing.status.code(), Some(1), "{devices}: {}", stderr(&failing));
+        assert!(
+            stderr(&failing).contains("tests/inputs/cuda/assert_minmax.cu:18: void gather(const float *, float *, int, int): device-side assertion `i != fail_at` failed"),
+            "{devices}: {}",
+            stderr(&failing)
+        );
+    }
+}

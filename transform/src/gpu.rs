@@ -587,8 +587,8 @@ fn resolve<'ctx>(
             .filter(|f| f.count_basic_blocks() > 0 && f.get_type() == callee.get_type());
         match name.as_str() {
             OUT_SLOT => replace.push((inst, levels.out_slot.as_basic_value_enum())),
-            // Device printf: the driver provides it.
-            "vprintf" => {}
+            // Device printf and assert: the driver provides them.
+            "vprintf" | "__assertfail" => {}
             n if n.starts_with("llvm.") => {
                 if let Some(f) = in_libdevice {
                     replace.push((inst, call_instead(f)?));

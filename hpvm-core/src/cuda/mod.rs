@@ -38,6 +38,9 @@ use inkwell::module::Module;
 use std::path::Path;
 use std::process::Command;
 
+/// nvcc's host overloads of `min` and `max`, which clang's CUDA headers lack (see the file).
+const HOST_MINMAX_H: &str = include_str!("host_minmax.h");
+
 /// The GPU architecture device code is compiled for when none is given (`__CUDA_ARCH__`).
 pub const DEFAULT_ARCH: &str = "sm_80";
 
@@ -51,8 +54,10 @@ enum Half {
 pub fn load<'ctx>(ctx: &'ctx Context, path: &Path, opts: &ClangOptions) -> Result<Module<'ctx>> {
     let scratch = ScratchDir::new("cuda").map_err(|e| Error::io("temporary directory", e))?;
     let (dev_ll, host_bc) = (scratch.path().join("device.ll"), scratch.path().join("host.bc"));
-    compile_half(path, opts, Half::Device, &dev_ll)?;
-    compile_half(path, opts, Half::Host, &host_bc)?;
+    let minmax = scratch.path().join("hpvm_host_minmax.h");
+    std::fs::write(&minmax, HOST_MINMAX_H).map_err(|e| Error::io("temporary hpvm_host_minmax.h", e))?;
+    compile_half(path, opts, Half::Device, &dev_ll, &minmax)?;
+    compile_half(path, opts, Half::Host, &host_bc, &minmax)?;
     let host = read_ir(ctx, &host_bc)?;
     let (dev, kernels) = device::read(ctx, &dev_ll)?;
     let symbols = device::symbols(&dev, &host);
@@ -66,7 +71,7 @@ pub fn load<'ctx>(ctx: &'ctx Context, path: &Path, opts: &ClangOptions) -> Resul
 /// One half of a CUDA source to LLVM IR, as [`crate::frontend::compile_source`] does for C.
 /// libdevice is not linked (`-nocudalib`): math calls stay calls of `__nv_*` functions, which
 /// [`device`] maps to what both backends know.
-fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path) -> Result<()> {
+fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path, minmax: &Path) -> Result<()> {
     let cuda =
         crate::toolchain::cuda_path().filter(|p| p.join("include/cuda_runtime.h").is_file()).ok_or_else(|| {
             Error::Cuda(format!(
@@ -90,6 +95,7 @@ fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path) -> Resu
     if opts.openmp && half == Half::Host {
         cmd.arg("-fopenmp");
     }
+    cmd.arg("-include").arg(minmax);
     add_ir_flags(&mut cmd, opts);
     cmd.arg(if half == Half::Device { "-S" } else { "-c" });
     cmd.arg(src).arg("-o").arg(out);
