@@ -141,6 +141,35 @@ pub unsafe extern "C" fn hpvm_rt_device_printf(fmt: *const c_char, args: *const 
     printed
 }
 
+/// A device `assert` that failed, on the CPU (clang gives `assert` in device code to CUDA's
+/// `__assertfail`; on a GPU the driver provides it and the kernel traps). Prints CUDA's line
+/// for it and ends the program, as a failed assertion ends a CUDA program's kernel and
+/// leaves its context unusable.
+///
+/// # Safety
+/// `message`, `file` and `function` are NUL-terminated strings of the program (or null).
+#[no_mangle]
+pub unsafe extern "C" fn __assertfail(
+    message: *const c_char,
+    file: *const c_char,
+    line: std::ffi::c_uint,
+    function: *const c_char,
+    _char_size: usize,
+) {
+    let text = |p: *const c_char| {
+        // SAFETY: the caller's string, or null.
+        if p.is_null() {
+            String::new()
+        } else {
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
+    };
+    let (message, file, function) = (text(message), text(file), text(function));
+    // Not between the pieces of a concurrent instance's printf.
+    let _printing = PRINTING.lock();
+    crate::fatal(&format!("{file}:{line}: {function}: device-side assertion `{message}` failed"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,29 +203,4 @@ mod tests {
             assert_eq!(a.next(8) as i64, -2);
         }
     }
-}
-
-/// A device `assert` that failed, on the CPU (clang gives `assert` in device code to CUDA's
-/// `__assertfail`; on a GPU the driver provides it and the kernel traps). Prints CUDA's line
-/// for it and ends the program, as a failed assertion ends a CUDA program's kernel and
-/// leaves its context unusable.
-///
-/// # Safety
-/// `message`, `file` and `function` are NUL-terminated strings of the program (or null).
-#[no_mangle]
-pub unsafe extern "C" fn __assertfail(
-    message: *const c_char,
-    file: *const c_char,
-    line: std::ffi::c_uint,
-    function: *const c_char,
-    _char_size: usize,
-) {
-    let text = |p: *const c_char| {
-        // SAFETY: the caller's string, or null.
-        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()).unwrap_or_default()
-    };
-    let (message, file, function) = (text(message), text(file), text(function));
-    // Not between the pieces of a concurrent instance's printf.
-    let _printing = PRINTING.lock();
-    crate::fatal(&format!("{file}:{line}: {function}: device-side assertion `{message}` failed"))
 }
