@@ -412,3 +412,42 @@ fn device_assert_and_host_minmax_work_as_with_nvcc() {
         );
     }
 }
+
+/// The build assembles the kernels' PTX into each asked architecture's machine code (ptxas
+/// from the CUDA folder) and embeds it beside the PTX; without ptxas it says so and the
+/// executable carries the PTX alone, running the same.
+#[test]
+fn the_build_embeds_machine_code_per_architecture() {
+    let dir = TempDir::new("sass");
+    let exe = dir.path_str("startup");
+    let out = hpvm_mgpu(&["build", "--gpu-arch", "sm_70", "--gpu-arch", "sm_90", "bench/cuda/startup.cu", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bytes = std::fs::read(&exe).unwrap();
+    // The blob: the magic and a count of images (the runtime's own copy of the magic is
+    // followed by other bytes).
+    let counts: Vec<u32> = bytes
+        .windows(12)
+        .filter(|w| &w[..8] == b"HPVMSASS")
+        .map(|w| u32::from_le_bytes(w[8..12].try_into().unwrap()))
+        .collect();
+    assert!(counts.contains(&2), "no blob of two architectures: {counts:?}");
+    // A CUDA folder without ptxas: a note, and the PTX alone.
+    let bare = dir.join("cuda");
+    let cuda = hpvm_core::toolchain::cuda_path().expect("a CUDA folder");
+    std::fs::create_dir_all(bare.join("bin")).unwrap();
+    std::os::unix::fs::symlink(cuda.join("include"), bare.join("include")).unwrap();
+    std::os::unix::fs::symlink(cuda.join("nvvm"), bare.join("nvvm")).unwrap();
+    std::fs::copy(cuda.join("version.txt"), bare.join("version.txt")).unwrap();
+    let plain = dir.path_str("plain");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hpvm-mgpu"))
+        .args(["build", "bench/cuda/startup.cu", "-o", &plain])
+        .env("HPVM_MGPU_CUDA_PATH", &bare)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("note: GPU machine code: no ptxas in the CUDA folder"), "{}", stderr(&out));
+    let plain_bytes = std::fs::read(&plain).unwrap();
+    assert!(!plain_bytes.windows(12).any(|w| &w[..8] == b"HPVMSASS" && w[8..12] == 2u32.to_le_bytes()));
+    let run = run_program(std::path::Path::new(&plain), &[], &[("HPVM_MGPU_DEVICES", "cpu:2")]);
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
+}

@@ -39,26 +39,18 @@ pub fn assemble(ptx: &str, archs: &[String], dir: &Path) -> Assembled {
         out.notes.push(format!("writing {}: {e}", input.display()));
         return out;
     }
+    // One ptxas per architecture, at once: the build waits for the slowest, not the sum.
+    let runs: Vec<Result<(Arch, Vec<u8>), String>> = std::thread::scope(|s| {
+        let input = &input;
+        let ptxas = &ptxas;
+        let handles: Vec<_> = archs.iter().map(|name| s.spawn(move || assemble_one(ptxas, input, name, dir))).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("ptxas's thread panicked".into()))).collect()
+    });
     let mut images = Vec::new();
-    for name in archs {
-        let Some(arch) = Arch::parse(name) else {
-            out.notes.push(format!("`{name}` is not a GPU architecture ptxas knows"));
-            continue;
-        };
-        let cubin = dir.join(format!("{arch}.cubin"));
-        let run =
-            Command::new(&ptxas).arg(format!("-arch={arch}")).arg("-O3").arg(&input).arg("-o").arg(&cubin).output();
+    for run in runs {
         match run {
-            Ok(r) if r.status.success() => match std::fs::read(&cubin) {
-                Ok(code) => images.push((arch, code)),
-                Err(e) => out.notes.push(format!("{arch}: reading ptxas's output: {e}")),
-            },
-            Ok(r) => {
-                let err = String::from_utf8_lossy(&r.stderr);
-                let first = err.lines().find(|l| !l.trim().is_empty()).unwrap_or("no message");
-                out.notes.push(format!("{arch}: ptxas failed: {first}"));
-            }
-            Err(e) => out.notes.push(format!("running {}: {e}", ptxas.display())),
+            Ok(image) => images.push(image),
+            Err(note) => out.notes.push(note),
         }
     }
     out.archs = images.iter().map(|(a, _)| *a).collect();
@@ -66,4 +58,22 @@ pub fn assemble(ptx: &str, archs: &[String], dir: &Path) -> Assembled {
         out.blob = Some(pack(&images));
     }
     out
+}
+
+/// The cubin of `input` (PTX) for the architecture named `name`, or why there is none.
+fn assemble_one(ptxas: &Path, input: &Path, name: &str, dir: &Path) -> Result<(Arch, Vec<u8>), String> {
+    let arch = Arch::parse(name).ok_or_else(|| format!("`{name}` is not a GPU architecture ptxas knows"))?;
+    let cubin = dir.join(format!("{arch}.cubin"));
+    let run = Command::new(ptxas).arg(format!("-arch={arch}")).arg("-O3").arg(input).arg("-o").arg(&cubin).output();
+    match run {
+        Ok(r) if r.status.success() => {
+            std::fs::read(&cubin).map(|code| (arch, code)).map_err(|e| format!("{arch}: reading ptxas's output: {e}"))
+        }
+        Ok(r) => {
+            let err = String::from_utf8_lossy(&r.stderr);
+            let first = err.lines().find(|l| !l.trim().is_empty()).unwrap_or("no message");
+            Err(format!("{arch}: ptxas failed: {first}"))
+        }
+        Err(e) => Err(format!("running {}: {e}", ptxas.display())),
+    }
 }
