@@ -37,6 +37,9 @@ pub enum Event {
     RanksAgreed { nanos: u64 },
     /// Watching a buffer of `bytes` began (registration and protection), taking `nanos`.
     WatchStarted { bytes: u64, nanos: u64 },
+    /// A GPU loaded a module, from the build's machine code (`sass`) or by compiling its PTX,
+    /// taking `nanos`.
+    ModuleLoaded { sass: bool, nanos: u64 },
 }
 
 /// A receiver of events. Called from any thread, often on hot paths: keep it to atomics.

@@ -25,10 +25,10 @@ static MODULES_SASS: AtomicU64 = AtomicU64::new(0);
 static MODULES_JIT: AtomicU64 = AtomicU64::new(0);
 static MODULE_LOAD_NANOS: AtomicU64 = AtomicU64::new(0);
 
-/// A GPU loaded a module, from machine code (`sass`) or by compiling its PTX, in `took`.
-pub fn module_loaded(sass: bool, took: std::time::Duration) {
+/// A GPU loaded a module, from machine code (`sass`) or by compiling its PTX, in `nanos`.
+fn module_loaded(sass: bool, nanos: u64) {
     (if sass { &MODULES_SASS } else { &MODULES_JIT }).fetch_add(1, Ordering::Relaxed);
-    MODULE_LOAD_NANOS.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    MODULE_LOAD_NANOS.fetch_add(nanos, Ordering::Relaxed);
 }
 
 /// Marks `__hpvm__init`: the report's session time runs from here.
@@ -104,6 +104,7 @@ impl Sink for Counters {
                 add(&self.bytes_watched, bytes);
                 add(&self.nanos_watch_start, nanos);
             }
+            Event::ModuleLoaded { sass, nanos } => module_loaded(sass, nanos),
             Event::CrossedRanks { sent, received, nanos } => {
                 add(&self.rank_exchanges, 1);
                 add(&self.bytes_sent_to_ranks, sent);

@@ -605,6 +605,9 @@ impl Cuda {
         }
         self.bind()?;
         let t = std::time::Instant::now();
+        let loaded = |sass: bool| {
+            crate::sink::record(crate::sink::Event::ModuleLoaded { sass, nanos: t.elapsed().as_nanos() as u64 })
+        };
         let sass = MACHINE_CODE
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -626,7 +629,7 @@ impl Cuda {
         });
         let m = match from_sass {
             Some(m) => {
-                crate::stats::module_loaded(true, t.elapsed());
+                loaded(true);
                 m
             }
             None => {
@@ -634,7 +637,7 @@ impl Cuda {
                 let m = check("cuModuleLoadData (compiling the PTX)", unsafe {
                     result::module::load_data(ptx.as_ptr() as *const c_void)
                 })?;
-                crate::stats::module_loaded(false, t.elapsed());
+                loaded(false);
                 m
             }
         };
