@@ -451,3 +451,26 @@ fn the_build_embeds_machine_code_per_architecture() {
     let run = run_program(std::path::Path::new(&plain), &[], &[("HPVM_MGPU_DEVICES", "cpu:2")]);
     assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
 }
+
+/// `__threadfence*` in a kernel: the kernel stays on the GPU (a `membar` in its PTX, where
+/// the IR fence made LLVM 19's NVPTX abort and the kernel fall back to the CPU), and runs
+/// right on simulated devices.
+#[test]
+fn memory_fences_keep_kernels_on_the_gpu() {
+    let dir = TempDir::new("fence");
+    let exe = dir.path_str("fence");
+    let out = hpvm_mgpu(&["build", "-O2", "--emit-ptx", "tests/inputs/cuda/fence.cu", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("runs on the CPU"), "{}", stderr(&out));
+    let ptx = std::fs::read_to_string(dir.join("fence.ptx")).unwrap();
+    assert!(ptx.contains("membar.sys"), "{ptx}");
+    for devices in ["cpu:1", "cpu:3"] {
+        let run = run_program(std::path::Path::new(&exe), &[], &[("HPVM_MGPU_DEVICES", devices)]);
+        assert!(
+            run.status.success() && stdout(&run).starts_with("PASS"),
+            "{devices}: {}{}",
+            stdout(&run),
+            stderr(&run)
+        );
+    }
+}

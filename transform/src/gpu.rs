@@ -556,6 +556,17 @@ fn resolve<'ctx>(
     let mut replace: Vec<(InstructionValue, inkwell::values::BasicValueEnum)> = Vec::new();
     let insts: Vec<InstructionValue> = kf.get_basic_block_iter().flat_map(|bb| bb.get_instructions()).collect();
     for inst in insts {
+        if inst.get_opcode() == InstructionOpcode::Fence {
+            // The CUDA frontend gives `__threadfence*` (`llvm.nvvm.membar.*`) to the CPU as a
+            // sequentially consistent fence, which LLVM 19's NVPTX cannot select ("Cannot
+            // select: AtomicFence": the kernel fell back to the CPU). Back to the GPU's own
+            // barrier, at the widest scope: at least as strong as any the program asked for.
+            let membar = intrinsic(m, "llvm.nvvm.membar.sys", ctx.void_type().fn_type(&[], false));
+            b.position_before(&inst);
+            b.build_call(membar, &[], "").map_err(|e| e.to_string())?;
+            inst.erase_from_basic_block();
+            continue;
+        }
         if inst.get_opcode() != InstructionOpcode::Call {
             continue;
         }
