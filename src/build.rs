@@ -373,6 +373,21 @@ fn plugin_dirs(runtime: &Path) -> Vec<PathBuf> {
     dirs
 }
 
+/// Whether LLVM's linker is installed beside `clang` (Debian's `lld-19` puts `ld.lld` in
+/// `/usr/lib/llvm-19/bin`, where `clang-19` looks for it); without it the system's `ld` links.
+fn lld_beside(clang: &Path) -> bool {
+    let resolved = if clang.components().count() > 1 {
+        clang.to_path_buf()
+    } else {
+        let Some(paths) = std::env::var_os("PATH") else { return false };
+        match std::env::split_paths(&paths).map(|d| d.join(clang)).find(|p| p.is_file()) {
+            Some(p) => p,
+            None => return false,
+        }
+    };
+    resolved.canonicalize().ok().and_then(|p| p.parent().map(|d| d.join("ld.lld").is_file())).unwrap_or(false)
+}
+
 fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions) -> Result<()> {
     let runtime = runtime_library()?;
     let tmp = temp_beside(output);
@@ -381,6 +396,11 @@ fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions) -> Result<()> {
     // As nvcc links, whatever the inputs' languages: through the C++ driver, so libstdc++
     // and libm come with every program (a `.cu` file is C++, and so are objects nvcc made).
     cmd.arg("--driver-mode=g++");
+    if lld_beside(&clang) {
+        // The runtime library is large (its debug build is near 200 MB); LLVM's linker reads
+        // it in a quarter of the time GNU ld takes (0.7 s against 3.1 s per program here).
+        cmd.arg("-fuse-ld=lld");
+    }
     if opts.clang.openmp {
         // The driver adds LLVM's OpenMP runtime (libomp).
         cmd.arg("-fopenmp");

@@ -13,7 +13,7 @@ use crate::desc::{EdgeDesc, KindDesc, NodeDesc, Program};
 use crate::devices::{Copy, Place};
 use crate::fatal;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 pub struct Module {
@@ -77,6 +77,8 @@ pub struct NodeStats {
     /// latest reason: measurements change).
     pub declined: AtomicU64,
     pub declined_reason: Mutex<Option<String>>,
+    /// The kind of the last reason noted (`note_declined`).
+    pub declined_kind: AtomicU8,
     /// Most rounds a launch ran in to fit the devices' memory (`partitioned::fit_memory`).
     pub max_rounds: AtomicU64,
 }
@@ -89,11 +91,14 @@ impl NodeStats {
         }
     }
 
-    pub fn note_declined(&self, reason: &str) {
-        self.declined.fetch_add(1, Ordering::Relaxed);
-        let mut r = self.declined_reason.lock().unwrap_or_else(|e| e.into_inner());
-        if r.as_deref() != Some(reason) {
-            *r = Some(reason.to_string());
+    /// A launch that could have split ran whole, for a reason of kind `kind` (a small number
+    /// per kind of reason). The text is made only when the kind changes and on one declined
+    /// launch in 64: it formats measured times, and a launch-bound loop declines every launch.
+    pub fn note_declined(&self, kind: u8, reason: impl FnOnce() -> String) {
+        let k = self.declined.fetch_add(1, Ordering::Relaxed);
+        let last = self.declined_kind.swap(kind, Ordering::Relaxed);
+        if k.is_multiple_of(64) || last != kind {
+            *self.declined_reason.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason());
         }
     }
 

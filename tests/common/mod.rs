@@ -193,3 +193,51 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 50] = [
     ("bench/programs/stencil.cu", &[&["3", "1"], &["37", "3"], &["130", "4"]]),
     ("bench/programs/nbody.cu", &[&["1", "1"], &["100", "2"], &["1100", "2"]]),
 ];
+
+/// `hpvm-mgpu build FLAGS SRC`, built once per compiler: the executable is kept under
+/// `target/test-builds/`, keyed by the compiler (its modification time and size), the flags,
+/// and the bytes of the source, of the headers beside it and of `include/`. The differential,
+/// rank and oracle suites build the same programs; each test binary used to build them again,
+/// and the builds were most of the suites' time.
+pub fn cached_build(src: &str, flags: &[&str]) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let compiler = PathBuf::from(env!("CARGO_BIN_EXE_hpvm-mgpu"));
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let meta = compiler.metadata().expect("the compiler is built");
+    (meta.len(), meta.modified().ok()).hash(&mut h);
+    flags.hash(&mut h);
+    let source = root().join(src);
+    std::fs::read(&source).unwrap_or_else(|e| panic!("{src}: {e}")).hash(&mut h);
+    let headers = |dir: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "h" || x == "cuh" || x == "hpp"))
+            .collect();
+        v.sort();
+        v
+    };
+    for header in headers(source.parent().unwrap()).iter().chain(&headers(&root().join("include"))) {
+        header.hash(&mut h);
+        std::fs::read(header).unwrap_or_default().hash(&mut h);
+    }
+    let stem = Path::new(src).file_stem().unwrap().to_string_lossy().into_owned();
+    let dir = root().join("target/test-builds");
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join(format!("{stem}-{:016x}", h.finish()));
+    if exe.is_file() {
+        return exe;
+    }
+    // Built under a name of its own and renamed: test binaries run one after another, but the
+    // tests inside one run in parallel and may want the same program.
+    let tmp = dir.join(format!(".{stem}-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let mut args: Vec<&str> = vec!["build"];
+    args.extend_from_slice(flags);
+    let tmp_str = tmp.to_string_lossy().into_owned();
+    args.extend_from_slice(&[src, "-o", &tmp_str]);
+    let out = hpvm_mgpu(&args);
+    assert!(out.status.success(), "build {src} {flags:?}:\n{}", stderr(&out));
+    std::fs::rename(&tmp, &exe).unwrap();
+    exe
+}

@@ -817,10 +817,10 @@ fn decide(
         );
     }
     let st = &u.module.stats[u.node as usize];
-    let given = match decision {
-        policy::Decision::Split(k) => k,
+    let given = match &decision {
+        policy::Decision::Split(k) => *k,
         policy::Decision::Whole(why) => {
-            st.note_declined(&why.to_string());
+            st.note_declined(why.kind(), || why.to_string());
             1
         }
     };
@@ -830,7 +830,7 @@ fn decide(
     m.launches += 1;
     // On simulated devices every launch is measured (a clock read); on GPUs a sample, with
     // events.
-    let measure = gpu.is_none() || policy::sample_gpu(&m);
+    let measure = gpu.is_none() || policy::sample_gpu(&m, &decision);
     drop(m);
     let probe = measure.then(|| policy::Probe {
         record,

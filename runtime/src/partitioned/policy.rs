@@ -297,6 +297,18 @@ pub(crate) enum Why {
     },
 }
 
+impl Why {
+    /// A number per kind of reason ([`crate::module::NodeStats::note_declined`]).
+    pub fn kind(&self) -> u8 {
+        match self {
+            Why::UnderOneWave { .. } => 1,
+            Why::TooShort { .. } => 2,
+            Why::Unmeasured { .. } => 3,
+            Why::DoesNotPay { .. } => 4,
+        }
+    }
+}
+
 impl fmt::Display for Why {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let us = |ns: f64| {
@@ -447,10 +459,25 @@ impl Probe {
 }
 
 /// Whether this launch of a node should be timed on GPUs for the policy (the statistics time
-/// every launch anyway): the first few, then one in 16, so the model follows a node whose
-/// launches change.
-pub(crate) fn sample_gpu(m: &Measured) -> bool {
-    m.launches < 4 || m.launches.is_multiple_of(16)
+/// every launch anyway). Timing costs events and a slot in the in-flight ring, about a
+/// microsecond of a launch that may take three, so only where a measurement can change a
+/// decision:
+/// - never where the decision does not depend on one: a grid under one wave runs whole
+///   whatever the kernel takes;
+/// - the first few launches, then one in 16, so the model follows a node whose launches change;
+/// - one in 256 for a kernel far below [`GPU_MIN_SPLIT_NS`] (a launch-bound loop's), which
+///   would have to grow many times over before a split could pay.
+///
+/// On two H200s, timing one launch in 16 of `launches.cu 65536` (grids under one wave) made
+/// its 90 000 launches 18% slower on two GPUs than on one.
+pub(crate) fn sample_gpu(m: &Measured, decision: &Decision) -> bool {
+    match decision {
+        Decision::Whole(Why::UnderOneWave { .. }) => false,
+        Decision::Whole(Why::TooShort { kernel_ns, floor_ns }) if *kernel_ns * 4.0 < *floor_ns => {
+            m.launches.is_multiple_of(256)
+        }
+        _ => m.launches < 4 || m.launches.is_multiple_of(16),
+    }
 }
 
 #[cfg(test)]
@@ -632,6 +659,24 @@ mod tests {
         assert_eq!(m.ns_per_block, Some(1.0));
         let d = decide(&gpus(2, 16384, Some(1056)), &m, &fresh());
         assert!(matches!(d, Decision::Whole(Why::TooShort { .. })), "{d:?}");
+    }
+
+    /// GPU launches are timed only where a measurement can change the decision, and a
+    /// launch-bound loop's kernels rarely.
+    #[test]
+    fn gpu_launches_are_timed_where_it_can_matter() {
+        let mut m = Measured::default();
+        let timed = |m: &Measured, d: &Decision| {
+            (0..1024).filter(|&k| sample_gpu(&Measured { launches: k, ..m.clone() }, d)).count()
+        };
+        let under = Decision::Whole(Why::UnderOneWave { blocks: 256, wave: 1056 });
+        assert_eq!(timed(&m, &under), 0);
+        let tiny = Decision::Whole(Why::TooShort { kernel_ns: 3_000.0, floor_ns: GPU_MIN_SPLIT_NS });
+        assert_eq!(timed(&m, &tiny), 4);
+        let near = Decision::Whole(Why::TooShort { kernel_ns: 60_000.0, floor_ns: GPU_MIN_SPLIT_NS });
+        assert_eq!(timed(&m, &near), 4 + 1024 / 16 - 1);
+        m.launches = 0;
+        assert!(sample_gpu(&m, &Decision::Split(2)));
     }
 
     /// One device, or none measured: nothing to decide.
