@@ -231,6 +231,7 @@ fn compile_one(
     let written = if opts.emit_llvm {
         module.print_to_file(&tmp).map_err(|e| Error::Llvm(e.to_string()))
     } else {
+        hpvm_core::ctors::to_init_arrays(&module);
         tm.write_to_file(&module, FileType::Object, &tmp).map_err(|e| Error::Llvm(e.to_string()))
     };
     if let Err(e) = written {

@@ -357,6 +357,21 @@ fn configuration_and_query_calls_answer_as_cuda_does() {
     }
 }
 
+/// Constructors and destructors of every kind run, in order (a prioritized one, a C++ static
+/// object, a destructor attribute), whichever linker the build uses.
+#[test]
+fn constructors_and_destructors_run() {
+    let dir = TempDir::new("ctors");
+    let exe = dir.path_str("ctors");
+    let out = hpvm_mgpu(&["build", "-O2", "tests/inputs/cuda/ctors.cu", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = run_program(std::path::Path::new(&exe), &[], &[("HPVM_MGPU_DEVICES", "cpu:2")]);
+    let text = stdout(&run);
+    assert!(run.status.success(), "{text}{}", stderr(&run));
+    assert!(text.contains("constructors 1 2 of 2, kernel 31"), "{text}");
+    assert!(text.contains("static destructor ran") && text.contains("destructor attribute ran"), "{text}");
+}
+
 /// Host code with OpenMP, as nvcc's `-Xcompiler -fopenmp` builds it (LLVM's libomp): the
 /// host threads prepare and reduce around a kernel, on every device count. Without the flag
 /// the link fails at the user's line, as with nvcc.

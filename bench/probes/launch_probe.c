@@ -20,7 +20,15 @@
 
 typedef int CUresult;
 typedef int CUdevice;
-typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent;
+typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent, *CUgraph, *CUgraphNode, *CUgraphExec;
+
+/* CUDA_KERNEL_NODE_PARAMS (v1), as the driver's header lays it out. */
+typedef struct {
+  CUfunction func;
+  unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+  void **kernelParams;
+  void **extra;
+} KernelNodeParams;
 
 static struct {
   CUresult (*Init)(unsigned);
@@ -36,6 +44,16 @@ static struct {
   CUresult (*MemAlloc)(unsigned long long *, size_t);
   CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                            void **, void **);
+  CUresult (*GraphCreate)(CUgraph *, unsigned);
+  CUresult (*GraphAddKernelNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const KernelNodeParams *);
+  CUresult (*GraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
+  CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*GraphExecKernelNodeSetParams)(CUgraphExec, CUgraphNode, const KernelNodeParams *);
+  CUresult (*StreamBeginCapture)(CUstream, int);
+  CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+  CUresult (*GraphExecUpdate)(CUgraphExec, CUgraph, void *);
+  CUresult (*GraphDestroy)(CUgraph);
+  CUresult (*StreamSynchronize)(CUstream);
 } cu;
 
 static void check(CUresult r, const char *what) {
@@ -101,6 +119,52 @@ static double per_launch(CUfunction f, int nparams, CUstream s, int extra, int n
   return rounds[2];
 }
 
+/* Kernels per graph in the graph cases. */
+enum { NODES = 30 };
+
+/* A graph of NODES launches of `f` (3 parameters) in a chain, replayed n / NODES times:
+ * the host's microseconds per kernel. With `changed` > 0, that many nodes get new parameter
+ * values (cuGraphExecKernelNodeSetParams) before each replay, as a time step's scalar
+ * changes; with `capture`, every replay is captured anew from plain launches on the stream
+ * and the executable graph updated from it (cuGraphExecUpdate) instead. */
+static double per_graph_kernel(CUfunction f, CUstream s, int n, int changed, int capture, unsigned long long word) {
+  uint64_t a = word;
+  uint32_t b = 0, c = 0;
+  void *ptrs[3] = {&a, &b, &c};
+  KernelNodeParams p = {f, 1, 1, 1, 32, 1, 1, 0, ptrs, NULL};
+  CUgraph g;
+  CUgraphNode nodes[NODES];
+  check(cu.GraphCreate(&g, 0), "cuGraphCreate");
+  for (int i = 0; i < NODES; ++i)
+    check(cu.GraphAddKernelNode(&nodes[i], g, i ? &nodes[i - 1] : NULL, i ? 1 : 0, &p), "cuGraphAddKernelNode");
+  CUgraphExec exec;
+  check(cu.GraphInstantiate(&exec, g, 0), "cuGraphInstantiate");
+  double rounds[5];
+  int replays = n / NODES + 1;
+  for (int r = 0; r < 5; ++r) {
+    double t = now();
+    for (int i = 0; i < replays; ++i) {
+      b = (uint32_t)i;
+      if (capture) {
+        CUgraph cg;
+        check(cu.StreamBeginCapture(s, 2 /* relaxed */), "cuStreamBeginCapture");
+        for (int k = 0; k < NODES; ++k)
+          check(cu.LaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, ptrs, NULL), "cuLaunchKernel (captured)");
+        check(cu.StreamEndCapture(s, &cg), "cuStreamEndCapture");
+        char result[64];
+        check(cu.GraphExecUpdate(exec, cg, result), "cuGraphExecUpdate");
+        check(cu.GraphDestroy(cg), "cuGraphDestroy");
+      }
+      for (int k = 0; k < changed; ++k) check(cu.GraphExecKernelNodeSetParams(exec, nodes[k], &p), "SetParams");
+      check(cu.GraphLaunch(exec, s), "cuGraphLaunch");
+    }
+    check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+    rounds[r] = (now() - t) / (replays * NODES) * 1e6;
+  }
+  qsort(rounds, 5, sizeof rounds[0], cmp);
+  return rounds[2];
+}
+
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 20000;
   if (n < 1) {
@@ -125,6 +189,16 @@ int main(int argc, char **argv) {
   LOAD(EventRecord, "cuEventRecord");
   LOAD(LaunchKernel, "cuLaunchKernel");
   LOAD(MemAlloc, "cuMemAlloc_v2");
+  LOAD(GraphCreate, "cuGraphCreate");
+  LOAD(GraphAddKernelNode, "cuGraphAddKernelNode");
+  LOAD(GraphInstantiate, "cuGraphInstantiateWithFlags");
+  LOAD(GraphLaunch, "cuGraphLaunch");
+  LOAD(GraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams");
+  LOAD(StreamBeginCapture, "cuStreamBeginCapture_v2");
+  LOAD(StreamEndCapture, "cuStreamEndCapture");
+  LOAD(GraphExecUpdate, "cuGraphExecUpdate_v2");
+  LOAD(GraphDestroy, "cuGraphDestroy");
+  LOAD(StreamSynchronize, "cuStreamSynchronize");
   CUdevice dev;
   CUcontext ctx;
   CUmodule mod;
@@ -162,6 +236,20 @@ int main(int argc, char **argv) {
     per_launch(cases[c].f, cases[c].nparams, cases[c].s, cases[c].extra, n / 10 + 1, ctx, ev, word); /* warm-up */
     double us = per_launch(cases[c].f, cases[c].nparams, cases[c].s, cases[c].extra, n, ctx, ev, word);
     printf("%-45s %.3f us/launch\n", cases[c].name, us);
+  }
+  struct {
+    const char *name;
+    int changed, capture;
+  } graphs[] = {
+      {"graph of 30, replayed", 0, 0},
+      {"graph of 30, 20 nodes' params set per replay", 20, 0},
+      {"graph of 30, all 30 nodes' params set", NODES, 0},
+      {"graph of 30, captured anew and updated", 0, 1},
+  };
+  for (size_t c = 0; c < sizeof graphs / sizeof graphs[0]; ++c) {
+    per_graph_kernel(k3, nonblocking, n / 10 + 1, graphs[c].changed, graphs[c].capture, word); /* warm-up */
+    double us = per_graph_kernel(k3, nonblocking, n, graphs[c].changed, graphs[c].capture, word);
+    printf("%-45s %.3f us/kernel\n", graphs[c].name, us);
   }
   return 0;
 }
