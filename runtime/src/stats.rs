@@ -215,6 +215,10 @@ pub struct Report {
     pub gpu_modules_from_sass: u64,
     pub gpu_modules_jit_compiled: u64,
     pub ms_gpu_module_loading: f64,
+    /// Held launch sequences submitted as CUDA graphs (replays), and graphs made, over the
+    /// GPUs (`HPVM_MGPU_GRAPHS`).
+    pub gpu_graph_replays: u64,
+    pub gpu_graphs_built: u64,
     /// Page-locking the program's buffers for the GPUs: bytes, and the time it took (on the
     /// thread doing it; launches overlap it with their allocations).
     pub bytes_page_locked: u64,
@@ -406,6 +410,7 @@ pub fn collect() -> Report {
             }
         }
     }
+    let graphs = devs.local_gpus().map(|k| devs.gpu(k).graph_counts()).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     Report {
         launches: c.launches.load(Ordering::Relaxed),
         stream_items: c.stream_items.load(Ordering::Relaxed),
@@ -423,6 +428,8 @@ pub fn collect() -> Report {
         gpu_modules_from_sass: MODULES_SASS.load(Ordering::Relaxed),
         gpu_modules_jit_compiled: MODULES_JIT.load(Ordering::Relaxed),
         ms_gpu_module_loading: MODULE_LOAD_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
+        gpu_graph_replays: graphs.0,
+        gpu_graphs_built: graphs.1,
         bytes_page_locked: c.bytes_pinned.load(Ordering::Relaxed),
         ms_page_locking: ms(&c.nanos_pinning),
         host_writes: crate::memory::host_writes_described(),
@@ -558,6 +565,13 @@ pub fn report() -> String {
             s,
             "  GPU modules: {} loaded from the build's machine code, {} compiled from PTX; {:.3} ms",
             r.gpu_modules_from_sass, r.gpu_modules_jit_compiled, r.ms_gpu_module_loading
+        );
+    }
+    if r.gpu_graph_replays > 0 {
+        let _ = writeln!(
+            s,
+            "  launch sequences replayed as CUDA graphs: {} ({} graphs made)",
+            r.gpu_graph_replays, r.gpu_graphs_built
         );
     }
     let _ = write!(s, "  host writes between launches: {}", r.host_writes);

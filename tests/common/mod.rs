@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 50] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 51] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -189,6 +189,9 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 50] = [
     ("tests/tricky/past_end.cu", &[&["1"], &["1000"], &["65536"]]),
     ("tests/tricky/intrinsics.cu", &[&["1"], &["100"], &["1000"]]),
     ("tests/cuda/streams.cu", &[&["8"], &["1000"], &["3001"]]),
+    // Launches held back and replayed as graphs on GPUs: events, errors, managed memory,
+    // streams and grids that change inside a sequence.
+    ("tests/cuda/graphs.cu", &[&["3", "2"], &["1000", "40"]]),
     ("bench/programs/matmul.cu", &[&["1"], &["37"], &["100"]]),
     ("bench/programs/stencil.cu", &[&["3", "1"], &["37", "3"], &["130", "4"]]),
     ("bench/programs/nbody.cu", &[&["1", "1"], &["100", "2"], &["1100", "2"]]),

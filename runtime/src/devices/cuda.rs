@@ -18,6 +18,7 @@
 //!
 //! Every driver call's error is checked and returned with what was being done.
 
+use super::held::{Held, Launch};
 use super::staging::{Slots, STAGE_AT_LEAST};
 use super::Device;
 use cudarc::driver::{result, sys};
@@ -50,6 +51,8 @@ pub struct Cuda {
     granule: std::sync::OnceLock<Option<u64>>,
     reservations: Mutex<HashMap<u64, u64>>,
     mapped: Mutex<HashMap<u64, sys::CUmemGenericAllocationHandle>>,
+    /// Launches held back, and the graphs of repeated sequences ([`super::held`]).
+    held: Mutex<Held>,
 }
 
 // SAFETY: CUDA contexts, streams, modules, functions and events may be used from any thread
@@ -94,8 +97,13 @@ impl Params {
         self.bytes.extend_from_slice(value);
     }
 
+    /// The parameters' bytes, as laid out for the pointers.
+    pub(super) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// One pointer per parameter, valid while `self` is neither moved nor changed.
-    fn pointers(&mut self) -> Vec<*mut c_void> {
+    pub(super) fn pointers(&mut self) -> Vec<*mut c_void> {
         let base = self.bytes.as_mut_ptr();
         // SAFETY: every start lies within the buffer.
         self.starts.iter().map(|&at| unsafe { base.add(at) } as *mut c_void).collect()
@@ -205,6 +213,7 @@ impl Cuda {
             granule: std::sync::OnceLock::new(),
             reservations: Mutex::default(),
             mapped: Mutex::default(),
+            held: Mutex::default(),
         })
     }
 
@@ -285,10 +294,22 @@ impl Cuda {
         format!("GPU {} ({})", self.index, self.name)
     }
 
-    /// Makes the context current on this thread.
+    /// Makes the context current on this thread, after submitting the launches held on this
+    /// GPU: every other operation binds first, so none overtakes them ([`super::held`]).
     pub fn bind(&self) -> Result<(), String> {
         // SAFETY: the context lives as long as `self`.
-        check("cuCtxSetCurrent", unsafe { result::ctx::set_current(self.ctx) })
+        check("cuCtxSetCurrent", unsafe { result::ctx::set_current(self.ctx) })?;
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held.is_empty() {
+            return Ok(());
+        }
+        held.flush(self.stream, &|| self.label())
+    }
+
+    /// Graph replays and graphs made on this GPU so far ([`super::held`]).
+    pub fn graph_counts(&self) -> (u64, u64) {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        (held.replays, held.built)
     }
 
     pub fn alloc(&self, bytes: usize) -> Result<u64, String> {
@@ -680,7 +701,9 @@ impl Cuda {
 
     /// Enqueues `kernel` on the stream, with `marks` between marks `before` and `before + 1`
     /// (its time on the GPU is [`Cuda::between`] of them once the stream is synchronized).
-    /// `params` holds each parameter's bytes; the driver copies them at the call.
+    /// `params` holds each parameter's bytes; the driver copies them at the call. With
+    /// `hold` (an asynchronous, untimed launch), the launch may wait on the host to be
+    /// submitted with the ones after it ([`super::held`]); `params` is then taken.
     #[allow(clippy::too_many_arguments)]
     pub fn launch(
         &self,
@@ -691,7 +714,24 @@ impl Cuda {
         shared: u32,
         params: &mut Params,
         marks: Option<usize>,
+        hold: bool,
     ) -> Result<(), String> {
+        let hold = hold && marks.is_none() && shared <= 48 * 1024 && super::held::enabled();
+        if hold {
+            // Looking the function up needs no context once it was found before.
+            let f = self.function(ptx, kernel)?;
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            if held.may_hold(f, block, shared) {
+                let name = held.name(kernel);
+                let full = held.hold(Launch { f, name, grid, block, shared, params: std::mem::take(params) });
+                if full {
+                    drop(held);
+                    // Submits them.
+                    self.bind()?;
+                }
+                return Ok(());
+            }
+        }
         self.bind()?;
         let f = self.function(ptx, kernel)?;
         if shared > 48 * 1024 {
@@ -704,23 +744,15 @@ impl Cuda {
                 )
             })?;
         }
-        let mut ptrs = params.pointers();
         if let Some(before) = marks {
             self.mark(before)?;
         }
-        // SAFETY: one pointer per kernel parameter, each to bytes of the parameter's size.
+        let mut l = Launch { f, name: 0, grid, block, shared, params: std::mem::take(params) };
+        let launched = super::held::launch(&mut l, self.stream);
+        *params = l.params;
         // The message is made only on failure: launches are the hot path.
-        unsafe {
-            result::launch_kernel(
-                f,
-                (grid[0], grid[1], grid[2]),
-                (block[0], block[1], block[2]),
-                shared,
-                self.stream,
-                &mut ptrs,
-            )
-        }
-        .map_err(|e| format!("launching {kernel} on {}: {e}", self.label()))?;
+        launched.map_err(|e| format!("launching {kernel} on {}: {e}", self.label()))?;
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).validated(f, block, shared);
         if let Some(before) = marks {
             self.mark(before + 1)?;
         }

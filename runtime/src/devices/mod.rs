@@ -23,6 +23,7 @@
 //! touched.
 
 pub mod cuda;
+pub(crate) mod held;
 pub mod host;
 pub mod inflight;
 mod limits;

@@ -231,6 +231,8 @@ pub(crate) fn run(
                 prepared.shared as u32,
                 &mut params,
                 timed.then_some(slot),
+                // Left in flight and untimed: it may wait on the host for the launches after it.
+                !wait && !timed,
             )
         };
         // Benchmarks only: time the kernel as nvcc-side harnesses do, warm (3 unrecorded runs,

@@ -308,6 +308,7 @@ pub fn check_settings() {
     partitions_per_device();
     device_weight(0);
     kernel::bench_repeat();
+    crate::devices::held::enabled();
 }
 
 /// `HPVM_MGPU_PARTITIONS=K`: each device gets K partitions of a split launch (default 1).
