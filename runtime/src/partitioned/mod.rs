@@ -832,6 +832,9 @@ fn decide(
     // On simulated devices every launch is measured (a clock read); on GPUs a sample, with
     // events.
     let measure = gpu.is_none() || policy::sample_gpu(&m, &decision);
+    if measure && gpu.is_some() {
+        m.probing = true;
+    }
     drop(m);
     let probe = measure.then(|| policy::Probe {
         record,

@@ -124,6 +124,9 @@ pub(crate) struct Measured {
     pub wave: Option<u64>,
     /// Per grid size (blocks), the devices its last launch was given (see the module's doc).
     pub decided: std::collections::HashMap<u64, usize>,
+    /// A GPU launch of the node is timed and its measurement has not arrived yet (it comes
+    /// when the program next waits): timing more launches meanwhile tells nothing new.
+    pub probing: bool,
 }
 
 impl Default for Measured {
@@ -136,6 +139,7 @@ impl Default for Measured {
             launches: 0,
             wave: None,
             decided: std::collections::HashMap::new(),
+            probing: false,
         }
     }
 }
@@ -449,6 +453,7 @@ impl Probe {
     pub fn finish(self, kernel_ns: f64, copy_ns: f64, busy_ns: f64, waited: bool) {
         let wall = self.started.elapsed().as_nanos() as f64;
         let mut m = self.record.lock().unwrap_or_else(|e| e.into_inner());
+        m.probing = false;
         m.record(Sample { devices: self.used, blocks: self.blocks, kernel_ns, gpus: self.gpus });
         m.record_copies(self.devices, self.before, copy_ns);
         drop(m);
@@ -458,12 +463,21 @@ impl Probe {
     }
 }
 
+impl Drop for Probe {
+    /// A probe dropped unfinished (a launch that ran another way) lets the node be timed again.
+    fn drop(&mut self) {
+        self.record.lock().unwrap_or_else(|e| e.into_inner()).probing = false;
+    }
+}
+
 /// Whether this launch of a node should be timed on GPUs for the policy (the statistics time
 /// every launch anyway). Timing costs events and a slot in the in-flight ring, about a
 /// microsecond of a launch that may take three, so only where a measurement can change a
 /// decision:
 /// - never where the decision does not depend on one: a grid under one wave runs whole
 ///   whatever the kernel takes;
+/// - never while an earlier timed launch's measurement is still to come (`Measured::probing`):
+///   a program that waits only at its end would otherwise time one launch in 16 for nothing;
 /// - the first few launches, then one in 16, so the model follows a node whose launches change;
 /// - one in 256 for a kernel far below [`GPU_MIN_SPLIT_NS`] (a launch-bound loop's), which
 ///   would have to grow many times over before a split could pay.
@@ -471,6 +485,9 @@ impl Probe {
 /// On two H200s, timing one launch in 16 of `launches.cu 65536` (grids under one wave) made
 /// its 90 000 launches 18% slower on two GPUs than on one.
 pub(crate) fn sample_gpu(m: &Measured, decision: &Decision) -> bool {
+    if m.probing {
+        return false;
+    }
     match decision {
         Decision::Whole(Why::UnderOneWave { .. }) => false,
         Decision::Whole(Why::TooShort { kernel_ns, floor_ns }) if *kernel_ns * 4.0 < *floor_ns => {
@@ -677,6 +694,9 @@ mod tests {
         assert_eq!(timed(&m, &near), 4 + 1024 / 16 - 1);
         m.launches = 0;
         assert!(sample_gpu(&m, &Decision::Split(2)));
+        // Not while a timed launch's measurement is still to come.
+        m.probing = true;
+        assert!(!sample_gpu(&m, &Decision::Split(2)));
     }
 
     /// One device, or none measured: nothing to decide.
