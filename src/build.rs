@@ -374,6 +374,45 @@ fn plugin_dirs(runtime: &Path) -> Vec<PathBuf> {
     dirs
 }
 
+/// The linker's messages as the user reads them: LLVM's linker says
+/// `ld.lld: error: undefined symbol: f` and then `>>> referenced by x.c:8 (/abs/x.c:8)` per
+/// use; each use becomes `x.c:8: undefined reference to `f'`, as GNU ld (and so nvcc) says
+/// it, the path relative to the working directory where it lies below it. Everything else
+/// passes unchanged.
+fn linker_messages(text: &str) -> String {
+    let cwd = std::env::current_dir().ok();
+    let mut out = String::new();
+    let mut symbol: Option<&str> = None;
+    for line in text.lines() {
+        if let Some(sym) = line.strip_prefix("ld.lld: error: undefined symbol: ") {
+            symbol = Some(sym);
+            continue;
+        }
+        if let (Some(sym), Some(rest)) = (symbol, line.strip_prefix(">>> referenced by ")) {
+            // `file:line (/full/file:line)`, or `object.o:(function)` without debug info.
+            let at = rest
+                .rsplit_once(" (")
+                .and_then(|(_, full)| full.strip_suffix(')'))
+                .filter(|full| full.contains(':'))
+                .unwrap_or(rest);
+            let at = cwd
+                .as_ref()
+                .and_then(|d| Path::new(at).strip_prefix(d).ok())
+                .map_or_else(|| at.to_string(), |p| p.display().to_string());
+            out.push_str(&format!("{at}: undefined reference to `{sym}'\n"));
+            continue;
+        }
+        if line.starts_with(">>> ") && symbol.is_some() {
+            // The object and function of the use above, or "referenced N more times".
+            continue;
+        }
+        symbol = None;
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
 /// Whether LLVM's linker is installed beside `clang` (Debian's `lld-19` puts `ld.lld` in
 /// `/usr/lib/llvm-19/bin`, where `clang-19` looks for it); without it the system's `ld` links.
 fn lld_beside(clang: &Path) -> bool {
@@ -425,9 +464,16 @@ fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions) -> Result<()> {
     if opts.clang.verbose {
         eprintln!("+ {cmd:?}");
     }
-    let status =
-        cmd.status().map_err(|e| hpvm_core::Error::ToolMissing { tool: clang.display().to_string(), source: e })?;
-    if !status.success() {
+    let out = cmd
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| hpvm_core::Error::ToolMissing { tool: clang.display().to_string(), source: e })?;
+    {
+        use std::io::Write;
+        let _ = std::io::stdout().write_all(&out.stdout);
+        let _ = std::io::stderr().write_all(linker_messages(&String::from_utf8_lossy(&out.stderr)).as_bytes());
+    }
+    if !out.status.success() {
         let _ = std::fs::remove_file(&tmp);
         return Err(Error::LinkFailed(output.display().to_string()));
     }
@@ -435,4 +481,31 @@ fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
         Error::io(output.display().to_string(), e)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::linker_messages;
+
+    /// LLVM's linker's undefined symbols read as GNU ld's, one line per use; the rest passes.
+    #[test]
+    fn undefined_symbols_read_as_gnu_ld_says_them() {
+        let lld = "ld.lld: error: undefined symbol: missing\n\
+                   >>> referenced by a.c:8 (/nowhere/a.c:8)\n\
+                   >>>               /tmp/x/0-a.o:(main)\n\
+                   >>> referenced by b.c:3 (/nowhere/b.c:3)\n\
+                   >>>               /tmp/x/1-b.o:(f)\n\
+                   ld.lld: error: undefined symbol: other\n\
+                   >>> referenced by c.o:(g)\n\
+                   clang-19: error: linker command failed with exit code 1\n";
+        assert_eq!(
+            linker_messages(lld),
+            "/nowhere/a.c:8: undefined reference to `missing'\n\
+             /nowhere/b.c:3: undefined reference to `missing'\n\
+             c.o:(g): undefined reference to `other'\n\
+             clang-19: error: linker command failed with exit code 1\n"
+        );
+        let gnu = "/usr/bin/ld: a.o: in function `main':\na.c:8: undefined reference to `missing'\n";
+        assert_eq!(linker_messages(gnu), gnu);
+    }
 }
