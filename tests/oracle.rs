@@ -8,8 +8,8 @@ mod common;
 
 use common::{hpvm_mgpu, root, stderr, TempDir};
 use dashdb::{Database, Node, ReadKind, WriteKind};
-use isl_glue::Isl;
-use std::collections::{BTreeMap, BTreeSet};
+use isl_glue::{AccessMap, Isl};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -126,33 +126,55 @@ fn eval(isl: &Isl, expr: &str, params: &[(&str, i64)]) -> i64 {
     runs[0].start
 }
 
+/// The maps of one check, parsed and with their parameters fixed once per set of values:
+/// most instances of a run share them, and parsing dominated the suite's time.
+struct Maps<'i> {
+    isl: &'i Isl,
+    names: HashMap<String, Vec<String>>,
+    fixed: HashMap<(String, Vec<(String, i64)>), AccessMap<'i>>,
+}
+
+impl<'i> Maps<'i> {
+    fn new(isl: &'i Isl) -> Maps<'i> {
+        Maps { isl, names: HashMap::new(), fixed: HashMap::new() }
+    }
+
+    /// `map` with the parameters it names fixed to their values in `params`.
+    fn fixed(&mut self, map: &str, params: &[(String, i64)]) -> AccessMap<'i> {
+        let isl = self.isl;
+        let names = self.names.entry(map.to_string()).or_insert_with(|| isl.map(map).unwrap().params().unwrap());
+        let fixed: Vec<(String, i64)> = params.iter().filter(|(n, _)| names.contains(n)).cloned().collect();
+        let key = (map.to_string(), fixed);
+        if let Some(m) = self.fixed.get(&key) {
+            return m.copy().unwrap();
+        }
+        let values: Vec<(&str, i64)> = key.1.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let m = isl.map(map).unwrap().fix_params(&values).unwrap();
+        let copy = m.copy().unwrap();
+        self.fixed.insert(key, m);
+        copy
+    }
+}
+
 /// The elements (linear indices) `map` gives instance `at` under `params`.
-fn elements(isl: &Isl, map: &str, params: &[(String, i64)], at: &[i64], shape: &[i64]) -> BTreeSet<i64> {
-    let m = isl.map(map).unwrap();
-    let names = m.params().unwrap();
-    let fixed: Vec<(&str, i64)> =
-        params.iter().filter(|(n, _)| names.contains(n)).map(|(n, v)| (n.as_str(), *v)).collect();
+fn elements(maps: &mut Maps<'_>, map: &str, params: &[(String, i64)], at: &[i64], shape: &[i64]) -> BTreeSet<i64> {
     let hi: Vec<i64> = at.iter().map(|x| x + 1).collect();
-    let range = m.fix_params(&fixed).unwrap().restrict_to_box(at, &hi).unwrap().range().unwrap();
+    let range = maps.fixed(map, params).restrict_to_box(at, &hi).unwrap().range().unwrap();
     range.runs(shape).unwrap().iter().flat_map(|r| r.start..r.end).collect()
 }
 
 /// The elements of `wanted` (linear indices) that `map` does not give instance `at`: a
 /// membership test each, since a bound of data-dependent reads may span 2^31 elements.
 fn left_out(
-    isl: &Isl,
+    maps: &mut Maps<'_>,
     map: &str,
     params: &[(String, i64)],
     at: &[i64],
     shape: &[i64],
     wanted: &BTreeSet<i64>,
 ) -> Vec<i64> {
-    let m = isl.map(map).unwrap();
-    let names = m.params().unwrap();
-    let fixed: Vec<(&str, i64)> =
-        params.iter().filter(|(n, _)| names.contains(n)).map(|(n, v)| (n.as_str(), *v)).collect();
     let hi: Vec<i64> = at.iter().map(|x| x + 1).collect();
-    let range = m.fix_params(&fixed).unwrap().restrict_to_box(at, &hi).unwrap().range().unwrap();
+    let range = maps.fixed(map, params).restrict_to_box(at, &hi).unwrap().range().unwrap();
     wanted
         .iter()
         .copied()
@@ -172,6 +194,7 @@ fn left_out(
 /// Everything the trace shows that the database does not allow, in words.
 fn oracle(db: &Database, trace: &[Access]) -> Vec<String> {
     let isl = Isl::new();
+    let mut maps = Maps::new(&isl);
     let mut problems = Vec::new();
     // node -> run -> instance -> param -> (reads, writes, integer values read by element).
     type PerArg = BTreeMap<i64, (BTreeSet<i64>, BTreeSet<i64>, BTreeMap<i64, i64>)>;
@@ -267,13 +290,13 @@ fn oracle(db: &Database, trace: &[Access]) -> Vec<String> {
                     let here = format!("{} instance {at:?} ({:?}), `{}`", node.name, run.params, arg.name);
                     match (arg.write, &arg.write_map) {
                         (WriteKind::Exact, Some(map)) => {
-                            let claimed = elements(&isl, map, &with_block, at, &shape);
+                            let claimed = elements(&mut maps, map, &with_block, at, &shape);
                             if &claimed != writes {
                                 problems.push(format!("{here}: wrote {writes:?}, the write map says {claimed:?}"));
                             }
                         }
                         (WriteKind::May, Some(map)) => {
-                            let claimed = elements(&isl, map, &with_block, at, &shape);
+                            let claimed = elements(&mut maps, map, &with_block, at, &shape);
                             let missing: Vec<&i64> = writes.difference(&claimed).collect();
                             if !missing.is_empty() {
                                 problems.push(format!("{here}: wrote {missing:?}, which the may-write map leaves out"));
@@ -286,7 +309,7 @@ fn oracle(db: &Database, trace: &[Access]) -> Vec<String> {
                                 from.shape.iter().map(|s| if s == "*" { 0 } else { eval(&isl, s, &fixed) }).collect();
                             let values = traced.get(&(t.arg as i64)).map(|x| &x.2);
                             let mut claimed = BTreeSet::new();
-                            for e in elements(&isl, &t.map, &with_block, at, &from_shape) {
+                            for e in elements(&mut maps, &t.map, &with_block, at, &from_shape) {
                                 let Some(&v) = values.and_then(|m| m.get(&e)) else {
                                     problems.push(format!("{here}: did not read its index at `{}`[{e}]", from.name));
                                     continue;
@@ -314,7 +337,7 @@ fn oracle(db: &Database, trace: &[Access]) -> Vec<String> {
                         (_, Some(_))
                             if arg.read_valid_when.as_deref().is_some_and(|c| !holds(&isl, c, &with_block)) => {}
                         (_, Some(map)) => {
-                            let missing = left_out(&isl, map, &with_block, at, &shape, reads);
+                            let missing = left_out(&mut maps, map, &with_block, at, &shape, reads);
                             if !missing.is_empty() {
                                 problems.push(format!("{here}: read {missing:?}, which the read map leaves out"));
                             }

@@ -244,7 +244,10 @@ fn a_killed_rank_stops_the_others_with_a_message() {
         return;
     }
     let dir = TempDir::new("ranks-kill");
-    let exe = build(&dir, "examples/stencil2d.c");
+    // A copy of its own: its ranks are found by their executable's path, and the shared build
+    // runs under other tests' mpirun at the same time (whose rank this test must not kill).
+    let exe = dir.join("stencil2d-to-kill");
+    std::fs::copy(build(&dir, "examples/stencil2d.c"), &exe).unwrap();
     let out = dir.join("kill-out");
     // Long enough to be killed in the middle (minutes alone).
     let child = mpirun(3, &[("HPVM_MGPU_DEVICES", "cpu:2")], &out, &exe, &["1024", "1024", "100000"])

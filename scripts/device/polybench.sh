@@ -25,10 +25,12 @@ dir=${PB_DIR:-carry/cu/pb}
 flags=${PB_FLAGS:-}
 nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
 names=${*:-$(for f in "$dir"/*; do [ -f "$f" ] && [ -x "$f" ] && basename "$f"; done)}
-# nvcc builds, in parallel (the suite's Makefiles: nvcc -O3 FILE.cu -I utilities).
+# nvcc builds, in parallel (the suite's Makefiles: nvcc -O3 FILE.cu -I utilities). CUDA 13's
+# nvcc no longer declares cudaThreadSynchronize, which the suite calls: its replacement (the
+# same call since CUDA 4) stands in.
 for name in $names; do
   cu=$(ls $src/*/*/$name.cu $src/*/*/*/$name.cu 2>/dev/null | head -1)
-  [ -n "$nvcc" ] && [ -n "$cu" ] && echo "$nvcc -O3 -arch=$arch $flags -I $src/utilities -I $(dirname "$cu") $cu -o /tmp/pbn/$name >/tmp/pblogs/$name.nvcc.log 2>&1"
+  [ -n "$nvcc" ] && [ -n "$cu" ] && echo "$nvcc -O3 -arch=$arch $flags -DcudaThreadSynchronize=cudaDeviceSynchronize -I $src/utilities -I $(dirname "$cu") $cu -o /tmp/pbn/$name >/tmp/pblogs/$name.nvcc.log 2>&1"
 done | xargs -P 16 -I{} sh -c '{}'
 cat /tmp/pblogs/*.nvcc.log >"$out/polybench-nvcc.log" 2>/dev/null
 for name in $names; do

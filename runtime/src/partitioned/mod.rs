@@ -945,15 +945,21 @@ fn run_parts(lp: &LaunchPlan, part_args: &[std::borrow::Cow<'_, [u8]>], run_box:
 
 /// The pool plans are computed on (ISL work, in parallel over partitions): separate from the
 /// main pool, so that no main-pool worker waits in rayon while it holds the buffer table.
-/// No larger than the machine's cores, whatever the main pool's size: each of its threads
-/// keeps its own ISL context and parses every map of the program once (`access::prefetch`),
-/// so a pool of thousands (`HPVM_MGPU_THREADS=4096`) spent a minute on that alone.
+/// No larger than the machine's cores, nor than a launch's partitions, whatever the main
+/// pool's size: each of its threads keeps its own ISL context and parses every map of the
+/// program once (`access::prefetch`), so a pool of thousands (`HPVM_MGPU_THREADS=4096`)
+/// spent a minute on that alone.
 pub(crate) fn planner() -> &'static rayon::ThreadPool {
     static PLANNER: std::sync::OnceLock<rayon::ThreadPool> = std::sync::OnceLock::new();
     PLANNER.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // Plans are computed in parallel over a launch's partitions only: more threads than
+        // partitions would parse every map (`access::prefetch`) for nothing, and on a GPU
+        // machine of 32 cores, 32 threads parsing at start-up slowed the program's first
+        // launches on two GPUs.
+        let partitions = (devices().count() * partitions_per_device()).max(1);
         rayon::ThreadPoolBuilder::new()
-            .num_threads(crate::pool::pool().current_num_threads().min(cores))
+            .num_threads(crate::pool::pool().current_num_threads().min(cores).min(partitions))
             .thread_name(|i| format!("hpvm-plan-{i}"))
             .build()
             .unwrap_or_else(|e| crate::fatal(&format!("cannot start the planning pool: {e}")))
