@@ -1,4 +1,4 @@
-// CUDA's integer, bit, conversion and round-to-nearest intrinsics, checked against a host
+// CUDA's integer, bit, conversion, round-to-nearest and load intrinsics, checked against a host
 // reference written from their definitions: exact on every device.
 #include <cstdio>
 #include <cstdlib>
@@ -10,7 +10,8 @@
 __global__ void intrinsics(const unsigned *in, unsigned *out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  unsigned x = in[i], y = in[(i + 1) % n];
+  // `__ldg`: a load through the read-only cache.
+  unsigned x = __ldg(in + i), y = __ldg(&in[(i + 1) % n]);
   float f = __uint_as_float((x & 0x807fffffu) | 0x3f800000u) * (float)(i % 200 - 100);
   unsigned *o = out + 16 * i;
   o[0] = __byte_perm(x, y, i & 0x7777);

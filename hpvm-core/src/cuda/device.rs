@@ -709,6 +709,17 @@ fn resolve<'ctx>(
                     c"".as_ptr(),
                 )
             })
+        } else if name.starts_with("llvm.nvvm.ldg.global.") || name.starts_with("llvm.nvvm.ldu.global.") {
+            // `__ldg` (and `ldu`): a load through the read-only (uniform) cache, and nothing
+            // else: a plain load of its type and alignment. The GPU backend gives pointers it
+            // proves read-only `ld.global.nc` itself.
+            let args = Val(inst.0).call_args();
+            let align = args.get(1).and_then(|a| a.const_u64()).unwrap_or(1).max(1) as u32;
+            Some(unsafe {
+                let load = llvm_sys::core::LLVMBuildLoad2(b.as_mut_ptr(), LLVMTypeOf(inst.0), args[0].0, c"".as_ptr());
+                llvm_sys::core::LLVMSetAlignment(load, align);
+                load
+            })
         } else if let Some(libm) = crate::libm::of_libdevice(&name) {
             retarget(dev, inst.0, callee, libm);
             None
