@@ -357,6 +357,20 @@ fn configuration_and_query_calls_answer_as_cuda_does() {
     }
 }
 
+/// Atomics at block and system scope (clang's scoped intrinsics) are atomics: every thread's
+/// operation lands, on every device count.
+#[test]
+fn block_and_system_scoped_atomics_run() {
+    let dir = TempDir::new("scoped-atomics");
+    let exe = dir.path_str("scoped");
+    let out = hpvm_mgpu(&["build", "-O2", "tests/inputs/cuda/scoped_atomics.cu", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for devices in ["cpu:1", "cpu:3"] {
+        let run = run_program(std::path::Path::new(&exe), &[], &[("HPVM_MGPU_DEVICES", devices)]);
+        assert!(run.status.success() && stdout(&run).contains("PASS"), "{devices}: {}{}", stdout(&run), stderr(&run));
+    }
+}
+
 /// Constructors and destructors of every kind run, in order (a prioritized one, a C++ static
 /// object, a destructor attribute), whichever linker the build uses.
 #[test]

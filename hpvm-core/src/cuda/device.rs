@@ -720,6 +720,29 @@ fn resolve<'ctx>(
                 llvm_sys::core::LLVMSetAlignment(load, align);
                 load
             })
+        } else if let Some(op) = scoped_atomic(&name) {
+            // `atomicAdd_system`, `atomicCAS_block`...: the atomic at the scope of the whole
+            // device, which contains the block's and, in a run no other agent touches during a
+            // kernel (the runtime's contract), serves the system's.
+            let args = Val(inst.0).call_args();
+            let seq = llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingSequentiallyConsistent;
+            Some(unsafe {
+                match op {
+                    Some(op) => llvm_sys::core::LLVMBuildAtomicRMW(b.as_mut_ptr(), op, args[0].0, args[1].0, seq, 0),
+                    None => {
+                        let pair = llvm_sys::core::LLVMBuildAtomicCmpXchg(
+                            b.as_mut_ptr(),
+                            args[0].0,
+                            args[1].0,
+                            args[2].0,
+                            seq,
+                            seq,
+                            0,
+                        );
+                        llvm_sys::core::LLVMBuildExtractValue(b.as_mut_ptr(), pair, 0, c"".as_ptr())
+                    }
+                }
+            })
         } else if let Some(libm) = crate::libm::of_libdevice(&name) {
             retarget(dev, inst.0, callee, libm);
             None
@@ -766,6 +789,32 @@ fn resolve<'ctx>(
         }
     }
     Ok(())
+}
+
+/// The operation of a scoped atomic intrinsic (`llvm.nvvm.atomic.<op>.gen.<i|f>.<cta|sys>.*`,
+/// what `atomicAdd_block` and `atomicAdd_system` become): `Some(op)` for a read-modify-write,
+/// `None` for compare-and-swap. Minimum and maximum are not taken: their intrinsics do not say
+/// whether they compare signed or unsigned.
+fn scoped_atomic(name: &str) -> Option<Option<llvm_sys::LLVMAtomicRMWBinOp>> {
+    use llvm_sys::LLVMAtomicRMWBinOp as Op;
+    let rest = name.strip_prefix("llvm.nvvm.atomic.")?;
+    let (op, rest) = rest.split_once(".gen.")?;
+    let (kind, rest) = rest.split_once('.')?;
+    if !(rest.starts_with("cta.") || rest.starts_with("sys.")) {
+        return None;
+    }
+    Some(Some(match (op, kind) {
+        ("add", "i") => Op::LLVMAtomicRMWBinOpAdd,
+        ("add", "f") => Op::LLVMAtomicRMWBinOpFAdd,
+        ("exch", "i") => Op::LLVMAtomicRMWBinOpXchg,
+        ("and", "i") => Op::LLVMAtomicRMWBinOpAnd,
+        ("or", "i") => Op::LLVMAtomicRMWBinOpOr,
+        ("xor", "i") => Op::LLVMAtomicRMWBinOpXor,
+        ("inc", "i") => Op::LLVMAtomicRMWBinOpUIncWrap,
+        ("dec", "i") => Op::LLVMAtomicRMWBinOpUDecWrap,
+        ("cas", "i") => return Some(None),
+        _ => return None,
+    }))
 }
 
 /// The constant `v` is, through the stack slots unoptimized code keeps values in (an inlined
