@@ -9,8 +9,8 @@
 
 use super::Outcome;
 use crate::desc::{NodeDesc, ScalarKind};
+use crate::hash::FxHashMap;
 use crate::memory::Table;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -71,9 +71,9 @@ const MAX_PLANS: usize = 4096;
 
 #[derive(Default)]
 pub struct Launches {
-    plans: Mutex<HashMap<Key, Arc<Outcome>>>,
+    plans: Mutex<FxHashMap<Key, Arc<Outcome>>>,
     /// Per leaf, the parameters its maps name ([`super::access::named_params`]).
-    named: Mutex<HashMap<u32, Arc<Vec<u32>>>>,
+    named: Mutex<FxHashMap<u32, Arc<Vec<u32>>>>,
     /// Per node, what its launches measured for the split policy.
     pub(crate) policy: super::policy::Records,
 }
