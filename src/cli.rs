@@ -188,6 +188,7 @@ impl ClangArgs {
     fn options(&self, verbose: bool) -> ClangOptions {
         ClangOptions {
             include_dirs: self.include.clone(),
+            quote_dirs: Vec::new(),
             defines: self.define.clone(),
             language: self.lang.last().map(|&l| l.into()),
             std: self.std.clone(),

@@ -357,6 +357,27 @@ fn configuration_and_query_calls_answer_as_cuda_does() {
     }
 }
 
+/// `k<< <grid, block>> >(...)`, which nvcc takes, builds and runs; the program's quoted
+/// includes, `__FILE__`, `__LINE__` and messages stay the user's own.
+#[test]
+fn launches_spelled_with_spaces_build_as_nvcc_takes_them() {
+    let dir = TempDir::new("spaced");
+    let exe = dir.path_str("spaced");
+    let out = hpvm_mgpu(&["build", "-O2", "tests/inputs/cuda/spaced_launch.cu", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = run_program(std::path::Path::new(&exe), &[], &[("HPVM_MGPU_DEVICES", "cpu:2")]);
+    let text = stdout(&run);
+    assert!(run.status.success() && text.contains("PASS"), "{text}{}", stderr(&run));
+    assert!(text.contains("line 23 of tests/inputs/cuda/spaced_launch.cu"), "{text}");
+    // An error in such a file names the user's file and line.
+    let bad = dir.join("bad.cu");
+    std::fs::write(&bad, "__global__ void k(int *a) {}\nint main() {\n  k<< <1, 1>> >(0);\n  undeclared();\n}\n")
+        .unwrap();
+    let out = hpvm_mgpu(&["build", bad.to_str().unwrap(), "-o", &dir.path_str("bad")]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains(&format!("{}:4:3: error", bad.display())), "{}", stderr(&out));
+}
+
 /// Atomics at block and system scope (clang's scoped intrinsics) are atomics: every thread's
 /// operation lands, on every device count.
 #[test]

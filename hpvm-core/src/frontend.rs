@@ -55,6 +55,9 @@ impl InputKind {
 #[derive(Clone, Debug, Default)]
 pub struct ClangOptions {
     pub include_dirs: Vec<PathBuf>,
+    /// `-iquote` directories, searched first for `#include "..."` (the user's own directory
+    /// where the compiled file is a respelled copy elsewhere).
+    pub quote_dirs: Vec<PathBuf>,
     /// `NAME` or `NAME=VALUE`.
     pub defines: Vec<String>,
     pub language: Option<Language>,
@@ -133,6 +136,9 @@ pub fn compile_source(src: &Path, lang: Language, opts: &ClangOptions, out: &Pat
 pub(crate) fn add_user_flags(cmd: &mut Command, opts: &ClangOptions) {
     if let Some(std) = &opts.std {
         cmd.arg(format!("-std={std}"));
+    }
+    for d in &opts.quote_dirs {
+        cmd.arg("-iquote").arg(d);
     }
     for d in &opts.include_dirs {
         cmd.arg("-I").arg(d);

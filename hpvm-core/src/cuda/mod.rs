@@ -56,8 +56,26 @@ pub fn load<'ctx>(ctx: &'ctx Context, path: &Path, opts: &ClangOptions) -> Resul
     let (dev_ll, host_bc) = (scratch.path().join("device.ll"), scratch.path().join("host.bc"));
     let minmax = scratch.path().join("hpvm_host_minmax.h");
     std::fs::write(&minmax, HOST_MINMAX_H).map_err(|e| Error::io("temporary hpvm_host_minmax.h", e))?;
-    compile_half(path, opts, Half::Device, &dev_ll, &minmax)?;
-    compile_half(path, opts, Half::Host, &host_bc, &minmax)?;
+    // `k<< <grid, block>> >(...)`, which nvcc takes: compiled from a respelled copy that
+    // `#line` keeps at the user's file and lines, its directory searched first for quoted
+    // includes as the original's would be.
+    let respelled = std::fs::read_to_string(path).ok().and_then(|text| respell_launches(&text));
+    let mut opts_here;
+    let (src, opts) = match respelled {
+        Some(text) => {
+            let copy = scratch.path().join(path.file_name().unwrap_or(std::ffi::OsStr::new("source.cu")));
+            let shown = path.display().to_string().replace('\\', "\\\\").replace('"', "\\\"");
+            std::fs::write(&copy, format!("#line 1 \"{shown}\"\n{text}"))
+                .map_err(|e| Error::io("temporary copy of the source", e))?;
+            opts_here = opts.clone();
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            opts_here.quote_dirs.insert(0, dir.to_path_buf());
+            (copy, &opts_here)
+        }
+        None => (path.to_path_buf(), opts),
+    };
+    compile_half(&src, opts, Half::Device, &dev_ll, &minmax)?;
+    compile_half(&src, opts, Half::Host, &host_bc, &minmax)?;
     let host = read_ir(ctx, &host_bc)?;
     let (dev, kernels) = device::read(ctx, &dev_ll)?;
     let symbols = device::symbols(&dev, &host);
@@ -66,6 +84,46 @@ pub fn load<'ctx>(ctx: &'ctx Context, path: &Path, opts: &ClangOptions) -> Resul
     launchers::add(&host, &kernels, &symbols)?;
     host.verify().map_err(|e| Error::Llvm(format!("{}: the rewritten CUDA module is invalid: {e}", path.display())))?;
     Ok(host)
+}
+
+/// `text` with every launch written `<< <...>> >` respelled `<<<...>>>` (nvcc's lexer takes the
+/// spaces, clang's does not); `None` when there is none. Only a `<<` followed by spaces and a
+/// single `<` opens one (no valid C++ has that), and only the first `>>` spaces `>` after it on
+/// the same line closes it, so templates closing `> >` elsewhere are left alone.
+fn respell_launches(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut changed = false;
+    for line in text.split_inclusive('\n') {
+        let mut rest = line;
+        let mut done = String::new();
+        while let Some(at) = rest.find("<<") {
+            let after = &rest[at + 2..];
+            let spaces = after.len() - after.trim_start_matches([' ', '\t']).len();
+            let next = &after[spaces..];
+            if spaces == 0 || !next.starts_with('<') || next.starts_with("<<") {
+                done.push_str(&rest[..at + 2]);
+                rest = after;
+                continue;
+            }
+            done.push_str(&rest[..at]);
+            done.push_str("<<<");
+            rest = &next[1..];
+            changed = true;
+            // Its closer on the same line: `>>` spaces `>`.
+            if let Some(close) = rest.find(">>") {
+                let after = &rest[close + 2..];
+                let spaces = after.len() - after.trim_start_matches([' ', '\t']).len();
+                if spaces > 0 && after[spaces..].starts_with('>') {
+                    done.push_str(&rest[..close]);
+                    done.push_str(">>>");
+                    rest = &after[spaces + 1..];
+                }
+            }
+        }
+        done.push_str(rest);
+        out.push_str(&done);
+    }
+    changed.then_some(out)
 }
 
 /// One half of a CUDA source to LLVM IR, as [`crate::frontend::compile_source`] does for C.
@@ -100,4 +158,20 @@ fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path, minmax:
     cmd.arg(if half == Half::Device { "-S" } else { "-c" });
     cmd.arg(src).arg("-o").arg(out);
     run_clang(cmd, &clang, src, opts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::respell_launches;
+
+    #[test]
+    fn launches_with_spaces_are_respelled_and_nothing_else() {
+        assert_eq!(respell_launches("k<< <g, b>> >(a);\n").as_deref(), Some("k<<<g, b>>>(a);\n"));
+        assert_eq!(respell_launches("k<<  <g, b, 0, s>>\t>(a);").as_deref(), Some("k<<<g, b, 0, s>>>(a);"));
+        // A closer on another line is left as it is (clang then says where).
+        assert_eq!(respell_launches("k<< <g,\n b>> >(a);").as_deref(), Some("k<<<g,\n b>> >(a);"));
+        for text in ["k<<<g, b>>>(a);", "x << y;", "v<w<int> > x; a >> > b;", "a <<<< b"] {
+            assert_eq!(respell_launches(text), None, "{text}");
+        }
+    }
 }
