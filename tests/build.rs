@@ -265,7 +265,8 @@ fn a_crash_inside_the_compiler_is_survived_and_named() {
 }
 
 /// Host files build as nvcc's host compiler builds them: old-style C (implicit declarations,
-/// implicit int) with warnings, and C++ including CUDA's headers without an `-I`.
+/// implicit int) with warnings, C given a C++ `-std`, and C++ including CUDA's headers
+/// without an `-I`.
 #[test]
 fn host_files_build_as_nvcc_builds_them() {
     let dir = TempDir::new("host-files");
@@ -275,6 +276,10 @@ fn host_files_build_as_nvcc_builds_them() {
     assert!(stderr(&out).contains("warning: call to undeclared function 'helper'"), "{}", stderr(&out));
     let run = run_program(std::path::Path::new(&exe), &[], &[]);
     assert_eq!(stdout(&run), "6\n");
+    // A Makefile's C++ dialect reaching a `.c` file: a warning, and C, as gcc does.
+    let out = hpvm_mgpu(&["build", "-std=c++17", "tests/inputs/host/old_style.c", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("warning: -std=c++17 is for C++; compiled as C"), "{}", stderr(&out));
     let exe = dir.path_str("host");
     let out = hpvm_mgpu(&["build", "tests/inputs/host/cuda_host.cpp", "-o", &exe]);
     assert!(out.status.success(), "{}", stderr(&out));

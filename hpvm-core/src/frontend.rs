@@ -116,7 +116,15 @@ pub fn compile_source(src: &Path, lang: Language, opts: &ClangOptions, out: &Pat
             "-Wno-error=return-type",
         ]);
     }
-    add_user_flags(&mut cmd, opts);
+    match &opts.std {
+        // A Makefile's `-std=c++17` reaches its `.c` files too; gcc, nvcc's host compiler,
+        // warns and compiles them as C, and so does this.
+        Some(std) if lang == Language::C && std.contains("++") => {
+            eprintln!("{}: warning: -std={std} is for C++; compiled as C", src.display());
+            add_user_flags(&mut cmd, &ClangOptions { std: None, ..opts.clone() });
+        }
+        _ => add_user_flags(&mut cmd, opts),
+    }
     if opts.openmp {
         cmd.arg("-fopenmp");
     }
