@@ -21,8 +21,11 @@
 //!   memory goes to the driver directly, so launch errors that depend on them (resources per
 //!   block) are reported at the launch, as CUDA does; grids are checked before any launch
 //!   (`cudart::launch::check_configuration`);
-//! - only launches the runtime leaves in flight are held (asynchronous, untimed): a launch
-//!   whose outputs or copies the host needs at once is submitted at once;
+//! - only launches the runtime leaves in flight are held (asynchronous, untimed, on one GPU):
+//!   a launch whose outputs or copies the host needs at once is submitted at once, and so are
+//!   a split launch's parts (each GPU's part would wait for the next call touching that GPU);
+//! - a wait for several GPUs submits every GPU's held launches before it waits for any
+//!   (`inflight::drain`);
 //! - a graph's kernels run in a chain, each after the one before, as on the stream.
 
 use super::cuda::Params;

@@ -57,6 +57,17 @@ pub fn drain() {
 fn drain_locked(f: &mut InFlight) -> Result<(), String> {
     let devs = devices();
     let mut first_err = Ok(());
+    // Every GPU's held launches are submitted before any GPU is waited for: waiting for one
+    // GPU first would leave another's last kernels unsubmitted meanwhile (matmul 8192 on two
+    // H200s took 375 ms instead of 314: its last launch's second half started only after the
+    // first half had ended).
+    for k in devs.local_gpus() {
+        if f.busy & (1 << k) != 0 {
+            if let Err(e) = devs.gpu(k).bind() {
+                first_err = first_err.and(Err(e));
+            }
+        }
+    }
     for k in devs.local_gpus() {
         if f.busy & (1 << k) != 0 {
             if let Err(e) = super::Device::synchronize(devs.gpu(k)) {

@@ -194,6 +194,7 @@ pub(crate) fn run(
         }
     }
     let mut launched_per_device = vec![0usize; devs.count()];
+    let single = used.len() == 1;
     let mut kernels = Vec::new();
     let timed = crate::sink::timing() || bench_repeat().is_some() || sampled;
     let mut launched = Ok(());
@@ -231,8 +232,10 @@ pub(crate) fn run(
                 prepared.shared as u32,
                 &mut params,
                 timed.then_some(slot),
-                // Left in flight and untimed: it may wait on the host for the launches after it.
-                !wait && !timed,
+                // Left in flight, untimed, on one GPU: it may wait on the host for the launches
+                // after it. A split launch's parts go at once: each GPU's half would otherwise
+                // wait for the next call that touches that GPU.
+                !wait && !timed && single,
             )
         };
         // Benchmarks only: time the kernel as nvcc-side harnesses do, warm (3 unrecorded runs,
