@@ -954,9 +954,8 @@ pub(crate) fn planner() -> &'static rayon::ThreadPool {
     PLANNER.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         // Plans are computed in parallel over a launch's partitions only: more threads than
-        // partitions would parse every map (`access::prefetch`) for nothing, and on a GPU
-        // machine of 32 cores, 32 threads parsing at start-up slowed the program's first
-        // launches on two GPUs.
+        // partitions would each parse every map (`access::prefetch`) for nothing (on a GPU
+        // machine of 32 cores, 30 of 32 threads on two GPUs).
         let partitions = (devices().count() * partitions_per_device()).max(1);
         rayon::ThreadPoolBuilder::new()
             .num_threads(crate::pool::pool().current_num_threads().min(cores).min(partitions))
