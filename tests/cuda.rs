@@ -378,6 +378,19 @@ fn launches_spelled_with_spaces_build_as_nvcc_takes_them() {
     assert!(stderr(&out).contains(&format!("{}:4:3: error", bad.display())), "{}", stderr(&out));
 }
 
+/// `register` in C++17, which gcc (nvcc's host compiler) only warns about, builds with a
+/// warning in both halves of a `.cu` file.
+#[test]
+fn register_in_cxx17_is_a_warning_as_with_gcc() {
+    let dir = TempDir::new("register");
+    let exe = dir.path_str("register");
+    let out = hpvm_mgpu(&["build", "-std=c++17", "tests/inputs/cuda/register.cu", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("warning: ISO C++17 does not allow 'register'"), "{}", stderr(&out));
+    let run = run_program(std::path::Path::new(&exe), &[], &[("HPVM_MGPU_DEVICES", "cpu:1")]);
+    assert_eq!(stdout(&run), "31\n", "{}", stderr(&run));
+}
+
 /// Atomics at block and system scope (clang's scoped intrinsics) are atomics: every thread's
 /// operation lands, on every device count.
 #[test]

@@ -149,6 +149,7 @@ fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path, minmax:
         Half::Device => "--cuda-device-only",
         Half::Host => "--cuda-host-only",
     });
+    cmd.args(crate::frontend::GCC_LENIENT_CXX);
     add_user_flags(&mut cmd, opts);
     if opts.openmp && half == Half::Host {
         cmd.arg("-fopenmp");
