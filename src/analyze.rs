@@ -29,7 +29,8 @@ pub fn analyze_file(path: &Path, clang: &ClangOptions, opts: &analysis::Options)
 /// error naming the file and the node, and the tool goes on to say so.
 pub fn analyze_file_isolated(path: &Path, clang: &ClangOptions, opts: &analysis::Options) -> Result<dashdb::Database> {
     let scratch = hpvm_core::scratch::ScratchDir::new("analyze").map_err(|e| Error::io("temporary directory", e))?;
-    let outcome = crate::isolate::run(scratch.path(), "analysis", |ch| {
+    let patience = Some(crate::isolate::analysis_patience());
+    let outcome = crate::isolate::run_with_patience(scratch.path(), "analysis", patience, |ch| {
         ch.progress(&format!("reading {}", path.display()));
         analysis::set_progress(Box::new(ch.writer()));
         Ok(analyze_file(path, clang, opts)?.to_json().into_bytes())
@@ -39,6 +40,14 @@ pub fn analyze_file_isolated(path: &Path, clang: &ClangOptions, opts: &analysis:
         crate::isolate::Outcome::Reported => Err(Error::Reported),
         crate::isolate::Outcome::Crashed { how, doing } => {
             Err(Error::Crashed(crate::isolate::crash_message(path, &how, doing.as_deref())))
+        }
+        crate::isolate::Outcome::Stalled { after, doing } => {
+            let at = doing.map(|d| format!(", at {d}")).unwrap_or_default();
+            Err(Error::Crashed(format!(
+                "{}: error: the access analysis did not finish in {} s{at} (HPVM_MGPU_ANALYSIS_SECONDS sets the limit)",
+                path.display(),
+                after.as_secs_f64().round()
+            )))
         }
     }
 }

@@ -118,6 +118,8 @@ pub fn build(opts: &BuildOptions) -> Result<()> {
             isolate::Outcome::Crashed { how, doing } => {
                 return Err(Error::Crashed(isolate::crash_message(input, &how, doing.as_deref())))
             }
+            // The compile stage runs without a limit.
+            isolate::Outcome::Stalled { .. } => unreachable!("no patience was given"),
         }
         objects.push(out);
     }
@@ -268,7 +270,7 @@ fn analysis_of(
     // leaves every node whole. An empty result: the analysis failed and said why.
     let mut analysis_opts = analysis::Options { split: opts.split.clone(), ..Default::default() };
     loop {
-        let outcome = isolate::run(scratch, "analysis", |ch| {
+        let outcome = isolate::run_with_patience(scratch, "analysis", Some(isolate::analysis_patience()), |ch| {
             analysis::set_progress(Box::new(ch.writer()));
             match crate::analyze::analyze_module(module, graph, input, &analysis_opts) {
                 Ok(db) => Ok(db.to_json().into_bytes()),
@@ -286,6 +288,32 @@ fn analysis_of(
             isolate::Outcome::Done(json) if json.is_empty() => Ok(None),
             isolate::Outcome::Done(json) => Ok(Some(dashdb::Database::from_json(&String::from_utf8_lossy(&json))?)),
             isolate::Outcome::Reported => Err(Error::Reported),
+            isolate::Outcome::Stalled { after, doing } => {
+                let node = doing.as_deref().and_then(|d| d.strip_prefix(analysis::PROGRESS_NODE)?.split_once('\t'));
+                let why = format!(
+                    "did not finish in {} s (HPVM_MGPU_ANALYSIS_SECONDS sets the limit)",
+                    after.as_secs_f64().round()
+                );
+                match node {
+                    Some((symbol, shown)) if !analysis_opts.skip.iter().any(|s| s == symbol) => {
+                        eprintln!(
+                            "{}: warning: the access analysis of {shown} {why}; it runs whole, on one device",
+                            input.display()
+                        );
+                        analysis_opts.skip.push(symbol.to_string());
+                        continue;
+                    }
+                    _ => {
+                        let at = doing.map(|d| format!(" (at {d})")).unwrap_or_default();
+                        eprintln!(
+                            "{}: warning: the access analysis {why}{at}; every node of this file runs whole, on one \
+                             device",
+                            input.display()
+                        );
+                        Ok(None)
+                    }
+                }
+            }
             isolate::Outcome::Crashed { how, doing } => {
                 let node = doing.as_deref().and_then(|d| d.strip_prefix(analysis::PROGRESS_NODE)?.split_once('\t'));
                 match node {

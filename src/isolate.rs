@@ -22,6 +22,17 @@ pub enum Outcome {
     Reported,
     /// It died: how, and the last progress line it wrote (what it was doing).
     Crashed { how: String, doing: Option<String> },
+    /// It said nothing for `after` (its patience): it was stopped, doing `doing`.
+    Stalled { after: std::time::Duration, doing: Option<String> },
+}
+
+/// How long the analysis may go without progress (each node says when it starts) before
+/// it is stopped and the node runs whole: `HPVM_MGPU_ANALYSIS_SECONDS` (default 60). ISL's
+/// work on some kernels' maps grows without practical bound (HeCBench's hypterm took
+/// minutes), and a build must not look hung.
+pub fn analysis_patience() -> std::time::Duration {
+    let secs = std::env::var("HPVM_MGPU_ANALYSIS_SECONDS").ok().and_then(|v| v.trim().parse::<u64>().ok());
+    std::time::Duration::from_secs(secs.filter(|&s| s > 0).unwrap_or(60))
 }
 
 /// The child's exit status after it printed an error of its own.
@@ -66,6 +77,17 @@ pub fn crash_message(file: &Path, how: &str, doing: Option<&str>) -> String {
 /// injection: `HPVM_MGPU_INJECT_CRASH=STAGE` makes the child abort first (the tests' way to
 /// check that a crash there is survived; stages: `compile`, `analysis`).
 pub fn run(tmp: &Path, stage: &str, work: impl FnOnce(&mut Channel) -> Result<Vec<u8>>) -> Result<Outcome> {
+    run_with_patience(tmp, stage, None, work)
+}
+
+/// [`run`], stopping the child when it writes nothing for `patience`
+/// ([`Outcome::Stalled`]). `HPVM_MGPU_INJECT_CRASH=STAGE-stall` makes the child stall.
+pub fn run_with_patience(
+    tmp: &Path,
+    stage: &str,
+    patience: Option<std::time::Duration>,
+    work: impl FnOnce(&mut Channel) -> Result<Vec<u8>>,
+) -> Result<Outcome> {
     let mut fds = [0i32; 2];
     // SAFETY: a fresh pipe into `fds`.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
@@ -89,6 +111,10 @@ pub fn run(tmp: &Path, stage: &str, work: impl FnOnce(&mut Channel) -> Result<Ve
             ch.progress(&format!("an injected crash (HPVM_MGPU_INJECT_CRASH={stage})"));
             // SAFETY: ends the child, as a crash would.
             unsafe { libc::abort() };
+        }
+        if std::env::var("HPVM_MGPU_INJECT_CRASH").is_ok_and(|v| v == format!("{stage}-stall")) {
+            ch.progress(&format!("an injected stall (HPVM_MGPU_INJECT_CRASH={stage}-stall)"));
+            std::thread::sleep(std::time::Duration::from_secs(3600));
         }
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut ch)));
         let code = match result {
@@ -115,7 +141,37 @@ pub fn run(tmp: &Path, stage: &str, work: impl FnOnce(&mut Channel) -> Result<Ve
     unsafe { libc::close(fds[1]) };
     let mut from_child = unsafe { std::fs::File::from_raw_fd(fds[0]) };
     let mut bytes = Vec::new();
-    let _ = from_child.read_to_end(&mut bytes);
+    let mut stalled = None;
+    let mut buf = [0u8; 8192];
+    let mut heard = std::time::Instant::now();
+    loop {
+        let wait_ms =
+            patience.map_or(-1, |p| p.saturating_sub(heard.elapsed()).as_millis().min(i32::MAX as u128) as i32);
+        let mut pfd = libc::pollfd { fd: fds[0], events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid descriptor of ours.
+        let ready = unsafe { libc::poll(&mut pfd, 1, wait_ms) };
+        if ready < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            break;
+        }
+        if ready == 0 {
+            // SAFETY: our child; killed once, waited for below.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            stalled = patience;
+            break;
+        }
+        match from_child.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                bytes.extend_from_slice(&buf[..n]);
+                heard = std::time::Instant::now();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
     let mut status = 0;
     // SAFETY: our child, waited for once.
     while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
@@ -124,6 +180,9 @@ pub fn run(tmp: &Path, stage: &str, work: impl FnOnce(&mut Channel) -> Result<Ve
         }
     }
     let (doing, result) = split(&bytes);
+    if let Some(after) = stalled {
+        return Ok(Outcome::Stalled { after, doing });
+    }
     Ok(if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 && result.is_some() {
         Outcome::Done(result.unwrap_or_default().to_vec())
     } else if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == REPORTED {
@@ -203,5 +262,34 @@ mod tests {
         }
         let out = run(&tmp, "test", |_| Ok(b"fine".to_vec())).unwrap();
         assert!(matches!(out, Outcome::Done(b) if b == b"fine"));
+    }
+
+    #[test]
+    fn a_child_that_stops_talking_is_stopped() {
+        let tmp = std::env::temp_dir();
+        let patience = std::time::Duration::from_millis(300);
+        let out = run_with_patience(&tmp, "test", Some(patience), |ch| {
+            ch.progress("node `slow` (s.cu:3)");
+            std::thread::sleep(std::time::Duration::from_secs(30));
+            Ok(Vec::new())
+        })
+        .unwrap();
+        match out {
+            Outcome::Stalled { after, doing } => {
+                assert_eq!(after, patience);
+                assert_eq!(doing.as_deref(), Some("node `slow` (s.cu:3)"));
+            }
+            _ => panic!("the stall was not seen"),
+        }
+        // Progress keeps a child going past its patience.
+        let out = run_with_patience(&tmp, "test", Some(patience), |ch| {
+            for i in 0..4 {
+                ch.progress(&format!("step {i}"));
+                std::thread::sleep(std::time::Duration::from_millis(150));
+            }
+            Ok(b"done".to_vec())
+        })
+        .unwrap();
+        assert!(matches!(out, Outcome::Done(b) if b == b"done"));
     }
 }

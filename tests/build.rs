@@ -264,6 +264,29 @@ fn a_crash_inside_the_compiler_is_survived_and_named() {
     assert!(stderr(&out).contains("hpvm-mgpu crashed on this file"), "{}", stderr(&out));
 }
 
+/// An analysis that stops making progress is stopped after `HPVM_MGPU_ANALYSIS_SECONDS`: the
+/// program builds, its nodes whole, with a warning saying so; `analyze` says so and fails.
+#[test]
+fn an_analysis_that_stalls_is_stopped_and_the_build_goes_on() {
+    let dir = TempDir::new("stall");
+    let exe = dir.path_str("vecadd");
+    let env = [("HPVM_MGPU_INJECT_CRASH", "analysis-stall"), ("HPVM_MGPU_ANALYSIS_SECONDS", "1")];
+    let started = std::time::Instant::now();
+    let out = hpvm_mgpu_env(&["build", "-O1", "examples/vecadd.c", "-o", &exe], &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "the stall was not stopped");
+    assert!(
+        stderr(&out).contains("examples/vecadd.c: warning: the access analysis did not finish in 1 s"),
+        "{}",
+        stderr(&out)
+    );
+    let run = run_program(std::path::Path::new(&exe), &["100"], &[("HPVM_MGPU_DEVICES", "cpu:2")]);
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}", stderr(&run));
+    let out = hpvm_mgpu_env(&["analyze", "examples/vecadd.c"], &env);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("the access analysis did not finish in 1 s"), "{}", stderr(&out));
+}
+
 /// Host files build as nvcc's host compiler builds them: old-style C (implicit declarations,
 /// implicit int) with warnings, C given a C++ `-std`, and C++ including CUDA's headers
 /// without an `-I`.
