@@ -391,17 +391,21 @@ fn register_in_cxx17_is_a_warning_as_with_gcc() {
     assert_eq!(stdout(&run), "31\n", "{}", stderr(&run));
 }
 
-/// Atomics at block and system scope (clang's scoped intrinsics) are atomics: every thread's
-/// operation lands, on every device count.
+/// Atomics at block and system scope (clang's scoped intrinsics) and the wrapping counters
+/// (`atomicInc`/`atomicDec`) are atomics: every thread's operation lands, on every device
+/// count; a double's halves (`__double2hiint`...) are its bits.
 #[test]
 fn block_and_system_scoped_atomics_run() {
     let dir = TempDir::new("scoped-atomics");
-    let exe = dir.path_str("scoped");
-    let out = hpvm_mgpu(&["build", "-O2", "tests/inputs/cuda/scoped_atomics.cu", "-o", &exe]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    for devices in ["cpu:1", "cpu:3"] {
-        let run = run_program(std::path::Path::new(&exe), &[], &[("HPVM_MGPU_DEVICES", devices)]);
-        assert!(run.status.success() && stdout(&run).contains("PASS"), "{devices}: {}{}", stdout(&run), stderr(&run));
+    for src in ["tests/inputs/cuda/scoped_atomics.cu", "tests/inputs/cuda/double_halves.cu"] {
+        let exe = dir.path_str("program");
+        let out = hpvm_mgpu(&["build", "-O2", src, "-o", &exe]);
+        assert!(out.status.success(), "{src}: {}", stderr(&out));
+        for devices in ["cpu:1", "cpu:3"] {
+            let run = run_program(std::path::Path::new(&exe), &[], &[("HPVM_MGPU_DEVICES", devices)]);
+            let text = stdout(&run);
+            assert!(run.status.success() && text.contains("PASS"), "{src} on {devices}: {text}{}", stderr(&run));
+        }
     }
 }
 

@@ -720,6 +720,8 @@ fn resolve<'ctx>(
                 llvm_sys::core::LLVMSetAlignment(load, align);
                 load
             })
+        } else if let Some(v) = double_halves(&b, &name, inst)? {
+            Some(v)
         } else if let Some(op) = scoped_atomic(&name) {
             // `atomicAdd_system`, `atomicCAS_block`...: the atomic at the scope of the whole
             // device, which contains the block's and, in a run no other agent touches during a
@@ -791,6 +793,39 @@ fn resolve<'ctx>(
     Ok(())
 }
 
+/// `__double2hiint`, `__double2loint` and `__hiloint2double`: the halves of a double's bits,
+/// and a double from two halves, as plain bit operations both backends take; `None` for any
+/// other call.
+fn double_halves<'ctx>(b: &inkwell::builder::Builder<'ctx>, name: &str, inst: Val) -> Result<Option<LLVMValueRef>> {
+    let ctx = b.get_insert_block().expect("positioned").get_context();
+    let (i32t, i64t, f64t) = (ctx.i32_type(), ctx.i64_type(), ctx.f64_type());
+    let arg = |i: usize| inst.call_args()[i].0;
+    let v = match name {
+        "__nv_double2hiint" | "__nv_double2loint" => {
+            // SAFETY: the call's first argument is a double.
+            let d = unsafe { inkwell::values::FloatValue::new(arg(0)) };
+            let bits = b.build_bit_cast(d, i64t, "bits").map_err(llvm)?.into_int_value();
+            let half = if name == "__nv_double2hiint" {
+                b.build_right_shift(bits, i64t.const_int(32, false), false, "hi").map_err(llvm)?
+            } else {
+                bits
+            };
+            b.build_int_truncate(half, i32t, "half").map_err(llvm)?.as_value_ref()
+        }
+        "__nv_hiloint2double" => {
+            // SAFETY: the call's arguments are two 32-bit integers.
+            let (hi, lo) = unsafe { (inkwell::values::IntValue::new(arg(0)), inkwell::values::IntValue::new(arg(1))) };
+            let hi = b.build_int_z_extend(hi, i64t, "").map_err(llvm)?;
+            let hi = b.build_left_shift(hi, i64t.const_int(32, false), "").map_err(llvm)?;
+            let lo = b.build_int_z_extend(lo, i64t, "").map_err(llvm)?;
+            let bits = b.build_or(hi, lo, "bits").map_err(llvm)?;
+            b.build_bit_cast(bits, f64t, "double").map_err(llvm)?.as_value_ref()
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(v))
+}
+
 /// The operation of a scoped atomic intrinsic (`llvm.nvvm.atomic.<op>.gen.<i|f>.<cta|sys>.*`,
 /// what `atomicAdd_block` and `atomicAdd_system` become): `Some(op)` for a read-modify-write,
 /// `None` for compare-and-swap. Minimum and maximum are not taken: their intrinsics do not say
@@ -798,6 +833,13 @@ fn resolve<'ctx>(
 fn scoped_atomic(name: &str) -> Option<Option<llvm_sys::LLVMAtomicRMWBinOp>> {
     use llvm_sys::LLVMAtomicRMWBinOp as Op;
     let rest = name.strip_prefix("llvm.nvvm.atomic.")?;
+    // `atomicInc`/`atomicDec` (device scope already): wrapping increment and decrement.
+    if rest.starts_with("load.inc.32.") {
+        return Some(Some(Op::LLVMAtomicRMWBinOpUIncWrap));
+    }
+    if rest.starts_with("load.dec.32.") {
+        return Some(Some(Op::LLVMAtomicRMWBinOpUDecWrap));
+    }
     let (op, rest) = rest.split_once(".gen.")?;
     let (kind, rest) = rest.split_once('.')?;
     if !(rest.starts_with("cta.") || rest.starts_with("sys.")) {
