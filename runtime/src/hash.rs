@@ -8,6 +8,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 /// A `HashMap` keyed through [`Fx`].
 pub type FxHashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<Fx>>;
 
+/// A `HashSet` hashed through [`Fx`].
+pub type FxHashSet<K> = std::collections::HashSet<K, BuildHasherDefault<Fx>>;
+
 #[derive(Default, Clone, Copy)]
 pub struct Fx(u64);
 

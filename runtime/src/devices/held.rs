@@ -29,8 +29,8 @@
 //! - a graph's kernels run in a chain, each after the one before, as on the stream.
 
 use super::cuda::Params;
+use crate::hash::{FxHashMap, FxHashSet};
 use cudarc::driver::sys;
-use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
 
 /// Most launches held on one GPU before they are submitted: a graph of 32 short kernels keeps
@@ -170,11 +170,11 @@ impl Drop for Graph {
 pub(super) struct Held {
     launches: Vec<Launch>,
     /// Kernels with the block and shared memory they launched with directly at least once.
-    validated: HashSet<(usize, [u32; 3], u32)>,
+    validated: FxHashSet<(usize, [u32; 3], u32)>,
     /// Kernel names, for messages.
     names: Vec<String>,
-    seen: HashSet<Vec<Shape>>,
-    graphs: HashMap<Vec<Shape>, Graph>,
+    seen: FxHashSet<Vec<Shape>>,
+    graphs: FxHashMap<Vec<Shape>, Graph>,
     /// Replays and graphs made (statistics).
     pub replays: u64,
     pub built: u64,

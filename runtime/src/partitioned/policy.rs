@@ -472,7 +472,6 @@ impl Probe {
     pub fn finish(self, kernel_ns: f64, copy_ns: f64, busy_ns: f64, waited: bool) {
         let wall = self.started.elapsed().as_nanos() as f64;
         let mut m = self.record.lock().unwrap_or_else(|e| e.into_inner());
-        m.probing = false;
         m.record(Sample { devices: self.used, blocks: self.blocks, kernel_ns, gpus: self.gpus });
         m.record_copies(self.devices, self.before, copy_ns);
         drop(m);
