@@ -46,6 +46,9 @@ pub extern "C" fn __hpvm__init() {
 pub extern "C" fn __hpvm__cleanup() {
     SESSION_OPEN.store(false, std::sync::atomic::Ordering::SeqCst);
     guard("__hpvm__cleanup", || {
+        // A GPU still opening in the background is waited for: its time counts in the
+        // statistics, and the driver is not left making a context.
+        crate::devices::opening::finish();
         // Buffers first: the copies back to the host count in the statistics.
         memory::forget_all();
         stats::emit();

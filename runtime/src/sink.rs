@@ -40,6 +40,9 @@ pub enum Event {
     /// A GPU loaded a module, from the build's machine code (`sass`) or by compiling its PTX,
     /// taking `nanos`.
     ModuleLoaded { sass: bool, nanos: u64 },
+    /// A GPU's context opened (its peer access enabled), taking `nanos`: with the run, when
+    /// first used, or in the background ([`crate::devices::opening`]).
+    GpuOpened { nanos: u64 },
 }
 
 /// A receiver of events. Called from any thread, often on hot paths: keep it to atomics.

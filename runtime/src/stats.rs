@@ -24,6 +24,9 @@ static SESSION_START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceL
 static MODULES_SASS: AtomicU64 = AtomicU64::new(0);
 static MODULES_JIT: AtomicU64 = AtomicU64::new(0);
 static MODULE_LOAD_NANOS: AtomicU64 = AtomicU64::new(0);
+/// GPU contexts opened, and the time opening them took, on whichever thread opened them.
+static GPUS_OPENED: AtomicU64 = AtomicU64::new(0);
+static GPU_OPEN_NANOS: AtomicU64 = AtomicU64::new(0);
 
 /// A GPU loaded a module, from machine code (`sass`) or by compiling its PTX, in `nanos`.
 fn module_loaded(sass: bool, nanos: u64) {
@@ -105,6 +108,10 @@ impl Sink for Counters {
                 add(&self.nanos_watch_start, nanos);
             }
             Event::ModuleLoaded { sass, nanos } => module_loaded(sass, nanos),
+            Event::GpuOpened { nanos } => {
+                GPUS_OPENED.fetch_add(1, Ordering::Relaxed);
+                GPU_OPEN_NANOS.fetch_add(nanos, Ordering::Relaxed);
+            }
             Event::CrossedRanks { sent, received, nanos } => {
                 add(&self.rank_exchanges, 1);
                 add(&self.bytes_sent_to_ranks, sent);
@@ -215,6 +222,10 @@ pub struct Report {
     pub gpu_modules_from_sass: u64,
     pub gpu_modules_jit_compiled: u64,
     pub ms_gpu_module_loading: f64,
+    /// GPUs whose contexts opened, of `device_count` (the first with the run; the others when
+    /// first used or in the background, `HPVM_MGPU_OPEN`), and the time opening took.
+    pub gpus_opened: u64,
+    pub ms_gpu_opening: f64,
     /// Held launch sequences submitted as CUDA graphs (replays), and graphs made, over the
     /// GPUs (`HPVM_MGPU_GRAPHS`).
     pub gpu_graph_replays: u64,
@@ -428,6 +439,8 @@ pub fn collect() -> Report {
         gpu_modules_from_sass: MODULES_SASS.load(Ordering::Relaxed),
         gpu_modules_jit_compiled: MODULES_JIT.load(Ordering::Relaxed),
         ms_gpu_module_loading: MODULE_LOAD_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
+        gpus_opened: GPUS_OPENED.load(Ordering::Relaxed),
+        ms_gpu_opening: GPU_OPEN_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
         gpu_graph_replays: graphs.0,
         gpu_graphs_built: graphs.1,
         bytes_page_locked: c.bytes_pinned.load(Ordering::Relaxed),
@@ -560,6 +573,13 @@ pub fn report() -> String {
         r.ms_to_host
     );
     let _ = writeln!(s, "  session {:.3} ms (opening the devices {:.3} ms)", r.ms_session, r.ms_device_setup);
+    if r.gpus_opened > 0 {
+        let _ = writeln!(
+            s,
+            "  GPU contexts: {} of {} opened, {:.3} ms in all (those after the first open when first wanted)",
+            r.gpus_opened, r.device_count, r.ms_gpu_opening
+        );
+    }
     if r.gpu_modules_from_sass + r.gpu_modules_jit_compiled > 0 {
         let _ = writeln!(
             s,

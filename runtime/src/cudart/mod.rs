@@ -241,6 +241,18 @@ fn copy_2d(
     if !valid {
         return INVALID_VALUE;
     }
+    // A plain copy between the program's memory and device memory goes straight between the
+    // program's bytes and the devices, as CUDA's does, where the memory manager can take it.
+    if height == 1 && src_dev != dst_dev {
+        let direct = if dst_dev {
+            eager_copies() && memory::copy_from_program(dst as usize, width, src as *const u8)
+        } else {
+            memory::copy_to_program(src as usize, width, dst as *mut u8)
+        };
+        if direct {
+            return SUCCESS;
+        }
+    }
     for r in 0..height {
         let (s, d) = (src as usize + r * spitch, dst as usize + r * dpitch);
         if src_dev {

@@ -4,12 +4,18 @@
 //! Every visible GPU (`CUDA_VISIBLE_DEVICES` applies) is one [`Cuda`] device: its primary
 //! context and one non-blocking stream, on which its copies and kernels run in order.
 //!
+//! A context costs about 100 ms to open, and the driver opens one at a time, so only the
+//! first GPU opens with the run; the others open when first used, or in the background
+//! ([`super::opening`]) when the run shows it will want them.
+//!
 //! Invariants:
 //! - work is only ever enqueued on a device's own stream; ordering across devices is by events
 //!   (`Cuda::mark` / `Cuda::wait_for`), never by the null stream;
-//! - peer access is enabled for every pair of GPUs the hardware allows, at open; a copy
-//!   between two GPUs is a peer copy (the driver stages it through host memory for a pair
-//!   without peer access, at about a tenth of the speed);
+//! - every use of a GPU binds it first ([`Cuda::bind`]), which opens it if it is not yet;
+//! - peer access is enabled for every pair of open GPUs the hardware allows: whichever of the
+//!   two opens second enables it both ways, under one lock ([`open_in`]); a copy between two
+//!   GPUs is a peer copy (the driver stages it through host memory for a pair without peer
+//!   access, at about a tenth of the speed);
 //! - host memory the runtime page-locks is registered PORTABLE, so every context's copies
 //!   see it as page-locked;
 //! - a copy from pageable host memory returns once the driver has taken the bytes, so the
@@ -30,8 +36,8 @@ pub struct Cuda {
     /// The device's index in this run (`Place::Device(index)`).
     pub index: usize,
     dev: sys::CUdevice,
-    ctx: sys::CUcontext,
-    pub(super) stream: sys::CUstream,
+    /// The context and stream, once opened ([`Cuda::bind`]).
+    opened: std::sync::OnceLock<Opened>,
     pub name: String,
     /// Compute capability (major, minor): which of the build's machine code it runs.
     capability: (u32, u32),
@@ -110,6 +116,71 @@ impl Params {
     }
 }
 
+/// An open GPU's primary context and its stream.
+#[derive(Clone, Copy)]
+pub(super) struct Opened {
+    ctx: sys::CUcontext,
+    pub(super) stream: sys::CUstream,
+}
+
+/// Held while a GPU's context opens and its peer access is enabled: the driver opens one
+/// context at a time anyway, and two GPUs opening at once must not both miss the other.
+static OPENING: Mutex<()> = Mutex::new(());
+
+/// Opens `all[me]`'s context and stream, if not yet, and enables peer access between it and
+/// every GPU of `all` already open, both ways where the hardware allows.
+pub(super) fn open_in(all: &[Cuda], me: usize) -> Result<Opened, String> {
+    let _one_at_a_time = OPENING.lock().unwrap_or_else(|e| e.into_inner());
+    let g = &all[me];
+    if let Some(&o) = g.opened.get() {
+        return Ok(o);
+    }
+    let t = std::time::Instant::now();
+    // SAFETY: `dev` comes from cuDeviceGet.
+    let ctx = check("cuDevicePrimaryCtxRetain", unsafe { result::primary_ctx::retain(g.dev) })?;
+    let current = |ctx| {
+        // SAFETY: the context lives as long as the process (primary contexts are never released).
+        check("cuCtxSetCurrent", unsafe { result::ctx::set_current(ctx) })
+    };
+    current(ctx)?;
+    let stream = check("cuStreamCreate", result::stream::create(result::stream::StreamKind::NonBlocking))?;
+    for other in all.iter().filter(|o| o.index != g.index) {
+        let Some(o) = other.opened.get() else { continue };
+        for (from, from_ctx, to, to_ctx) in [(g, ctx, other, o.ctx), (other, o.ctx, g, ctx)] {
+            if can_access(from.dev, to.dev)? {
+                current(from_ctx)?;
+                // SAFETY: both contexts are alive; enabling twice reports an error we accept.
+                match unsafe { sys::cuCtxEnablePeerAccess(to_ctx, 0) } {
+                    sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+                    e => return Err(format!("enabling peer access from {} to {}: {e:?}", from.label(), to.label())),
+                }
+            }
+        }
+    }
+    current(ctx)?;
+    let o = Opened { ctx, stream };
+    let _ = g.opened.set(o);
+    crate::sink::record(crate::sink::Event::GpuOpened { nanos: t.elapsed().as_nanos() as u64 });
+    Ok(o)
+}
+
+/// Whether GPU `from` can read and write `to`'s memory directly (no context needed).
+fn can_access(from: sys::CUdevice, to: sys::CUdevice) -> Result<bool, String> {
+    let mut can = 0;
+    // SAFETY: both handles come from cuDeviceGet.
+    check("cuDeviceCanAccessPeer", unsafe { sys::cuDeviceCanAccessPeer(&mut can, from, to) }.result())?;
+    Ok(can != 0)
+}
+
+/// The driver's performance rank of the link from GPU `from` to `to` (0 the best).
+fn link_rank(from: sys::CUdevice, to: sys::CUdevice) -> Result<u32, String> {
+    let mut rank = 0;
+    let attr = sys::CUdevice_P2PAttribute::CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK;
+    // SAFETY: both handles come from cuDeviceGet and are distinct.
+    check("cuDeviceGetP2PAttribute", unsafe { sys::cuDeviceGetP2PAttribute(&mut rank, attr, from, to) }.result())?;
+    Ok(rank.max(0) as u32)
+}
+
 /// A point of a GPU's stream, as recorded by [`Cuda::mark`]; valid until that slot is
 /// recorded again.
 #[derive(Clone, Copy, Debug)]
@@ -120,16 +191,19 @@ pub struct Gpus {
     pub gpus: Vec<Cuda>,
     /// GPUs the driver sees (`CUDA_VISIBLE_DEVICES` applies).
     pub visible: usize,
-    /// Pairs (i, j) where i reads j's memory directly (peer access enabled).
+    /// Pairs (i, j) where i reads j's memory directly (peer access enabled once both are
+    /// open).
     pub peer: Vec<(usize, usize)>,
     /// The cost of copying from GPU i to GPU j ([`super::topology`]): the driver's
     /// performance rank of the link where peer access works, else `NO_PEER`.
     pub link_cost: Vec<Vec<u32>>,
 }
 
-/// Opens the first `want` GPUs (all visible ones when `None`). `Ok(None)` when there is no
-/// driver or no GPU; `Err` when there is one but it is unusable, or fewer than `want`.
-pub fn open(want: Option<usize>) -> Result<Option<Gpus>, String> {
+/// Finds the first `want` GPUs (all visible ones when `None`) and opens the first, or all of
+/// them with `all` (runs over ranks, whose ranks must agree on every launch's devices, and
+/// `HPVM_MGPU_OPEN=start`). `Ok(None)` when there is no driver or no GPU; `Err` when there is
+/// one but it is unusable, or fewer than `want`.
+pub fn open(want: Option<usize>, all: bool) -> Result<Option<Gpus>, String> {
     // SAFETY: probing for the driver library has no precondition.
     if !unsafe { sys::is_culib_present() } {
         return Ok(None);
@@ -145,53 +219,31 @@ pub fn open(want: Option<usize>) -> Result<Option<Gpus>, String> {
     if n > visible {
         return Err(format!("asks for {n} GPUs but {visible} {} visible", if visible == 1 { "is" } else { "are" }));
     }
-    // Each GPU's context opens on a thread of its own: the driver's setup of one GPU (tens
-    // to hundreds of milliseconds) need not wait for another's.
-    let gpus: Vec<Result<Cuda, String>> = std::thread::scope(|s| {
-        let opening: Vec<_> = (0..n).map(|i| s.spawn(move || Cuda::open(i))).collect();
-        opening.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("opening a GPU panicked".into()))).collect()
-    });
-    let gpus = gpus.into_iter().collect::<Result<Vec<Cuda>, String>>()?;
-    // Likewise each GPU's peer access to the others (enabled from its own context).
-    let rows: Vec<Result<Vec<(usize, u32)>, String>> = std::thread::scope(|s| {
-        let gpus = &gpus;
-        let rows: Vec<_> = gpus
-            .iter()
-            .map(|a| {
-                s.spawn(move || {
-                    let mut row = Vec::new();
-                    for b in gpus.iter().filter(|b| b.index != a.index) {
-                        let cost = if a.enable_peer(b)? { a.link_rank(b)? } else { super::topology::NO_PEER };
-                        row.push((b.index, cost));
-                    }
-                    Ok(row)
-                })
-            })
-            .collect();
-        rows.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("enabling peer access panicked".into()))).collect()
-    });
+    let gpus = (0..n).map(Cuda::find).collect::<Result<Vec<Cuda>, String>>()?;
+    // The links, from the devices' attributes: no context needed.
     let mut peer = Vec::new();
     let mut link_cost = vec![vec![0; n]; n];
-    for (a, row) in rows.into_iter().enumerate() {
-        for (b, cost) in row? {
-            if cost != super::topology::NO_PEER {
+    for (a, ga) in gpus.iter().enumerate() {
+        for (b, gb) in gpus.iter().enumerate().filter(|&(b, _)| b != a) {
+            link_cost[a][b] = if can_access(ga.dev, gb.dev)? {
                 peer.push((a, b));
-            }
-            link_cost[a][b] = cost;
+                link_rank(ga.dev, gb.dev)?
+            } else {
+                super::topology::NO_PEER
+            };
         }
+    }
+    for k in 0..if all { n } else { 1 } {
+        open_in(&gpus, k)?;
     }
     Ok(Some(Gpus { gpus, visible, peer, link_cost }))
 }
 
 impl Cuda {
-    fn open(index: usize) -> Result<Cuda, String> {
+    /// GPU `index` as the driver lists it, not opened yet.
+    fn find(index: usize) -> Result<Cuda, String> {
         let dev = check("cuDeviceGet", result::device::get(index as i32))?;
         let name = check("cuDeviceGetName", result::device::get_name(dev))?;
-        // SAFETY: `dev` comes from cuDeviceGet.
-        let ctx = check("cuDevicePrimaryCtxRetain", unsafe { result::primary_ctx::retain(dev) })?;
-        // SAFETY: the context lives as long as the process (primary contexts are never released).
-        check("cuCtxSetCurrent", unsafe { result::ctx::set_current(ctx) })?;
-        let stream = check("cuStreamCreate", result::stream::create(result::stream::StreamKind::NonBlocking))?;
         use sys::CUdevice_attribute as A;
         // SAFETY: `dev` comes from cuDeviceGet; attributes are plain integers.
         let attr = |a: A| check("cuDeviceGetAttribute", unsafe { result::device::get_attribute(dev, a) });
@@ -202,8 +254,7 @@ impl Cuda {
         Ok(Cuda {
             index,
             dev,
-            ctx,
-            stream,
+            opened: std::sync::OnceLock::new(),
             name,
             capability,
             modules: Mutex::default(),
@@ -217,32 +268,25 @@ impl Cuda {
         })
     }
 
-    /// Lets this GPU read and write `other`'s memory directly, if the hardware allows it.
-    fn enable_peer(&self, other: &Cuda) -> Result<bool, String> {
-        let mut can = 0;
-        // SAFETY: both handles come from cuDeviceGet.
-        check("cuDeviceCanAccessPeer", unsafe { sys::cuDeviceCanAccessPeer(&mut can, self.dev, other.dev) }.result())?;
-        if can == 0 {
-            return Ok(false);
-        }
-        self.bind()?;
-        // SAFETY: both contexts are alive; enabling twice reports an error we accept.
-        match unsafe { sys::cuCtxEnablePeerAccess(other.ctx, 0) } {
-            sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(true),
-            e => Err(format!("enabling peer access from {} to {}: {e:?}", self.label(), other.label())),
-        }
+    /// Whether this GPU's context is open.
+    pub fn is_open(&self) -> bool {
+        self.opened.get().is_some()
     }
 
-    /// The driver's performance rank of the link from this GPU to `other` (0 the best).
-    fn link_rank(&self, other: &Cuda) -> Result<u32, String> {
-        let mut rank = 0;
-        let attr = sys::CUdevice_P2PAttribute::CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK;
-        // SAFETY: both handles come from cuDeviceGet and are distinct.
-        check(
-            "cuDeviceGetP2PAttribute",
-            unsafe { sys::cuDeviceGetP2PAttribute(&mut rank, attr, self.dev, other.dev) }.result(),
-        )?;
-        Ok(rank.max(0) as u32)
+    /// Opens this GPU's context now, if it is not open yet (about 100 ms).
+    pub fn open(&self) -> Result<(), String> {
+        self.opened().map(|_| ())
+    }
+
+    /// This GPU's context and stream, opened now if they are not yet (about 100 ms).
+    fn opened(&self) -> Result<Opened, String> {
+        if let Some(&o) = self.opened.get() {
+            return Ok(o);
+        }
+        // Not open at the run's start, so the run's devices exist: this GPU is one of them.
+        let all = &super::devices().gpus;
+        let me = all.iter().position(|g| std::ptr::eq(g, self)).ok_or("a GPU outside the run")?;
+        open_in(all, me)
     }
 
     /// The GPU's properties, from the driver.
@@ -294,16 +338,18 @@ impl Cuda {
         format!("GPU {} ({})", self.index, self.name)
     }
 
-    /// Makes the context current on this thread, after submitting the launches held on this
-    /// GPU: every other operation binds first, so none overtakes them ([`super::held`]).
-    pub fn bind(&self) -> Result<(), String> {
-        // SAFETY: the context lives as long as `self`.
-        check("cuCtxSetCurrent", unsafe { result::ctx::set_current(self.ctx) })?;
+    /// Makes the context current on this thread (opening it first if needed), after
+    /// submitting the launches held on this GPU: every other operation binds first, so none
+    /// overtakes them ([`super::held`]). The context and stream, for the caller's use.
+    pub(super) fn bind(&self) -> Result<Opened, String> {
+        let o = self.opened()?;
+        // SAFETY: the context lives as long as the process.
+        check("cuCtxSetCurrent", unsafe { result::ctx::set_current(o.ctx) })?;
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if held.is_empty() {
-            return Ok(());
+        if !held.is_empty() {
+            held.flush(o.stream, &|| self.label())?;
         }
-        held.flush(self.stream, &|| self.label())
+        Ok(o)
     }
 
     /// Graph replays and graphs made on this GPU so far ([`super::held`]).
@@ -486,11 +532,11 @@ impl Cuda {
 
     /// Copies device memory to the host and waits.
     pub fn to_host(&self, dst: &mut [u8], src: u64) -> Result<(), String> {
-        self.bind()?;
+        let o = self.bind()?;
         // SAFETY: `src` has at least `dst.len()` bytes; the stream is synchronized before
         // `dst` is returned to the caller.
         unsafe {
-            check("cuMemcpyDtoHAsync", result::memcpy_dtoh_async(dst, src, self.stream))?;
+            check("cuMemcpyDtoHAsync", result::memcpy_dtoh_async(dst, src, o.stream))?;
         }
         self.synchronize()
     }
@@ -517,10 +563,15 @@ impl Cuda {
                 _ => {}
             }
         }
-        self.bind()?;
+        let me = self.bind()?;
         let flat = c.rows <= 1 || c.row_bytes == c.pitch;
         let total = c.bytes() as usize;
-        let s = self.stream;
+        let s = me.stream;
+        // The source GPU of a device-to-device copy holds data, so it is open.
+        let source = || -> Result<(&Cuda, Opened), String> {
+            let p = peer.ok_or("a device-to-device copy without its source GPU")?;
+            Ok((p, p.opened()?))
+        };
         // SAFETY (all arms): the memory manager hands ranges inside a tracked buffer's host
         // copy or a device allocation of it; the source stays unchanged until the stream is
         // synchronized (see the module's invariants).
@@ -535,15 +586,15 @@ impl Cuda {
                     sys::cuMemcpyDtoHAsync_v2(c.dst_addr as *mut c_void, c.src_addr, total, s).result(),
                 ),
                 (Place::Device(_), Place::Device(_)) if flat => {
-                    let p = peer.ok_or("a device-to-device copy without its source GPU")?;
+                    let (p, po) = source()?;
                     check(
                         &format!("cuMemcpyPeerAsync from {}", p.label()),
-                        result::memcpy_peer_async(self.ctx, c.dst_addr, p.ctx, c.src_addr, total, s),
+                        result::memcpy_peer_async(me.ctx, c.dst_addr, po.ctx, c.src_addr, total, s),
                     )
                 }
                 (Place::Device(_), Place::Device(_)) => {
-                    let p = peer.ok_or("a device-to-device copy without its source GPU")?;
-                    let d = peer_rect(c, p.ctx, self.ctx);
+                    let (p, po) = source()?;
+                    let d = peer_rect(c, po.ctx, me.ctx);
                     check(&format!("cuMemcpy3DPeerAsync from {}", p.label()), sys::cuMemcpy3DPeerAsync(&d, s).result())
                 }
                 _ => check("cuMemcpy2DAsync", sys::cuMemcpy2DAsync_v2(&rect(c), s).result()),
@@ -568,7 +619,7 @@ impl Cuda {
         to_host: bool,
     ) -> Result<(), String> {
         use super::Place;
-        self.bind()?;
+        let o = self.bind()?;
         let (here, there) = (Place::Device(self.index), Place::Host);
         let c = if to_host {
             super::Copy { src: here, src_addr: dev, dst: there, dst_addr: host as u64, rows, row_bytes, pitch }
@@ -582,18 +633,18 @@ impl Cuda {
             d.srcPitch = row_bytes as usize;
         }
         // SAFETY: the caller's contract; the descriptor outlives the call.
-        check("cuMemcpy2DAsync", unsafe { sys::cuMemcpy2DAsync_v2(&d, self.stream) }.result())
+        check("cuMemcpy2DAsync", unsafe { sys::cuMemcpy2DAsync_v2(&d, o.stream) }.result())
     }
 
     /// Records mark `slot` at the present end of the stream (events made on first use).
     pub fn mark(&self, slot: usize) -> Result<Mark, String> {
-        self.bind()?;
+        let o = self.bind()?;
         let mut marks = self.marks.lock().unwrap_or_else(|e| e.into_inner());
         while marks.len() <= slot {
             marks.push(check("cuEventCreate", result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT))?);
         }
         // SAFETY: an event of this context, recorded on its stream.
-        check("cuEventRecord", unsafe { result::event::record(marks[slot], self.stream) })?;
+        check("cuEventRecord", unsafe { result::event::record(marks[slot], o.stream) })?;
         Ok(Mark(marks[slot]))
     }
 
@@ -609,10 +660,10 @@ impl Cuda {
 
     /// Work enqueued on this stream from now on starts after `event` (of any GPU) is reached.
     pub fn wait_for(&self, mark: Mark) -> Result<(), String> {
-        self.bind()?;
+        let o = self.bind()?;
         // SAFETY: a recorded event; the stream is this device's.
         check("cuStreamWaitEvent", unsafe {
-            result::stream::wait_event(self.stream, mark.0, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
+            result::stream::wait_event(o.stream, mark.0, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
         })
     }
 
@@ -732,7 +783,7 @@ impl Cuda {
                 return Ok(());
             }
         }
-        self.bind()?;
+        let o = self.bind()?;
         let f = self.function(ptx, kernel)?;
         if shared > 48 * 1024 {
             // SAFETY: a valid function handle; the attribute only raises a limit.
@@ -748,7 +799,7 @@ impl Cuda {
             self.mark(before)?;
         }
         let mut l = Launch { f, name: 0, grid, block, shared, params: std::mem::take(params) };
-        let launched = super::held::launch(&mut l, self.stream);
+        let launched = super::held::launch(&mut l, o.stream);
         *params = l.params;
         // The message is made only on failure: launches are the hot path.
         launched.map_err(|e| format!("launching {kernel} on {}: {e}", self.label()))?;
@@ -810,9 +861,9 @@ impl super::Device for Cuda {
     }
 
     fn synchronize(&self) -> Result<(), String> {
-        self.bind()?;
+        let o = self.bind()?;
         // SAFETY: this device's stream.
-        check(&format!("waiting for {}", self.label()), unsafe { result::stream::synchronize(self.stream) })
+        check(&format!("waiting for {}", self.label()), unsafe { result::stream::synchronize(o.stream) })
     }
 }
 

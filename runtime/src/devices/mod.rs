@@ -27,6 +27,7 @@ pub(crate) mod held;
 pub mod host;
 pub mod inflight;
 mod limits;
+pub mod opening;
 pub mod sim;
 pub mod staging;
 pub mod topology;
@@ -188,6 +189,20 @@ impl Devices {
         !self.owner.is_empty()
     }
 
+    /// How many devices of [`Devices::order`], from its start, are open: a launch splits over
+    /// those only ([`opening`]). Simulated devices, and other ranks' devices, are always open.
+    pub fn ready(&self) -> usize {
+        if self.gpus.is_empty() || self.spans_ranks() {
+            return self.order.len();
+        }
+        self.order.iter().take_while(|&&k| self.gpu(k).is_open()).count()
+    }
+
+    /// Whether device `k` is open ([`Devices::ready`]).
+    pub fn is_open(&self, k: usize) -> bool {
+        self.gpus.is_empty() || !self.is_local(k) || self.gpu(k).is_open()
+    }
+
     /// Whether the devices are GPUs.
     pub fn on_gpus(&self) -> bool {
         !self.gpus.is_empty()
@@ -315,6 +330,7 @@ pub fn devices() -> &'static Devices {
         let none = Devices::default;
         let on = |g: Gpus| Devices { gpus: g.gpus, peer: g.peer, link_cost: g.link_cost, ..none() };
         let ranks = crate::ranks::world().filter(|w| w.size > 1);
+        let all = opening::mode() == opening::Mode::Start;
         let mut devs = match choice {
             _ if ranks.is_some() => across_ranks(choice, ranks.expect("some"), &text),
             Choice::Cpu => none(),
@@ -323,7 +339,7 @@ pub fn devices() -> &'static Devices {
                 Devices { sims: (0..n).map(|k| SimDevice::new(k, threads)).collect(), ..none() }
             }
             Choice::Dry(n) => Devices { sims: (0..n).map(SimDevice::dry).collect(), ..none() },
-            Choice::Auto => match cuda::open(None) {
+            Choice::Auto => match cuda::open(None, all) {
                 Ok(Some(g)) => on(g),
                 Ok(None) => Devices { no_gpu_found: true, ..none() },
                 Err(e) => {
@@ -331,7 +347,7 @@ pub fn devices() -> &'static Devices {
                     Devices { no_gpu_found: true, ..none() }
                 }
             },
-            Choice::Cuda(n) => match cuda::open(n) {
+            Choice::Cuda(n) => match cuda::open(n, all) {
                 Ok(Some(g)) => on(g),
                 Ok(None) => fatal(&format!("HPVM_MGPU_DEVICES={text} but no CUDA GPU was found")),
                 Err(e) => fatal(&format!("HPVM_MGPU_DEVICES={text}: {e}")),
@@ -344,6 +360,13 @@ pub fn devices() -> &'static Devices {
             _ if devs.link_cost.len() == devs.count() => topology::chain_order(&devs.link_cost),
             _ => (0..devs.count()).collect(),
         };
+        // The first GPU of the order takes every launch that runs whole: it opens with the
+        // run, as device 0 did (memory from `cudaMalloc` starts there).
+        if let Some(&first) = devs.order.first().filter(|_| devs.on_gpus() && !devs.spans_ranks()) {
+            if let Err(e) = cuda::open_in(&devs.gpus, first - devs.gpu_base) {
+                fatal(&format!("opening {}: {e}", devs.gpus[first - devs.gpu_base].label()));
+            }
+        }
         devs
     })
 }
@@ -356,13 +379,14 @@ pub fn devices() -> &'static Devices {
 fn across_ranks(choice: Choice, w: &crate::ranks::World, text: &str) -> Devices {
     const KINDS: [&str; 4] = ["the host only (cpu)", "simulated devices (cpu:N)", "dry-run devices (dry:N)", "GPUs"];
     let gpus = match choice {
-        Choice::Cuda(n) => match cuda::open(n) {
+        // Every rank opens all its GPUs now: each launch must split alike on every rank.
+        Choice::Cuda(n) => match cuda::open(n, true) {
             Ok(Some(g)) => Some(g),
             Ok(None) => fatal(&format!("HPVM_MGPU_DEVICES={text} but rank {} found no CUDA GPU", w.rank)),
             Err(e) => fatal(&format!("HPVM_MGPU_DEVICES={text}: {e}")),
         },
         // A GPU if this rank has one, else the host.
-        Choice::Auto => cuda::open(None).ok().flatten(),
+        Choice::Auto => cuda::open(None, true).ok().flatten(),
         _ => None,
     };
     let (kind, mine) = match (choice, &gpus) {

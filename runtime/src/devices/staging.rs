@@ -225,7 +225,7 @@ unsafe fn dma(
 impl Cuda {
     /// Enqueues host-to-device copy `c` through the staging slots (see the module doc).
     pub(super) fn staged_to_device(&self, c: &Copy) -> Result<(), String> {
-        self.bind()?;
+        let stream = self.bind()?.stream;
         let mut guard = self.staging()?;
         let slots = guard.as_mut().expect("made by staging()");
         let pitch = host_pitch(c);
@@ -235,9 +235,9 @@ impl Cuda {
             // SAFETY: the copy's host rows are the program's tracked memory; the slot is free.
             unsafe {
                 move_rows(c.src_addr, pitch, chunk, slot, true);
-                dma(slot, c.dst_addr, pitch, chunk, true, self.stream)?;
+                dma(slot, c.dst_addr, pitch, chunk, true, stream)?;
             }
-            slots.record(i, self.stream)?;
+            slots.record(i, stream)?;
         }
         Ok(())
     }
@@ -245,7 +245,7 @@ impl Cuda {
     /// Copies device-to-host `c` through the staging slots and returns once the program's
     /// memory holds it: the DMA of one chunk runs while the previous one is copied out.
     pub(super) fn staged_to_host(&self, c: &Copy) -> Result<(), String> {
-        self.bind()?;
+        let stream = self.bind()?.stream;
         let mut guard = self.staging()?;
         let slots = guard.as_mut().expect("made by staging()");
         let pitch = host_pitch(c);
@@ -259,8 +259,8 @@ impl Cuda {
         for chunk in chunks(c, SLOT_BYTES as u64) {
             let i = slots.take()?;
             // SAFETY: the slot is free and covers the chunk; the device rows are allocated.
-            unsafe { dma(slots.slots[i].host, c.src_addr, pitch, chunk, false, self.stream)? };
-            slots.record(i, self.stream)?;
+            unsafe { dma(slots.slots[i].host, c.src_addr, pitch, chunk, false, stream)? };
+            slots.record(i, stream)?;
             if let Some(p) = pending.replace((i, chunk)) {
                 drain(slots, p)?;
             }

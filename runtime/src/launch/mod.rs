@@ -99,12 +99,14 @@ pub fn load_registered() {
             ptx.push(p);
         }
     }
+    GPU_MODULES.lock().unwrap_or_else(|e| e.into_inner()).extend(&ptx);
     let gpus = &devices().gpus;
     if ptx.is_empty() || gpus.is_empty() {
         return;
     }
+    // On the GPUs open so far; the others load them when they open (`devices::opening`).
     std::thread::scope(|s| {
-        for g in gpus {
+        for g in gpus.iter().filter(|g| g.is_open()) {
             let ptx = &ptx;
             s.spawn(move || {
                 for p in ptx {
@@ -113,6 +115,14 @@ pub fn load_registered() {
             });
         }
     });
+}
+
+/// The PTX of every GPU module registered so far, which a GPU opening later loads.
+static GPU_MODULES: Mutex<Vec<&'static CStr>> = Mutex::new(Vec::new());
+
+/// The PTX of the program's GPU modules ([`load_registered`]).
+pub fn registered_ptx() -> Vec<&'static CStr> {
+    GPU_MODULES.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// Every module loaded so far, for the statistics report.

@@ -787,6 +787,15 @@ fn enqueue_here(copies: &[Copy]) -> Result<u128, String> {
 /// `llvm_hpvm_track_mem`, CUDA's managed memory).
 pub fn track(ptr: usize, bytes: usize) {
     table().track(ptr as u64, bytes as u64, true);
+    large_buffer(bytes);
+}
+
+/// A buffer this large says the run is not a short one: its other GPUs start opening
+/// ([`crate::devices::opening`]).
+fn large_buffer(bytes: usize) {
+    if bytes as u64 >= crate::devices::opening::OPEN_AT_BYTES {
+        crate::devices::opening::want_all();
+    }
 }
 
 /// Tracks a buffer the host changes only through calls that report each change
@@ -802,6 +811,7 @@ pub fn track_device(ptr: usize, bytes: usize) {
 /// device memory limit (`residency`), the host holds it. Fails (nothing tracked) when device 0
 /// cannot hold it.
 pub fn track_on_device(ptr: usize, bytes: usize) -> Result<(), String> {
+    large_buffer(bytes);
     let mut t = table();
     let start = ptr as u64;
     t.track(start, bytes as u64, false);
@@ -910,17 +920,20 @@ pub fn push_to_devices(ptr: usize, bytes: usize) {
         return;
     }
     inflight::drain();
+    // GPUs not open yet receive it when a launch first needs it there.
+    let devs = devices();
+    let open: Vec<usize> = (0..n).filter(|&k| devs.is_open(k)).collect();
     let mut t = table();
     let (ptr, bytes) = (ptr as u64, bytes as u64);
     let Some(start) = t.containing(ptr, bytes) else { return };
     if residency::sparse() {
         let (lo, hi) = (ptr - start, ptr - start + bytes);
         let needs: Vec<residency::Need> =
-            (0..n).map(|device| residency::Need { buffer: start, device, lo, hi }).collect();
+            open.iter().map(|&device| residency::Need { buffer: start, device, lo, hi }).collect();
         t.make_resident(&needs)
             .unwrap_or_else(|e| crate::fatal(&format!("a copy into device memory: {}", e.describe(&|_| None))));
     }
-    let needs: Vec<(u64, usize)> = (0..n).map(|k| (start, k)).collect();
+    let needs: Vec<(u64, usize)> = open.iter().map(|&k| (start, k)).collect();
     if let Err(e) = t.allocate(&needs) {
         crate::fatal(&format!(
             "a copy into device memory needs {} bytes on every device: {}",
@@ -931,11 +944,115 @@ pub fn push_to_devices(ptr: usize, bytes: usize) {
     let (lo, hi) = (ptr - start, ptr - start + bytes);
     let before = buf.coherence.clone();
     let mut copies = Vec::new();
-    for k in 0..n {
+    for &k in &open {
         let base = buf.addr(Place::Device(k)).unwrap_or_else(|e| crate::fatal(&e));
         buf.plan_run(Place::Device(k), lo, hi, &before, base, &mut copies, true);
     }
     execute(&copies).unwrap_or_else(|e| crate::fatal(&format!("copying into device memory: {e}")));
+}
+
+/// CUDA's `cudaMemcpy` from the program's memory at `src` into device memory
+/// `[ptr, ptr + bytes)`, as CUDA does it: the bytes go straight to the open devices, which
+/// become the only holders of that range; the host's copy of it is not written (its pages
+/// are not even touched: a fresh `cudaMalloc` of a GiB costs no host memory). False, and
+/// nothing done, where the caller must go through the host's copy: no devices, a memory limit
+/// (devices back only what launches need), ranks, a buffer the host stores into directly
+/// (managed memory, HPVM-C buffers), or untracked memory.
+pub fn copy_from_program(ptr: usize, bytes: usize, src: *const u8) -> bool {
+    let devs = devices();
+    let n = devs.count();
+    if n == 0 || bytes == 0 || residency::limit().is_some() || devs.spans_ranks() {
+        return false;
+    }
+    inflight::drain();
+    // GPUs not open yet receive it when a launch first needs it there.
+    let open: Vec<usize> = (0..n).filter(|&k| devs.is_open(k)).collect();
+    if open.is_empty() {
+        return false;
+    }
+    let mut t = table();
+    let (ptr, bytes) = (ptr as u64, bytes as u64);
+    let Some(start) = t.containing(ptr, bytes).filter(|s| !t.buffers[s].host_stores) else { return false };
+    let (lo, hi) = (ptr - start, ptr - start + bytes);
+    if residency::sparse() {
+        let needs: Vec<residency::Need> =
+            open.iter().map(|&device| residency::Need { buffer: start, device, lo, hi }).collect();
+        t.make_resident(&needs)
+            .unwrap_or_else(|e| crate::fatal(&format!("a copy into device memory: {}", e.describe(&|_| None))));
+    }
+    let needs: Vec<(u64, usize)> = open.iter().map(|&k| (start, k)).collect();
+    if let Err(e) = t.allocate(&needs) {
+        crate::fatal(&format!(
+            "a copy into device memory needs {} bytes on every device: {}",
+            t.buffers[&e.start].size, e.message
+        ));
+    }
+    let buf = t.buffers.get_mut(&start).expect("found above");
+    let mut copies = Vec::with_capacity(open.len());
+    for &k in &open {
+        let base = buf.addr(Place::Device(k)).unwrap_or_else(|e| crate::fatal(&e));
+        copies.push(Copy {
+            src: Place::Host,
+            src_addr: src as u64,
+            dst: Place::Device(k),
+            dst_addr: base + lo,
+            rows: 1,
+            row_bytes: bytes,
+            pitch: bytes,
+        });
+    }
+    execute(&copies).unwrap_or_else(|e| crate::fatal(&format!("copying into device memory: {e}")));
+    buf.coherence.set_only(lo, hi, Place::Device(open[0]));
+    for &k in &open[1..] {
+        buf.coherence.add(lo, hi, Place::Device(k));
+    }
+    true
+}
+
+/// CUDA's `cudaMemcpy` from device memory `[ptr, ptr + bytes)` into the program's memory at
+/// `dst`, as CUDA does it: each part comes from one of its current holders straight into
+/// `dst` (from the host's copy only where the host holds it), and who holds what does not
+/// change. False, and nothing done, where the caller must go through the host's copy: ranks,
+/// a buffer the host stores into directly, or untracked memory.
+pub fn copy_to_program(ptr: usize, bytes: usize, dst: *mut u8) -> bool {
+    if bytes == 0 || devices().spans_ranks() {
+        return false;
+    }
+    inflight::drain();
+    let mut t = table();
+    let (ptr, bytes) = (ptr as u64, bytes as u64);
+    let Some(start) = t.containing(ptr, bytes).filter(|s| !t.buffers[s].host_stores) else { return false };
+    sink::record(Event::Requested { bytes });
+    let clock = std::time::Instant::now();
+    let buf = t.buffers.get_mut(&start).expect("found above");
+    let (lo, hi) = (ptr - start, ptr - start + bytes);
+    let parts: Vec<coherence::Segment> = buf.coherence.query(lo, hi).collect();
+    let mut copies = Vec::new();
+    for part in parts {
+        let at = dst as u64 + (part.start - lo);
+        let n = part.end - part.start;
+        if part.holders.has(Place::Host) {
+            // SAFETY: `n` bytes of the tracked buffer's host copy, which is current there, into
+            // the program's destination of `bytes` bytes (CUDA's contract: it does not overlap
+            // device memory).
+            unsafe { std::ptr::copy_nonoverlapping((start + part.start) as *const u8, at as *mut u8, n as usize) };
+            continue;
+        }
+        let src = source_for(part.holders, Place::Host);
+        let base = buf.addr(src).unwrap_or_else(|e| crate::fatal(&e));
+        copies.push(Copy {
+            src,
+            src_addr: base + part.start,
+            dst: Place::Host,
+            dst_addr: at,
+            rows: 1,
+            row_bytes: n,
+            pitch: n,
+        });
+    }
+    execute(&copies).unwrap_or_else(|e| crate::fatal(&format!("copying device memory to the host: {e}")));
+    sink::record(Event::ToHost { nanos: clock.elapsed().as_nanos() as u64 });
+    true
 }
 
 /// The tracked buffer holding `[ptr, ptr + bytes)`: its start and size.

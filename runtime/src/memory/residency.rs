@@ -36,16 +36,18 @@ pub fn sparse() -> bool {
             other => crate::fatal(&format!("HPVM_MGPU_SPARSE={other}: expected `on` or `off`")),
         };
         let devs = devices();
-        let able = devs.count() > 0 && (0..devs.count()).all(|k| devs.get(k).granule().is_some());
         let limited = std::env::var("HPVM_MGPU_DEVICE_MEMORY").is_ok_and(|v| !v.trim().is_empty());
+        // Asked only where the answer matters: a GPU's granule needs its context, and GPUs
+        // after the first open only when wanted (`devices::opening`).
+        let able = || devs.count() > 0 && (0..devs.count()).all(|k| devs.get(k).granule().is_some());
         match asked {
             Some(false) => false,
-            Some(true) if !able && devs.count() > 0 => crate::fatal(&format!(
+            Some(true) if devs.count() > 0 && !able() => crate::fatal(&format!(
                 "HPVM_MGPU_SPARSE=on: the devices of this run ({}) cannot keep sparse copies",
                 devs.describe()
             )),
-            Some(true) => able,
-            None => able && (!devs.on_gpus() || limited),
+            Some(true) => devs.count() > 0,
+            None => (!devs.on_gpus() || limited) && able(),
         }
     })
 }

@@ -818,16 +818,27 @@ fn decide(
         );
     }
     let st = &u.module.stats[u.node as usize];
-    let given = match &decision {
-        policy::Decision::Split(k) => *k,
+    let (given, chosen) = match &decision {
+        // Only open devices take partitions. Where the policy wants more than are open, the
+        // others start opening (`devices::opening`) and later launches get them; the choice
+        // is remembered only where it was taken.
+        policy::Decision::Split(k) => {
+            let ready = devs.ready().max(1);
+            if *k > ready {
+                crate::devices::opening::want_all();
+            }
+            ((*k).min(ready), *k <= ready)
+        }
         policy::Decision::Whole(why) => {
             st.note_declined(why.kind(), || why.to_string());
-            1
+            (1, true)
         }
     };
     let before = m.last_devices;
     m.last_devices = given;
-    m.decided(blocks, given);
+    if chosen {
+        m.decided(blocks, given);
+    }
     m.launches += 1;
     // On simulated devices every launch is measured (a clock read); on GPUs a sample, with
     // events.

@@ -1,0 +1,123 @@
+//! When a run's GPUs after the first open: when the run shows it will want them, on a thread
+//! of their own, while the program goes on with the GPUs already open.
+//!
+//! A GPU's context costs about 100 ms to open, and the driver opens one at a time: on two
+//! H200s, two contexts took 185-210 ms whether opened one after the other or on two threads
+//! (`bench/probes/open_probe.c`). Opening every GPU before the program's first call made
+//! every short program 0.13-0.15 s slower on two GPUs than on one. So a run opens one GPU
+//! (device 0, and the first of [`super::Devices::order`] if that is another); the others
+//! open here once one of these happens:
+//! - a launch the split policy would split over more devices than are open
+//!   ([`crate::partitioned`]);
+//! - the program tracks a buffer of [`OPEN_AT_BYTES`] or more: a program that moves that much
+//!   is not a short one, and its GPUs are then open before its first launches.
+//!
+//! Until a GPU is open, launches split over the open ones only ([`super::Devices::ready`]), and
+//! copies go to the open ones only. Work on the open GPUs goes on while another opens: on two
+//! H200s no step of GPU 0's work waited over 1.2 ms while GPU 1 opened (`open_probe
+//! background`). A GPU that an operation needs sooner (a copy, a launch) opens at that use
+//! ([`super::cuda::Cuda::bind`]); opening is one at a time under one lock, so a GPU opens once.
+//!
+//! `HPVM_MGPU_OPEN=start` opens every GPU with the run, as before; runs over ranks always do,
+//! since every rank must split each launch alike.
+//!
+//! The process waits for an opening in progress before it ends ([`finish`], also at exit):
+//! the driver's exit handlers must not run while one of its contexts is being made.
+
+use super::devices;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::thread::JoinHandle;
+
+/// A tracked buffer this large starts opening the other GPUs.
+pub const OPEN_AT_BYTES: u64 = 64 << 20;
+
+/// When a run's GPUs open (`HPVM_MGPU_OPEN`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `wanted` (the default): the first with the run, the others when wanted (module doc).
+    Wanted,
+    /// `start`: all of them with the run.
+    Start,
+}
+
+pub fn mode() -> Mode {
+    static MODE: OnceLock<Mode> = OnceLock::new();
+    *MODE.get_or_init(|| match std::env::var("HPVM_MGPU_OPEN").unwrap_or_default().trim() {
+        "" | "wanted" => Mode::Wanted,
+        "start" => Mode::Start,
+        other => crate::fatal(&format!("HPVM_MGPU_OPEN={other}: expected `wanted` or `start`")),
+    })
+}
+
+/// Set once the other GPUs were asked for: they open once.
+static ASKED: AtomicBool = AtomicBool::new(false);
+/// The thread opening them, until [`finish`] joins it.
+static OPENER: Mutex<Option<JoinHandle<()>>> = Mutex::new(None);
+
+/// The run will want its other GPUs: opens those not yet open, in the devices' order, on a
+/// thread of its own, each with the program's GPU modules. Returns at once; cheap after the
+/// first call.
+pub fn want_all() {
+    if ASKED.load(Ordering::Relaxed) || ASKED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let devs = devices();
+    let closed: Vec<usize> =
+        devs.order.iter().copied().filter(|&k| devs.is_local(k) && devs.on_gpus() && !devs.gpu(k).is_open()).collect();
+    if closed.is_empty() {
+        return;
+    }
+    let opener = std::thread::Builder::new().name("hpvm-mgpu-open".into()).spawn(move || {
+        let devs = devices();
+        for k in closed {
+            let g = devs.gpu(k);
+            match g.open() {
+                Ok(()) => {
+                    // Its first launches then find the modules loaded.
+                    for ptx in crate::launch::registered_ptx() {
+                        let _ = g.load_module(ptx);
+                    }
+                }
+                Err(e) => {
+                    // Launches keep to the GPUs that opened; a use of this one reports the
+                    // error where it happens.
+                    eprintln!("hpvm-mgpu: warning: {} did not open ({e}); launches run on the others", g.label());
+                    return;
+                }
+            }
+        }
+    });
+    match opener {
+        Ok(h) => {
+            *OPENER.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
+            at_exit();
+        }
+        // No thread: the GPUs open when first used.
+        Err(e) => eprintln!("hpvm-mgpu: warning: cannot start a thread to open the other GPUs ({e})"),
+    }
+}
+
+/// Waits for the GPUs being opened, if any.
+pub fn finish() {
+    let opener = OPENER.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(h) = opener {
+        let _ = h.join();
+    }
+}
+
+/// Makes the process wait for the opener before the driver's exit handlers run: registered
+/// after the driver's initialization, so it runs before them.
+fn at_exit() {
+    extern "C" fn finish_at_exit() {
+        finish();
+    }
+    extern "C" {
+        fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
+    }
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    // SAFETY: registers a plain function.
+    REGISTERED.call_once(|| unsafe {
+        atexit(finish_at_exit);
+    });
+}
