@@ -43,6 +43,8 @@ pub enum Event {
     /// A GPU's context opened (its peer access enabled), taking `nanos`: with the run, when
     /// first used, or in the background ([`crate::devices::opening`]).
     GpuOpened { nanos: u64 },
+    /// A launch waited `nanos` for GPUs still opening ([`crate::devices::opening`]).
+    WaitedForGpus { nanos: u64 },
 }
 
 /// A receiver of events. Called from any thread, often on hot paths: keep it to atomics.

@@ -27,6 +27,8 @@ static MODULE_LOAD_NANOS: AtomicU64 = AtomicU64::new(0);
 /// GPU contexts opened, and the time opening them took, on whichever thread opened them.
 static GPUS_OPENED: AtomicU64 = AtomicU64::new(0);
 static GPU_OPEN_NANOS: AtomicU64 = AtomicU64::new(0);
+/// Time launches waited for GPUs still opening.
+static GPU_WAIT_NANOS: AtomicU64 = AtomicU64::new(0);
 
 /// A GPU loaded a module, from machine code (`sass`) or by compiling its PTX, in `nanos`.
 fn module_loaded(sass: bool, nanos: u64) {
@@ -111,6 +113,9 @@ impl Sink for Counters {
             Event::GpuOpened { nanos } => {
                 GPUS_OPENED.fetch_add(1, Ordering::Relaxed);
                 GPU_OPEN_NANOS.fetch_add(nanos, Ordering::Relaxed);
+            }
+            Event::WaitedForGpus { nanos } => {
+                GPU_WAIT_NANOS.fetch_add(nanos, Ordering::Relaxed);
             }
             Event::CrossedRanks { sent, received, nanos } => {
                 add(&self.rank_exchanges, 1);
@@ -226,6 +231,8 @@ pub struct Report {
     /// first used or in the background, `HPVM_MGPU_OPEN`), and the time opening took.
     pub gpus_opened: u64,
     pub ms_gpu_opening: f64,
+    /// The time launches waited for GPUs opening in the background (on the launching thread).
+    pub ms_waiting_for_gpus: f64,
     /// Held launch sequences submitted as CUDA graphs (replays), and graphs made, over the
     /// GPUs (`HPVM_MGPU_GRAPHS`).
     pub gpu_graph_replays: u64,
@@ -441,6 +448,7 @@ pub fn collect() -> Report {
         ms_gpu_module_loading: MODULE_LOAD_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
         gpus_opened: GPUS_OPENED.load(Ordering::Relaxed),
         ms_gpu_opening: GPU_OPEN_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
+        ms_waiting_for_gpus: GPU_WAIT_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
         gpu_graph_replays: graphs.0,
         gpu_graphs_built: graphs.1,
         bytes_page_locked: c.bytes_pinned.load(Ordering::Relaxed),
@@ -576,8 +584,9 @@ pub fn report() -> String {
     if r.gpus_opened > 0 {
         let _ = writeln!(
             s,
-            "  GPU contexts: {} of {} opened, {:.3} ms in all (those after the first open when first wanted)",
-            r.gpus_opened, r.device_count, r.ms_gpu_opening
+            "  GPU contexts: {} of {} opened, {:.3} ms in all (those after the first open when first wanted); launches \
+             waited {:.3} ms for them",
+            r.gpus_opened, r.device_count, r.ms_gpu_opening, r.ms_waiting_for_gpus
         );
     }
     if r.gpu_modules_from_sass + r.gpu_modules_jit_compiled > 0 {

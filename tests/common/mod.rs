@@ -192,6 +192,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 51] = [
     // Launches held back and replayed as graphs on GPUs: events, errors, managed memory,
     // streams and grids that change inside a sequence.
     ("tests/cuda/graphs.cu", &[&["3", "2"], &["1000", "40"]]),
+    // cudaMemcpy straight between the program's memory and the devices, in pieces.
+    ("tests/cuda/copies.cu", &[&["8", "1"], &["1000", "3"], &["5003", "4"]]),
     ("bench/programs/matmul.cu", &[&["1"], &["37"], &["100"]]),
     ("bench/programs/stencil.cu", &[&["3", "1"], &["37", "3"], &["130", "4"]]),
     ("bench/programs/nbody.cu", &[&["1", "1"], &["100", "2"], &["1100", "2"]]),

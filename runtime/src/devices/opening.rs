@@ -12,10 +12,16 @@
 //! - the program tracks a buffer of [`OPEN_AT_BYTES`] or more: a program that moves that much
 //!   is not a short one, and its GPUs are then open before its first launches.
 //!
-//! Until a GPU is open, launches split over the open ones only ([`super::Devices::ready`]), and
-//! copies go to the open ones only. Work on the open GPUs goes on while another opens: on two
-//! H200s no step of GPU 0's work waited over 1.2 ms while GPU 1 opened (`open_probe
-//! background`). A GPU that an operation needs sooner (a copy, a launch) opens at that use
+//! Work on the open GPUs goes on while another opens: on two H200s no step of GPU 0's work
+//! waited over 1.2 ms while GPU 1 opened (`open_probe background`). Copies go to the open
+//! GPUs only. A launch the policy would split over GPUs still opening:
+//! - waits for them when their opening began with a large buffer ([`wait_if_early`]): the
+//!   program is a large one, and the host runs ahead of the GPUs, so every launch of a loop
+//!   would otherwise be decided (whole) before the first of them ran;
+//! - otherwise runs over the open ones, and later launches get the others once open
+//!   ([`super::Devices::ready`]).
+//!
+//! A GPU that an operation needs sooner (a copy, a launch) opens at that use
 //! ([`super::cuda::Cuda::bind`]); opening is one at a time under one lock, so a GPU opens once.
 //!
 //! `HPVM_MGPU_OPEN=start` opens every GPU with the run, as before; runs over ranks always do,
@@ -52,16 +58,28 @@ pub fn mode() -> Mode {
 
 /// Set once the other GPUs were asked for: they open once.
 static ASKED: AtomicBool = AtomicBool::new(false);
+/// Set when they were asked for because of a large buffer ([`Why::LargeBuffer`]).
+static EARLY: AtomicBool = AtomicBool::new(false);
+
+/// What showed that the run will want its other GPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Why {
+    /// A buffer of [`OPEN_AT_BYTES`] or more.
+    LargeBuffer,
+    /// A launch the policy would split over more GPUs than are open.
+    Split,
+}
 /// The thread opening them, until [`finish`] joins it.
 static OPENER: Mutex<Option<JoinHandle<()>>> = Mutex::new(None);
 
 /// The run will want its other GPUs: opens those not yet open, in the devices' order, on a
 /// thread of its own, each with the program's GPU modules. Returns at once; cheap after the
 /// first call.
-pub fn want_all() {
+pub fn want_all(why: Why) {
     if ASKED.load(Ordering::Relaxed) || ASKED.swap(true, Ordering::AcqRel) {
         return;
     }
+    EARLY.store(why == Why::LargeBuffer, Ordering::Release);
     let devs = devices();
     let closed: Vec<usize> =
         devs.order.iter().copied().filter(|&k| devs.is_local(k) && devs.on_gpus() && !devs.gpu(k).is_open()).collect();
@@ -96,6 +114,18 @@ pub fn want_all() {
         // No thread: the GPUs open when first used.
         Err(e) => eprintln!("hpvm-mgpu: warning: cannot start a thread to open the other GPUs ({e})"),
     }
+}
+
+/// Waits for the GPUs being opened when their opening began with a large buffer (see the
+/// module doc); the wait counts in the statistics. True when it waited.
+pub fn wait_if_early() -> bool {
+    if !EARLY.load(Ordering::Acquire) || OPENER.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+        return false;
+    }
+    let t = std::time::Instant::now();
+    finish();
+    crate::sink::record(crate::sink::Event::WaitedForGpus { nanos: t.elapsed().as_nanos() as u64 });
+    true
 }
 
 /// Waits for the GPUs being opened, if any.

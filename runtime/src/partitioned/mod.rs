@@ -823,9 +823,14 @@ fn decide(
         // others start opening (`devices::opening`) and later launches get them; the choice
         // is remembered only where it was taken.
         policy::Decision::Split(k) => {
-            let ready = devs.ready().max(1);
+            use crate::devices::opening;
+            let mut ready = devs.ready().max(1);
             if *k > ready {
-                crate::devices::opening::want_all();
+                if opening::wait_if_early() {
+                    ready = devs.ready().max(1);
+                } else {
+                    opening::want_all(opening::Why::Split);
+                }
             }
             ((*k).min(ready), *k <= ready)
         }
