@@ -811,7 +811,6 @@ pub fn track_device(ptr: usize, bytes: usize) {
 /// device memory limit (`residency`), the host holds it. Fails (nothing tracked) when device 0
 /// cannot hold it.
 pub fn track_on_device(ptr: usize, bytes: usize) -> Result<(), String> {
-    large_buffer(bytes);
     let mut t = table();
     let start = ptr as u64;
     t.track(start, bytes as u64, false);
@@ -840,6 +839,8 @@ pub fn track_on_device(ptr: usize, bytes: usize) -> Result<(), String> {
     }
     let buf = t.buffers.get_mut(&start).expect("tracked above");
     buf.coherence = Coherence::new(buf.size, Holders::device(0));
+    drop(t);
+    large_buffer(bytes);
     Ok(())
 }
 

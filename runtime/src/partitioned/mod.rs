@@ -828,7 +828,9 @@ fn decide(
             if *k > ready {
                 if opening::wait_if_early() {
                     ready = devs.ready().max(1);
-                } else {
+                } else if m.ns_per_block.is_some() {
+                    // Only a measured kernel: a first launch's split is a guess, and a short
+                    // program would end waiting for GPUs it never used.
                     opening::want_all(opening::Why::Split);
                 }
             }

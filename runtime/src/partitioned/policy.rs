@@ -497,7 +497,7 @@ impl Drop for Probe {
 /// - never while an earlier timed launch's measurement is still to come (`Measured::probing`):
 ///   a program that waits only at its end would otherwise time one launch in 16 for nothing;
 /// - the first few launches, then one in 16, so the model follows a node whose launches change;
-/// - one in 256 for a kernel far below [`GPU_MIN_SPLIT_NS`] (a launch-bound loop's), which
+/// - one in 4096 for a kernel far below [`GPU_MIN_SPLIT_NS`] (a launch-bound loop's), which
 ///   would have to grow many times over before a split could pay.
 ///
 /// On two H200s, timing one launch in 16 of `launches.cu 65536` (grids under one wave) made
@@ -508,8 +508,9 @@ pub(crate) fn sample_gpu(m: &Measured, decision: &Decision) -> bool {
     }
     match decision {
         Decision::Whole(Why::UnderOneWave { .. }) => false,
+        // A timed launch is not held, so it breaks a held sequence's graph replay.
         Decision::Whole(Why::TooShort { kernel_ns, floor_ns }) if *kernel_ns * 4.0 < *floor_ns => {
-            m.launches.is_multiple_of(256)
+            m.launches.is_multiple_of(4096)
         }
         _ => m.launches < 4 || m.launches.is_multiple_of(16),
     }
@@ -707,7 +708,9 @@ mod tests {
         let under = Decision::Whole(Why::UnderOneWave { blocks: 256, wave: 1056 });
         assert_eq!(timed(&m, &under), 0);
         let tiny = Decision::Whole(Why::TooShort { kernel_ns: 3_000.0, floor_ns: GPU_MIN_SPLIT_NS });
-        assert_eq!(timed(&m, &tiny), 4);
+        assert_eq!(timed(&m, &tiny), 1);
+        let later = |k: u64| sample_gpu(&Measured { launches: k, ..m.clone() }, &tiny);
+        assert!(later(4096) && !later(4095) && !later(4097));
         let near = Decision::Whole(Why::TooShort { kernel_ns: 60_000.0, floor_ns: GPU_MIN_SPLIT_NS });
         assert_eq!(timed(&m, &near), 4 + 1024 / 16 - 1);
         m.launches = 0;
