@@ -102,6 +102,11 @@ impl NodeStats {
         }
     }
 
+    /// Another launch declined for the reason noted last ([`NodeStats::note_declined`]).
+    pub fn note_declined_again(&self) {
+        self.declined.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn note_host(&self, reason: &str) {
         let mut r = self.host_reason.lock().unwrap_or_else(|e| e.into_inner());
         if r.is_none() {

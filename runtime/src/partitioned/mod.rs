@@ -792,6 +792,12 @@ fn decide(
     if all <= 1 || policy::mode() != policy::Mode::Auto {
         return (all.max(1), None);
     }
+    let nodes = u.module.stats.len();
+    let st = &u.module.stats[u.node as usize];
+    if gpu.is_some() && u.plans.policy.take_settled(u.node, nodes, blocks) {
+        st.note_declined_again();
+        return (1, None);
+    }
     let record = u.plans.policy.of(u.node);
     let mut m = record.lock().unwrap_or_else(|e| e.into_inner());
     if m.wave.is_none() {
@@ -817,7 +823,6 @@ fn decide(
             decision
         );
     }
-    let st = &u.module.stats[u.node as usize];
     let (given, chosen) = match &decision {
         // Only open devices take partitions. Where the policy wants more than are open, the
         // others start opening (`devices::opening`) and later launches get them; the choice
@@ -852,6 +857,16 @@ fn decide(
     let measure = gpu.is_none() || policy::sample_gpu(&m, &decision);
     if measure && gpu.is_some() {
         m.probing = true;
+    }
+    if gpu.is_some() && !measure {
+        let skip = policy::Records::settles(&decision, m.launches);
+        if skip > 0 {
+            u.plans.policy.settle(u.node, nodes, blocks, skip);
+            // Counted in now where the next sample is due by the count.
+            if matches!(decision, policy::Decision::Whole(policy::Why::TooShort { .. })) {
+                m.launches += skip;
+            }
+        }
     }
     drop(m);
     let probe = measure.then(|| policy::Probe {

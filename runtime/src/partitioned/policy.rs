@@ -437,9 +437,54 @@ pub(crate) fn decide(s: &Situation, m: &Measured, overheads: &Overheads) -> Deci
 #[derive(Default)]
 pub(crate) struct Records {
     nodes: Mutex<Vec<std::sync::Arc<Mutex<Measured>>>>,
+    /// Per node, a settled decision ([`Records::settle`]): the blocks of its launch shape
+    /// (bits 20 and up) and how many more of its launches run whole without the policy
+    /// (bits 0-19). Made on first use, one slot per node of the module.
+    settled: std::sync::OnceLock<Box<[AtomicU64]>>,
 }
 
+/// Launches a settled decision covers at most ([`Records::settle`]).
+const SETTLED_MOST: u64 = (1 << 20) - 1;
+
 impl Records {
+    /// Whether node `node`'s launch of `blocks` blocks runs whole by its settled decision
+    /// (one fewer launch left then). A launch-bound loop's launch costs the policy's lock and
+    /// model otherwise: on two GPUs that was a microsecond per launch more than on one.
+    pub fn take_settled(&self, node: u32, nodes: usize, blocks: u64) -> bool {
+        let slots = self.settled.get_or_init(|| (0..nodes).map(|_| AtomicU64::new(0)).collect());
+        let Some(slot) = slots.get(node as usize) else { return false };
+        let shape = blocks << 20;
+        slot.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+            (v & !SETTLED_MOST == shape && v & SETTLED_MOST > 0).then(|| v - 1)
+        })
+        .is_ok()
+    }
+
+    /// Node `node`'s next `launches` launches of `blocks` blocks run whole without the policy
+    /// (fewer where `blocks` or `launches` is too large to record: then none).
+    pub fn settle(&self, node: u32, nodes: usize, blocks: u64, launches: u64) {
+        let slots = self.settled.get_or_init(|| (0..nodes).map(|_| AtomicU64::new(0)).collect());
+        if let (Some(slot), true) = (slots.get(node as usize), blocks < 1 << 44) {
+            slot.store(blocks << 20 | launches.min(SETTLED_MOST), Ordering::Relaxed);
+        }
+    }
+
+    /// The launches after this one that need not ask the policy, for a launch decided
+    /// `decision` that was not timed, `launches` the node's count of launches so far: a grid
+    /// under one wave runs whole whatever its kernel takes, and a kernel far under the split
+    /// floor runs whole until its next sample ([`sample_gpu`]). The caller counts the
+    /// skipped launches in now, so that the sample comes when it would have.
+    pub fn settles(decision: &Decision, launches: u64) -> u64 {
+        match decision {
+            Decision::Whole(Why::UnderOneWave { .. }) => SETTLED_MOST,
+            Decision::Whole(Why::TooShort { kernel_ns, floor_ns }) if *kernel_ns * 4.0 < *floor_ns => {
+                // The next full decision counts one more launch: that one is sampled.
+                (FAR_UNDER_SAMPLE - (launches + 1) % FAR_UNDER_SAMPLE) % FAR_UNDER_SAMPLE
+            }
+            _ => 0,
+        }
+    }
+
     pub fn of(&self, node: u32) -> std::sync::Arc<Mutex<Measured>> {
         let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
         let i = node as usize;
@@ -502,6 +547,9 @@ impl Drop for Probe {
 ///
 /// On two H200s, timing one launch in 16 of `launches.cu 65536` (grids under one wave) made
 /// its 90 000 launches 18% slower on two GPUs than on one.
+/// One launch in this many is timed for a kernel far under the split floor ([`sample_gpu`]).
+const FAR_UNDER_SAMPLE: u64 = 4096;
+
 pub(crate) fn sample_gpu(m: &Measured, decision: &Decision) -> bool {
     if m.probing {
         return false;
@@ -510,7 +558,7 @@ pub(crate) fn sample_gpu(m: &Measured, decision: &Decision) -> bool {
         Decision::Whole(Why::UnderOneWave { .. }) => false,
         // A timed launch is not held, so it breaks a held sequence's graph replay.
         Decision::Whole(Why::TooShort { kernel_ns, floor_ns }) if *kernel_ns * 4.0 < *floor_ns => {
-            m.launches.is_multiple_of(4096)
+            m.launches.is_multiple_of(FAR_UNDER_SAMPLE)
         }
         _ => m.launches < 4 || m.launches.is_multiple_of(16),
     }
@@ -718,6 +766,32 @@ mod tests {
         // Not while a timed launch's measurement is still to come.
         m.probing = true;
         assert!(!sample_gpu(&m, &Decision::Split(2)));
+    }
+
+    /// A settled decision covers its launch shape's next launches, one each, and no other
+    /// shape's; a far-too-short kernel's is due back at its next sample.
+    #[test]
+    fn settled_decisions_cover_their_launches() {
+        let r = Records::default();
+        assert!(!r.take_settled(1, 3, 100));
+        r.settle(1, 3, 100, 2);
+        assert!(!r.take_settled(1, 3, 101), "another shape");
+        assert!(!r.take_settled(0, 3, 100), "another node");
+        assert!(r.take_settled(1, 3, 100) && r.take_settled(1, 3, 100));
+        assert!(!r.take_settled(1, 3, 100), "used up");
+        assert!(!r.take_settled(7, 3, 100), "a node past the module's");
+        let tiny = Decision::Whole(Why::TooShort { kernel_ns: 3_000.0, floor_ns: GPU_MIN_SPLIT_NS });
+        // After launch 1 (counted), 4094 are skipped (counted in), and the next decision,
+        // counting one more, is launch 4096: sampled.
+        let skip = Records::settles(&tiny, 1);
+        assert_eq!(skip, 4094);
+        let m = Measured { launches: 1 + skip + 1, ..Measured::default() };
+        assert!(sample_gpu(&m, &tiny));
+        assert_eq!(Records::settles(&tiny, 4095), 0);
+        let near = Decision::Whole(Why::TooShort { kernel_ns: 60_000.0, floor_ns: GPU_MIN_SPLIT_NS });
+        assert_eq!(Records::settles(&near, 5), 0);
+        assert_eq!(Records::settles(&Decision::Split(2), 5), 0);
+        assert!(Records::settles(&Decision::Whole(Why::UnderOneWave { blocks: 4, wave: 1056 }), 5) > 1000);
     }
 
     /// One device, or none measured: nothing to decide.
