@@ -30,11 +30,24 @@ pub fn analyze_file(path: &Path, clang: &ClangOptions, opts: &analysis::Options)
 pub fn analyze_file_isolated(path: &Path, clang: &ClangOptions, opts: &analysis::Options) -> Result<dashdb::Database> {
     let scratch = hpvm_core::scratch::ScratchDir::new("analyze").map_err(|e| Error::io("temporary directory", e))?;
     let patience = Some(crate::isolate::analysis_patience());
-    let outcome = crate::isolate::run_with_patience(scratch.path(), "analysis", patience, |ch| {
-        ch.progress(&format!("reading {}", path.display()));
-        analysis::set_progress(Box::new(ch.writer()));
-        Ok(analyze_file(path, clang, opts)?.to_json().into_bytes())
-    })?;
+    let mut opts = opts.clone();
+    let outcome = loop {
+        let outcome = crate::isolate::run_with_patience(scratch.path(), "analysis", patience, |ch| {
+            ch.progress(&format!("reading {}", path.display()));
+            analysis::set_progress(Box::new(ch.writer()));
+            Ok(analyze_file(path, clang, &opts)?.to_json().into_bytes())
+        })?;
+        // A crash on a node: once more with Polly careful on it, as the build does.
+        if let crate::isolate::Outcome::Crashed { doing: Some(d), .. } = &outcome {
+            if let Some((symbol, _)) = d.strip_prefix(analysis::PROGRESS_NODE).and_then(|d| d.split_once('\t')) {
+                if !opts.careful.iter().any(|s| s == symbol) {
+                    opts.careful.push(symbol.to_string());
+                    continue;
+                }
+            }
+        }
+        break outcome;
+    };
     match outcome {
         crate::isolate::Outcome::Done(json) => Ok(dashdb::Database::from_json(&String::from_utf8_lossy(&json))?),
         crate::isolate::Outcome::Reported => Err(Error::Reported),

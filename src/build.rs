@@ -317,6 +317,11 @@ fn analysis_of(
             isolate::Outcome::Crashed { how, doing } => {
                 let node = doing.as_deref().and_then(|d| d.strip_prefix(analysis::PROGRESS_NODE)?.split_once('\t'));
                 match node {
+                    // Once more, with Polly careful on that node (`analysis::Options::careful`).
+                    Some((symbol, _)) if !analysis_opts.careful.iter().any(|s| s == symbol) => {
+                        analysis_opts.careful.push(symbol.to_string());
+                        continue;
+                    }
                     Some((symbol, shown)) if !analysis_opts.skip.iter().any(|s| s == symbol) => {
                         eprintln!(
                             "{}: warning: the access analysis crashed ({how}) on {shown}, which runs whole, on one \

@@ -264,6 +264,32 @@ fn a_crash_inside_the_compiler_is_survived_and_named() {
     assert!(stderr(&out).contains("hpvm-mgpu crashed on this file"), "{}", stderr(&out));
 }
 
+/// Polly aborting on a node's prepared loops (as Polly 19's affinator does on HeCBench's
+/// pathfinder and grep; injected here) costs nothing: the node is analysed again with its
+/// loops as written, silently, and splits; `analyze` does the same.
+#[test]
+fn a_node_polly_aborted_on_is_analysed_again_carefully() {
+    let dir = TempDir::new("careful");
+    let exe = dir.path_str("vecadd");
+    let env = [("HPVM_MGPU_INJECT_CRASH", "polly-prepared")];
+    let out = hpvm_mgpu_env(&["build", "-O1", "examples/vecadd.c", "-o", &exe], &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("crashed"), "{}", stderr(&out));
+    let run = run_program(
+        std::path::Path::new(&exe),
+        &["1000"],
+        &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_STATS", "1"), ("HPVM_MGPU_PARTITION", "always")],
+    );
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}", stderr(&run));
+    assert!(stderr(&run).contains("partitioned (up to 2 devices)"), "{}", stderr(&run));
+    let db = dir.path_str("vecadd.json");
+    let out = hpvm_mgpu_env(&["analyze", "examples/vecadd.c", "-o", &db], &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = hpvm_mgpu(&["db", "show", &db]);
+    assert!(stdout(&shown).contains("partitionable"), "{}", stdout(&shown));
+    assert!(!stdout(&shown).contains("not partitionable"), "{}", stdout(&shown));
+}
+
 /// An analysis that stops making progress is stopped after `HPVM_MGPU_ANALYSIS_SECONDS`: the
 /// program builds, its nodes whole, with a warning saying so; `analyze` says so and fails.
 #[test]

@@ -58,6 +58,10 @@ pub struct Options {
     /// Nodes (by symbol) not to analyse: the analysis crashed on them before (an abort
     /// inside Polly or ISL, survived by the command). They run whole, saying so.
     pub skip: Vec<String>,
+    /// Nodes (by symbol) Polly analyses carefully ([`polly::analyze`]'s `careful`), since it
+    /// aborted on them before: HeCBench pathfinder and grep (`position or range out of
+    /// bounds` on a value of a loop used after it, once its exits were unified).
+    pub careful: Vec<String>,
 }
 
 fn loc_text(loc: &Option<SrcLoc>) -> String {
@@ -255,8 +259,16 @@ pub fn analyze_program(
         let (_, crop, narrow) = &cropped.iter().find(|(l, _, _)| l == leaf).expect("cropped");
         let name = w.function.get_name().to_string_lossy().into_owned();
         // A function the cropping broke never reaches Polly (checked by LLVM's verifier).
-        let mut scops =
-            if crop.broken { Err(Error::Llvm("broken by cropping".into())) } else { polly::analyze(&m, &name) };
+        let careful = opts.careful.contains(&node.name);
+        // Tests: Polly aborting on a node's prepared loops (the command retries it carefully).
+        if !careful && std::env::var("HPVM_MGPU_INJECT_CRASH").is_ok_and(|v| v == "polly-prepared") {
+            std::process::abort();
+        }
+        let mut scops = if crop.broken {
+            Err(Error::Llvm("broken by cropping".into()))
+        } else {
+            polly::analyze(&m, &name, careful)
+        };
         let mut crop = crop;
         let mut narrow = narrow;
         let fallback;
@@ -265,7 +277,7 @@ pub fn analyze_program(
             if let Some(f) = plain.get_function(&name) {
                 fallback = crop_and_widen(f, w, &shared, false);
                 (crop, narrow) = (&fallback.0, &fallback.1);
-                scops = polly::analyze(&plain, &name);
+                scops = polly::analyze(&plain, &name, careful);
             }
         }
         if crop.broken {

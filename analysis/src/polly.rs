@@ -10,7 +10,11 @@ use inkwell::module::Module;
 use std::ffi::{c_char, CStr, CString};
 
 extern "C" {
-    fn hpvm_polly_analyze(module: llvm_sys::prelude::LLVMModuleRef, function: *const c_char) -> *mut c_char;
+    fn hpvm_polly_analyze(
+        module: llvm_sys::prelude::LLVMModuleRef,
+        function: *const c_char,
+        careful: std::ffi::c_int,
+    ) -> *mut c_char;
     fn hpvm_polly_free(text: *mut c_char);
 }
 
@@ -133,12 +137,15 @@ pub struct Scops {
     pub unmodeled: Vec<Unmodeled>,
 }
 
-/// Runs Polly's ScopInfo on `function` of `module`.
-pub fn analyze(module: &Module<'_>, function: &str) -> Result<Scops> {
+/// Runs Polly's ScopInfo on `function` of `module`. `careful` (after Polly aborted on it,
+/// [`crate::Options::careful`]): its loops go as written, without the preparation that gives
+/// a loop of several exits one, after which Polly 19's affinator aborted on a value of one
+/// loop used after it.
+pub fn analyze(module: &Module<'_>, function: &str, careful: bool) -> Result<Scops> {
     let name = CString::new(function).map_err(|e| Error::Polly(e.to_string()))?;
     // SAFETY: the module is alive for the call; the shim returns malloc'ed text we free.
     let text = unsafe {
-        let p = hpvm_polly_analyze(module.as_mut_ptr(), name.as_ptr());
+        let p = hpvm_polly_analyze(module.as_mut_ptr(), name.as_ptr(), careful.into());
         if p.is_null() {
             return Err(Error::Polly("out of memory".into()));
         }
