@@ -307,7 +307,7 @@ mod tests {
     fn polly_sees_delinearized_exact_accesses() {
         let ctx = Context::create();
         let m = matmul_module(&ctx);
-        let s = analyze(&m, "wrapped").unwrap();
+        let s = analyze(&m, "wrapped", false).unwrap();
         // A[y][k], B[k][x] read; C[y][x] written, all affine and delinearized to 2-D arrays
         // whose inner extent is the parameter N.
         let reads: Vec<&Access> = s.accesses.iter().filter(|a| a.kind == AccessKind::Read).collect();
@@ -333,7 +333,7 @@ mod tests {
     fn statements_name_their_loops() {
         let ctx = Context::create();
         let m = matmul_module(&ctx);
-        let s = analyze(&m, "wrapped").unwrap();
+        let s = analyze(&m, "wrapped", false).unwrap();
         assert!(s.unmodeled.is_empty(), "{s:#?}");
         assert!(s.statements.iter().all(|st| st.loops.len() >= 2 && !st.region), "{s:#?}");
         assert_eq!(s.assumed.len(), 1);
