@@ -352,7 +352,7 @@ mod tests {
                         let ctx = Context::create();
                         let m = matmul_module(&ctx);
                         barrier.wait();
-                        format!("{:#?}", analyze(&m, "wrapped").unwrap())
+                        format!("{:#?}", analyze(&m, "wrapped", false).unwrap())
                     })
                 })
                 .collect();
@@ -366,6 +366,6 @@ mod tests {
     fn unknown_function_is_an_error() {
         let ctx = Context::create();
         let m = matmul_module(&ctx);
-        assert!(matches!(analyze(&m, "nope"), Err(Error::Polly(msg)) if msg.contains("no function nope")));
+        assert!(matches!(analyze(&m, "nope", false), Err(Error::Polly(msg)) if msg.contains("no function nope")));
     }
 }
