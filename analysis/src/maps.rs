@@ -151,18 +151,17 @@ pub fn accesses_of(
             let why = match u.why {
                 Unmodelable::Atomic => format!("`{shown}` is updated atomically"),
                 Unmodelable::DataDependent => format!("`{shown}` is written at a data-dependent index"),
-                Unmodelable::Shape => {
-                    format!(
-                        "`{shown}` is written in code Polly could not model (a non-affine index or condition there)"
-                    )
-                }
+                Unmodelable::Shape => format!(
+                    "`{shown}` is written at an index, or under a condition, that is not affine in the thread's \
+                     coordinates and the kernel's scalars"
+                ),
             };
             a.notes.push((why, u.location.clone()));
         } else {
             a.read = ReadKind::DataDependent;
             let why = match u.why {
                 Unmodelable::DataDependent => "at a data-dependent index",
-                _ => "in code Polly could not model",
+                _ => "at an index, or under a condition, that is not affine in the thread's coordinates",
             };
             a.notes.push((format!("reads `{shown}` {why}: the whole array is assumed read"), u.location.clone()));
         }
@@ -187,7 +186,7 @@ pub fn accesses_of(
         let Some(stmt) = scops.statements.iter().find(|s| s.name == acc.statement) else { continue };
         let is_read = acc.kind == AccessKind::Read;
         let map = to_instances(&stmt.name, &stmt.loops, w)
-            .ok_or_else(|| "outside the instance loops".to_string())
+            .ok_or_else(|| "it cannot be tied to the thread that runs it".to_string())
             .and_then(|t| -> Result<AccessMap, String> {
                 let e = |e: isl_glue::Error| e.to_string();
                 let rel = isl.map(&acc.relation).map_err(e)?;
@@ -201,10 +200,16 @@ pub fn accesses_of(
             Err(why) => {
                 if is_read {
                     a.read = ReadKind::DataDependent;
-                    a.notes.push((format!("reads `{shown}` entirely: Polly's model is {why}"), acc.location.clone()));
+                    a.notes.push((
+                        format!("reads `{shown}` entirely: the analysis cannot follow this read ({why})"),
+                        acc.location.clone(),
+                    ));
                 } else {
                     a.write = WriteKind::Unanalysable;
-                    a.notes.push((format!("`{shown}` is written where Polly's model is {why}"), acc.location.clone()));
+                    a.notes.push((
+                        format!("`{shown}` is written where the analysis cannot follow the write ({why})"),
+                        acc.location.clone(),
+                    ));
                 }
                 continue;
             }

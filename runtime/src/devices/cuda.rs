@@ -69,6 +69,20 @@ unsafe impl Sync for Cuda {}
 /// The machine code the executable carries per module, by the address of the module's PTX.
 static MACHINE_CODE: Mutex<Option<HashMap<usize, crate::sass::Images>>> = Mutex::new(None);
 
+/// The PTX of every GPU module of the program, which a GPU opened later loads as it opens
+/// ([`super::opening`]).
+static MODULES: Mutex<Vec<&'static CStr>> = Mutex::new(Vec::new());
+
+/// Records the program's GPU modules (by their PTX), as they register.
+pub fn register_modules(ptx: &[&'static CStr]) {
+    MODULES.lock().unwrap_or_else(|e| e.into_inner()).extend(ptx);
+}
+
+/// The program's GPU modules registered so far ([`register_modules`]).
+pub fn registered_modules() -> Vec<&'static CStr> {
+    MODULES.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 /// Records the build's machine code for the module of `ptx`, which [`Cuda::load_module`]
 /// prefers to the PTX on a GPU of one of its architectures.
 pub fn machine_code(ptx: &'static CStr, images: crate::sass::Images) {

@@ -93,7 +93,7 @@ pub fn want_all(why: Why) {
             match g.open() {
                 Ok(()) => {
                     // Its first launches then find the modules loaded.
-                    for ptx in crate::launch::registered_ptx() {
+                    for ptx in super::cuda::registered_modules() {
                         let _ = g.load_module(ptx);
                     }
                 }

@@ -99,7 +99,7 @@ pub fn load_registered() {
             ptx.push(p);
         }
     }
-    GPU_MODULES.lock().unwrap_or_else(|e| e.into_inner()).extend(&ptx);
+    crate::devices::cuda::register_modules(&ptx);
     let gpus = &devices().gpus;
     if ptx.is_empty() || gpus.is_empty() {
         return;
@@ -115,14 +115,6 @@ pub fn load_registered() {
             });
         }
     });
-}
-
-/// The PTX of every GPU module registered so far, which a GPU opening later loads.
-static GPU_MODULES: Mutex<Vec<&'static CStr>> = Mutex::new(Vec::new());
-
-/// The PTX of the program's GPU modules ([`load_registered`]).
-pub fn registered_ptx() -> Vec<&'static CStr> {
-    GPU_MODULES.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// Every module loaded so far, for the statistics report.
