@@ -471,6 +471,20 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
   PB.registerLoopAnalyses(LAM);
   PB.crossRegisterProxies(LAM, FAM, CGAM, MAM);
 
+  // Careful: loops Polly cannot model make their region unmodelled instead of one boxed
+  // statement (`--polly-allow-nonaffine-loops`, whose boxes Polly 19 aborted on: `domains
+  // need to match` building an access inside one). The option is global: set through its
+  // parser for this call, and back after.
+  cl::Option *boxes = careful ? cl::getRegisteredOptions().lookup("polly-allow-nonaffine-loops") : nullptr;
+  if (boxes)
+    boxes->addOccurrence(0, boxes->ArgStr, "false");
+  struct Restore {
+    cl::Option *opt;
+    ~Restore() {
+      if (opt)
+        opt->addOccurrence(0, opt->ArgStr, "true");
+    }
+  } restore{boxes};
   if (!careful)
     prepare_loops(*F, FAM);
   std::string out;

@@ -98,6 +98,9 @@ int main(int argc, char **argv) {
   SAME_ATTRIBUTE(cudaDevAttrMaxRegistersPerBlock, p.regsPerBlock);
   SAME_ATTRIBUTE(cudaDevAttrL2CacheSize, p.l2CacheSize);
   SAME_ATTRIBUTE(cudaDevAttrMaxThreadsPerMultiProcessor, p.maxThreadsPerMultiProcessor);
+  SAME_ATTRIBUTE(cudaDevAttrComputeMode, p.computeMode);
+  SAME_ATTRIBUTE(cudaDevAttrUnifiedAddressing, p.unifiedAddressing);
+  SAME_ATTRIBUTE(cudaDevAttrManagedMemory, p.managedMemory);
   EXPECT(p.multiProcessorCount >= 1 && p.maxThreadsPerBlock == 1024 && p.warpSize == 32 && p.major >= 3);
   EXPECT(p.maxThreadsDim[0] == 1024 && p.maxGridSize[0] == 2147483647);
   EXPECT(cudaGetDeviceProperties(&p, 1) == cudaErrorInvalidDevice && cudaGetLastError() == cudaErrorInvalidDevice);

@@ -872,10 +872,15 @@ pub extern "C" fn cudaDeviceGetAttribute(value: *mut c_int, attribute: c_int, de
             12 => d.registers_per_block as u64,
             13 => d.clock_khz as u64,
             16 => d.multiprocessors as u64,
+            // cudaComputeModeDefault: the one device is shared, as `cudaDeviceProp` says (CUDA's
+            // samples ask before they choose a device).
+            20 => 0,
             36 => d.memory_clock_khz as u64,
             37 => d.memory_bus_bits as u64,
             38 => d.l2_bytes as u64,
             39 => d.max_threads_per_multiprocessor as u64,
+            // Unified addressing and managed memory, as `cudaDeviceProp` says.
+            41 | 83 => 1,
             75 => d.capability.0 as u64,
             76 => d.capability.1 as u64,
             81 => d.shared_per_multiprocessor,
