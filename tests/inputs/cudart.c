@@ -49,6 +49,13 @@ typedef struct __attribute__((__packed__)) {
   long n;
 } In;
 
+/* Host functions on a stream count their calls. */
+static int host_calls = 0;
+static void count_call(void *n) { ++*(int *)n; }
+static void count_callback(cudaStream_t s, cudaError_t status, void *n) {
+  if (status == cudaSuccess) ++*(int *)n;
+}
+
 /* The node on device memory `d`, and the same on the model `m`. */
 static void twice(float *d, float *m, long n) {
   In args = {d, (size_t)n * sizeof(float), n};
@@ -197,6 +204,40 @@ int main(int argc, char **argv) {
   EXPECT(strcmp(cudaGetErrorString(cudaErrorInvalidValue), "invalid argument") == 0);
   EXPECT(strcmp(cudaGetErrorName(cudaErrorInvalidDevice), "cudaErrorInvalidDevice") == 0);
   EXPECT(cudaGetLastError() == cudaErrorInvalidResourceHandle);
+
+  /* Hints and limits: accepted, checked as CUDA checks them, changing nothing. */
+  size_t limit = 0;
+  EXPECT(cudaDeviceGetLimit(&limit, cudaLimitMallocHeapSize) == cudaSuccess && limit > 0);
+  EXPECT(cudaDeviceSetLimit(cudaLimitStackSize, 4096) == cudaSuccess);
+  EXPECT(cudaDeviceGetLimit(&limit, cudaLimitStackSize) == cudaSuccess && limit == 4096);
+  EXPECT(cudaDeviceGetLimit(&limit, (enum cudaLimit)99) == cudaErrorUnsupportedLimit);
+  EXPECT(cudaGetLastError() == cudaErrorUnsupportedLimit);
+  int chosen = -1;
+  EXPECT(cudaChooseDevice(&chosen, &p) == cudaSuccess && chosen == 0);
+  float *um = NULL;
+  EXPECT(cudaMallocManaged((void **)&um, 4096, cudaMemAttachGlobal) == cudaSuccess);
+  EXPECT(cudaMemAdvise(um, 4096, cudaMemAdviseSetReadMostly, 0) == cudaSuccess);
+  EXPECT(cudaMemAdvise(um, 4096, (enum cudaMemoryAdvise)42, 0) == cudaErrorInvalidValue);
+  EXPECT(cudaMemPrefetchAsync(um + 16, 64, 0, 0) == cudaSuccess);
+  EXPECT(cudaMemPrefetchAsync(um, 8192, cudaCpuDeviceId, 0) == cudaErrorInvalidValue);
+  EXPECT(cudaMemPrefetchAsync(e, bytes, 0, 0) == cudaErrorInvalidValue);
+  EXPECT(cudaGetLastError() == cudaErrorInvalidValue);
+  EXPECT(cudaFree(um) == cudaSuccess);
+  float *page = malloc(4096);
+  EXPECT(cudaHostRegister(page, 4096, cudaHostRegisterDefault) == cudaSuccess);
+  EXPECT(cudaHostRegister(page, 4096, cudaHostRegisterDefault) == cudaErrorHostMemoryAlreadyRegistered);
+  EXPECT(cudaHostUnregister(page) == cudaSuccess && cudaHostUnregister(page) == cudaErrorHostMemoryNotRegistered);
+  EXPECT(cudaGetLastError() == cudaErrorHostMemoryNotRegistered);
+  free(page);
+  /* A host function on a stream runs after the stream's work: it sees the kernel's result. */
+  cudaStream_t hs;
+  EXPECT(cudaStreamCreate(&hs) == cudaSuccess);
+  EXPECT(cudaLaunchHostFunc(hs, count_call, &host_calls) == cudaSuccess);
+  EXPECT(cudaStreamAddCallback(hs, count_callback, &host_calls, 0) == cudaSuccess);
+  EXPECT(cudaStreamAddCallback(hs, count_callback, &host_calls, 1) == cudaErrorInvalidValue);
+  EXPECT(cudaStreamSynchronize(hs) == cudaSuccess && host_calls == 2);
+  EXPECT(cudaStreamDestroy(hs) == cudaSuccess);
+  EXPECT(cudaGetLastError() == cudaErrorInvalidValue);
 
   float *result = malloc(bytes);
   EXPECT(cudaMemcpy(result, e, bytes, cudaMemcpyDeviceToHost) == cudaSuccess);

@@ -178,3 +178,104 @@ pub extern "C" fn cudaMemcpyFromSymbolAsync(
     }
     super::cudaMemcpyFromSymbol(dst, symbol, n, offset, kind)
 }
+
+/// `cudaLimit` values and their defaults on the GPUs this runtime targets: stack per thread,
+/// the printf buffer, the device heap, the device runtime's nesting depth and pending launches,
+/// the L2 fetch granularity and the persisting L2 size.
+const LIMIT_DEFAULTS: [usize; 7] = [1024, 1 << 20, 8 << 20, 2, 2048, 64, 0];
+
+static LIMITS: std::sync::Mutex<[usize; 7]> = std::sync::Mutex::new(LIMIT_DEFAULTS);
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceSetLimit(limit: c_int, value: usize) -> Error {
+    api("cudaDeviceSetLimit", || match usize::try_from(limit).ok().filter(|&l| l < LIMIT_DEFAULTS.len()) {
+        Some(l) => {
+            LIMITS.lock().unwrap_or_else(|e| e.into_inner())[l] = value;
+            SUCCESS
+        }
+        None => ret(super::UNSUPPORTED_LIMIT),
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetLimit(value: *mut usize, limit: c_int) -> Error {
+    api("cudaDeviceGetLimit", || match usize::try_from(limit).ok().filter(|&l| l < LIMIT_DEFAULTS.len()) {
+        Some(l) => put(value, LIMITS.lock().unwrap_or_else(|e| e.into_inner())[l]),
+        None => ret(super::UNSUPPORTED_LIMIT),
+    })
+}
+
+/// The one device matches any request.
+#[no_mangle]
+pub extern "C" fn cudaChooseDevice(device: *mut c_int, prop: *const c_void) -> Error {
+    api("cudaChooseDevice", || if prop.is_null() { ret(INVALID_VALUE) } else { put(device, 0) })
+}
+
+/// Whether `[ptr, ptr + count)` lies in one `cudaMallocManaged` allocation.
+fn managed(ptr: *const c_void, count: usize) -> bool {
+    let (p, st) = (ptr as usize, state());
+    st.allocations.iter().any(|(&start, &(layout, kind))| {
+        kind == Kind::Managed && p >= start && p.checked_add(count).is_some_and(|end| end <= start + layout.size())
+    })
+}
+
+/// Where managed memory should live: the runtime places every buffer where launches need it,
+/// so hints change nothing (their arguments are checked as CUDA checks them).
+#[no_mangle]
+pub extern "C" fn cudaMemAdvise(ptr: *const c_void, count: usize, advice: c_int, device: c_int) -> Error {
+    api("cudaMemAdvise", || {
+        // cudaMemAdviseSetReadMostly .. cudaMemAdviseUnsetAccessedBy; the device or the CPU (-1).
+        if count == 0 || !managed(ptr, count) || !(1..=6).contains(&advice) || !(-1..=0).contains(&device) {
+            ret(INVALID_VALUE)
+        } else {
+            SUCCESS
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemPrefetchAsync(ptr: *const c_void, count: usize, device: c_int, stream: *mut c_void) -> Error {
+    api("cudaMemPrefetchAsync", || {
+        if !super::stream_ok(stream) {
+            ret(super::INVALID_RESOURCE_HANDLE)
+        } else if count == 0 || !managed(ptr, count) || !(-1..=0).contains(&device) {
+            ret(INVALID_VALUE)
+        } else {
+            SUCCESS
+        }
+    })
+}
+
+/// Host memory the program page-locks: copies from it are the runtime's to make fast, so
+/// registering only records the range (CUDA's errors for a range registered twice, or one
+/// never registered, kept).
+static REGISTERED: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+#[no_mangle]
+pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, _flags: c_uint) -> Error {
+    api("cudaHostRegister", || {
+        if ptr.is_null() || size == 0 {
+            return ret(INVALID_VALUE);
+        }
+        let mut r = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
+        if r.contains(&(ptr as usize)) {
+            return ret(super::HOST_MEMORY_ALREADY_REGISTERED);
+        }
+        r.push(ptr as usize);
+        SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> Error {
+    api("cudaHostUnregister", || {
+        let mut r = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
+        match r.iter().position(|&p| p == ptr as usize) {
+            Some(i) => {
+                r.swap_remove(i);
+                SUCCESS
+            }
+            None => ret(super::HOST_MEMORY_NOT_REGISTERED),
+        }
+    })
+}

@@ -70,6 +70,9 @@ pub const INVALID_CONFIGURATION: Error = 9;
 pub const INVALID_SYMBOL: Error = 13;
 pub const INVALID_DEVICE_FUNCTION: Error = 98;
 pub const MISSING_CONFIGURATION: Error = 52;
+pub const UNSUPPORTED_LIMIT: Error = 215;
+pub const HOST_MEMORY_ALREADY_REGISTERED: Error = 712;
+pub const HOST_MEMORY_NOT_REGISTERED: Error = 713;
 
 /// `cudaMemcpyKind`.
 const HOST_TO_HOST: c_int = 0;
@@ -654,6 +657,49 @@ pub extern "C" fn cudaStreamCreateWithFlags(stream: *mut *mut c_void, _flags: c_
 #[no_mangle]
 pub extern "C" fn cudaStreamDestroy(stream: *mut c_void) -> Error {
     guard("cudaStreamDestroy", || destroy(stream, |st| &mut st.streams))
+}
+
+/// Runs `f(data)` once the stream's work before it is done: all work is done when the runtime
+/// drains, so it runs now, on the caller's thread.
+#[no_mangle]
+pub extern "C" fn cudaLaunchHostFunc(
+    stream: *mut c_void,
+    f: Option<extern "C" fn(*mut c_void)>,
+    data: *mut c_void,
+) -> Error {
+    api("cudaLaunchHostFunc", || {
+        let Some(f) = f else { return ret(INVALID_VALUE) };
+        if !stream_ok(stream) {
+            return ret(INVALID_RESOURCE_HANDLE);
+        }
+        inflight::drain();
+        synchronize_managed();
+        f(data);
+        SUCCESS
+    })
+}
+
+/// [`cudaLaunchHostFunc`] with CUDA's older callback, told the stream and its status.
+#[no_mangle]
+pub extern "C" fn cudaStreamAddCallback(
+    stream: *mut c_void,
+    f: Option<extern "C" fn(*mut c_void, Error, *mut c_void)>,
+    data: *mut c_void,
+    flags: c_uint,
+) -> Error {
+    api("cudaStreamAddCallback", || {
+        let Some(f) = f else { return ret(INVALID_VALUE) };
+        if flags != 0 {
+            return ret(INVALID_VALUE);
+        }
+        if !stream_ok(stream) {
+            return ret(INVALID_RESOURCE_HANDLE);
+        }
+        inflight::drain();
+        synchronize_managed();
+        f(stream, SUCCESS, data);
+        SUCCESS
+    })
 }
 
 #[no_mangle]
