@@ -253,6 +253,25 @@ impl Table {
 }
 
 impl Table {
+    /// Devices `open` back `[lo, hi)` of the buffer at `start` for a copy into it from the
+    /// host (`cudaMemcpy`): reserved and mapped there with sparse copies, allocated whole
+    /// otherwise. Ends the program where they cannot.
+    fn back_for_copy_in(&mut self, start: u64, open: &[usize], lo: u64, hi: u64) {
+        if residency::sparse() {
+            let needs: Vec<residency::Need> =
+                open.iter().map(|&device| residency::Need { buffer: start, device, lo, hi }).collect();
+            self.make_resident(&needs)
+                .unwrap_or_else(|e| crate::fatal(&format!("a copy into device memory: {}", e.describe(&|_| None))));
+        }
+        let needs: Vec<(u64, usize)> = open.iter().map(|&k| (start, k)).collect();
+        if let Err(e) = self.allocate(&needs) {
+            crate::fatal(&format!(
+                "a copy into device memory needs {} bytes on every device: {}",
+                self.buffers[&e.start].size, e.message
+            ));
+        }
+    }
+
     /// Makes every allocation in `needs` (buffer start, device) that does not exist yet, and
     /// page-locks the buffers that will be. On GPUs the costs are large (about 30 ms per GB
     /// page-locked, and an allocation of gigabytes takes a good part of a second) and
@@ -927,22 +946,9 @@ pub fn push_to_devices(ptr: usize, bytes: usize) {
     let mut t = table();
     let (ptr, bytes) = (ptr as u64, bytes as u64);
     let Some(start) = t.containing(ptr, bytes) else { return };
-    if residency::sparse() {
-        let (lo, hi) = (ptr - start, ptr - start + bytes);
-        let needs: Vec<residency::Need> =
-            open.iter().map(|&device| residency::Need { buffer: start, device, lo, hi }).collect();
-        t.make_resident(&needs)
-            .unwrap_or_else(|e| crate::fatal(&format!("a copy into device memory: {}", e.describe(&|_| None))));
-    }
-    let needs: Vec<(u64, usize)> = open.iter().map(|&k| (start, k)).collect();
-    if let Err(e) = t.allocate(&needs) {
-        crate::fatal(&format!(
-            "a copy into device memory needs {} bytes on every device: {}",
-            t.buffers[&e.start].size, e.message
-        ));
-    }
-    let buf = t.buffers.get_mut(&start).expect("found above");
     let (lo, hi) = (ptr - start, ptr - start + bytes);
+    t.back_for_copy_in(start, &open, lo, hi);
+    let buf = t.buffers.get_mut(&start).expect("found above");
     let before = buf.coherence.clone();
     let mut copies = Vec::new();
     for &k in &open {
@@ -975,19 +981,7 @@ pub fn copy_from_program(ptr: usize, bytes: usize, src: *const u8) -> bool {
     let (ptr, bytes) = (ptr as u64, bytes as u64);
     let Some(start) = t.containing(ptr, bytes).filter(|s| !t.buffers[s].host_stores) else { return false };
     let (lo, hi) = (ptr - start, ptr - start + bytes);
-    if residency::sparse() {
-        let needs: Vec<residency::Need> =
-            open.iter().map(|&device| residency::Need { buffer: start, device, lo, hi }).collect();
-        t.make_resident(&needs)
-            .unwrap_or_else(|e| crate::fatal(&format!("a copy into device memory: {}", e.describe(&|_| None))));
-    }
-    let needs: Vec<(u64, usize)> = open.iter().map(|&k| (start, k)).collect();
-    if let Err(e) = t.allocate(&needs) {
-        crate::fatal(&format!(
-            "a copy into device memory needs {} bytes on every device: {}",
-            t.buffers[&e.start].size, e.message
-        ));
-    }
+    t.back_for_copy_in(start, &open, lo, hi);
     let buf = t.buffers.get_mut(&start).expect("found above");
     let mut copies = Vec::with_capacity(open.len());
     for &k in &open {
