@@ -99,16 +99,48 @@ fn data_dependent_writes_are_not_partitionable() {
     assert!(out.contains("indices read from `perm`, which the node also writes") && out.contains("self.c:50"), "{out}");
 }
 
-/// A write beyond affine arithmetic that reads no index from memory is not called
-/// data-dependent: the reason names what it is, with the line.
+/// A grid-stride loop (`i += blocks × block`, a product of two run-time values) is read one
+/// iteration at a time: the node splits, and the report says how its maps are to be read.
 #[test]
-fn grid_stride_loops_say_why_they_are_not_partitionable() {
+fn grid_stride_loops_split_by_iterations() {
     let o = hpvm_mgpu(&["analyze", "tests/programs/gridstride.c"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("node Saxpy (tests/programs/gridstride.c:19): not partitionable"), "{out}");
-    assert!(out.contains("is written at an index that is not affine") && out.contains("gridstride.c:28)"), "{out}");
-    assert!(!out.contains("data-dependent"), "{out}");
+    assert!(out.contains("node Saxpy (tests/programs/gridstride.c:19): partitionable"), "{out}");
+    assert!(out.contains("a grid-stride loop in x"), "{out}");
+    assert!(
+        out.contains("writes exactly [boffx, n, bsx] -> { I[x] -> y_[x] : boffx <= x < n and x < boffx + bsx }"),
+        "{out}"
+    );
+}
+
+/// Grid-stride loops that may not be read per iteration say why, with the line; a write the
+/// analysis cannot bound is not called partitionable.
+#[test]
+fn grid_stride_loops_that_do_not_split_say_why() {
+    let o = hpvm_mgpu(&["analyze", "tests/cuda/stride.cu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for (node, why) in [
+        (
+            "marked (tests/cuda/stride.cu:46)",
+            "the loop is entered under another condition on the thread's position (tests/cuda/stride.cu:48)",
+        ),
+        (
+            "until_negative (tests/cuda/stride.cu:52)",
+            "may be left before its test (a `break` or `return` inside) (tests/cuda/stride.cu:53)",
+        ),
+        ("total (tests/cuda/stride.cu:60)", "the kernel writes memory outside the loop (tests/cuda/stride.cu:62)"),
+    ] {
+        let at = out.find(&format!("node {node}: not partitionable")).unwrap_or_else(|| panic!("{node}: {out}"));
+        let end = out[at + 1..].find("\nnode ").map_or(out.len(), |e| at + 1 + e);
+        assert!(out[at..end].contains(why), "{node}: {}", &out[at..end]);
+    }
+    for node in ["axpy", "scale_wide", "smooth", "rows"] {
+        let at = out.find(&format!("node {node} (tests/cuda/stride.cu:")).unwrap_or_else(|| panic!("{node}: {out}"));
+        let head = out[at..].lines().next().unwrap();
+        assert!(head.contains("): partitionable, splittable along"), "{head}");
+    }
 }
 
 #[test]

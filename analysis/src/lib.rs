@@ -26,6 +26,7 @@ pub mod offsets;
 pub mod polly;
 pub mod report;
 pub mod split;
+pub mod stride;
 pub mod widen;
 pub mod wrap;
 
@@ -164,9 +165,31 @@ pub fn analyze_program(
     // Polly's preparation while the values are still used (LLVM deletes unused loads, and
     // loops left without effects). Cropping comes after and keeps every load.
     run("function(sroa,early-cse,loop-simplify,loop-rotate,indvars,instsimplify,lcssa)")?;
+    let mut strided: Vec<(NodeId, stride::Strided)> = Vec::new();
     for (leaf, _, w) in &wrappers {
         if let (Ok(w), false) = (w, failed.iter().any(|(l, _)| l == leaf)) {
             w.rewrite_block_offsets();
+            let thread_loops: Vec<(usize, String)> =
+                w.loops.iter().filter(|(_, level, _)| *level == 0).map(|(name, _, d)| (*d, name.clone())).collect();
+            let dims: Vec<stride::DimNames<'_>> = w
+                .runtime_blocks()
+                .into_iter()
+                .filter_map(|d| {
+                    let thread_loop = thread_loops.iter().find(|(x, _)| *x == d)?;
+                    Some(stride::DimNames {
+                        dim: d,
+                        offset: wrap::BLOCK_OFFSETS[d],
+                        id: wrap::BLOCK_IDS[d],
+                        size: wrap::BLOCK_SIZES[d],
+                        grid: wrap::GRID_PARAMS[d],
+                        thread_loop: &thread_loop.1,
+                    })
+                })
+                .collect();
+            if !dims.is_empty() {
+                let name = w.function.get_name().to_string_lossy().into_owned();
+                strided.push((*leaf, stride::rewrite(&m, &name, &dims)));
+            }
         }
     }
     // Unfolding clamps into branches makes their reads exact, but can make a node's domains
@@ -231,6 +254,7 @@ pub fn analyze_program(
             }
         };
         entry.param_names = w.params[..node.params.len()].to_vec();
+        let stride_of = strided.iter().find(|(l, _)| l == leaf).map(|(_, s)| s);
         if let (wrap::Coords::Blocks { .. }, Some((p, _))) = (&w.coords, shape) {
             let size: Vec<String> = node.counts.iter().map(|c| c.to_string()).collect();
             let runtime = w
@@ -241,6 +265,7 @@ pub fn analyze_program(
                     size: wrap::BLOCK_SIZES[d].into(),
                     id: wrap::BLOCK_IDS[d].into(),
                     offset: wrap::BLOCK_OFFSETS[d].into(),
+                    strided: stride_of.is_some_and(|s| s.dims.contains(&(d as u32))),
                 })
                 .collect();
             entry.dims = w.dims as u32;
@@ -323,7 +348,10 @@ pub fn analyze_program(
             let once_each = |m: &str| per_block || isl.map(m).and_then(|m| m.is_injective()).unwrap_or(false);
             // A may-write region stays partitionable under the same rule: each part's region is
             // then its own, made current before the part runs (dashdb's `WriteKind::May`).
-            let disjoint_may = acc.write == WriteKind::May && acc.write_map.as_deref().is_some_and(once_each);
+            // Its elements must be bounded too: a may-write anywhere leaves nothing to split by.
+            let bounded = |m: &str| isl.map(m).and_then(|m| m.has_bounded_range()).unwrap_or(false);
+            let disjoint_may =
+                acc.write == WriteKind::May && acc.write_map.as_deref().is_some_and(|m| once_each(m) && bounded(m));
             for (msg, loc) in &acc.notes {
                 if matches!(acc.write, WriteKind::May | WriteKind::Unanalysable) && msg.contains("written") {
                     if disjoint_may && msg.contains("may or may not be written") {
@@ -333,10 +361,13 @@ pub fn analyze_program(
                 }
             }
             if acc.write == WriteKind::May && acc.write_map.is_some() && !disjoint_may {
-                entry.reasons.push(reason(
-                    format!("`{}` may be written by several instances at the same element", w.params[i]),
-                    &entry.location,
-                ));
+                let unbounded = acc.write_map.as_deref().is_some_and(|m| !bounded(m));
+                let why = if unbounded {
+                    "may be written at elements the analysis cannot bound (no partition's part could be told)"
+                } else {
+                    "may be written by several instances at the same element"
+                };
+                entry.reasons.push(reason(format!("`{}` {why}", w.params[i]), &entry.location));
             }
             if let Some((_, loc)) = crop.atomics.iter().find(|(b, _)| *b == Some(i as u32)) {
                 entry.reasons.push(reason(
@@ -413,6 +444,13 @@ pub fn analyze_program(
                         &entry.location,
                     ));
                 }
+            }
+        }
+        // A grid-stride loop left as written is why its accesses were beyond the model: say
+        // what kept it so.
+        if !entry.reasons.is_empty() {
+            for (_, why, loc) in stride_of.map_or(&[][..], |s| &s.refused[..]) {
+                entry.reasons.push(reason(format!("its grid-stride loop cannot be split by iterations: {why}"), loc));
             }
         }
         entry.reasons.dedup();

@@ -54,6 +54,15 @@ fn node(s: &mut String, n: &Node) {
                 r.id,
                 r.size
             );
+            if r.strided {
+                let (c, g) = (["x", "y", "z"][r.dim as usize], ["gx", "gy", "gz"][r.dim as usize]);
+                let _ = writeln!(
+                    s,
+                    "  a grid-stride loop in {c}: instance {c} runs the iterations {c} + k × {g} × {}, k >= 0, and \
+                     the maps give one iteration's accesses, I[{c}] being its counter",
+                    r.size
+                );
+            }
         }
     }
     for a in &n.args {

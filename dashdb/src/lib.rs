@@ -58,7 +58,7 @@ pub use schema::{
 pub use show::show;
 
 /// The version of the JSON schema this crate reads and writes.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -118,6 +118,13 @@ pub struct RuntimeBlock {
     pub id: String,
     /// The parameter holding `id × size`, the block's first global coordinate.
     pub offset: String,
+    /// The node's instances run a grid-stride loop in this dimension: instance `x` runs the
+    /// loop's iterations `x + k × S`, `k >= 0`, `S` the launch's instances in the dimension
+    /// (blocks × `size`), and the maps give the accesses of ONE ITERATION, `I[x]` being the
+    /// iteration's counter: whoever evaluates them ranges `id` over the virtual blocks
+    /// `b + k × blocks` of each block `b` wanted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub strided: bool,
 }
 
 /// One reason a node is not partitionable.

@@ -77,6 +77,13 @@ fn fmt_node(f: &mut Formatter<'_>, node: &Node) -> fmt::Result {
                 r.id,
                 r.size
             )?;
+            if r.strided {
+                writeln!(
+                    f,
+                    "  a grid-stride loop in {c}: maps per iteration; instance {c} runs iterations {c} + k × (instances in {c})",
+                    c = dim_name(r.dim)
+                )?;
+            }
         }
     }
     if let Some(when) = &node.valid_when {

@@ -229,6 +229,33 @@ impl<'i> AccessMap<'i> {
         Ok(AccessMap { isl: self.isl, map: self.map.intersect_domain(domain)? })
     }
 
+    /// The instances of `rounds` rounds of a grid-stride loop in dimension `d`, each with its
+    /// round: round `k` is the box `lo..hi` moved `k × span` along `d`, and the map becomes
+    /// `{ I[...] -> [k, elements...] }`, so that one range holds every round's elements apart
+    /// (each round's own rows, without existential variables to enumerate).
+    pub fn in_rounds(self, d: usize, lo: &[i64], hi: &[i64], span: i64, rounds: i64) -> Result<AccessMap<'i>> {
+        let dims = self.map.dim(DimType::In)? as usize;
+        if lo.len() != dims || hi.len() != dims || d >= dims {
+            return Err(Error::Shape(format!("rounds of a box of {} dimensions for instances of {dims}", lo.len())));
+        }
+        let space = self.map.copy()?.domain()?.get_space()?;
+        let name = space.get_tuple_name(DimType::Set).map(|n| n.to_string()).unwrap_or_default();
+        let vars: Vec<String> = (0..dims).map(|j| format!("i{j}")).collect();
+        let cons: Vec<String> = (0..dims)
+            .map(|j| {
+                if j == d {
+                    format!("{} + {span}k <= i{j} < {} + {span}k", lo[j], hi[j])
+                } else {
+                    format!("{} <= i{j} < {}", lo[j], hi[j])
+                }
+            })
+            .collect();
+        let text = format!("{{ {name}[{}] -> [k] : 0 <= k < {rounds} and {} }}", vars.join(", "), cons.join(" and "));
+        let rounds = isl::Map::read_from_str(&self.isl.ctx, &text)
+            .map_err(|e| Error::Parse { text: text.clone(), message: e.to_string() })?;
+        Ok(AccessMap { isl: self.isl, map: rounds.flat_range_product(self.map)?.coalesce()? })
+    }
+
     /// Restricts the instances to a box whose bounds are the parameters `lo0 <= x0 < hi0`, ...
     /// (named by [`box_param`]): one range computed this way serves every partition, each
     /// fixing the bounds with [`ElementSet::fix_params`].
@@ -253,6 +280,28 @@ impl<'i> AccessMap<'i> {
             _ => domain,
         };
         Ok(AccessMap { isl: self.isl, map: self.map.intersect_domain(domain)? })
+    }
+
+    /// Whether the elements this map relates to each instance are related by `other` to that
+    /// instance alone (no two distinct instances meet at an element): with `other` the same
+    /// write map, no element is written twice; with a read map, no instance reads what another
+    /// writes.
+    pub fn meets_only_itself(&self, other: &AccessMap<'_>) -> Result<bool> {
+        let pairs = self.map.copy()?.apply_range(other.map.copy()?.reverse()?)?;
+        let same = isl::Map::identity(pairs.get_space()?)?;
+        Ok(pairs.subtract(same)?.is_empty()?)
+    }
+
+    /// One past the largest value of instance dimension `d` the map relates to an element,
+    /// `None` when it relates none; [`Error::Unbounded`] when there is no largest (parameters
+    /// must be fixed). A grid-stride loop's iterations end there (`dashdb::RuntimeBlock`).
+    pub fn domain_end(&self, d: usize) -> Result<Option<i64>> {
+        let domain = ElementSet { isl: self.isl, set: self.map.copy()?.domain()? };
+        if domain.is_empty()? {
+            return Ok(None);
+        }
+        let max = domain.set.copy()?.dim_max_val(d as i32)?;
+        Ok(Some(int(max, &domain)? + 1))
     }
 
     /// The elements accessed.

@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 52] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 53] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -194,6 +194,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 52] = [
     ("tests/cuda/graphs.cu", &[&["3", "2"], &["1000", "40"]]),
     // cudaMemcpy straight between the program's memory and the devices, in pieces.
     ("tests/cuda/copies.cu", &[&["8", "1"], &["1000", "3"], &["5003", "4"]]),
+    // Grid-stride loops: split by iterations where their bodies allow it, whole where not.
+    ("tests/cuda/stride.cu", &[&["64", "1"], &["1000", "2"], &["20011", "3"]]),
     ("bench/programs/matmul.cu", &[&["1"], &["37"], &["100"]]),
     ("bench/programs/stencil.cu", &[&["3", "1"], &["37", "3"], &["130", "4"]]),
     ("bench/programs/nbody.cu", &[&["1", "1"], &["100", "2"], &["1100", "2"]]),

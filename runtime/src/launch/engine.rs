@@ -63,8 +63,10 @@ impl Engine<'_> {
                     outs,
                     asynchronous: self.asynchronous,
                 };
+                // The box's grid is the launch's, or the virtual grid a plan runs a grid-stride
+                // loop over (`partitioned::LaunchPlan::virtual_grid`).
                 let run_box = |place: Place, bx: GridBox, args: &Args| {
-                    Engine { place, ..*self }.run_box(n, args, parent, grid, bx, outs)
+                    Engine { place, ..*self }.run_box(n, args, parent, bx.dim, bx, outs)
                 };
                 if partitioned::run_unit(&unit, args, &run_box) {
                     self.module.stats[n as usize].record(total as u64, start.nanos());

@@ -282,7 +282,9 @@ pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outc
                 };
                 format!("its grid is too small to cut: partitions are whole {shape}, and the grid fits in one")
             });
+            let virtual_grid = parts.first().map(|p| p.bx.dim).filter(|&d| block.is_some() && d != l.grid);
             let mut plan = LaunchPlan::new(buffers, parts, why);
+            plan.virtual_grid = virtual_grid;
             plan.alloc_nanos = t.elapsed().as_nanos() as u64;
             Outcome::Devices(plan)
         }
@@ -610,8 +612,23 @@ fn split(
             })
             .collect()
     };
+    // A grid-stride loop: the maps give one iteration's accesses, and the iterations go on
+    // past the grid, as far as the maps reach (`dashdb::RuntimeBlock::strided`). `reach` counts
+    // the blocks whose ids the maps then range over: virtual ones past the grid.
+    let mut reach = blocks;
+    let fixed_for =
+        |names: &[String]| Ok(needed(names)?.into_iter().map(|(n, v)| (n.to_string(), v)).collect::<Vec<_>>());
+    let stride = match runtime_blocks.iter().find(|r| r.strided) {
+        None => None,
+        Some(r) => {
+            let d = r.dim as usize;
+            let end = iterations_end(dn, args, d, &runtime_blocks, blocks, per_block, fixed_for)?;
+            reach[d] = reach[d].max((end + per_block[d] - 1) / per_block[d]);
+            Some(Stride { dim: d, id: r.id.clone(), grid_blocks: blocks[d], size: per_block[d], end, reach: reach[d] })
+        }
+    };
     if let Some(cond) = &dn.valid_when {
-        let whole = block_ranges([0; 3], blocks.map(|b| b.max(0) as u64));
+        let whole = block_ranges([0; 3], reach.map(|b| b.max(0) as u64));
         let holds =
             assumptions_hold(cond, &value_refs, &whole).map_err(|e| format!("checking its assumptions: {e}"))?;
         if !holds {
@@ -622,7 +639,7 @@ fn split(
     for text in &dn.bounds {
         let bound = dashdb::Bound::parse(text).map_err(|e| format!("checking its assumptions: {e}"))?;
         let largest = |n: &str| {
-            let last = |r: &&dashdb::RuntimeBlock| (blocks[r.dim as usize] - 1).max(0);
+            let last = |r: &&dashdb::RuntimeBlock| (reach[r.dim as usize] - 1).max(0);
             match runtime_blocks.iter().find(|r| r.id == n || r.offset == n) {
                 Some(r) if r.id == n => Some(last(r)),
                 Some(r) => Some(last(r) * per_block[r.dim as usize]),
@@ -653,7 +670,7 @@ fn split(
     }
     // Each read map's own conditions (dashdb's `read_valid_when`): where they fail, or cannot
     // be checked, that argument is read whole.
-    let whole_grid = block_ranges([0; 3], blocks.map(|b| b.max(0) as u64));
+    let whole_grid = block_ranges([0; 3], reach.map(|b| b.max(0) as u64));
     let read_maps_hold: Vec<bool> = args
         .iter()
         .map(|a| match dn.arg(a.param).and_then(|x| x.read_valid_when.as_deref()) {
@@ -661,6 +678,20 @@ fn split(
             None => true,
         })
         .collect();
+    // Iterations that neither write what another reads or writes run one per thread, over
+    // the virtual grid of the loop's iterations, cut into contiguous ranges: each device then
+    // works on one piece of the data, as it would without the loop. Otherwise the launch's
+    // own blocks are cut, each running its rounds of iterations.
+    let mut blocks = blocks;
+    let mut grid = l.grid;
+    let stride = match stride {
+        Some(s) if independent_iterations(dn, args, &runtime_blocks, per_block, reach, &fixed_for, &value_refs) => {
+            blocks[s.dim] = s.reach;
+            grid[s.dim] = s.reach;
+            None
+        }
+        s => s,
+    };
     // Partition k runs on device order[k % devices], with that device's weight: consecutive
     // partitions, which share the most, on the best links.
     let device = |k: usize| l.order[k % l.order.len()];
@@ -676,7 +707,7 @@ fn split(
         .map(|(k, p)| {
             let lo: Vec<i64> = (0..dims).map(|d| p.lo[d] as i64 * per_block[d]).collect();
             let hi: Vec<i64> =
-                (0..dims).map(|d| (p.hi[d] as i64 * per_block[d]).min(instances(l.grid, block, d))).collect();
+                (0..dims).map(|d| (p.hi[d] as i64 * per_block[d]).min(instances(grid, block, d))).collect();
             let mut reads = Vec::new();
             let mut writes = Vec::new();
             let mut pending = Vec::new();
@@ -686,7 +717,8 @@ fn split(
                     return Err(format!("`{}` is reached through {} pointers", arg.name, arg.pointer_level));
                 }
                 let ranges = block_ranges(p.lo, p.hi);
-                let ctx = Ctx { arg, a, lo: &lo, hi: &hi, blocks: &ranges, node: node_name, loc };
+                let ctx =
+                    Ctx { arg, a, lo: &lo, hi: &hi, blocks: &ranges, stride: stride.as_ref(), node: node_name, loc };
                 let fixed = needed(&arg.params)?;
                 let shape = &shapes[&a.param];
                 let whole = || vec![ByteRect::run(0, a.size)];
@@ -741,7 +773,7 @@ fn split(
             let bx = GridBox {
                 lo: std::array::from_fn(|d| p.lo[d] as i64),
                 hi: std::array::from_fn(|d| p.hi[d] as i64),
-                dim: l.grid,
+                dim: grid,
             };
             // Partitions of a grid-shaped leaf count blocks: back to instances.
             let bx = if block.is_none() {
@@ -889,8 +921,131 @@ struct Ctx<'a> {
     lo: &'a [i64],
     hi: &'a [i64],
     blocks: &'a [BlockRange],
+    stride: Option<&'a Stride>,
     node: &'a str,
     loc: &'a str,
+}
+
+/// A launch's grid-stride loop (`dashdb::RuntimeBlock::strided`): the maps give one
+/// iteration's accesses, and block `b` runs the iterations of the virtual blocks
+/// `b + k × grid_blocks`, as far as the iterations go.
+struct Stride {
+    dim: usize,
+    /// The map parameter of the block id in that dimension.
+    id: String,
+    /// Blocks of the launch in that dimension, and threads per block.
+    grid_blocks: i64,
+    size: i64,
+    /// One past the last iteration any map reaches.
+    end: i64,
+    /// Virtual blocks that cover every iteration.
+    reach: i64,
+}
+
+/// The most rounds of a grid-stride loop a partition is planned over (each costs ISL work for
+/// every map); beyond, its accesses are too fragmented to plan and the launch runs whole.
+const MAX_STRIDE_ROUNDS: i64 = 4096;
+
+/// The values of the parameters a map names, by their names.
+type FixedFor<'a> = dyn Fn(&[String]) -> Result<Vec<(String, i64)>, String> + 'a;
+
+/// Whether a grid-stride loop's iterations may run in any order, one per thread: no
+/// iteration writes an element another one writes or reads (per argument; an argument that
+/// shares its buffer with another, or whose reads the maps do not bound, is not decided and
+/// counts as dependent). The block ids range over every iteration (`reach`).
+fn independent_iterations(
+    dn: &dashdb::Node,
+    args: &[BufArg],
+    runtime_blocks: &[&dashdb::RuntimeBlock],
+    per_block: [i64; 3],
+    reach: [i64; 3],
+    fixed_for: &FixedFor<'_>,
+    values: &[(&str, i64)],
+) -> bool {
+    let ranges: Vec<BlockRange> = runtime_blocks
+        .iter()
+        .map(|r| {
+            let e = r.dim as usize;
+            BlockRange { id: r.id.clone(), offset: r.offset.clone(), size: per_block[e], lo: 0, hi: reach[e].max(0) }
+        })
+        .collect();
+    let over =
+        |map: &str, fixed: &[(String, i64)]| with_fixed_map(map, fixed, &ranges, |m| m.copy()?.over_blocks(&ranges));
+    for (ai, a) in args.iter().enumerate() {
+        let Some(arg) = dn.arg(a.param) else { return false };
+        let written = match (arg.write, &arg.write_map) {
+            (WriteKind::None, _) => continue,
+            (WriteKind::Exact | WriteKind::May, Some(m)) => m,
+            _ => return false,
+        };
+        if args.iter().enumerate().any(|(bi, b)| bi != ai && b.buffer == a.buffer) {
+            return false;
+        }
+        let read = match (arg.read, &arg.read_map) {
+            (ReadKind::None, _) => None,
+            (_, Some(m)) => Some(m),
+            (_, None) => return false,
+        };
+        if let (Some(_), Some(cond)) = (read, &arg.read_valid_when) {
+            if !assumptions_hold(cond, values, &ranges).unwrap_or(false) {
+                return false;
+            }
+        }
+        let Ok(fixed) = fixed_for(&arg.params) else { return false };
+        let apart = || -> Result<bool, isl_glue::Error> {
+            let w = over(written, &fixed)?;
+            if !w.meets_only_itself(&w)? {
+                return Ok(false);
+            }
+            match read {
+                None => Ok(true),
+                Some(r) => w.meets_only_itself(&over(r, &fixed)?),
+            }
+        };
+        if !apart().unwrap_or(false) {
+            return false;
+        }
+    }
+    true
+}
+
+/// One past the last iteration a grid-stride loop runs in dimension `d`: where the node's
+/// maps end, with every other parameter fixed and the block ids of `d` ranged as far as the
+/// standing bounds allow. An error where a map does not end (nothing bounds the loop).
+fn iterations_end(
+    dn: &dashdb::Node,
+    args: &[BufArg],
+    d: usize,
+    runtime_blocks: &[&dashdb::RuntimeBlock],
+    blocks: [i64; 3],
+    per_block: [i64; 3],
+    fixed_for: impl Fn(&[String]) -> Result<Vec<(String, i64)>, String>,
+) -> Result<i64, String> {
+    let ranges: Vec<BlockRange> = runtime_blocks
+        .iter()
+        .map(|r| {
+            let e = r.dim as usize;
+            BlockRange {
+                id: r.id.clone(),
+                offset: r.offset.clone(),
+                size: per_block[e],
+                lo: 0,
+                hi: if e == d { dashdb::PARAM_LIMIT / per_block[e] } else { blocks[e].max(0) },
+            }
+        })
+        .collect();
+    let mut end = 0;
+    for a in args {
+        let Some(arg) = dn.arg(a.param) else { continue };
+        let fixed = fixed_for(&arg.params)?;
+        let maps = arg.read_map.iter().chain(arg.write_map.iter()).chain(arg.write_through.iter().map(|t| &t.map));
+        for m in maps {
+            let e = with_fixed_map(m, &fixed, &ranges, |m| m.copy()?.over_blocks(&ranges)?.domain_end(d))
+                .map_err(|e| format!("`{}`: where its grid-stride loop ends: {e}", arg.name))?;
+            end = end.max(e.unwrap_or(0));
+        }
+    }
+    Ok(end)
 }
 
 impl Ctx<'_> {
@@ -905,9 +1060,11 @@ impl Ctx<'_> {
         what: &str,
         superset: bool,
     ) -> Result<Option<Vec<ByteRect>>, String> {
-        let (rects, hull) = match element_rects(map, fixed, self.lo, self.hi, self.blocks, shape, superset) {
+        let (rects, hull) = match self.reached(map, fixed, shape, superset) {
             Ok(r) => r,
             Err(isl_glue::Error::TooComplex) => return Ok(None),
+            // A read the maps do not bound (`reads at most x[o0] : o0 >= 0`): read whole.
+            Err(isl_glue::Error::Unbounded(_)) if superset => return Ok(None),
             Err(e) => return Err(format!("`{}`: {e}", self.arg.name)),
         };
         // A superset may reach past the buffer where no access does: clipped silently.
@@ -951,6 +1108,49 @@ impl Ctx<'_> {
     }
 }
 
+impl Ctx<'_> {
+    /// [`element_rects`] of the partition's instances; under a grid-stride loop, of every
+    /// iteration they run: their blocks shifted by the grid, round after round.
+    fn reached(
+        &self,
+        map: &str,
+        fixed: &[(&str, i64)],
+        shape: &[i64],
+        superset: bool,
+    ) -> Result<Reached, isl_glue::Error> {
+        let plain = || element_rects(map, fixed, self.lo, self.hi, self.blocks, shape, superset);
+        let Some(s) = self.stride else { return plain() };
+        let d = s.dim;
+        if !self.blocks.iter().any(|b| b.id == s.id) {
+            return plain();
+        }
+        let span = s.grid_blocks * s.size;
+        let (mut lo, mut hi) = (self.lo.to_vec(), self.hi.to_vec());
+        let rounds = if self.lo[d] == 0 && self.hi[d] >= span {
+            // Every block of the grid's width: every iteration, in one round.
+            (lo[d], hi[d]) = (0, s.reach * s.size);
+            1
+        } else if s.end > self.lo[d] {
+            (s.end - self.lo[d] + span - 1) / span
+        } else {
+            0
+        };
+        if rounds > MAX_STRIDE_ROUNDS {
+            return Err(isl_glue::Error::TooComplex);
+        }
+        if rounds == 0 {
+            return Ok((Arc::new(vec![]), false));
+        }
+        // The block ids range over every virtual block; the rounds pick the partition's.
+        let blocks: Vec<BlockRange> = self
+            .blocks
+            .iter()
+            .map(|b| if b.id == s.id { BlockRange { lo: 0, hi: s.reach, ..b.clone() } } else { b.clone() })
+            .collect();
+        element_rects_in_rounds(map, fixed, &lo, &hi, &blocks, shape, superset, (d, span, rounds))
+    }
+}
+
 /// Rectangles a map reaches, and whether they are a superset (see [`element_rects`]).
 type Reached = (Arc<Vec<Rect>>, bool);
 
@@ -965,7 +1165,45 @@ struct RectKey {
     blocks: Vec<BlockRange>,
     shape: Vec<i64>,
     superset: bool,
+    rounds: Option<Rounds>,
 }
+
+/// Rounds of a grid-stride loop (see [`isl_glue::AccessMap::in_rounds`]): the dimension, the
+/// instances one round moves the box by, and how many rounds.
+type Rounds = (usize, i64, i64);
+
+/// [`element_rects`] with the instances in rounds: one pass of ISL, rows apart per round.
+/// Round `k`'s rows sit `k × ROUND_ROWS` rows of the array's outer dimension apart, then
+/// come back to their own place.
+#[allow(clippy::too_many_arguments)]
+fn element_rects_in_rounds(
+    map: &str,
+    fixed: &[(&str, i64)],
+    lo: &[i64],
+    hi: &[i64],
+    blocks: &[BlockRange],
+    shape: &[i64],
+    superset: bool,
+    rounds: Rounds,
+) -> Result<Reached, isl_glue::Error> {
+    let (rects, hull) = element_rects_with(map, fixed, lo, hi, blocks, shape, superset, Some(rounds))?;
+    // A round's rows, in the shape with the round in front: `k × unit + row`.
+    let inner: i64 = shape.iter().skip(1).take(shape.len().saturating_sub(2)).product();
+    let unit = if shape.len() >= 2 { ROUND_ROWS * inner.max(1) } else { 1 };
+    let back = rects
+        .iter()
+        .map(|r| {
+            let k = (r.first_row + unit / 2).div_euclid(unit);
+            let row = if shape.len() >= 2 { r.first_row - k * unit } else { 0 };
+            Rect { first_row: row, ..*r }
+        })
+        .collect();
+    Ok((Arc::new(back), hull))
+}
+
+/// How far apart rounds' rows are in [`element_rects_in_rounds`]: more than twice the rows of
+/// any array a map reaches.
+const ROUND_ROWS: i64 = 1 << 36;
 
 /// Entries kept in each cache below before it starts over.
 const KEPT: usize = 1 << 14;
@@ -1027,6 +1265,20 @@ fn element_rects(
     shape: &[i64],
     superset: bool,
 ) -> Result<Reached, isl_glue::Error> {
+    element_rects_with(map, fixed, lo, hi, blocks, shape, superset, None)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn element_rects_with(
+    map: &str,
+    fixed: &[(&str, i64)],
+    lo: &[i64],
+    hi: &[i64],
+    blocks: &[BlockRange],
+    shape: &[i64],
+    superset: bool,
+    rounds: Option<Rounds>,
+) -> Result<Reached, isl_glue::Error> {
     let fixed: Vec<(String, i64)> = fixed.iter().map(|(n, v)| (n.to_string(), *v)).collect();
     let key = RectKey {
         map: map.to_string(),
@@ -1036,15 +1288,27 @@ fn element_rects(
         blocks: blocks.to_vec(),
         shape: shape.to_vec(),
         superset,
+        rounds,
     };
     if let Some(r) = RECTS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
         return Ok(r.clone());
     }
     let rects = with_fixed_map(&key.map, &key.fixed, blocks, |m| {
-        let range = m.copy()?.over_blocks(blocks)?.restrict_to_box(lo, hi)?.range()?;
+        let over = m.copy()?.over_blocks(blocks)?;
+        let (range, shape) = match rounds {
+            None => (over.restrict_to_box(lo, hi)?.range()?, shape.to_vec()),
+            Some((d, span, n)) => {
+                // The round in front, and the outer extent wide enough to keep rounds apart.
+                let mut wide = vec![n];
+                wide.extend(
+                    shape.iter().enumerate().map(|(i, &e)| if i == 0 && shape.len() >= 2 { ROUND_ROWS } else { e }),
+                );
+                (over.in_rounds(d, lo, hi, span, n)?.range()?, wide)
+            }
+        };
         let hull = superset && range.local_vars()? > 0;
         let range = if hull { range.remove_divs()? } else { range };
-        Ok((Arc::new(range.rectangles(shape)?), hull))
+        Ok((Arc::new(range.rectangles(&shape)?), hull))
     })?;
     let mut cache = RECTS.lock().unwrap_or_else(|e| e.into_inner());
     let cache = cache.get_or_insert_with(HashMap::new);

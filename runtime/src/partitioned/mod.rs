@@ -80,6 +80,10 @@ pub(crate) struct LaunchPlan {
     /// one partition per device, run one after another, each with its own copy plans.
     /// Empty: all partitions at once.
     pub rounds: Vec<LaunchPlan>,
+    /// The grid the kernels see, when it is not the launch's: a grid-stride loop whose
+    /// iterations run one per thread over the virtual grid of its iterations
+    /// (`access::split`).
+    pub virtual_grid: Option<[i64; 3]>,
 }
 
 #[derive(Clone)]
@@ -137,6 +141,7 @@ impl LaunchPlan {
             pointer_slots: Vec::new(),
             scalar_free: false,
             rounds: Vec::new(),
+            virtual_grid: None,
         }
     }
 
@@ -571,7 +576,8 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
                 p.started = std::time::Instant::now();
             }
             let launch = gpu::Launch { lp, part_args: &part_args, copies, sources, probe: probe.take() };
-            gpu::run(module, n, launch, kernel, name, prepared, ptx, parent, grid, outs, u.asynchronous)
+            let kernel_grid = lp.virtual_grid.unwrap_or(grid);
+            gpu::run(module, n, launch, kernel, name, prepared, ptx, parent, kernel_grid, outs, u.asynchronous)
                 .unwrap_or_else(|err| {
                     crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc))
                 });
@@ -727,7 +733,8 @@ fn run_rounds(
         if let Some((kernel, ptx, prepared)) = gpu {
             let (copies, sources) = (&copy_plan.copies, &copy_plan.sources);
             let launch = gpu::Launch { lp: r, part_args: &part_args, copies, sources, probe: None };
-            gpu::run(module, n, launch, kernel, &kernel.name, prepared, ptx, u.parent, u.grid, u.outs, false)
+            let kernel_grid = lp.virtual_grid.unwrap_or(u.grid);
+            gpu::run(module, n, launch, kernel, &kernel.name, prepared, ptx, u.parent, kernel_grid, u.outs, false)
                 .unwrap_or_else(|err| {
                     crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc))
                 });
