@@ -144,6 +144,11 @@ bool is_debug_or_marker(const Instruction &I) {
     case Intrinsic::dbg_value:
     case Intrinsic::dbg_declare:
     case Intrinsic::dbg_label:
+    case Intrinsic::experimental_noalias_scope_decl:
+    case Intrinsic::sideeffect:
+    case Intrinsic::pseudoprobe:
+    case Intrinsic::invariant_start:
+    case Intrinsic::invariant_end:
       return true;
     default:
       return false;

@@ -184,7 +184,7 @@ mod tests {
         assert!(text.starts_with("analysis database of examples/matmul.c\n"), "{text}");
         for part in [
             &db.source.hash,
-            "schema version: 5",
+            "schema version: 6",
             "node matmul (examples/matmul.c:12)",
             "grid: x: N, y: N (2 dimensions)",
             "  partitionable\n",

@@ -445,6 +445,12 @@ fn set_2d(ptr: *mut c_void, pitch: usize, value: c_int, width: usize, height: us
     if ptr.is_null() || memory::tracked(ptr as usize, n).is_none() {
         return INVALID_VALUE;
     }
+    // Contiguous bytes are set on the devices, as CUDA does, where the memory manager can:
+    // the next launch then copies nothing in (a program's timed loop after a `cudaMemset`).
+    let contiguous = height == 1 || width == pitch;
+    if contiguous && eager_copies() && memory::fill_on_devices(ptr as usize, n, value as u8) {
+        return SUCCESS;
+    }
     for r in 0..height {
         let row = ptr as usize + r * pitch;
         memory::host_overwrites(row, width);

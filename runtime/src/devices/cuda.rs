@@ -874,6 +874,13 @@ impl super::Device for Cuda {
         self.enqueue_copy(c, peer)
     }
 
+    fn fill(&self, addr: u64, byte: u8, bytes: u64) -> Result<(), String> {
+        let o = self.bind()?;
+        // SAFETY: a range of a device allocation of a tracked buffer (the memory manager's),
+        // on this device's stream.
+        check("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(addr, byte, bytes as usize, o.stream) }.result())
+    }
+
     fn synchronize(&self) -> Result<(), String> {
         let o = self.bind()?;
         // SAFETY: this device's stream.

@@ -132,6 +132,11 @@ pub trait Device: Send + Sync {
     fn copy(&self, c: &Copy) -> Result<(), String>;
     /// Waits for everything enqueued on the device.
     fn synchronize(&self) -> Result<(), String>;
+    /// Enqueues setting `bytes` bytes of device memory at `addr` to `byte` (CUDA's
+    /// `cudaMemset`, done where the data lives); an error where the device cannot.
+    fn fill(&self, _addr: u64, _byte: u8, _bytes: u64) -> Result<(), String> {
+        Err(format!("{}: no fills", self.name()))
+    }
 }
 
 /// The devices of this run.

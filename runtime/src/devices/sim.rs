@@ -301,6 +301,18 @@ impl Device for SimDevice {
     fn synchronize(&self) -> Result<(), String> {
         Ok(())
     }
+
+    fn fill(&self, addr: u64, byte: u8, bytes: u64) -> Result<(), String> {
+        if self.dry {
+            return Ok(());
+        }
+        if self.remote {
+            return Err(format!("{}: a fill on another rank's device", self.name));
+        }
+        // SAFETY: the memory manager hands a range inside this device's copy of a buffer.
+        unsafe { std::ptr::write_bytes(addr as *mut u8, byte, bytes as usize) };
+        Ok(())
+    }
 }
 
 impl Drop for SimDevice {

@@ -1004,6 +1004,41 @@ pub fn copy_from_program(ptr: usize, bytes: usize, src: *const u8) -> bool {
     true
 }
 
+/// CUDA's `cudaMemset` of tracked memory `[ptr, ptr + bytes)` to `byte`, done where CUDA does
+/// it: on every open device, which become its only holders (the host's copy is not written).
+/// False, and nothing done, where the caller must go through the host's copy (as
+/// [`copy_from_program`]).
+pub fn fill_on_devices(ptr: usize, bytes: usize, byte: u8) -> bool {
+    let devs = devices();
+    let n = devs.count();
+    if n == 0 || bytes == 0 || residency::limit().is_some() || devs.spans_ranks() {
+        return false;
+    }
+    inflight::drain();
+    let open: Vec<usize> = (0..n).filter(|&k| devs.is_open(k)).collect();
+    if open.is_empty() {
+        return false;
+    }
+    let mut t = table();
+    let (ptr, bytes) = (ptr as u64, bytes as u64);
+    let Some(start) = t.containing(ptr, bytes).filter(|s| !t.buffers[s].host_stores) else { return false };
+    let (lo, hi) = (ptr - start, ptr - start + bytes);
+    t.back_for_copy_in(start, &open, lo, hi);
+    let buf = t.buffers.get_mut(&start).expect("found above");
+    for &k in &open {
+        let base = buf.addr(Place::Device(k)).unwrap_or_else(|e| crate::fatal(&e));
+        let d = devs.get(k);
+        d.fill(base + lo, byte, bytes)
+            .and_then(|_| d.synchronize())
+            .unwrap_or_else(|e| crate::fatal(&format!("setting device memory: {e}")));
+    }
+    buf.coherence.set_only(lo, hi, Place::Device(open[0]));
+    for &k in &open[1..] {
+        buf.coherence.add(lo, hi, Place::Device(k));
+    }
+    true
+}
+
 /// CUDA's `cudaMemcpy` from device memory `[ptr, ptr + bytes)` into the program's memory at
 /// `dst`, as CUDA does it: each part comes from one of its current holders straight into
 /// `dst` (from the host's copy only where the host holds it), and who holds what does not

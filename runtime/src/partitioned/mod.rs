@@ -785,6 +785,22 @@ fn used_devices(lp: &LaunchPlan) -> usize {
     seen.count_ones() as usize
 }
 
+/// Whether the leaf unit `u` launches runs a grid-stride loop (`dashdb::RuntimeBlock::strided`).
+fn runs_grid_stride_loop(u: &Unit<'_>) -> bool {
+    let leaf = match &u.module.node(u.node).kind {
+        crate::desc::KindDesc::Internal { .. } => {
+            match u.module.program.nodes[u.node as usize].kernel.as_ref().map(|k| &k.kind) {
+                Some(crate::desc::KernelKind::Blocks { leaf, .. }) => *leaf,
+                _ => return false,
+            }
+        }
+        _ => u.node,
+    };
+    let name = &u.module.node(leaf).name;
+    let db = u.module.analysis.as_ref().and_then(|db| db.node(name));
+    db.is_some_and(|n| n.block.iter().flat_map(|b| &b.runtime).any(|r| r.strided))
+}
+
 /// How many devices (the first of the order) a launch of unit `u` over `blocks` blocks
 /// gets, by the split policy ([`policy`]); the statistics learn why it got one where it could
 /// have had more. With the probe that measures the launch for the policy, where it does.
@@ -813,7 +829,8 @@ fn decide(
             None => devs.sims.first().map(|s| s.threads() as u64),
         };
     }
-    let situation = policy::Situation { devices: all, blocks, wave: m.wave, gpus: gpu.is_some() };
+    let strided = *m.strided.get_or_insert_with(|| runs_grid_stride_loop(u));
+    let situation = policy::Situation { devices: all, blocks, wave: m.wave, gpus: gpu.is_some(), strided };
     let decision = policy::decide(&situation, &m, &policy::OVERHEADS);
     if policy::logging() {
         eprintln!(

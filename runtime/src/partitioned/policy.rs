@@ -124,6 +124,8 @@ pub(crate) struct Measured {
     /// Blocks one device runs at once (its wave), where known: on a GPU from the kernel's
     /// occupancy, found once.
     pub wave: Option<u64>,
+    /// Whether the node runs a grid-stride loop ([`Situation::strided`]), found once.
+    pub strided: Option<bool>,
     /// Per grid size (blocks), the devices its last launch was given (see the module's doc).
     pub decided: crate::hash::FxHashMap<u64, usize>,
     /// A GPU launch of the node is timed and its measurement has not arrived yet (it comes
@@ -141,6 +143,7 @@ impl Default for Measured {
             samples: 0,
             launches: 0,
             wave: None,
+            strided: None,
             decided: crate::hash::FxHashMap::default(),
             probing: false,
         }
@@ -285,6 +288,9 @@ pub(crate) struct Situation {
     /// Blocks one device runs at once, where known.
     pub wave: Option<u64>,
     pub gpus: bool,
+    /// The node runs a grid-stride loop (`dashdb::RuntimeBlock::strided`): its grid is sized
+    /// to the machine, not to the work, so waves say nothing of what a split would gain.
+    pub strided: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -351,6 +357,11 @@ impl fmt::Display for Why {
                 us(kernel_ns),
                 us(floor_ns)
             ),
+            Why::Unmeasured { blocks, waves: 0 } => write!(
+                f,
+                "first launch of {blocks} blocks running a grid-stride loop: run whole to measure the kernel before \
+                 a split is paid for"
+            ),
             Why::Unmeasured { blocks, waves } => write!(
                 f,
                 "first launch of {blocks} blocks (under {waves} waves of one GPU): run whole to measure the kernel \
@@ -373,7 +384,7 @@ pub(crate) fn decide(s: &Situation, m: &Measured, overheads: &Overheads) -> Deci
         return Decision::Split(s.devices.max(1));
     }
     let useful = match s.wave {
-        Some(w) if w > 0 => (s.blocks.div_ceil(w) as usize).clamp(1, s.devices),
+        Some(w) if w > 0 && !s.strided => (s.blocks.div_ceil(w) as usize).clamp(1, s.devices),
         _ => s.devices,
     };
     if useful <= 1 {
@@ -384,6 +395,10 @@ pub(crate) fn decide(s: &Situation, m: &Measured, overheads: &Overheads) -> Deci
         // which a split would only slow down, and the split's first plan costs interval
         // computation on top: it runs whole once, and its measure decides. A large grid splits
         // at once (its first launch is often most of the run, as matmul's five are).
+        // A grid-stride loop's grid tells nothing: its first launch on GPUs is measured.
+        if s.gpus && s.strided {
+            return Decision::Whole(Why::Unmeasured { blocks: s.blocks, waves: 0 });
+        }
         if let (true, Some(w)) = (s.gpus, s.wave.filter(|&w| w > 0)) {
             if s.blocks < FIRST_SPLIT_WAVES * w {
                 return Decision::Whole(Why::Unmeasured { blocks: s.blocks, waves: FIRST_SPLIT_WAVES });
@@ -582,7 +597,7 @@ mod tests {
     }
 
     fn gpus(devices: usize, blocks: u64, wave: Option<u64>) -> Situation {
-        Situation { devices, blocks, wave, gpus: true }
+        Situation { devices, blocks, wave, gpus: true, strided: false }
     }
 
     /// The first launch splits over every device that gets at least a wave: on simulated
@@ -597,9 +612,27 @@ mod tests {
         assert!(matches!(d, Decision::Whole(Why::Unmeasured { blocks: 16384, waves: FIRST_SPLIT_WAVES })), "{d:?}");
         let Decision::Whole(why) = d else { unreachable!() };
         assert!(why.to_string().contains("run whole to measure the kernel"), "{why}");
-        let sims = Situation { devices: 8, blocks: 3000, wave: Some(1000), gpus: false };
+        let sims = Situation { devices: 8, blocks: 3000, wave: Some(1000), gpus: false, strided: false };
         assert_eq!(decide(&sims, &m, &o), Decision::Split(3));
         assert_eq!(decide(&gpus(4, 5000, None), &m, &o), Decision::Split(4));
+    }
+
+    /// A grid-stride loop's grid is one wave by design: its first launch on GPUs is measured,
+    /// and what it measured decides, as for any kernel.
+    #[test]
+    fn a_grid_stride_loop_is_measured_not_counted_in_waves() {
+        let strided = Situation { devices: 2, blocks: 528, wave: Some(1056), gpus: true, strided: true };
+        let d = decide(&strided, &Measured::default(), &fresh());
+        let Decision::Whole(why) = d else { panic!("{d:?}") };
+        assert!(why.to_string().contains("running a grid-stride loop"), "{why}");
+        // 200 µs measured whole: worth two GPUs; 20 µs: not.
+        let long = measured(200_000.0, 1, 528, &[]);
+        assert_eq!(decide(&strided, &long, &fresh()), Decision::Split(2));
+        let short = measured(20_000.0, 1, 528, &[]);
+        assert!(matches!(decide(&strided, &short, &fresh()), Decision::Whole(Why::TooShort { .. })));
+        // The same grid without the loop is under one wave.
+        let plain = Situation { strided: false, ..strided };
+        assert!(matches!(decide(&plain, &long, &fresh()), Decision::Whole(Why::UnderOneWave { .. })));
     }
 
     /// The camera pipeline of the issue: 16 blocks, one wave of an H200 holds 132 × 16.
@@ -624,7 +657,7 @@ mod tests {
         let o = fresh();
         o.record(2, 20_000.0);
         o.record(1, 5_000.0);
-        let sims = Situation { devices: 2, blocks: 8000, wave: Some(1000), gpus: false };
+        let sims = Situation { devices: 2, blocks: 8000, wave: Some(1000), gpus: false, strided: false };
         let d = decide(&sims, &m, &o);
         let Decision::Whole(why) = d else { panic!("{d:?}") };
         let Why::DoesNotPay { kernel_ns, devices, saved_ns, cost_ns } = why.clone() else { panic!("{why:?}") };
