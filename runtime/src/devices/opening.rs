@@ -15,9 +15,11 @@
 //! Work on the open GPUs goes on while another opens: on two H200s no step of GPU 0's work
 //! waited over 1.2 ms while GPU 1 opened (`open_probe background`). Copies go to the open
 //! GPUs only. A launch the policy would split over GPUs still opening:
-//! - waits for them when their opening began with a large buffer ([`wait_if_early`]): the
-//!   program is a large one, and the host runs ahead of the GPUs, so every launch of a loop
-//!   would otherwise be decided (whole) before the first of them ran;
+//! - waits for them when their opening began with a large buffer ([`wait_if_early`]) and
+//!   the open GPUs have that long a wait's worth of work queued ([`worth_waiting`]): the host
+//!   runs ahead of the GPUs, so every launch of a loop would otherwise be decided (whole)
+//!   before the first of them ran, while a wait with the open GPUs idle made short loops
+//!   slower than on one GPU;
 //! - otherwise runs over the open ones, and later launches get the others once open
 //!   ([`super::Devices::ready`]).
 //!
@@ -34,6 +36,7 @@ use super::devices;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// A tracked buffer this large starts opening the other GPUs.
 pub const OPEN_AT_BYTES: u64 = 64 << 20;
@@ -72,6 +75,38 @@ pub enum Why {
 /// The thread opening them, until [`finish`] joins it.
 static OPENER: Mutex<Option<JoinHandle<()>>> = Mutex::new(None);
 
+/// When the opener began, and when the GPUs it opens should be open by.
+static OPENING: Mutex<Option<(Instant, Instant)>> = Mutex::new(None);
+
+/// Until when the open GPUs are estimated busy with the launches that ran whole on them while
+/// the others opened ([`worth_waiting`]).
+static BUSY_UNTIL: Mutex<Option<Instant>> = Mutex::new(None);
+
+/// About what the driver takes to open one GPU's context (on two H200s, 103-142 ms:
+/// `bench/probes/open_probe.c`).
+const OPEN_EACH: Duration = Duration::from_millis(130);
+
+/// Whether a launch the policy would split over GPUs still opening should wait for them
+/// ([`wait_if_early`]), its kernel predicted to take `kernel_ns` whole. Only while the open GPUs
+/// have that long a wait's worth of work queued: the host then waits while they work, and
+/// nothing idles. Otherwise the launch runs whole, and adds its kernel to their queue. A short
+/// loop thus runs as on one GPU (gridstride.cu's 50 steps of 0.4 ms waited 87 ms for GPU 1, 5x
+/// the whole loop), and a long one splits once the others are open.
+pub fn worth_waiting(kernel_ns: f64) -> bool {
+    if !EARLY.load(Ordering::Acquire) {
+        return false;
+    }
+    let Some((_, ready_at)) = *OPENING.lock().unwrap_or_else(|e| e.into_inner()) else { return false };
+    let now = Instant::now();
+    let mut busy = BUSY_UNTIL.lock().unwrap_or_else(|e| e.into_inner());
+    let until = busy.map_or(now, |b| b.max(now));
+    if until >= ready_at {
+        return true;
+    }
+    *busy = Some(until + Duration::from_nanos(kernel_ns.max(0.0) as u64));
+    false
+}
+
 /// The run will want its other GPUs: opens those not yet open, in the devices' order, on a
 /// thread of its own, each with the program's GPU modules. Returns at once; cheap after the
 /// first call.
@@ -86,6 +121,8 @@ pub fn want_all(why: Why) {
     if closed.is_empty() {
         return;
     }
+    let now = Instant::now();
+    *OPENING.lock().unwrap_or_else(|e| e.into_inner()) = Some((now, now + OPEN_EACH * closed.len() as u32));
     let opener = std::thread::Builder::new().name("hpvm-mgpu-open".into()).spawn(move || {
         let devs = devices();
         for k in closed {

@@ -822,6 +822,19 @@ fn decide(
         return (1, None);
     }
     let record = u.plans.policy.of(u.node);
+    // A node timed once and not measured yet: this launch's decision needs that measure, which
+    // comes when the program next waits, and a loop of launches may not wait before its end
+    // (every launch of gridstride.cu's loop ran whole, unmeasured). Waiting for it here, once
+    // per node, costs the host the time of a kernel the GPU is running anyway.
+    if gpu.is_some() {
+        let unmeasured = {
+            let m = record.lock().unwrap_or_else(|e| e.into_inner());
+            m.probing && m.ns_per_block.is_none()
+        };
+        if unmeasured {
+            crate::devices::inflight::drain();
+        }
+    }
     let mut m = record.lock().unwrap_or_else(|e| e.into_inner());
     if m.wave.is_none() {
         m.wave = match gpu {
@@ -855,7 +868,8 @@ fn decide(
             use crate::devices::opening;
             let mut ready = devs.ready().max(1);
             if *k > ready {
-                if opening::wait_if_early() {
+                let kernel = m.ns_per_block.map_or(0.0, |p| p * blocks as f64);
+                if opening::worth_waiting(kernel) && opening::wait_if_early() {
                     ready = devs.ready().max(1);
                 } else if m.ns_per_block.is_some() {
                     // Only a measured kernel: a first launch's split is a guess, and a short
