@@ -13,15 +13,16 @@
 //!   is not a short one, and its GPUs are then open before its first launches.
 //!
 //! Work on the open GPUs goes on while another opens: on two H200s no step of GPU 0's work
-//! waited over 1.2 ms while GPU 1 opened (`open_probe background`). Copies go to the open
-//! GPUs only. A launch the policy would split over GPUs still opening:
-//! - waits for them when their opening began with a large buffer ([`wait_if_early`]) and
-//!   the open GPUs have that long a wait's worth of work queued ([`worth_waiting`]): the host
-//!   runs ahead of the GPUs, so every launch of a loop would otherwise be decided (whole)
-//!   before the first of them ran, while a wait with the open GPUs idle made short loops
-//!   slower than on one GPU;
-//! - otherwise runs over the open ones, and later launches get the others once open
-//!   ([`super::Devices::ready`]).
+//! waited over 1.2 ms while GPU 1 opened (`open_probe background`). The host's launches do
+//! wait on the driver meanwhile: the thesis's stencil (100 launches of 70 µs over 64 MiB
+//! buffers) took 18-22 ms of kernel_ms with GPU 1 opening beside it, against 7.6 on one GPU
+//! and 8.7-9.0 with both opened first (a known cost: see [`OPEN_AT_BYTES`]). Copies go
+//! to the open GPUs only. A launch the policy would split over GPUs still opening waits for
+//! them ([`wait`]) only while the open GPUs have that long a wait's worth of work queued
+//! ([`worth_waiting`]); otherwise it runs over the open ones, and later launches get the
+//! others once open ([`super::Devices::ready`]). The host runs ahead of the GPUs, so without
+//! the wait every launch of a loop would be decided (whole) before the first of them ran;
+//! with the open GPUs idle during it, short loops were slower than on one GPU.
 //!
 //! A GPU that an operation needs sooner (a copy, a launch) opens at that use
 //! ([`super::cuda::Cuda::bind`]); opening is one at a time under one lock, so a GPU opens once.
@@ -38,7 +39,9 @@ use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// A tracked buffer this large starts opening the other GPUs.
+/// A tracked buffer this large starts opening the other GPUs. At 512 MiB, matmul 8192's
+/// 256 MiB buffers opened GPU 1 only once its second launch was measured, and 1 of its 5
+/// launches split (559 ms against 378 with 64 MiB); the thesis's stencil is the price.
 pub const OPEN_AT_BYTES: u64 = 64 << 20;
 
 /// When a run's GPUs open (`HPVM_MGPU_OPEN`).
@@ -61,17 +64,7 @@ pub fn mode() -> Mode {
 
 /// Set once the other GPUs were asked for: they open once.
 static ASKED: AtomicBool = AtomicBool::new(false);
-/// Set when they were asked for because of a large buffer ([`Why::LargeBuffer`]).
-static EARLY: AtomicBool = AtomicBool::new(false);
 
-/// What showed that the run will want its other GPUs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Why {
-    /// A buffer of [`OPEN_AT_BYTES`] or more.
-    LargeBuffer,
-    /// A launch the policy would split over more GPUs than are open.
-    Split,
-}
 /// The thread opening them, until [`finish`] joins it.
 static OPENER: Mutex<Option<JoinHandle<()>>> = Mutex::new(None);
 
@@ -87,15 +80,12 @@ static BUSY_UNTIL: Mutex<Option<Instant>> = Mutex::new(None);
 const OPEN_EACH: Duration = Duration::from_millis(130);
 
 /// Whether a launch the policy would split over GPUs still opening should wait for them
-/// ([`wait_if_early`]), its kernel predicted to take `kernel_ns` whole. Only while the open GPUs
+/// ([`wait`]), its kernel predicted to take `kernel_ns` whole. Only while the open GPUs
 /// have that long a wait's worth of work queued: the host then waits while they work, and
 /// nothing idles. Otherwise the launch runs whole, and adds its kernel to their queue. A short
 /// loop thus runs as on one GPU (gridstride.cu's 50 steps of 0.4 ms waited 87 ms for GPU 1, 5x
 /// the whole loop), and a long one splits once the others are open.
 pub fn worth_waiting(kernel_ns: f64) -> bool {
-    if !EARLY.load(Ordering::Acquire) {
-        return false;
-    }
     let Some((_, ready_at)) = *OPENING.lock().unwrap_or_else(|e| e.into_inner()) else { return false };
     let now = Instant::now();
     let mut busy = BUSY_UNTIL.lock().unwrap_or_else(|e| e.into_inner());
@@ -110,11 +100,10 @@ pub fn worth_waiting(kernel_ns: f64) -> bool {
 /// The run will want its other GPUs: opens those not yet open, in the devices' order, on a
 /// thread of its own, each with the program's GPU modules. Returns at once; cheap after the
 /// first call.
-pub fn want_all(why: Why) {
+pub fn want_all() {
     if ASKED.load(Ordering::Relaxed) || ASKED.swap(true, Ordering::AcqRel) {
         return;
     }
-    EARLY.store(why == Why::LargeBuffer, Ordering::Release);
     let devs = devices();
     let closed: Vec<usize> =
         devs.order.iter().copied().filter(|&k| devs.is_local(k) && devs.on_gpus() && !devs.gpu(k).is_open()).collect();
@@ -153,10 +142,10 @@ pub fn want_all(why: Why) {
     }
 }
 
-/// Waits for the GPUs being opened when their opening began with a large buffer (see the
-/// module doc); the wait counts in the statistics. True when it waited.
-pub fn wait_if_early() -> bool {
-    if !EARLY.load(Ordering::Acquire) || OPENER.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+/// Waits for the GPUs being opened, if any (see [`worth_waiting`]); the wait counts in the
+/// statistics. True when it waited.
+pub fn wait() -> bool {
+    if OPENER.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
         return false;
     }
     let t = std::time::Instant::now();

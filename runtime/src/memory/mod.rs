@@ -813,7 +813,7 @@ pub fn track(ptr: usize, bytes: usize) {
 /// ([`crate::devices::opening`]).
 fn large_buffer(bytes: usize) {
     if bytes as u64 >= crate::devices::opening::OPEN_AT_BYTES {
-        crate::devices::opening::want_all(crate::devices::opening::Why::LargeBuffer);
+        crate::devices::opening::want_all();
     }
 }
 

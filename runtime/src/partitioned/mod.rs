@@ -868,13 +868,14 @@ fn decide(
             use crate::devices::opening;
             let mut ready = devs.ready().max(1);
             if *k > ready {
-                let kernel = m.ns_per_block.map_or(0.0, |p| p * blocks as f64);
-                if opening::worth_waiting(kernel) && opening::wait_if_early() {
-                    ready = devs.ready().max(1);
-                } else if m.ns_per_block.is_some() {
+                if m.ns_per_block.is_some() {
                     // Only a measured kernel: a first launch's split is a guess, and a short
                     // program would end waiting for GPUs it never used.
-                    opening::want_all(opening::Why::Split);
+                    opening::want_all();
+                }
+                let kernel = m.ns_per_block.map_or(0.0, |p| p * blocks as f64);
+                if opening::worth_waiting(kernel) && opening::wait() {
+                    ready = devs.ready().max(1);
                 }
             }
             ((*k).min(ready), *k <= ready)
