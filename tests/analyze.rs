@@ -123,20 +123,20 @@ fn grid_stride_loops_that_do_not_split_say_why() {
     let out = stdout(&o);
     for (node, why) in [
         (
-            "marked (tests/cuda/stride.cu:54)",
-            "the loop is entered under another condition on the thread's position (tests/cuda/stride.cu:56)",
+            "marked (tests/cuda/stride.cu:55)",
+            "the loop is entered under another condition on the thread's position (tests/cuda/stride.cu:57)",
         ),
         (
-            "until_negative (tests/cuda/stride.cu:60)",
-            "may be left before its test (a `break` or `return` inside) (tests/cuda/stride.cu:61)",
+            "until_negative (tests/cuda/stride.cu:61)",
+            "may be left before its test (a `break` or `return` inside) (tests/cuda/stride.cu:62)",
         ),
-        ("total (tests/cuda/stride.cu:68)", "the kernel writes memory outside the loop (tests/cuda/stride.cu:70)"),
+        ("total (tests/cuda/stride.cu:69)", "the kernel writes memory outside the loop (tests/cuda/stride.cu:71)"),
     ] {
         let at = out.find(&format!("node {node}: not partitionable")).unwrap_or_else(|| panic!("{node}: {out}"));
         let end = out[at + 1..].find("\nnode ").map_or(out.len(), |e| at + 1 + e);
         assert!(out[at..end].contains(why), "{node}: {}", &out[at..end]);
     }
-    for node in ["axpy", "scale_wide", "smooth", "rows", "carry"] {
+    for node in ["axpy", "scale_wide", "smooth", "rows", "carry", "either"] {
         let at = out.find(&format!("node {node} (tests/cuda/stride.cu:")).unwrap_or_else(|| panic!("{node}: {out}"));
         let head = out[at..].lines().next().unwrap();
         assert!(head.contains("): partitionable, splittable along"), "{head}");

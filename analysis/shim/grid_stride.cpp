@@ -170,8 +170,11 @@ const Value *pointer_of(const Instruction &I) {
 
 // Why loop `L` of dimension `D` may not be read per iteration; empty when it may. `G` is the
 // block whose branch enters the loop, `P` the loop's counter.
-std::string refusal(const Loop *L, const PHINode *P, const BasicBlock *G, const Loop *Body, const Dim &D,
-                    const Function &F) {
+std::string refusal(ArrayRef<const Loop *> Loops, const SmallPtrSetImpl<const Value *> &Counters,
+                    const SmallPtrSetImpl<const BasicBlock *> &Guards, const Loop *Body, const Dim &D) {
+  auto inside_a_loop = [&](const BasicBlock *B) {
+    return std::any_of(Loops.begin(), Loops.end(), [&](const Loop *L) { return L->contains(B); });
+  };
   // Values that tell instances apart in this dimension other than through `i`.
   SmallPtrSet<const Value *, 32> tainted;
   SmallVector<const Value *, 64> work;
@@ -185,7 +188,7 @@ std::string refusal(const Loop *L, const PHINode *P, const BasicBlock *G, const 
     if (!tainted.insert(V).second)
       continue;
     for (const User *U : V->users())
-      if (U != P && isa<Instruction>(U))
+      if (!Counters.count(U) && isa<Instruction>(U))
         work.push_back(U);
   }
   auto uses_tainted = [&](const Instruction &I) {
@@ -195,9 +198,9 @@ std::string refusal(const Loop *L, const PHINode *P, const BasicBlock *G, const 
     return false;
   };
   for (const BasicBlock *B : Body->blocks()) {
-    bool inside = L->contains(B);
+    bool inside = inside_a_loop(B);
     for (const Instruction &I : *B) {
-      if (&I == P || is_debug_or_marker(I))
+      if (Counters.count(&I) || is_debug_or_marker(I))
         continue;
       if (auto *CB = dyn_cast<CallBase>(&I)) {
         const Function *Callee = CB->getCalledFunction();
@@ -229,7 +232,7 @@ std::string refusal(const Loop *L, const PHINode *P, const BasicBlock *G, const 
       if (auto *Br = dyn_cast<BranchInst>(&I)) {
         // The wrapper's own loop and the loop's entry test are the two branches allowed to
         // depend on the thread.
-        if (Br->isConditional() && B != G && !(Body->isLoopLatch(B)) && tainted.count(Br->getCondition()))
+        if (Br->isConditional() && !Guards.count(B) && !(Body->isLoopLatch(B)) && tainted.count(Br->getCondition()))
           return "the loop is entered under another condition on the thread's position";
       }
       if (auto *Sw = dyn_cast<SwitchInst>(&I))
@@ -237,17 +240,16 @@ std::string refusal(const Loop *L, const PHINode *P, const BasicBlock *G, const 
           return "the loop is entered under another condition on the thread's position";
     }
   }
-  (void)F;
   return "";
 }
 
 } // namespace
 
-// Finds the grid-stride loop of `function` (a wrapper of hpvm-mgpu's analysis) and cuts it to
-// its first iteration. `spec` has one line per grid dimension whose block size is known only at
-// the launch: `dim offset id size grid thread-loop-header`, tab-separated (wrapper parameter
-// and block names). Returns `strided\tDIM\n` for a loop rewritten, `refused\tDIM\tWHY\tLOC\n`
-// for a grid-stride loop left as it is, nothing else.
+// Finds the grid-stride loops of `function` (a wrapper of hpvm-mgpu's analysis) and cuts each
+// to its first iteration, all or none. `spec` has one line per grid dimension whose block size
+// is known only at the launch: `dim offset id size grid thread-loop-header`, tab-separated
+// (wrapper parameter and block names). Returns `strided\tDIM\n` when the loops were rewritten,
+// `refused\tDIM\tWHY\tLOC\n` per reason they were left as they are, nothing else.
 extern "C" char *hpvm_grid_stride(LLVMModuleRef module_ref, const char *function, const char *spec) {
   Module *M = unwrap(module_ref);
   Function *F = M->getFunction(function);
@@ -287,21 +289,24 @@ extern "C" char *hpvm_grid_stride(LLVMModuleRef module_ref, const char *function
   DominatorTree DT(*F);
   LoopInfo LI(DT);
   std::string out;
-  struct Found {
+  // The grid-stride loops: each with its counters (LLVM may keep the counter twice, at two
+  // widths), in one dimension.
+  struct Candidate {
     Loop *L;
-    PHINode *P;
+    SmallVector<PHINode *, 2> counters;
     unsigned d;
   };
-  SmallVector<Found, 2> found;
+  SmallVector<Candidate, 2> found;
+  bool mixed = false;
   for (Loop *L : LI.getLoopsInPreorder()) {
     if (L->getHeader()->getName().starts_with("hpvm.instance."))
       continue;
+    BasicBlock *Latch = L->getLoopLatch();
+    BasicBlock *Pre = L->getLoopPreheader();
+    if (!Latch || !Pre)
+      continue;
     for (PHINode &P : L->getHeader()->phis()) {
       if (!P.getType()->isIntegerTy() || P.getNumIncomingValues() != 2)
-        continue;
-      BasicBlock *Latch = L->getLoopLatch();
-      BasicBlock *Pre = L->getLoopPreheader();
-      if (!Latch || !Pre)
         continue;
       if (std::getenv("HPVM_MGPU_DEBUG_STRIDE")) {
         errs() << "grid-stride candidate in " << F->getName() << ": ";
@@ -313,32 +318,41 @@ extern "C" char *hpvm_grid_stride(LLVMModuleRef module_ref, const char *function
         errs() << "\n";
       }
       for (const Dim &D : dims) {
-        const Value *Next = P.getIncomingValueForBlock(Latch);
-        if (grid_step_of(Next, &P, D) && is_coordinate(P.getIncomingValueForBlock(Pre), D))
-          found.push_back({L, &P, D.d});
+        if (!grid_step_of(P.getIncomingValueForBlock(Latch), &P, D) || !is_coordinate(P.getIncomingValueForBlock(Pre), D))
+          continue;
+        auto at = std::find_if(found.begin(), found.end(), [&](const Candidate &c) { return c.L == L; });
+        if (at == found.end())
+          found.push_back({L, {&P}, D.d});
+        else
+          at->counters.push_back(&P);
+        mixed |= found.front().d != D.d;
       }
     }
   }
-  for (const Found &Fd : found) {
-    Loop *L = Fd.L;
-    PHINode *P = Fd.P;
-    const Dim &D = *std::find_if(dims.begin(), dims.end(), [&](const Dim &x) { return x.d == Fd.d; });
+  if (found.empty())
+    return copy_text(out);
+  const Dim &D = *std::find_if(dims.begin(), dims.end(), [&](const Dim &x) { return x.d == found.front().d; });
+  SmallPtrSet<const Value *, 8> counters;
+  SmallPtrSet<const BasicBlock *, 8> guards;
+  SmallVector<const Loop *, 2> loops;
+  SmallVector<BranchInst *, 2> latches;
+  bool refused = false;
+  for (const Candidate &C : found) {
+    Loop *L = C.L;
     BasicBlock *Header = L->getHeader(), *Latch = L->getLoopLatch(), *Pre = L->getLoopPreheader();
-    const Value *Start = P->getIncomingValueForBlock(Pre);
-    const Value *Next = P->getIncomingValueForBlock(Latch);
     auto refuse = [&](const std::string &why) {
+      refused = true;
       out += "refused\t" + std::to_string(D.d) + "\t" + why + "\t";
-      const Instruction *at = Latch->getTerminator();
-      const DILocation *Loc = at->getDebugLoc().get();
+      const DILocation *Loc = Latch->getTerminator()->getDebugLoc().get();
       out += Loc ? Loc->getFilename().str() + ":" + std::to_string(Loc->getLine()) : std::string("?");
       out += "\n";
     };
     Loop *Body = L->getParentLoop();
-    if (found.size() > 1) {
-      refuse("the kernel has more than one grid-stride loop");
+    if (mixed) {
+      refuse("the kernel has grid-stride loops in two dimensions");
       continue;
     }
-    if (!Body || !Body->getHeader()->getName().starts_with("hpvm.instance.")) {
+    if (!Body || !Body->getHeader()->getName().starts_with("hpvm.instance.") || Body != found.front().L->getParentLoop()) {
       refuse("the grid-stride loop is inside another loop");
       continue;
     }
@@ -350,11 +364,17 @@ extern "C" char *hpvm_grid_stride(LLVMModuleRef module_ref, const char *function
     auto *Cmp = Br && Br->isConditional() ? dyn_cast<ICmpInst>(Br->getCondition()) : nullptr;
     const Value *Tested = nullptr, *Bound = nullptr;
     CmpInst::Predicate Pred;
-    if (!Cmp || !as_below(Cmp, Br->getSuccessor(0) == Header, Tested, Bound, Pred) || strip(Tested) != strip(Next) ||
-        !L->isLoopInvariant(Bound)) {
+    // The counter the loop tests.
+    const PHINode *P = nullptr;
+    if (Cmp && as_below(Cmp, Br->getSuccessor(0) == Header, Tested, Bound, Pred) && L->isLoopInvariant(Bound))
+      for (const PHINode *Q : C.counters)
+        if (strip(Tested) == strip(Q->getIncomingValueForBlock(Latch)))
+          P = Q;
+    if (!P) {
       refuse("the loop's test is not `i < bound` with a bound the loop does not change");
       continue;
     }
+    const Value *Start = P->getIncomingValueForBlock(Pre);
     // The loop is entered under the same test on its first value (a rotated `for` loop).
     BasicBlock *G = Pre->getSinglePredecessor();
     auto *GBr = G ? dyn_cast<BranchInst>(G->getTerminator()) : nullptr;
@@ -373,31 +393,33 @@ extern "C" char *hpvm_grid_stride(LLVMModuleRef module_ref, const char *function
                                           : isa<ZExtInst>(bound) && isa<ZExtInst>(start);
     }
     if (!same_test) {
-      if (std::getenv("HPVM_MGPU_DEBUG_STRIDE")) {
-        errs() << "guard: ";
-        if (G)
-          G->getTerminator()->print(errs());
-        if (GCmp)
-          GCmp->print(errs() << "\n  ");
-        errs() << "\nlatch: ";
-        Cmp->print(errs());
-        errs() << "\n";
-      }
       refuse("the loop is not entered under its own test");
       continue;
     }
-    std::string why = refusal(L, P, G, Body, D, *F);
-    if (!why.empty()) {
-      refuse(why);
-      continue;
-    }
-    // One iteration: the back edge goes to the exit; the header's values become their first.
+    counters.insert(C.counters.begin(), C.counters.end());
+    guards.insert(G);
+    loops.push_back(L);
+    latches.push_back(Br);
+  }
+  if (refused)
+    return copy_text(out);
+  std::string why = refusal(loops, counters, guards, found.front().L->getParentLoop(), D);
+  if (!why.empty()) {
+    const DILocation *Loc = found.front().L->getLoopLatch()->getTerminator()->getDebugLoc().get();
+    out += "refused\t" + std::to_string(D.d) + "\t" + why + "\t" +
+           (Loc ? Loc->getFilename().str() + ":" + std::to_string(Loc->getLine()) : std::string("?")) + "\n";
+    return copy_text(out);
+  }
+  // One iteration each: the back edge goes to the exit; the header's values become their first.
+  for (size_t k = 0; k < loops.size(); k++) {
+    BranchInst *Br = latches[k];
+    BasicBlock *Header = loops[k]->getHeader(), *Latch = Br->getParent();
     BasicBlock *Exit = Br->getSuccessor(0) == Header ? Br->getSuccessor(1) : Br->getSuccessor(0);
     Header->removePredecessor(Latch);
     BranchInst::Create(Exit, Br);
     Br->eraseFromParent();
-    out += "strided\t" + std::to_string(D.d) + "\n";
   }
+  out += "strided\t" + std::to_string(D.d) + "\n";
   return copy_text(out);
 }
 

@@ -16,10 +16,17 @@
 //!   whose block size is known only at the launch, and steps by `block size × grid`;
 //! - its only exit is its test, `i < bound` (or `<=`) with a bound the loop does not change,
 //!   and it is entered under the same test on the first value (a `for` loop);
-//! - it is the instance's only grid-stride loop and not inside another loop;
-//! - nothing outside it writes memory other than the instance's own variables, and nothing
-//!   outside it reads or branches on the instance's position in that dimension; inside, the
-//!   position is used only through `i`; no barrier.
+//! - it is not inside another loop; a kernel may have several (HeCBench mask's one on each way
+//!   of a test every thread takes alike), all in one dimension, all rewritten or none;
+//! - nothing outside them writes memory other than the instance's own variables, and nothing
+//!   outside them reads or branches on the instance's position in that dimension; inside, the
+//!   position is used only through the counters; no barrier.
+//!
+//! Iteration `j` of two loops is one iteration of the maps: both loops' accesses at `j`.
+//! Running a partition's blocks over their rounds keeps each thread's order; the runtime runs
+//! iterations one per thread only where no iteration's writes meet another's accesses.
+//!
+//! `HPVM_MGPU_DEBUG_STRIDE=1` prints the candidate counters and why a test did not match.
 
 use inkwell::module::Module;
 use std::ffi::{c_char, CStr, CString};
@@ -47,7 +54,7 @@ pub struct DimNames<'a> {
 /// What [`rewrite`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Strided {
-    /// The dimension whose grid-stride loop was cut to one iteration.
+    /// The dimension whose grid-stride loops were cut to one iteration.
     pub dims: Vec<u32>,
     /// Grid-stride loops left as written: dimension, why, `file:line`.
     pub refused: Vec<(u32, String, String)>,

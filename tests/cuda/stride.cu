@@ -2,7 +2,8 @@
  * stride.cu -- grid-stride loops, the way most CUDA kernels are written: grids smaller than
  * the data (each thread runs several iterations), larger (some run none), `int` and `size_t`
  * counters, a stride computed before the loop, neighbour reads, a 2-D launch with a stride in
- * x, a thread that reads what its own earlier iteration wrote, and loops that must not split by iterations (a thread-dependent write outside the loop,
+ * x, a thread that reads what its own earlier iteration wrote, two loops on the two ways of a
+ * test every thread takes alike, and loops that must not split by iterations (a thread-dependent write outside the loop,
  * a data-dependent `break`, a per-thread sum combined through an atomic). Everything is
  * checked against the same steps on the host.
  * Usage: stride [N [ROUNDS]]   (defaults 100003 3)
@@ -71,6 +72,15 @@ __global__ void total(const int *v, unsigned long long *sum, int n) {
   atomicAdd(sum, s);
 }
 
+// Two grid-stride loops, one on each way of a test every thread takes alike.
+__global__ void either(float *out, const float *in, int n, int twice) {
+  if (twice) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) out[i] = 2.0f * in[i];
+  } else {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) out[i] = in[i] + 1.0f;
+  }
+}
+
 static uint64_t fnv(const void *p, size_t bytes, uint64_t h) {
   const unsigned char *c = (const unsigned char *)p;
   for (size_t i = 0; i < bytes; ++i) h = (h ^ c[i]) * 1099511628211ull;
@@ -91,6 +101,7 @@ int main(int argc, char **argv) {
   int *m = (int *)malloc((size_t)w * h * sizeof(int)), *v = (int *)malloc(n * sizeof(int));
   int *u = (int *)malloc(n * sizeof(int)), mark[48] = {0};
   int *c = (int *)malloc(n * sizeof(int));
+  float *q = (float *)malloc(n * sizeof(float)), *dq;
   for (int i = 0; i < n; ++i) {
     x[i] = (float)(i % 97) * 0.5f;
     y[i] = (float)(i % 13);
@@ -107,7 +118,7 @@ int main(int argc, char **argv) {
       cudaMalloc(&ddin, n * sizeof(double)) || cudaMalloc(&ddout, n * sizeof(double)) ||
       cudaMalloc(&dm, (size_t)w * h * sizeof(int)) || cudaMalloc(&dv, n * sizeof(int)) ||
       cudaMalloc(&du, n * sizeof(int)) || cudaMalloc(&dmark, sizeof mark) || cudaMalloc(&dsum, sizeof sum) ||
-      cudaMalloc(&dc, n * sizeof(int)))
+      cudaMalloc(&dc, n * sizeof(int)) || cudaMalloc(&dq, n * sizeof(float)))
     return 1;
   cudaMemcpy(dx, x, n * sizeof(float), cudaMemcpyHostToDevice);
   cudaMemcpy(dy, y, n * sizeof(float), cudaMemcpyHostToDevice);
@@ -143,6 +154,8 @@ int main(int argc, char **argv) {
         if (u[i] < 0) break;
         u[i] = u[i] / 2;
       }
+    either<<<grid, 64>>>(dq, dx, n, r % 2);
+    for (int i = 0; i < n; ++i) q[i] = r % 2 ? 2.0f * x[i] : x[i] + 1.0f;
     total<<<16, 128>>>(dv, dsum, n);
     for (int i = 0; i < n; ++i) want_sum += (unsigned)v[i];
   }
@@ -151,6 +164,8 @@ int main(int argc, char **argv) {
   int *gm = (int *)malloc((size_t)w * h * sizeof(int)), *gv = (int *)malloc(n * sizeof(int));
   int *gu = (int *)malloc(n * sizeof(int)), gmark[48];
   int *gc = (int *)malloc(n * sizeof(int));
+  float *gq = (float *)malloc(n * sizeof(float));
+  cudaMemcpy(gq, dq, n * sizeof(float), cudaMemcpyDeviceToHost);
   cudaMemcpy(gc, dc, n * sizeof(int), cudaMemcpyDeviceToHost);
   cudaMemcpy(gy, dy, n * sizeof(float), cudaMemcpyDeviceToHost);
   cudaMemcpy(gs, ds, n * sizeof(float), cudaMemcpyDeviceToHost);
@@ -170,6 +185,7 @@ int main(int argc, char **argv) {
   bad += memcmp(gmark, mark, sizeof mark) != 0;
   bad += sum != want_sum;
   bad += memcmp(gc, c, n * sizeof(int)) != 0;
+  bad += memcmp(gq, q, n * sizeof(float)) != 0;
   uint64_t hsh = 14695981039346656037ull;
   hsh = fnv(gy, n * sizeof(float), hsh);
   hsh = fnv(gs, n * sizeof(float), hsh);
@@ -179,6 +195,7 @@ int main(int argc, char **argv) {
   hsh = fnv(gu, n * sizeof(int), hsh);
   hsh = fnv(&sum, sizeof sum, hsh);
   hsh = fnv(gc, n * sizeof(int), hsh);
+  hsh = fnv(gq, n * sizeof(float), hsh);
   printf("%s\nchecksum %016llx\n", bad ? "FAIL" : "PASS", (unsigned long long)hsh);
   return bad ? 1 : 0;
 }

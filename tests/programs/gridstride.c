@@ -1,8 +1,8 @@
 /*
  * gridstride.c -- saxpy as CUDA code often writes it: a fixed number of blocks whose size is
  * a run-time value, and a grid-stride loop (`i += blocks × block`) that covers any `n`.
- * The stride is a product of two run-time values, beyond affine arithmetic: the write cannot
- * be described exactly, so the node must run unsplit and say why (with the line).
+ * The stride is a product of two run-time values, beyond affine arithmetic; the analysis reads
+ * the loop one iteration at a time (analysis/src/stride.rs), so the node splits.
  *
  *   Root (CPU) -> Blocks (GPU, BLOCKS instances) -> Saxpy (leaf, BLOCK instances)
  *

@@ -618,11 +618,29 @@ fn split(
     let mut reach = blocks;
     let fixed_for =
         |names: &[String]| Ok(needed(names)?.into_iter().map(|(n, v)| (n.to_string(), v)).collect::<Vec<_>>());
+    // What a grid-stride loop's plan needs of ISL (where it ends, whether its iterations are
+    // independent) depends on the launch's values and on which arguments share a buffer, not
+    // on the buffers: computed once for the launches a loop alternates between.
+    let stride_key = || StrideKey {
+        node: dn.name.clone(),
+        values: values.clone(),
+        blocks,
+        per_block,
+        sharing: args.iter().map(|a| args.iter().position(|b| b.buffer == a.buffer).unwrap_or(0)).collect(),
+    };
+    let known = runtime_blocks.iter().any(|r| r.strided).then(|| {
+        let key = stride_key();
+        let found = STRIDES.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|m| m.get(&key).copied());
+        (key, found)
+    });
     let stride = match runtime_blocks.iter().find(|r| r.strided) {
         None => None,
         Some(r) => {
             let d = r.dim as usize;
-            let end = iterations_end(dn, args, d, &runtime_blocks, blocks, per_block, fixed_for)?;
+            let end = match known.as_ref().and_then(|(_, f)| *f) {
+                Some((end, _)) => end,
+                None => iterations_end(dn, args, d, &runtime_blocks, blocks, per_block, fixed_for)?,
+            };
             reach[d] = reach[d].max((end + per_block[d] - 1) / per_block[d]);
             Some(Stride { dim: d, id: r.id.clone(), grid_blocks: blocks[d], size: per_block[d], end, reach: reach[d] })
         }
@@ -684,8 +702,24 @@ fn split(
     // own blocks are cut, each running its rounds of iterations.
     let mut blocks = blocks;
     let mut grid = l.grid;
+    let independent = match (&stride, known) {
+        (None, _) => false,
+        (Some(_), Some((_, Some((_, independent))))) => independent,
+        (Some(s), Some((key, None))) => {
+            let independent =
+                independent_iterations(dn, args, &runtime_blocks, per_block, reach, &fixed_for, &value_refs);
+            let mut memo = STRIDES.lock().unwrap_or_else(|e| e.into_inner());
+            let memo = memo.get_or_insert_with(HashMap::new);
+            if memo.len() >= KEPT {
+                memo.clear();
+            }
+            memo.insert(key, (s.end, independent));
+            independent
+        }
+        (Some(_), None) => unreachable!("a strided launch has its key"),
+    };
     let stride = match stride {
-        Some(s) if independent_iterations(dn, args, &runtime_blocks, per_block, reach, &fixed_for, &value_refs) => {
+        Some(s) if independent => {
             blocks[s.dim] = s.reach;
             grid[s.dim] = s.reach;
             None
@@ -1205,6 +1239,20 @@ fn element_rects_in_rounds(
 /// any array a map reaches.
 const ROUND_ROWS: i64 = 1 << 36;
 
+/// What decides a grid-stride loop's plan beyond its partitions (see `split`).
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct StrideKey {
+    node: String,
+    values: Vec<(String, i64)>,
+    blocks: [i64; 3],
+    per_block: [i64; 3],
+    /// Per argument, the first argument on the same buffer.
+    sharing: Vec<usize>,
+}
+
+/// Per [`StrideKey`]: where the loop's iterations end, and whether they are independent.
+static STRIDES: Mutex<Option<HashMap<StrideKey, (i64, bool)>>> = Mutex::new(None);
+
 /// Entries kept in each cache below before it starts over.
 const KEPT: usize = 1 << 14;
 
@@ -1222,6 +1270,7 @@ static PARSED_GENERATION: AtomicU64 = AtomicU64::new(0);
 pub(crate) fn forget_intervals(parsed: bool) {
     *RECTS.lock().unwrap_or_else(|e| e.into_inner()) = None;
     *KNOWN.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    *STRIDES.lock().unwrap_or_else(|e| e.into_inner()) = None;
     FIXED_GENERATION.fetch_add(1, Ordering::Relaxed);
     if parsed {
         PARSED_GENERATION.fetch_add(1, Ordering::Relaxed);
