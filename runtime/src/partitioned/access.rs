@@ -622,6 +622,7 @@ fn split(
     // independent) depends on the launch's values and on which arguments share a buffer, not
     // on the buffers: computed once for the launches a loop alternates between.
     let stride_key = || StrideKey {
+        source: db.source.hash.clone(),
         node: dn.name.clone(),
         values: values.clone(),
         blocks,
@@ -1242,6 +1243,8 @@ const ROUND_ROWS: i64 = 1 << 36;
 /// What decides a grid-stride loop's plan beyond its partitions (see `split`).
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct StrideKey {
+    /// The database's source (a node's name is unique within one, not within a program).
+    source: String,
     node: String,
     values: Vec<(String, i64)>,
     blocks: [i64; 3],
