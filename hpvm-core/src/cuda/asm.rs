@@ -21,7 +21,7 @@ use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::AsTypeRef;
-use inkwell::types::{AnyTypeEnum, BasicTypeEnum};
+use inkwell::types::{AnyType, AnyTypeEnum, BasicTypeEnum};
 use inkwell::values::{AsValueRef, BasicMetadataValueEnum, BasicValue, BasicValueEnum, InstructionValue, IntValue};
 use llvm_sys::core::*;
 use llvm_sys::debuginfo::{LLVMInstructionGetDebugLoc, LLVMInstructionSetDebugLoc};
@@ -73,7 +73,12 @@ pub(super) fn lower<'ctx>(
     let args: Vec<BasicValueEnum<'ctx>> =
         Val(call).call_args().into_iter().map(|a| unsafe { BasicValueEnum::new(a.0) }).collect();
     let result_ty = unsafe { AnyTypeEnum::new(LLVMTypeOf(call)) };
-    if let Some(v) = portable(dev, b, &normalize(&text), &args, result_ty, lane)? {
+    let stmt = normalize(&text);
+    let exact = match portable(dev, b, &stmt, &args, result_ty, lane)? {
+        Some(v) => Some(v),
+        None => block(dev, b, &stmt, &args, result_ty, lane)?,
+    };
+    if let Some(v) = exact {
         unsafe {
             LLVMReplaceAllUsesWith(call, v.as_value_ref());
             LLVMInstructionEraseFromParent(call);
@@ -179,6 +184,23 @@ fn portable<'ctx>(
             let h = b.build_float_trunc(x.into_float_value(), f16t, "").map_err(llvm)?;
             b.build_bit_cast(h, i16t, "").map_err(llvm)?
         }
+        // Two floats into a pair of halves: the first source the upper half, the second the
+        // lower (CUDA's `__floats2half2_rn` on sm_80 and later writes `$0, $2, $1`).
+        "cvt.rn.f16x2.f32 $0, $1, $2" | "cvt.rn.f16x2.f32 $0, $2, $1" => {
+            let (hi, lo) = if stmt.ends_with("$1, $2") { (arg(0), arg(1)) } else { (arg(1), arg(0)) };
+            let (Some(hi), Some(lo)) = (hi, lo) else { return Ok(None) };
+            if !hi.is_float_value() || !lo.is_float_value() {
+                return Ok(None);
+            }
+            let half = |x: BasicValueEnum<'ctx>| -> Result<IntValue<'ctx>> {
+                let h = b.build_float_trunc(x.into_float_value(), f16t, "").map_err(llvm)?;
+                let bits = b.build_bit_cast(h, i16t, "").map_err(llvm)?.into_int_value();
+                b.build_int_z_extend(bits, i32t, "").map_err(llvm)
+            };
+            let (hi, lo) = (half(hi)?, half(lo)?);
+            let hi = b.build_left_shift(hi, i32t.const_int(16, false), "").map_err(llvm)?;
+            b.build_or(lo, hi, "pack").map_err(llvm)?.into()
+        }
         "cvt.f32.f16 $0, $1" | "cvt.f64.f16 $0, $1" => {
             let Some(x) = arg(0).filter(|a| a.is_int_value()) else { return Ok(None) };
             let to = if stmt.starts_with("cvt.f32") { f32t } else { f64t };
@@ -236,6 +258,129 @@ fn portable<'ctx>(
     Ok(fits.then_some(v))
 }
 
+/// A block of statements over `.f16` registers of its own, as CUDA's `cuda_fp16.hpp` writes
+/// its conversions (`{.reg .f16 low; cvt.rn.f16.f32 low, $1; mov.b32 $0, {low,low};}` is
+/// `__float2half2_rn`): each statement one [`portable`] has, its registers held as 16-bit
+/// integers. `None` where any statement has no portable form.
+fn block<'ctx>(
+    dev: &Module<'ctx>,
+    b: &Builder<'ctx>,
+    stmt: &str,
+    args: &[BasicValueEnum<'ctx>],
+    result: AnyTypeEnum<'ctx>,
+    lane: &dyn Fn(&Builder<'ctx>) -> Result<IntValue<'ctx>>,
+) -> Result<Option<BasicValueEnum<'ctx>>> {
+    let ctx = dev.get_context();
+    let i16t = ctx.i16_type();
+    let parts: Vec<&str> = stmt.split(';').map(str::trim).filter(|p| !p.is_empty()).collect();
+    let Some(regs) = parts.first().and_then(|p| p.strip_prefix(".reg .f16 ")) else { return Ok(None) };
+    let regs: Vec<&str> = regs.split(',').map(str::trim).collect();
+    // The asm's outputs (`$0`..) come before its inputs (`$n`.. are `args`).
+    let outputs: Vec<BasicTypeEnum<'ctx>> = match result {
+        AnyTypeEnum::StructType(s) => s.get_field_types(),
+        AnyTypeEnum::VoidType(_) => vec![],
+        other => match BasicTypeEnum::try_from(other) {
+            Ok(t) => vec![t],
+            Err(_) => return Ok(None),
+        },
+    };
+    let mut held: std::collections::HashMap<&str, BasicValueEnum<'ctx>> = std::collections::HashMap::new();
+    let mut out: Vec<Option<BasicValueEnum<'ctx>>> = vec![None; outputs.len()];
+    for p in &parts[1..] {
+        let Some((op, rest)) = p.split_once(' ') else { return Ok(None) };
+        let operands = split_operands(rest);
+        let Some((dest, sources)) = operands.split_first() else { return Ok(None) };
+        let dests: Vec<&str> = dest.trim_start_matches('{').trim_end_matches('}').split(',').map(str::trim).collect();
+        let braced = dest.starts_with('{');
+        // The statement as `portable` knows it: destinations `$0`.., then each distinct source.
+        let mut values: Vec<BasicValueEnum<'ctx>> = Vec::new();
+        let mut names: Vec<&str> = Vec::new();
+        let mut canon_sources = Vec::new();
+        for s in sources {
+            let items: Vec<&str> = s.trim_start_matches('{').trim_end_matches('}').split(',').map(str::trim).collect();
+            let mut canon = Vec::new();
+            for item in &items {
+                let k = match names.iter().position(|n| n == item) {
+                    Some(k) => k,
+                    None => {
+                        let v = if let Some(n) = item.strip_prefix('$') {
+                            let Ok(n) = n.parse::<usize>() else { return Ok(None) };
+                            let Some(v) = n.checked_sub(outputs.len()).and_then(|i| args.get(i)) else {
+                                return Ok(None);
+                            };
+                            *v
+                        } else {
+                            let Some(v) = held.get(item) else { return Ok(None) };
+                            *v
+                        };
+                        names.push(item);
+                        values.push(v);
+                        names.len() - 1
+                    }
+                };
+                canon.push(format!("${}", k + dests.len()));
+            }
+            canon_sources.push(if s.starts_with('{') { format!("{{{}}}", canon.join(",")) } else { canon.join(",") });
+        }
+        let canon_dest: Vec<String> = (0..dests.len()).map(|k| format!("${k}")).collect();
+        let canon_dest = if braced { format!("{{{}}}", canon_dest.join(",")) } else { canon_dest.join(",") };
+        let canon = format!("{op} {canon_dest}, {}", canon_sources.join(", "));
+        // What each destination holds: a register (16 bits) or an output of the asm.
+        let dest_ty = |d: &str| -> Option<BasicTypeEnum<'ctx>> {
+            if regs.contains(&d) {
+                return Some(i16t.into());
+            }
+            outputs.get(d.strip_prefix('$')?.parse::<usize>().ok()?).copied()
+        };
+        let Some(tys) = dests.iter().map(|d| dest_ty(d)).collect::<Option<Vec<_>>>() else { return Ok(None) };
+        let ty: AnyTypeEnum<'ctx> =
+            if braced { ctx.struct_type(&tys, false).as_any_type_enum() } else { tys[0].as_any_type_enum() };
+        let Some(v) = portable(dev, b, &canon, &values, ty, lane)? else { return Ok(None) };
+        for (k, d) in dests.iter().enumerate() {
+            let part =
+                if braced { b.build_extract_value(v.into_struct_value(), k as u32, "").map_err(llvm)? } else { v };
+            match d.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
+                Some(n) if n < out.len() => out[n] = Some(part),
+                Some(_) => return Ok(None),
+                None => {
+                    held.insert(d, part);
+                }
+            }
+        }
+    }
+    let Some(out) = out.into_iter().collect::<Option<Vec<_>>>() else { return Ok(None) };
+    match (result, out.as_slice()) {
+        (AnyTypeEnum::StructType(s), _) => {
+            let mut agg = s.get_undef();
+            for (k, v) in out.iter().enumerate() {
+                agg = b.build_insert_value(agg, *v, k as u32, "").map_err(llvm)?.into_struct_value();
+            }
+            Ok(Some(agg.into()))
+        }
+        (_, [v]) => Ok(Some(*v)),
+        _ => Ok(None),
+    }
+}
+
+/// The operands of a statement: comma-separated, braces kept whole (`$0, {low,high}`).
+fn split_operands(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(text[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(text[start..].trim());
+    out
+}
+
 /// The CPU's exact equivalent of CUDA's half-precision arithmetic (`__hadd`, `__hmul2`,
 /// `__hfma`...: `add`/`sub`/`mul`/`fma` on `.f16` and `.f16x2`), which the GPU runs as
 /// written. Round-to-nearest, as `.rn` is and as the plain forms are unless the GPU's
@@ -248,6 +393,9 @@ fn half_arithmetic<'ctx>(
     result: AnyTypeEnum<'ctx>,
 ) -> Result<Option<BasicValueEnum<'ctx>>> {
     let Some((op, operands)) = stmt.split_once(' ') else { return Ok(None) };
+    if let Some(test) = op.strip_prefix("set.") {
+        return half_comparison(dev, b, test, operands, args, result);
+    }
     let (op, pair) = match op.strip_suffix(".f16x2") {
         Some(op) => (op, true),
         None => match op.strip_suffix(".f16") {
@@ -297,6 +445,65 @@ fn half_arithmetic<'ctx>(
     Ok(fits.then_some(v))
 }
 
+/// PTX's `set.CMP.f16x2.f16x2 $0,$1,$2` (and `.f16.f16`), CUDA's `__hgt2` and kin: per half,
+/// 1.0 where the comparison holds and 0.0 where not; the ordered tests are false and the
+/// unordered (`equ`, `ltu`...) true where a half is NaN, as LLVM's `fcmp o..`/`u..` are.
+fn half_comparison<'ctx>(
+    dev: &Module<'ctx>,
+    b: &Builder<'ctx>,
+    test: &str,
+    operands: &str,
+    args: &[BasicValueEnum<'ctx>],
+    result: AnyTypeEnum<'ctx>,
+) -> Result<Option<BasicValueEnum<'ctx>>> {
+    use inkwell::FloatPredicate as P;
+    let (test, pair) = match (test.strip_suffix(".f16x2.f16x2"), test.strip_suffix(".f16.f16")) {
+        (Some(t), _) => (t, true),
+        (None, Some(t)) => (t, false),
+        _ => return Ok(None),
+    };
+    let predicate = match test {
+        "eq" => P::OEQ,
+        "ne" => P::ONE,
+        "lt" => P::OLT,
+        "le" => P::OLE,
+        "gt" => P::OGT,
+        "ge" => P::OGE,
+        "equ" => P::UEQ,
+        "neu" => P::UNE,
+        "ltu" => P::ULT,
+        "leu" => P::ULE,
+        "gtu" => P::UGT,
+        "geu" => P::UGE,
+        _ => return Ok(None),
+    };
+    if operands.replace(' ', "") != "$0,$1,$2" || args.len() != 2 {
+        return Ok(None);
+    }
+    let ctx = dev.get_context();
+    let h = ctx.f16_type();
+    let (bits, ty): (inkwell::types::IntType, BasicTypeEnum) =
+        if pair { (ctx.i32_type(), h.vec_type(2).into()) } else { (ctx.i16_type(), h.into()) };
+    if args.iter().any(|a| !a.is_int_value() || a.into_int_value().get_type() != bits) {
+        return Ok(None);
+    }
+    let x = b.build_bit_cast(args[0], ty, "").map_err(llvm)?;
+    let y = b.build_bit_cast(args[1], ty, "").map_err(llvm)?;
+    let v: BasicValueEnum = if pair {
+        let (x, y) = (x.into_vector_value(), y.into_vector_value());
+        let holds = b.build_float_compare(predicate, x, y, "").map_err(llvm)?;
+        let one = inkwell::types::VectorType::const_vector(&[h.const_float(1.0), h.const_float(1.0)]);
+        let zero = inkwell::types::VectorType::const_vector(&[h.const_float(0.0), h.const_float(0.0)]);
+        b.build_select(holds, one, zero, "").map_err(llvm)?
+    } else {
+        let holds = b.build_float_compare(predicate, x.into_float_value(), y.into_float_value(), "").map_err(llvm)?;
+        b.build_select(holds, h.const_float(1.0), h.const_float(0.0), "").map_err(llvm)?
+    };
+    let v = b.build_bit_cast(v, bits, "").map_err(llvm)?;
+    let fits = unsafe { LLVMTypeOf(v.as_value_ref()) == result.as_type_ref() };
+    Ok(fits.then_some(v))
+}
+
 /// The cycle counter: `%clock64` on the GPU (the NVPTX backend's reading of
 /// `llvm.readcyclecounter`), the time-stamp counter on the CPU.
 pub(super) fn clock<'ctx>(dev: &Module<'ctx>, b: &Builder<'ctx>) -> Result<IntValue<'ctx>> {
@@ -309,6 +516,15 @@ pub(super) fn clock<'ctx>(dev: &Module<'ctx>, b: &Builder<'ctx>) -> Result<IntVa
 #[cfg(test)]
 mod tests {
     use super::normalize;
+
+    #[test]
+    fn operands_keep_braces_whole() {
+        assert_eq!(split_operands("$0, {low,high}"), vec!["$0", "{low,high}"]);
+        assert_eq!(split_operands("{low,high},$1"), vec!["{low,high}", "$1"]);
+        assert_eq!(split_operands("low, $1"), vec!["low", "$1"]);
+        let block = normalize("{.reg .f16 low;\n  cvt.rn.f16.f32 low, $1;\n  mov.b32 $0, {low,low};}\n");
+        assert_eq!(block, ".reg .f16 low; cvt.rn.f16.f32 low, $1; mov.b32 $0, {low,low}");
+    }
 
     #[test]
     fn statements_are_compared_without_braces_blanks_or_comments() {
