@@ -515,7 +515,7 @@ pub(super) fn clock<'ctx>(dev: &Module<'ctx>, b: &Builder<'ctx>) -> Result<IntVa
 
 #[cfg(test)]
 mod tests {
-    use super::normalize;
+    use super::{normalize, split_operands};
 
     #[test]
     fn operands_keep_braces_whole() {
