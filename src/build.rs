@@ -115,7 +115,7 @@ pub fn build(opts: &BuildOptions) -> Result<()> {
         match outcome {
             isolate::Outcome::Done(_) => {}
             isolate::Outcome::Reported => return Err(Error::Reported),
-            isolate::Outcome::Crashed { how, doing } => {
+            isolate::Outcome::Crashed { how, doing, .. } => {
                 return Err(Error::Crashed(isolate::crash_message(input, &how, doing.as_deref())))
             }
             // The compile stage runs without a limit.
@@ -288,7 +288,8 @@ fn analysis_of(
             isolate::Outcome::Done(json) if json.is_empty() => Ok(None),
             isolate::Outcome::Done(json) => Ok(Some(dashdb::Database::from_json(&String::from_utf8_lossy(&json))?)),
             isolate::Outcome::Reported => Err(Error::Reported),
-            isolate::Outcome::Stalled { after, doing } => {
+            isolate::Outcome::Stalled { after, doing, stderr } => {
+                eprint!("{stderr}");
                 let node = doing.as_deref().and_then(|d| d.strip_prefix(analysis::PROGRESS_NODE)?.split_once('\t'));
                 let why = format!(
                     "did not finish in {} s (HPVM_MGPU_ANALYSIS_SECONDS sets the limit)",
@@ -314,14 +315,18 @@ fn analysis_of(
                     }
                 }
             }
-            isolate::Outcome::Crashed { how, doing } => {
+            isolate::Outcome::Crashed { how, doing, stderr } => {
                 let node = doing.as_deref().and_then(|d| d.strip_prefix(analysis::PROGRESS_NODE)?.split_once('\t'));
                 match node {
-                    // Once more, with Polly careful on that node (`analysis::Options::careful`).
+                    // Once more, with Polly careful on that node (`analysis::Options::careful`);
+                    // what the crashed attempt said (ISL's abort) is shown only if that fails too.
                     Some((symbol, _)) if !analysis_opts.careful.iter().any(|s| s == symbol) => {
                         analysis_opts.careful.push(symbol.to_string());
                         continue;
                     }
+                    _ => eprint!("{stderr}"),
+                }
+                match node {
                     Some((symbol, shown)) if !analysis_opts.skip.iter().any(|s| s == symbol) => {
                         eprintln!(
                             "{}: warning: the access analysis crashed ({how}) on {shown}, which runs whole, on one \

@@ -11,7 +11,7 @@
 
 use crate::error::{Error, Result};
 use std::io::{Read, Write};
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::Path;
 
 /// How the child ended.
@@ -20,11 +20,17 @@ pub enum Outcome {
     Done(Vec<u8>),
     /// It reported an error of the user's program itself (already printed).
     Reported,
-    /// It died: how, and the last progress line it wrote (what it was doing).
-    Crashed { how: String, doing: Option<String> },
+    /// It died: how, and the last progress line it wrote (what it was doing). `stderr`: what
+    /// it wrote there, held back (analysis stage only) for the caller, which may try again.
+    Crashed { how: String, doing: Option<String>, stderr: String },
     /// It said nothing for `after` (its patience): it was stopped, doing `doing`.
-    Stalled { after: std::time::Duration, doing: Option<String> },
+    Stalled { after: std::time::Duration, doing: Option<String>, stderr: String },
 }
+
+/// The stage whose child's standard error is held back until it ends ([`Outcome`]): its
+/// callers analyse a crashed node again, carefully, and a retry that succeeds should not
+/// leave ISL's abort message behind ("isl_space.c:1625: domains need to match").
+const HELD_STAGE: &str = "analysis";
 
 /// How long the analysis may go without progress (each node says when it starts) before
 /// it is stopped and the node runs whole: `HPVM_MGPU_ANALYSIS_SECONDS` (default 60). ISL's
@@ -102,9 +108,17 @@ pub fn run_with_patience(
     if pid < 0 {
         return Err(Error::io("starting the compiler's child", std::io::Error::last_os_error()));
     }
+    let held = (stage == HELD_STAGE).then(|| tmp.join(format!("stderr-{stage}")));
     if pid == 0 {
         // SAFETY: the child's own ends of the pipe.
         unsafe { libc::close(fds[0]) };
+        if let Some(path) = &held {
+            // Its standard error into a file of the scratch directory (the parent replays it).
+            if let Ok(f) = std::fs::File::create(path) {
+                // SAFETY: replaces descriptor 2 with a file of ours; `f` may close after.
+                unsafe { libc::dup2(f.as_raw_fd(), 2) };
+            }
+        }
         let mut ch = Channel(unsafe { std::fs::File::from_raw_fd(fds[1]) });
         std::env::set_var("TMPDIR", tmp);
         if std::env::var("HPVM_MGPU_INJECT_CRASH").is_ok_and(|v| v == stage) {
@@ -179,13 +193,27 @@ pub fn run_with_patience(
             return Err(Error::io("waiting for the compiler's child", std::io::Error::last_os_error()));
         }
     }
+    let stderr = held
+        .as_ref()
+        .map(|p| {
+            let text = std::fs::read(p).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+            let _ = std::fs::remove_file(p);
+            text
+        })
+        .unwrap_or_default();
     let (doing, result) = split(&bytes);
     if let Some(after) = stalled {
-        return Ok(Outcome::Stalled { after, doing });
+        return Ok(Outcome::Stalled { after, doing, stderr });
     }
-    Ok(if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 && result.is_some() {
+    let done = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 && result.is_some();
+    let reported = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == REPORTED;
+    if done || reported {
+        // What it said (warnings, the user's errors) is the user's to read.
+        eprint!("{stderr}");
+    }
+    Ok(if done {
         Outcome::Done(result.unwrap_or_default().to_vec())
-    } else if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == REPORTED {
+    } else if reported {
         Outcome::Reported
     } else {
         let how = if libc::WIFSIGNALED(status) {
@@ -196,7 +224,7 @@ pub fn run_with_patience(
             // LLVM's fatal errors print `LLVM ERROR: ...` and exit(1).
             format!("a fatal error of LLVM (exit status {})", libc::WEXITSTATUS(status))
         };
-        Outcome::Crashed { how, doing }
+        Outcome::Crashed { how, doing, stderr }
     })
 }
 
@@ -254,7 +282,7 @@ mod tests {
         })
         .unwrap();
         match out {
-            Outcome::Crashed { how, doing } => {
+            Outcome::Crashed { how, doing, .. } => {
                 assert!(how.contains("SIGABRT"), "{how}");
                 assert_eq!(doing.as_deref(), Some("node `k` (k.cu:7)"));
             }
@@ -262,6 +290,30 @@ mod tests {
         }
         let out = run(&tmp, "test", |_| Ok(b"fine".to_vec())).unwrap();
         assert!(matches!(out, Outcome::Done(b) if b == b"fine"));
+    }
+
+    /// The analysis stage's standard error comes back with its crash, for the caller to show
+    /// or drop (a careful retry that succeeds drops ISL's abort message).
+    #[test]
+    fn an_analysis_crash_holds_back_what_it_printed() {
+        let tmp = std::env::temp_dir().join(format!("hpvm-isolate-held-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let out = run(&tmp, HELD_STAGE, |_| {
+            // Straight to descriptor 2, as ISL writes (the test harness captures `eprintln!`).
+            let line = b"isl_space.c:1625: domains need to match\n";
+            // SAFETY: writes a buffer of ours to descriptor 2.
+            unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+            // SAFETY: ends the child.
+            unsafe { libc::abort() }
+        })
+        .unwrap();
+        match out {
+            Outcome::Crashed { stderr, .. } => assert!(stderr.contains("domains need to match"), "{stderr}"),
+            _ => panic!("the abort was not seen"),
+        }
+        // Nothing is left behind in the scratch directory.
+        assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+        std::fs::remove_dir(&tmp).unwrap();
     }
 
     #[test]
@@ -275,7 +327,7 @@ mod tests {
         })
         .unwrap();
         match out {
-            Outcome::Stalled { after, doing } => {
+            Outcome::Stalled { after, doing, .. } => {
                 assert_eq!(after, patience);
                 assert_eq!(doing.as_deref(), Some("node `slow` (s.cu:3)"));
             }
