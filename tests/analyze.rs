@@ -136,7 +136,7 @@ fn grid_stride_loops_that_do_not_split_say_why() {
         let end = out[at + 1..].find("\nnode ").map_or(out.len(), |e| at + 1 + e);
         assert!(out[at..end].contains(why), "{node}: {}", &out[at..end]);
     }
-    for node in ["axpy", "scale_wide", "smooth", "rows", "carry", "either"] {
+    for node in ["axpy", "scale_wide", "smooth", "rows", "carry", "either", "fill_const"] {
         let at = out.find(&format!("node {node} (tests/cuda/stride.cu:")).unwrap_or_else(|| panic!("{node}: {out}"));
         let head = out[at..].lines().next().unwrap();
         assert!(head.contains("): partitionable, splittable along"), "{head}");

@@ -135,6 +135,18 @@ bool as_below(const ICmpInst *C, bool holds_when_true, const Value *&Tested, con
   return true;
 }
 
+// Whether two loop bounds are the same value, once extended alike: one value under casts, or
+// two constants equal as the test reads them (LLVM widens a test on `i < 96000` to 64 bits).
+bool same_bound(const Value *A, const Value *B, bool is_signed) {
+  if (strip(A) == strip(B))
+    return true;
+  auto *CA = dyn_cast<ConstantInt>(A), *CB = dyn_cast<ConstantInt>(B);
+  if (!CA || !CB)
+    return false;
+  return is_signed ? CA->getValue().getSExtValue() == CB->getValue().getSExtValue()
+                   : CA->getValue().getZExtValue() == CB->getValue().getZExtValue();
+}
+
 bool is_debug_or_marker(const Instruction &I) {
   if (auto *II = dyn_cast<IntrinsicInst>(&I)) {
     switch (II->getIntrinsicID()) {
@@ -383,14 +395,14 @@ extern "C" char *hpvm_grid_stride(LLVMModuleRef module_ref, const char *function
     CmpInst::Predicate GPred;
     bool same_test = GCmp && as_below(GCmp, GBr->getSuccessor(0) == Pre, GTested, GBound, GPred) && GPred == Pred &&
                      (strip(GTested) == strip(Start) || (is_coordinate(GTested, D) && is_coordinate(Start, D))) &&
-                     strip(GBound) == strip(Bound);
+                     same_bound(GBound, Bound, CmpInst::isSigned(Pred));
     if (same_test && GTested->getType() != Tested->getType()) {
       // LLVM widened the counter: the same test on extended values, which keeps the order
       // only when extended alike (sign-extension for a signed test, zero- for unsigned).
       bool guard_wide = GTested->getType()->getIntegerBitWidth() > Tested->getType()->getIntegerBitWidth();
       const Value *bound = guard_wide ? GBound : Bound, *start = guard_wide ? GTested : Start;
-      same_test = CmpInst::isSigned(Pred) ? isa<SExtInst>(bound) && isa<SExtInst>(start)
-                                          : isa<ZExtInst>(bound) && isa<ZExtInst>(start);
+      bool bound_ok = isa<ConstantInt>(bound) || (CmpInst::isSigned(Pred) ? isa<SExtInst>(bound) : isa<ZExtInst>(bound));
+      same_test = bound_ok && (CmpInst::isSigned(Pred) ? isa<SExtInst>(start) : isa<ZExtInst>(start));
     }
     if (!same_test) {
       refuse("the loop is not entered under its own test");

@@ -81,6 +81,11 @@ __global__ void either(float *out, const float *in, int n, int twice) {
   }
 }
 
+// A constant bound, which LLVM widens to 64 bits in the loop's test but not in its entry's.
+__global__ void fill_const(int *v) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < 4096; i += blockDim.x * gridDim.x) v[i] = i * 3 + v[i];
+}
+
 static uint64_t fnv(const void *p, size_t bytes, uint64_t h) {
   const unsigned char *c = (const unsigned char *)p;
   for (size_t i = 0; i < bytes; ++i) h = (h ^ c[i]) * 1099511628211ull;
@@ -102,6 +107,7 @@ int main(int argc, char **argv) {
   int *u = (int *)malloc(n * sizeof(int)), mark[48] = {0};
   int *c = (int *)malloc(n * sizeof(int));
   float *q = (float *)malloc(n * sizeof(float)), *dq;
+  int *k = (int *)calloc(4096, sizeof(int)), *dk, *gk = (int *)malloc(4096 * sizeof(int));
   for (int i = 0; i < n; ++i) {
     x[i] = (float)(i % 97) * 0.5f;
     y[i] = (float)(i % 13);
@@ -118,7 +124,7 @@ int main(int argc, char **argv) {
       cudaMalloc(&ddin, n * sizeof(double)) || cudaMalloc(&ddout, n * sizeof(double)) ||
       cudaMalloc(&dm, (size_t)w * h * sizeof(int)) || cudaMalloc(&dv, n * sizeof(int)) ||
       cudaMalloc(&du, n * sizeof(int)) || cudaMalloc(&dmark, sizeof mark) || cudaMalloc(&dsum, sizeof sum) ||
-      cudaMalloc(&dc, n * sizeof(int)) || cudaMalloc(&dq, n * sizeof(float)))
+      cudaMalloc(&dc, n * sizeof(int)) || cudaMalloc(&dq, n * sizeof(float)) || cudaMalloc(&dk, 4096 * sizeof(int)))
     return 1;
   cudaMemcpy(dx, x, n * sizeof(float), cudaMemcpyHostToDevice);
   cudaMemcpy(dy, y, n * sizeof(float), cudaMemcpyHostToDevice);
@@ -128,6 +134,7 @@ int main(int argc, char **argv) {
   cudaMemcpy(du, u, n * sizeof(int), cudaMemcpyHostToDevice);
   cudaMemcpy(dmark, mark, sizeof mark, cudaMemcpyHostToDevice);
   cudaMemcpy(dsum, &sum, sizeof sum, cudaMemcpyHostToDevice);
+  cudaMemcpy(dk, k, 4096 * sizeof(int), cudaMemcpyHostToDevice);
   for (int r = 0; r < rounds; ++r) {
     // Fewer threads than elements (several iterations each), then more (some run none).
     int grid = r % 2 == 0 ? 40 : (n + 127) / 128 + 7;
@@ -156,6 +163,8 @@ int main(int argc, char **argv) {
       }
     either<<<grid, 64>>>(dq, dx, n, r % 2);
     for (int i = 0; i < n; ++i) q[i] = r % 2 ? 2.0f * x[i] : x[i] + 1.0f;
+    fill_const<<<3 + r, 64>>>(dk);
+    for (int i = 0; i < 4096; ++i) k[i] = i * 3 + k[i];
     total<<<16, 128>>>(dv, dsum, n);
     for (int i = 0; i < n; ++i) want_sum += (unsigned)v[i];
   }
@@ -166,6 +175,7 @@ int main(int argc, char **argv) {
   int *gc = (int *)malloc(n * sizeof(int));
   float *gq = (float *)malloc(n * sizeof(float));
   cudaMemcpy(gq, dq, n * sizeof(float), cudaMemcpyDeviceToHost);
+  cudaMemcpy(gk, dk, 4096 * sizeof(int), cudaMemcpyDeviceToHost);
   cudaMemcpy(gc, dc, n * sizeof(int), cudaMemcpyDeviceToHost);
   cudaMemcpy(gy, dy, n * sizeof(float), cudaMemcpyDeviceToHost);
   cudaMemcpy(gs, ds, n * sizeof(float), cudaMemcpyDeviceToHost);
@@ -186,6 +196,7 @@ int main(int argc, char **argv) {
   bad += sum != want_sum;
   bad += memcmp(gc, c, n * sizeof(int)) != 0;
   bad += memcmp(gq, q, n * sizeof(float)) != 0;
+  bad += memcmp(gk, k, 4096 * sizeof(int)) != 0;
   uint64_t hsh = 14695981039346656037ull;
   hsh = fnv(gy, n * sizeof(float), hsh);
   hsh = fnv(gs, n * sizeof(float), hsh);
@@ -196,6 +207,7 @@ int main(int argc, char **argv) {
   hsh = fnv(&sum, sizeof sum, hsh);
   hsh = fnv(gc, n * sizeof(int), hsh);
   hsh = fnv(gq, n * sizeof(float), hsh);
+  hsh = fnv(gk, 4096 * sizeof(int), hsh);
   printf("%s\nchecksum %016llx\n", bad ? "FAIL" : "PASS", (unsigned long long)hsh);
   return bad ? 1 : 0;
 }
