@@ -640,7 +640,12 @@ fn split(
             let d = r.dim as usize;
             let end = match known.as_ref().and_then(|(_, f)| *f) {
                 Some((end, _)) => end,
-                None => iterations_end(dn, args, d, &runtime_blocks, blocks, per_block, fixed_for)?,
+                None => {
+                    // The block ids of `d` as far as the standing bounds allow.
+                    let mut hi = blocks.map(|b| b.max(0) as u64);
+                    hi[d] = (dashdb::PARAM_LIMIT / per_block[d]) as u64;
+                    iterations_end(dn, args, d, &block_ranges([0; 3], hi), fixed_for)?
+                }
             };
             reach[d] = reach[d].max((end + per_block[d] - 1) / per_block[d]);
             Some(Stride { dim: d, id: r.id.clone(), grid_blocks: blocks[d], size: per_block[d], end, reach: reach[d] })
@@ -707,8 +712,8 @@ fn split(
         (None, _) => false,
         (Some(_), Some((_, Some((_, independent))))) => independent,
         (Some(s), Some((key, None))) => {
-            let independent =
-                independent_iterations(dn, args, &runtime_blocks, per_block, reach, &fixed_for, &value_refs);
+            let every = block_ranges([0; 3], reach.map(|b| b.max(0) as u64));
+            let independent = independent_iterations(dn, args, &every, &fixed_for, &value_refs);
             let mut memo = STRIDES.lock().unwrap_or_else(|e| e.into_inner());
             let memo = memo.get_or_insert_with(HashMap::new);
             if memo.len() >= KEPT {
@@ -987,25 +992,16 @@ type FixedFor<'a> = dyn Fn(&[String]) -> Result<Vec<(String, i64)>, String> + 'a
 /// Whether a grid-stride loop's iterations may run in any order, one per thread: no
 /// iteration writes an element another one writes or reads (per argument; an argument that
 /// shares its buffer with another, or whose reads the maps do not bound, is not decided and
-/// counts as dependent). The block ids range over every iteration (`reach`).
+/// counts as dependent), with the block ids ranged by `ranges` over every iteration.
 fn independent_iterations(
     dn: &dashdb::Node,
     args: &[BufArg],
-    runtime_blocks: &[&dashdb::RuntimeBlock],
-    per_block: [i64; 3],
-    reach: [i64; 3],
+    ranges: &[BlockRange],
     fixed_for: &FixedFor<'_>,
     values: &[(&str, i64)],
 ) -> bool {
-    let ranges: Vec<BlockRange> = runtime_blocks
-        .iter()
-        .map(|r| {
-            let e = r.dim as usize;
-            BlockRange { id: r.id.clone(), offset: r.offset.clone(), size: per_block[e], lo: 0, hi: reach[e].max(0) }
-        })
-        .collect();
     let over =
-        |map: &str, fixed: &[(String, i64)]| with_fixed_map(map, fixed, &ranges, |m| m.copy()?.over_blocks(&ranges));
+        |map: &str, fixed: &[(String, i64)]| with_fixed_map(map, fixed, ranges, |m| m.copy()?.over_blocks(ranges));
     for (ai, a) in args.iter().enumerate() {
         let Some(arg) = dn.arg(a.param) else { return false };
         let written = match (arg.write, &arg.write_map) {
@@ -1022,7 +1018,7 @@ fn independent_iterations(
             (_, None) => return false,
         };
         if let (Some(_), Some(cond)) = (read, &arg.read_valid_when) {
-            if !assumptions_hold(cond, values, &ranges).unwrap_or(false) {
+            if !assumptions_hold(cond, values, ranges).unwrap_or(false) {
                 return false;
             }
         }
@@ -1045,37 +1041,23 @@ fn independent_iterations(
 }
 
 /// One past the last iteration a grid-stride loop runs in dimension `d`: where the node's
-/// maps end, with every other parameter fixed and the block ids of `d` ranged as far as the
-/// standing bounds allow. An error where a map does not end (nothing bounds the loop).
+/// maps end, with every other parameter fixed and the block ids ranged by `ranges` (those of
+/// `d` as far as the standing bounds allow). An error where a map does not end (nothing
+/// bounds the loop).
 fn iterations_end(
     dn: &dashdb::Node,
     args: &[BufArg],
     d: usize,
-    runtime_blocks: &[&dashdb::RuntimeBlock],
-    blocks: [i64; 3],
-    per_block: [i64; 3],
+    ranges: &[BlockRange],
     fixed_for: impl Fn(&[String]) -> Result<Vec<(String, i64)>, String>,
 ) -> Result<i64, String> {
-    let ranges: Vec<BlockRange> = runtime_blocks
-        .iter()
-        .map(|r| {
-            let e = r.dim as usize;
-            BlockRange {
-                id: r.id.clone(),
-                offset: r.offset.clone(),
-                size: per_block[e],
-                lo: 0,
-                hi: if e == d { dashdb::PARAM_LIMIT / per_block[e] } else { blocks[e].max(0) },
-            }
-        })
-        .collect();
     let mut end = 0;
     for a in args {
         let Some(arg) = dn.arg(a.param) else { continue };
         let fixed = fixed_for(&arg.params)?;
         let maps = arg.read_map.iter().chain(arg.write_map.iter()).chain(arg.write_through.iter().map(|t| &t.map));
         for m in maps {
-            let e = with_fixed_map(m, &fixed, &ranges, |m| m.copy()?.over_blocks(&ranges)?.domain_end(d))
+            let e = with_fixed_map(m, &fixed, ranges, |m| m.copy()?.over_blocks(ranges)?.domain_end(d))
                 .map_err(|e| format!("`{}`: where its grid-stride loop ends: {e}", arg.name))?;
             end = end.max(e.unwrap_or(0));
         }
