@@ -962,53 +962,51 @@ pub fn push_to_devices(ptr: usize, bytes: usize) {
 /// `[ptr, ptr + bytes)`, as CUDA does it: the bytes go straight to the open devices, which
 /// become the only holders of that range; the host's copy of it is not written (its pages
 /// are not even touched: a fresh `cudaMalloc` of a GiB costs no host memory). False, and
-/// nothing done, where the caller must go through the host's copy: no devices, a memory limit
-/// (devices back only what launches need), ranks, a buffer the host stores into directly
-/// (managed memory, HPVM-C buffers), or untracked memory.
+/// nothing done, where the caller must go through the host's copy (see [`write_on_devices`]).
 pub fn copy_from_program(ptr: usize, bytes: usize, src: *const u8) -> bool {
-    let devs = devices();
-    let n = devs.count();
-    if n == 0 || bytes == 0 || residency::limit().is_some() || devs.spans_ranks() {
-        return false;
-    }
-    inflight::drain();
-    // GPUs not open yet receive it when a launch first needs it there.
-    let open: Vec<usize> = (0..n).filter(|&k| devs.is_open(k)).collect();
-    if open.is_empty() {
-        return false;
-    }
-    let mut t = table();
-    let (ptr, bytes) = (ptr as u64, bytes as u64);
-    let Some(start) = t.containing(ptr, bytes).filter(|s| !t.buffers[s].host_stores) else { return false };
-    let (lo, hi) = (ptr - start, ptr - start + bytes);
-    t.back_for_copy_in(start, &open, lo, hi);
-    let buf = t.buffers.get_mut(&start).expect("found above");
-    let mut copies = Vec::with_capacity(open.len());
-    for &k in &open {
-        let base = buf.addr(Place::Device(k)).unwrap_or_else(|e| crate::fatal(&e));
-        copies.push(Copy {
-            src: Place::Host,
-            src_addr: src as u64,
-            dst: Place::Device(k),
-            dst_addr: base + lo,
-            rows: 1,
-            row_bytes: bytes,
-            pitch: bytes,
-        });
-    }
-    execute(&copies).unwrap_or_else(|e| crate::fatal(&format!("copying into device memory: {e}")));
-    buf.coherence.set_only(lo, hi, Place::Device(open[0]));
-    for &k in &open[1..] {
-        buf.coherence.add(lo, hi, Place::Device(k));
-    }
-    true
+    write_on_devices(ptr, bytes, "copying into device memory", |targets| {
+        let copies: Vec<Copy> = targets
+            .iter()
+            .map(|&(k, dst_addr)| Copy {
+                src: Place::Host,
+                src_addr: src as u64,
+                dst: Place::Device(k),
+                dst_addr,
+                rows: 1,
+                row_bytes: bytes as u64,
+                pitch: bytes as u64,
+            })
+            .collect();
+        execute(&copies)
+    })
 }
 
 /// CUDA's `cudaMemset` of tracked memory `[ptr, ptr + bytes)` to `byte`, done where CUDA does
 /// it: on every open device, which become its only holders (the host's copy is not written).
-/// False, and nothing done, where the caller must go through the host's copy (as
-/// [`copy_from_program`]).
+/// False, and nothing done, where the caller must go through the host's copy.
 pub fn fill_on_devices(ptr: usize, bytes: usize, byte: u8) -> bool {
+    write_on_devices(ptr, bytes, "setting device memory", |targets| {
+        let devs = devices();
+        targets.iter().try_for_each(|&(k, addr)| {
+            let d = devs.get(k);
+            d.fill(addr, byte, bytes as u64).and_then(|_| d.synchronize())
+        })
+    })
+}
+
+/// Writes tracked memory `[ptr, ptr + bytes)` on every open device, as CUDA's copies and
+/// fills into device memory do: `write` gets each device and the address of the range in
+/// its copy (backed first), and the devices become the range's only holders. False, and
+/// nothing done, where the caller must go through the host's copy: no open device, a memory
+/// limit (devices back only what launches need), ranks, a buffer the host stores into
+/// directly (managed memory, HPVM-C buffers), or untracked memory. GPUs not open yet get the
+/// range when a launch first needs it there.
+fn write_on_devices(
+    ptr: usize,
+    bytes: usize,
+    what: &str,
+    write: impl FnOnce(&[(usize, u64)]) -> Result<(), String>,
+) -> bool {
     let devs = devices();
     let n = devs.count();
     if n == 0 || bytes == 0 || residency::limit().is_some() || devs.spans_ranks() {
@@ -1025,13 +1023,9 @@ pub fn fill_on_devices(ptr: usize, bytes: usize, byte: u8) -> bool {
     let (lo, hi) = (ptr - start, ptr - start + bytes);
     t.back_for_copy_in(start, &open, lo, hi);
     let buf = t.buffers.get_mut(&start).expect("found above");
-    for &k in &open {
-        let base = buf.addr(Place::Device(k)).unwrap_or_else(|e| crate::fatal(&e));
-        let d = devs.get(k);
-        d.fill(base + lo, byte, bytes)
-            .and_then(|_| d.synchronize())
-            .unwrap_or_else(|e| crate::fatal(&format!("setting device memory: {e}")));
-    }
+    let targets: Vec<(usize, u64)> =
+        open.iter().map(|&k| (k, buf.addr(Place::Device(k)).unwrap_or_else(|e| crate::fatal(&e)) + lo)).collect();
+    write(&targets).unwrap_or_else(|e| crate::fatal(&format!("{what}: {e}")));
     buf.coherence.set_only(lo, hi, Place::Device(open[0]));
     for &k in &open[1..] {
         buf.coherence.add(lo, hi, Place::Device(k));
