@@ -1,10 +1,10 @@
 /*
  * histogram.c -- two nodes whose writes go where the data says, which no access analysis can
- * predict: a histogram (atomic increments of bins[data[i] % nbins]) and a scatter
- * (out[perm[i]] = in[i]). `hpvm-mgpu analyze` reports the histogram not partitionable, with
- * the line of the update: it runs on one device. The scatter's indices are read from `perm`,
- * which the node only reads: the runtime reads them at each launch and splits the launch
- * when the parts write different elements (a permutation does).
+ * predict: a histogram (atomic increments of bins[data[i] % nbins]: a reduction, each device
+ * counting its part into a private copy of the bins, added up after the launch) and a scatter
+ * (out[perm[i]] = in[i]), whose indices are read from `perm`, which the node only reads: the
+ * runtime reads them at each launch and splits the launch when the parts write different
+ * elements (a permutation does).
  *
  * Dataflow graph:
  *

@@ -77,8 +77,9 @@ fn data_dependent_writes_are_not_partitionable() {
     let o = hpvm_mgpu(&["analyze", "examples/histogram.c"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("node Histogram (examples/histogram.c:30): not partitionable"), "{out}");
-    assert!(out.contains("updated atomically") && out.contains("(examples/histogram.c:37)"), "{out}");
+    // Atomic increments at data-dependent bins: a reduction, split over private copies.
+    assert!(out.contains("node Histogram (examples/histogram.c:30): partitionable"), "{out}");
+    assert!(out.contains("updates atomically (add on i32; each device a private copy) anywhere in bins[*]"), "{out}");
     // A scatter through indices the node only reads: split by an inspector at run time.
     assert!(out.contains("node Scatter (examples/histogram.c:42): partitionable"), "{out}");
     assert!(out.contains("writes at indices read from `perm`"), "{out}");
@@ -130,17 +131,62 @@ fn grid_stride_loops_that_do_not_split_say_why() {
             "until_negative (tests/cuda/stride.cu:61)",
             "may be left before its test (a `break` or `return` inside) (tests/cuda/stride.cu:62)",
         ),
-        ("total (tests/cuda/stride.cu:69)", "the kernel writes memory outside the loop (tests/cuda/stride.cu:71)"),
     ] {
         let at = out.find(&format!("node {node}: not partitionable")).unwrap_or_else(|| panic!("{node}: {out}"));
         let end = out[at + 1..].find("\nnode ").map_or(out.len(), |e| at + 1 + e);
         assert!(out[at..end].contains(why), "{node}: {}", &out[at..end]);
     }
-    for node in ["axpy", "scale_wide", "smooth", "rows", "carry", "either", "fill_const"] {
+    // `total`'s loop stays whole (its atomic is outside it), but the atomic is a reduction:
+    // the launch splits by its own blocks, each reading all of `v`.
+    for node in ["axpy", "scale_wide", "smooth", "rows", "carry", "either", "fill_const", "total"] {
         let at = out.find(&format!("node {node} (tests/cuda/stride.cu:")).unwrap_or_else(|| panic!("{node}: {out}"));
         let head = out[at..].lines().next().unwrap();
         assert!(head.contains("): partitionable, splittable along"), "{head}");
     }
+}
+
+/// Atomic updates that combine (add, min, max, and, or, xor on 32- and 64-bit integers, float
+/// sums) are reductions; atomics whose old value is used, or on an argument also read
+/// plainly, keep the node whole and say why at the user's line.
+#[test]
+fn atomics_that_combine_are_reductions_and_the_others_say_why() {
+    let o = hpvm_mgpu(&["analyze", "tests/cuda/reduce.cu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let node = |name: &str| {
+        let at = out.find(&format!("node {name} (tests/cuda/reduce.cu:")).unwrap_or_else(|| panic!("{name}: {out}"));
+        let end = out[at + 1..].find("\nnode ").map_or(out.len(), |e| at + 1 + e);
+        out[at..end].to_string()
+    };
+    for (name, updates) in [
+        ("histogram", vec!["(add on i32; each device a private copy) anywhere in bins[*]"]),
+        ("sum", vec!["(add on f32; each device a private copy) within", "-> total[0]"]),
+        ("extremes", vec!["(min on i32;", "(max on i32;", "(min on u32;", "(max on u32;"]),
+        ("wide", vec!["(add on i64;", "(max on i64;", "(add on f64;"]),
+        ("bits", vec!["(or on u32;", "(and on u32;", "(xor on u32;"]),
+        ("take", vec!["(add on i32;"]),
+    ] {
+        let text = node(name);
+        assert!(text.lines().next().unwrap().contains("): partitionable, splittable along"), "{text}");
+        for u in updates {
+            assert!(text.contains(&format!("updates atomically {u}")) || text.contains(u), "{name}: {u}: {text}");
+        }
+    }
+    let compact = node("compact");
+    assert!(compact.contains(": not partitionable"), "{compact}");
+    assert!(
+        compact.contains(
+            "`slots` is updated atomically and its old value is used: the updates of different devices could not be \
+             combined (tests/cuda/reduce.cu:83)"
+        ),
+        "{compact}"
+    );
+    let capped = node("capped");
+    assert!(
+        capped.contains("`count` is updated atomically and also read or written plainly")
+            && capped.contains("reduce.cu:89"),
+        "{capped}"
+    );
 }
 
 #[test]

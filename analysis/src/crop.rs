@@ -10,8 +10,10 @@
 //! - Shared-memory traffic goes: stores into it are deleted, loads from it die when unused.
 //!   Which shared elements a block touches is not the partitioning's business.
 //! - Barriers and `__hpvm__return` go: they order and publish values, they address nothing.
-//! - Atomic updates become a load and a store of the same element (what they access); the
-//!   node is recorded as using atomics, which no partitioning can merge.
+//! - Atomic updates become a load and a store of the same element (what they access), each
+//!   recorded ([`Atomic`]) with how it combines: an argument updated only by combining atomics
+//!   whose old values go unused is a reduction, which devices can run on private copies and
+//!   combine after; any other atomic keeps the node whole.
 //! - The two ways of an `if`/`else` that both store to the same element store once, after
 //!   they meet ([`merge_twin_stores`]): what differs between the ways was the stored value,
 //!   which is poison now, so the element is written whatever the (data-dependent) condition,
@@ -27,14 +29,27 @@ use llvm_sys::LLVMOpcode;
 /// What cropping found that the classification needs.
 #[derive(Debug, Default)]
 pub struct Cropped {
-    /// Atomic updates: the wrapper parameter the address is based on (if known) and the
-    /// source location.
-    pub atomics: Vec<(Option<u32>, String)>,
+    /// Atomic updates, in the function's order.
+    pub atomics: Vec<Atomic>,
+    /// Parameters (not shared memory) that plain loads or stores access: an argument among
+    /// them is no reduction, whatever its atomics.
+    pub plain: Vec<u32>,
     /// The cropped function fails LLVM's verifier (a bug of the cropping): its node must
     /// not be analysed.
     pub broken: bool,
     /// Loads were split on clamps ([`split_selected_addresses`]).
     pub split: bool,
+}
+
+/// One atomic update found by [`crop`].
+#[derive(Debug)]
+pub struct Atomic {
+    /// The wrapper parameter the address is based on, if known.
+    pub base: Option<u32>,
+    pub location: String,
+    /// How it combines with the other updates, or why it does not (for people: "an atomic
+    /// exchange", "its old value is used").
+    pub combines: Result<dashdb::Reduction, &'static str>,
 }
 
 /// Crops `f` in place. `shared` are the indices of `f`'s parameters that point to shared
@@ -53,7 +68,8 @@ pub fn crop(f: FunctionValue<'_>, shared: &[u32], split_clamps: bool) -> Cropped
                     let ptr = LLVMGetOperand(inst, 1);
                     match base_param(f, ptr) {
                         Some(p) if shared.contains(&p) => LLVMInstructionEraseFromParent(inst),
-                        Some(_) => {
+                        Some(p) => {
+                            out.plain.push(p);
                             let v = LLVMGetOperand(inst, 0);
                             LLVMSetOperand(inst, 0, LLVMGetPoison(LLVMTypeOf(v)));
                         }
@@ -62,7 +78,8 @@ pub fn crop(f: FunctionValue<'_>, shared: &[u32], split_clamps: bool) -> Cropped
                 }
                 LLVMOpcode::LLVMLoad => {
                     let ptr = LLVMGetOperand(inst, 0);
-                    if base_param(f, ptr).is_some_and(|p| !shared.contains(&p)) {
+                    if let Some(p) = base_param(f, ptr).filter(|p| !shared.contains(p)) {
+                        out.plain.push(p);
                         let ty = LLVMTypeOf(inst);
                         let sink = match sinks.iter().find(|(t, _)| *t == ty) {
                             Some(&(_, s)) => s,
@@ -82,7 +99,8 @@ pub fn crop(f: FunctionValue<'_>, shared: &[u32], split_clamps: bool) -> Cropped
                 LLVMOpcode::LLVMAtomicRMW => {
                     let ptr = LLVMGetOperand(inst, 0);
                     let ty = LLVMTypeOf(LLVMGetOperand(inst, 1));
-                    out.atomics.push((base_param(f, ptr), location(inst)));
+                    let combines = unused(inst).and_then(|()| rmw_reduction(LLVMGetAtomicRMWBinOp(inst), ty));
+                    out.atomics.push(Atomic { base: base_param(f, ptr), location: location(inst), combines });
                     load_and_store(builder, inst, ptr, ty);
                 }
                 LLVMOpcode::LLVMCall => {
@@ -90,12 +108,13 @@ pub fn crop(f: FunctionValue<'_>, shared: &[u32], split_clamps: bool) -> Cropped
                     // hint, attributes, return, barrier: declarations and ordering, no addresses.
                     if name.starts_with("__hpvm__") && !name.starts_with("__hpvm__atomic_") {
                         LLVMInstructionEraseFromParent(inst);
-                    } else if name.starts_with("__hpvm__atomic_") {
+                    } else if let Some(op) = name.strip_prefix("__hpvm__atomic_") {
                         let ptr = LLVMGetOperand(inst, 0);
                         // The value operand's type is the element's (cmpxchg: the last one).
                         let n = LLVMGetNumArgOperands(inst);
                         let ty = LLVMTypeOf(LLVMGetOperand(inst, n - 1));
-                        out.atomics.push((base_param(f, ptr), location(inst)));
+                        let combines = unused(inst).and_then(|()| hpvm_reduction(op));
+                        out.atomics.push(Atomic { base: base_param(f, ptr), location: location(inst), combines });
                         load_and_store(builder, inst, ptr, ty);
                     } else if let Some(arg) = floating_stand_in(inst, &name) {
                         // A math call that a guard still needs (`s > 0 ? x / s : 0` after
@@ -822,6 +841,70 @@ pub(crate) unsafe fn uses_of(v: LLVMValueRef) -> Vec<LLVMValueRef> {
         u = LLVMGetNextUse(u);
     }
     out
+}
+
+/// `Ok` when nothing uses `inst`'s value (an atomic's old value).
+unsafe fn unused(inst: LLVMValueRef) -> Result<(), &'static str> {
+    if LLVMGetFirstUse(inst).is_null() {
+        Ok(())
+    } else {
+        Err("its old value is used")
+    }
+}
+
+/// How an `atomicrmw` of `op` on values of type `ty` combines.
+unsafe fn rmw_reduction(op: llvm_sys::LLVMAtomicRMWBinOp, ty: LLVMTypeRef) -> Result<dashdb::Reduction, &'static str> {
+    use dashdb::{ReduceOp, ReduceType};
+    use llvm_sys::LLVMAtomicRMWBinOp::*;
+    use llvm_sys::LLVMTypeKind::*;
+    let (int, float) = match LLVMGetTypeKind(ty) {
+        LLVMIntegerTypeKind => (Some(LLVMGetIntTypeWidth(ty)), None),
+        LLVMFloatTypeKind => (None, Some(ReduceType::F32)),
+        LLVMDoubleTypeKind => (None, Some(ReduceType::F64)),
+        _ => (None, None),
+    };
+    let signed = |w: u32| match w {
+        32 => Ok(ReduceType::I32),
+        64 => Ok(ReduceType::I64),
+        _ => Err("it updates integers of another width than 32 or 64 bits"),
+    };
+    let unsigned = |w: u32| signed(w).map(|t| if t == ReduceType::I32 { ReduceType::U32 } else { ReduceType::U64 });
+    let (op, element) = match (op, int, float) {
+        (LLVMAtomicRMWBinOpAdd | LLVMAtomicRMWBinOpSub, Some(w), _) => (ReduceOp::Add, signed(w)?),
+        (LLVMAtomicRMWBinOpFAdd | LLVMAtomicRMWBinOpFSub, _, Some(t)) => (ReduceOp::Add, t),
+        (LLVMAtomicRMWBinOpMin, Some(w), _) => (ReduceOp::Min, signed(w)?),
+        (LLVMAtomicRMWBinOpMax, Some(w), _) => (ReduceOp::Max, signed(w)?),
+        (LLVMAtomicRMWBinOpUMin, Some(w), _) => (ReduceOp::Min, unsigned(w)?),
+        (LLVMAtomicRMWBinOpUMax, Some(w), _) => (ReduceOp::Max, unsigned(w)?),
+        (LLVMAtomicRMWBinOpAnd, Some(w), _) => (ReduceOp::And, unsigned(w)?),
+        (LLVMAtomicRMWBinOpOr, Some(w), _) => (ReduceOp::Or, unsigned(w)?),
+        (LLVMAtomicRMWBinOpXor, Some(w), _) => (ReduceOp::Xor, unsigned(w)?),
+        (LLVMAtomicRMWBinOpXchg, _, _) => return Err("an atomic exchange does not combine"),
+        (LLVMAtomicRMWBinOpUIncWrap | LLVMAtomicRMWBinOpUDecWrap, _, _) => {
+            return Err("a wrapping increment (`atomicInc`, `atomicDec`) does not combine")
+        }
+        _ => return Err("this atomic operation does not combine"),
+    };
+    Ok(dashdb::Reduction { op, element })
+}
+
+/// How HPVM-C's `__hpvm__atomic_OP` (on `int`) combines.
+fn hpvm_reduction(op: &str) -> Result<dashdb::Reduction, &'static str> {
+    use dashdb::{ReduceOp, ReduceType};
+    let (op, element) = match op {
+        "add" | "sub" => (ReduceOp::Add, ReduceType::I32),
+        "min" => (ReduceOp::Min, ReduceType::I32),
+        "max" => (ReduceOp::Max, ReduceType::I32),
+        "umin" => (ReduceOp::Min, ReduceType::U32),
+        "umax" => (ReduceOp::Max, ReduceType::U32),
+        "and" => (ReduceOp::And, ReduceType::U32),
+        "or" => (ReduceOp::Or, ReduceType::U32),
+        "xor" => (ReduceOp::Xor, ReduceType::U32),
+        "xchg" => return Err("an atomic exchange does not combine"),
+        "cmpxchg" => return Err("an atomic compare-and-swap does not combine"),
+        _ => return Err("a wrapping increment or decrement does not combine"),
+    };
+    Ok(dashdb::Reduction { op, element })
 }
 
 /// Replaces the atomic `inst` on `ptr` by a load and a store of poison of type `ty`.

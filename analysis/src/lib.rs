@@ -30,7 +30,7 @@ pub mod stride;
 pub mod widen;
 pub mod wrap;
 
-use dashdb::{Arg, Database, Node, Reason, Split, SplitChoice, WriteKind};
+use dashdb::{Arg, Database, Node, ReadKind, Reason, Reduction, Split, SplitChoice, WriteKind};
 use hpvm_core::graph::{Graph, NodeId};
 use hpvm_core::loc::SrcLoc;
 use hpvm_core::plan::{plan, shared_params, Shape};
@@ -340,6 +340,28 @@ pub fn analyze_program(
                 continue;
             }
             let acc = maps::accesses_of(&isl, &scops, w, &w.params[i], &p.name, &narrow.wrapping);
+            // Updated only through combining atomics: a reduction, whatever the maps say of the
+            // atomics' loads and stores (they stand for the updates).
+            match reduction_of(crop, i as u32, &w.params[i]) {
+                Ok(Some(r)) => {
+                    let bounded = acc
+                        .write_map
+                        .as_deref()
+                        .is_some_and(|m| isl.map(m).and_then(|m| m.has_bounded_range()).unwrap_or(false));
+                    let mut arg = arg_record(&w.params[i], i as u32, &acc, &isl);
+                    arg.read = ReadKind::None;
+                    arg.read_map = None;
+                    arg.write = WriteKind::Reduce;
+                    if !bounded || matches!(acc.write, WriteKind::Unanalysable) {
+                        arg.write_map = None;
+                    }
+                    arg.reduction = Some(r);
+                    entry.args.push(arg);
+                    continue;
+                }
+                Ok(None) => {}
+                Err((why, loc)) => entry.reasons.push(reason(why, &loc)),
+            }
             // Whether no element of a write map is written by two instances. With a run-time
             // block size the maps describe one block, whose size is unknown here: whether two
             // blocks write the same element is decided per launch by the runtime, which refuses
@@ -369,16 +391,6 @@ pub fn analyze_program(
                 };
                 entry.reasons.push(reason(format!("`{}` {why}", w.params[i]), &entry.location));
             }
-            if let Some((_, loc)) = crop.atomics.iter().find(|(b, _)| *b == Some(i as u32)) {
-                entry.reasons.push(reason(
-                    format!(
-                        "`{}` is updated atomically: the updates of different devices would have to be combined, \
-                         which copying cannot do",
-                        w.params[i]
-                    ),
-                    loc,
-                ));
-            }
             entry.args.push(arg_record(&w.params[i], i as u32, &acc, &isl));
             read_in_bounds.push((i as u32, acc.read_in_bounds.clone()));
             if let Some(t) = acc.through {
@@ -398,12 +410,10 @@ pub fn analyze_program(
             }
         }
         resolve_throughs(&mut entry, &indirect, &w.params);
-        for (b, loc) in &crop.atomics {
-            if b.is_none() {
-                entry.reasons.push(reason("an atomic update through a pointer the analysis cannot trace", loc));
-            }
+        for a in crop.atomics.iter().filter(|a| a.base.is_none()) {
+            entry.reasons.push(reason("an atomic update through a pointer the analysis cannot trace", &a.location));
         }
-        let mut untraced_write = crop.atomics.iter().any(|(b, _)| b.is_none());
+        let mut untraced_write = crop.atomics.iter().any(|a| a.base.is_none());
         for u in scops.unmodeled.iter().filter(|u| !w.params.contains(&u.base) && !u.base.starts_with("hpvm.sink")) {
             let what = match u.kind.as_str() {
                 "call" => "a call the analysis cannot see into",
@@ -438,7 +448,9 @@ pub fn analyze_program(
         if entry.reasons.is_empty() {
             for a in &entry.args {
                 let may_with_map = a.write == WriteKind::May && a.write_map.is_some();
-                if !matches!(a.write, WriteKind::None | WriteKind::Exact | WriteKind::Indirect) && !may_with_map {
+                let fine =
+                    matches!(a.write, WriteKind::None | WriteKind::Exact | WriteKind::Indirect | WriteKind::Reduce);
+                if !fine && !may_with_map {
                     entry.reasons.push(reason(
                         format!("`{}` is written where the analysis cannot tell which elements", a.name),
                         &entry.location,
@@ -734,8 +746,42 @@ fn arg_record(name: &str, index: u32, acc: &maps::ArgAccesses, isl: &isl_glue::I
         read: acc.read,
         write: acc.write,
         write_through: None,
+        reduction: None,
         read_valid_when: None,
     }
+}
+
+/// How argument `i` (called `shown`) combines its updates when it is a reduction: every
+/// access to it is an atomic update of one combining operation whose old value goes unused
+/// (`dashdb::WriteKind::Reduce`). `Ok(None)` where it has no atomic update; `Err` gives why
+/// its atomic updates keep the node whole, and where.
+fn reduction_of(crop: &crop::Cropped, i: u32, shown: &str) -> std::result::Result<Option<Reduction>, (String, String)> {
+    let mut atomics = crop.atomics.iter().filter(|a| a.base == Some(i));
+    let Some(first) = atomics.next() else { return Ok(None) };
+    let why = |what: String, at: &str| {
+        Err((
+            format!(
+                "`{shown}` is updated atomically and {what}: the updates of different devices could not be \
+                 combined"
+            ),
+            at.to_string(),
+        ))
+    };
+    let r = match first.combines {
+        Ok(r) => r,
+        Err(e) => return why(e.to_string(), &first.location),
+    };
+    for a in atomics {
+        match a.combines {
+            Ok(x) if x == r => {}
+            Ok(x) => return why(format!("by another operation ({x}, beside {r})"), &a.location),
+            Err(e) => return why(e.to_string(), &a.location),
+        }
+    }
+    if crop.plain.contains(&i) {
+        return why("also read or written plainly".to_string(), &first.location);
+    }
+    Ok(Some(r))
 }
 
 /// Pointer arguments of a node the analysis could not look at: read entirely, written in

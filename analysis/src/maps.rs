@@ -80,6 +80,8 @@ fn worse_write(a: WriteKind, b: WriteKind) -> WriteKind {
         WriteKind::Exact => 1,
         WriteKind::May => 2,
         WriteKind::Indirect => 3,
+        // Never the maps' own finding (`reduction_of` decides it over them).
+        WriteKind::Reduce => 3,
         WriteKind::Unanalysable => 4,
     };
     if rank(b) > rank(a) {

@@ -103,6 +103,21 @@ fn node(s: &mut String, n: &Node) {
                     );
                 }
             }
+            WriteKind::Reduce => {
+                let r = a.reduction.map_or("?".to_string(), |r| r.to_string());
+                match &a.write_map {
+                    Some(m) => {
+                        line(s, &format!("updates atomically ({r}; each device a private copy) within"), Some(m))
+                    }
+                    None => {
+                        let _ = writeln!(
+                            s,
+                            "    updates atomically ({r}; each device a private copy) anywhere in {}[*]",
+                            a.name
+                        );
+                    }
+                }
+            }
             WriteKind::Unanalysable => {
                 let _ = writeln!(s, "    writes places the analysis cannot describe");
             }

@@ -18,7 +18,8 @@
 //!   `fundamental_type`, `dimensionality` and `shape`, `pointer_level`, `read_map` and
 //!   `write_map` (ISL text), the ISL parameter names `params`, the classification of its
 //!   accesses [`ReadKind`] / [`WriteKind`], and for a write at indices read from another
-//!   argument, where they come from ([`Through`]).
+//!   argument, where they come from ([`Through`]); for an argument updated only by combining
+//!   atomics, how they combine ([`Reduction`]).
 //!
 //! Maps are ISL text such as `[N] -> { I[x, y] -> A[y, x - 1] : 0 < x < N - 1 }`; this crate
 //! stores them and never parses ISL (that is `isl-glue`'s job), so it only checks their shape
@@ -53,12 +54,13 @@ mod validate;
 pub use bound::Bound;
 pub use hash::source_hash;
 pub use schema::{
-    Arg, Block, Database, Node, ReadKind, Reason, RuntimeBlock, Source, Split, SplitChoice, Through, WriteKind,
+    Arg, Block, Database, Node, ReadKind, Reason, ReduceOp, ReduceType, Reduction, RuntimeBlock, Source, Split,
+    SplitChoice, Through, WriteKind,
 };
 pub use show::show;
 
 /// The version of the JSON schema this crate reads and writes.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

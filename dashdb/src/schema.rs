@@ -204,6 +204,9 @@ pub struct Arg {
     /// Where the indices of an [`WriteKind::Indirect`] write come from; present exactly then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_through: Option<Through>,
+    /// How a [`WriteKind::Reduce`] argument's updates combine; present exactly then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reduction: Option<Reduction>,
     /// The parameter values for which `read_map` holds, as an ISL parameter set (like the
     /// node's `valid_when`, which holds in addition); for other values the whole array is
     /// read. `None` when it holds wherever the node's maps do. A read's subscripts are a
@@ -238,6 +241,116 @@ pub struct Through {
     /// Whether every instance of `map`'s domain writes (else some may not: a data-dependent
     /// condition, and the rule of [`WriteKind::May`] applies to the elements found).
     pub every: bool,
+}
+
+/// The updates of a [`WriteKind::Reduce`] argument: atomic read-modify-writes of one
+/// combining operation on elements of one type. Updates in any order give the same result
+/// (floating-point sums up to rounding, as between two runs on one GPU), so the updates of
+/// different devices may go to private copies, each starting from the operation's identity,
+/// combined into the buffer afterwards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reduction {
+    pub op: ReduceOp,
+    pub element: ReduceType,
+}
+
+/// A combining operation ([`Reduction`]): `atomicAdd` and `atomicSub` add (a subtraction adds
+/// the negated value), `atomicMin`, `atomicMax`, `atomicAnd`, `atomicOr`, `atomicXor`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReduceOp {
+    Add,
+    Min,
+    Max,
+    And,
+    Or,
+    Xor,
+}
+
+/// The element type of a [`Reduction`]; min and max compare as this type says (signed or
+/// unsigned).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReduceType {
+    I32,
+    U32,
+    I64,
+    U64,
+    F32,
+    F64,
+}
+
+impl ReduceOp {
+    /// The name used in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReduceOp::Add => "add",
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+            ReduceOp::And => "and",
+            ReduceOp::Or => "or",
+            ReduceOp::Xor => "xor",
+        }
+    }
+}
+
+impl ReduceType {
+    /// The name used in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReduceType::I32 => "i32",
+            ReduceType::U32 => "u32",
+            ReduceType::I64 => "i64",
+            ReduceType::U64 => "u64",
+            ReduceType::F32 => "f32",
+            ReduceType::F64 => "f64",
+        }
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> u32 {
+        match self {
+            ReduceType::I32 | ReduceType::U32 | ReduceType::F32 => 4,
+            ReduceType::I64 | ReduceType::U64 | ReduceType::F64 => 8,
+        }
+    }
+}
+
+impl Reduction {
+    /// Whether `op` on `element` is one of the combinations this schema describes: add on
+    /// every type, min and max on integers, and, or and xor on unsigned integers.
+    pub fn is_valid(self) -> bool {
+        use ReduceType::*;
+        match self.op {
+            ReduceOp::Add => true,
+            ReduceOp::Min | ReduceOp::Max => matches!(self.element, I32 | U32 | I64 | U64),
+            ReduceOp::And | ReduceOp::Or | ReduceOp::Xor => matches!(self.element, U32 | U64),
+        }
+    }
+
+    /// The operation's identity as little-endian bytes of one element: `x op identity = x` for
+    /// every `x` (for float sums `-0.0`, which keeps a `-0.0` element's sign).
+    pub fn identity(self) -> Vec<u8> {
+        use ReduceType::*;
+        let v: u64 = match (self.op, self.element) {
+            (ReduceOp::Add, F32) => 0x8000_0000,
+            (ReduceOp::Add, F64) => 0x8000_0000_0000_0000,
+            (ReduceOp::Add | ReduceOp::Or | ReduceOp::Xor, _) | (ReduceOp::Max, U32 | U64) => 0,
+            (ReduceOp::And, _) | (ReduceOp::Min, U32 | U64) => u64::MAX,
+            (ReduceOp::Min, I32) => i32::MAX as u64,
+            (ReduceOp::Min, _) => i64::MAX as u64,
+            (ReduceOp::Max, I32) => i32::MIN as u32 as u64,
+            (ReduceOp::Max, _) => i64::MIN as u64,
+        };
+        v.to_le_bytes()[..self.element.size() as usize].to_vec()
+    }
+}
+
+impl fmt::Display for Reduction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} on {}", self.op.as_str(), self.element.as_str())
+    }
 }
 
 /// The classification of an argument's reads.
@@ -277,6 +390,14 @@ pub enum WriteKind {
     /// of the part's instances at that launch, and split it only when every index falls
     /// within the buffer and no element is written by two parts.
     Indirect,
+    /// Updated only through atomic read-modify-writes that combine ([`Arg::reduction`]), whose
+    /// old values the node never uses, and neither read nor written otherwise. `write_map`,
+    /// when present, bounds the elements updated (absent: any element of the buffer may be).
+    /// Whoever splits a launch gives every device but one a private copy of those elements
+    /// holding the operation's identity, and combines the copies into the one device's after
+    /// the launch; that device must be current on them first. No other argument of the launch
+    /// may point into the same buffer.
+    Reduce,
     /// The analysis could not describe the writes at all; the node is not partitionable.
     Unanalysable,
 }
@@ -301,6 +422,7 @@ impl WriteKind {
             WriteKind::Exact => "exact",
             WriteKind::May => "may",
             WriteKind::Indirect => "indirect",
+            WriteKind::Reduce => "reduce",
             WriteKind::Unanalysable => "unanalysable",
         }
     }
@@ -385,6 +507,7 @@ mod tests {
             (WriteKind::Exact, "exact"),
             (WriteKind::May, "may"),
             (WriteKind::Indirect, "indirect"),
+            (WriteKind::Reduce, "reduce"),
             (WriteKind::Unanalysable, "unanalysable"),
         ] {
             assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{text}\""));
@@ -394,6 +517,27 @@ mod tests {
             assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{text}\""));
             assert_eq!(kind.as_str(), text);
         }
+    }
+
+    #[test]
+    fn identities_leave_every_value_alone() {
+        use ReduceOp::*;
+        use ReduceType::*;
+        let r = |op, element| Reduction { op, element };
+        let i32_of = |b: Vec<u8>| i32::from_le_bytes(b.try_into().unwrap());
+        assert_eq!(i32_of(r(Min, I32).identity()), i32::MAX);
+        assert_eq!(i32_of(r(Max, I32).identity()), i32::MIN);
+        assert_eq!(u32::from_le_bytes(r(Min, U32).identity().try_into().unwrap()), u32::MAX);
+        assert_eq!(i64::from_le_bytes(r(Max, I64).identity().try_into().unwrap()), i64::MIN);
+        assert_eq!(u64::from_le_bytes(r(And, U64).identity().try_into().unwrap()), u64::MAX);
+        let f = f32::from_le_bytes(r(Add, F32).identity().try_into().unwrap());
+        for x in [0.0f32, -0.0, 1.5, -3.0, f32::INFINITY] {
+            assert_eq!((x + f).to_bits(), x.to_bits());
+        }
+        let d = f64::from_le_bytes(r(Add, F64).identity().try_into().unwrap());
+        assert_eq!((-0.0f64 + d).to_bits(), (-0.0f64).to_bits());
+        assert!(!r(Min, F32).is_valid() && !r(Or, I32).is_valid() && r(Xor, U64).is_valid());
+        assert_eq!(serde_json::to_string(&r(Add, F64)).unwrap(), r#"{"op":"add","element":"f64"}"#);
     }
 
     #[test]

@@ -139,6 +139,13 @@ fn fmt_arg(f: &mut Formatter<'_>, arg: &Arg) -> fmt::Result {
         writeln!(f, "             holds when: {when} (elsewhere the whole array is read)")?;
     }
     fmt_access(f, "write:", arg.write.as_str(), arg.write_map.as_deref())?;
+    if let Some(r) = &arg.reduction {
+        let elements = if arg.write_map.is_some() { "the elements above" } else { "any element" };
+        writeln!(
+            f,
+            "             atomic {r} at {elements}: each device updates a private copy, combined after the launch"
+        )?;
+    }
     if let Some(t) = &arg.write_through {
         writeln!(
             f,
@@ -160,6 +167,7 @@ fn fmt_access(f: &mut Formatter<'_>, label: &str, kind: &str, map: Option<&str>)
         Some(map) => writeln!(f, "    {label}   {kind}\n             {map}"),
         None if kind == "none" => writeln!(f, "    {label}   {kind}"),
         None if kind == "data-dependent" => writeln!(f, "    {label}   {kind} (no map: the whole array)"),
+        None if kind == "reduce" => writeln!(f, "    {label}   {kind} (no map: the whole array)"),
         None => writeln!(f, "    {label}   {kind} (no map)"),
     }
 }
@@ -184,7 +192,7 @@ mod tests {
         assert!(text.starts_with("analysis database of examples/matmul.c\n"), "{text}");
         for part in [
             &db.source.hash,
-            "schema version: 6",
+            "schema version: 7",
             "node matmul (examples/matmul.c:12)",
             "grid: x: N, y: N (2 dimensions)",
             "  partitionable\n",

@@ -24,6 +24,7 @@ fn pointer(name: &str, index: u32, shape: &[&str], params: &[&str]) -> Arg {
         read: ReadKind::None,
         write: WriteKind::None,
         write_through: None,
+        reduction: None,
         read_valid_when: None,
     }
 }
@@ -60,6 +61,7 @@ pub fn sample() -> Database {
             Arg {
                 write: WriteKind::Exact,
                 write_through: None,
+                reduction: None,
                 write_map: Some(format!("[N] -> {{ I[x, y] -> C[y, x] : {dom} }}")),
                 ..pointer("C", 4, &["*", "N"], &["N"])
             },
@@ -94,6 +96,7 @@ pub fn sample() -> Database {
                 read: ReadKind::DataDependent,
                 write: WriteKind::May,
                 write_through: None,
+                reduction: None,
                 write_map: Some("[n, nbins] -> { I[x] -> bins[b] : 0 <= x < n and 0 <= b < nbins }".into()),
                 ..pointer("bins", 2, &["nbins"], &["n", "nbins"])
             },

@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 53] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 54] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -196,6 +196,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 53] = [
     ("tests/cuda/copies.cu", &[&["8", "1"], &["1000", "3"], &["5003", "4"]]),
     // Grid-stride loops: split by iterations where their bodies allow it, whole where not.
     ("tests/cuda/stride.cu", &[&["64", "1"], &["1000", "2"], &["20011", "3"]]),
+    // Reductions through atomics: private copies per device, combined after the launch.
+    ("tests/cuda/reduce.cu", &[&["1", "1"], &["1000", "2"], &["20011", "3"]]),
     ("bench/programs/matmul.cu", &[&["1"], &["37"], &["100"]]),
     ("bench/programs/stencil.cu", &[&["3", "1"], &["37", "3"], &["130", "4"]]),
     ("bench/programs/nbody.cu", &[&["1", "1"], &["100", "2"], &["1100", "2"]]),

@@ -4,7 +4,7 @@
  *   stencil2d      2-D grid of 2-D blocks, 5-point stencil, `__restrict__` input
  *   tiled_matmul   static __shared__ tiles, __syncthreads, a __device__ helper
  *   reverse_block  dynamic (extern) __shared__ memory sized by the launch
- *   histogram      atomicAdd into a small global histogram (not partitionable: runs whole)
+ *   histogram      atomicAdd into a small global histogram (a reduction: split, combined after)
  *   count_calls    atomicAdd on a __device__ variable read back with cudaMemcpyFromSymbol
  *   softplus       libdevice math (expf, log1pf, fmaxf)
  * and a launch CUDA refuses (2048 threads per block) must leave cudaErrorInvalidConfiguration.

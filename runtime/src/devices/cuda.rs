@@ -59,6 +59,8 @@ pub struct Cuda {
     mapped: Mutex<HashMap<u64, sys::CUmemGenericAllocationHandle>>,
     /// Launches held back, and the graphs of repeated sequences ([`super::held`]).
     held: Mutex<Held>,
+    /// The event another GPU's stream waits on to follow this one ([`Cuda::join_point`]).
+    join: Mutex<Option<sys::CUevent>>,
 }
 
 // SAFETY: CUDA contexts, streams, modules, functions and events may be used from any thread
@@ -274,6 +276,7 @@ impl Cuda {
             modules: Mutex::default(),
             functions: Mutex::default(),
             marks: Mutex::default(),
+            join: Mutex::default(),
             staging: Mutex::default(),
             granule: std::sync::OnceLock::new(),
             reservations: Mutex::default(),
@@ -672,6 +675,22 @@ impl Cuda {
         check("cuEventElapsedTime", unsafe { result::event::elapsed(a, b) })
     }
 
+    /// Marks the present end of the stream for another stream to wait on at once
+    /// ([`Cuda::wait_for`]): one event, recorded again at the next call (a wait already
+    /// enqueued keeps the point it was given).
+    pub fn join_point(&self) -> Result<Mark, String> {
+        let o = self.bind()?;
+        let mut join = self.join.lock().unwrap_or_else(|e| e.into_inner());
+        let event = match *join {
+            Some(e) => e,
+            None => *join
+                .insert(check("cuEventCreate", result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))?),
+        };
+        // SAFETY: an event of this context, recorded on its stream.
+        check("cuEventRecord", unsafe { result::event::record(event, o.stream) })?;
+        Ok(Mark(event))
+    }
+
     /// Work enqueued on this stream from now on starts after `event` (of any GPU) is reached.
     pub fn wait_for(&self, mark: Mark) -> Result<(), String> {
         let o = self.bind()?;
@@ -879,6 +898,55 @@ impl super::Device for Cuda {
         // SAFETY: a range of a device allocation of a tracked buffer (the memory manager's),
         // on this device's stream.
         check("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(addr, byte, bytes as usize, o.stream) }.result())
+    }
+
+    fn fill_identity(&self, addr: u64, how: dashdb::Reduction, elements: u64) -> Result<(), String> {
+        let o = self.bind()?;
+        let one = how.identity();
+        let word = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes"));
+        let n = elements as usize;
+        // SAFETY: whole elements of this GPU's copy of a buffer (`partitioned::reduce`),
+        // 4-byte aligned as the atomics updating them are; on this device's stream.
+        let r = unsafe {
+            match one.len() {
+                4 => sys::cuMemsetD32Async(addr, word(&one), n, o.stream),
+                _ if one[..4] == one[4..] => sys::cuMemsetD32Async(addr, word(&one[..4]), 2 * n, o.stream),
+                // Two 4-byte columns of 8-byte rows: the low halves, then the high ones.
+                _ => match sys::cuMemsetD2D32Async(addr, 8, word(&one[..4]), 1, n, o.stream) {
+                    sys::CUresult::CUDA_SUCCESS => {
+                        sys::cuMemsetD2D32Async(addr + 4, 8, word(&one[4..]), 1, n, o.stream)
+                    }
+                    e => e,
+                },
+            }
+        };
+        check("cuMemsetD32Async (a reduction's identity)", r.result())
+    }
+
+    fn combine(&self, dst: u64, src: u64, how: dashdb::Reduction, elements: u64) -> Result<(), String> {
+        if elements == 0 {
+            return Ok(());
+        }
+        let blocks = elements.div_ceil(u64::from(super::combine::BLOCK));
+        let grid = u32::try_from(blocks)
+            .ok()
+            .filter(|&g| g <= i32::MAX as u32)
+            .ok_or_else(|| format!("combining {elements} elements of a reduction: too many for one launch"))?;
+        let mut params = Params::with_capacity(3);
+        for v in [dst, src, elements] {
+            params.push(&v.to_le_bytes());
+        }
+        let name = super::combine::kernel_name(how);
+        self.launch(
+            super::combine::ptx(),
+            &name,
+            [grid, 1, 1],
+            [super::combine::BLOCK, 1, 1],
+            0,
+            &mut params,
+            None,
+            false,
+        )
     }
 
     fn synchronize(&self) -> Result<(), String> {

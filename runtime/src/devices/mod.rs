@@ -22,6 +22,7 @@
 //! plans name it, nothing of it runs here, and only [`Devices::is_local`] devices are
 //! touched.
 
+pub(crate) mod combine;
 pub mod cuda;
 pub(crate) mod held;
 pub mod host;
@@ -136,6 +137,17 @@ pub trait Device: Send + Sync {
     /// `cudaMemset`, done where the data lives); an error where the device cannot.
     fn fill(&self, _addr: u64, _byte: u8, _bytes: u64) -> Result<(), String> {
         Err(format!("{}: no fills", self.name()))
+    }
+    /// Enqueues setting the `elements` elements at `addr` to a reduction's identity
+    /// ([`dashdb::Reduction::identity`]).
+    fn fill_identity(&self, _addr: u64, _how: dashdb::Reduction, _elements: u64) -> Result<(), String> {
+        Err(format!("{}: no reductions", self.name()))
+    }
+    /// Enqueues `dst[i] = dst[i] op src[i]` for the `elements` elements of `how`'s type at
+    /// `dst` and `src`, both in this device's memory: one device's partial result of a
+    /// reduction combined into another's.
+    fn combine(&self, _dst: u64, _src: u64, _how: dashdb::Reduction, _elements: u64) -> Result<(), String> {
+        Err(format!("{}: no reductions", self.name()))
     }
 }
 

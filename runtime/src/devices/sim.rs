@@ -313,6 +313,77 @@ impl Device for SimDevice {
         unsafe { std::ptr::write_bytes(addr as *mut u8, byte, bytes as usize) };
         Ok(())
     }
+
+    fn fill_identity(&self, addr: u64, how: dashdb::Reduction, elements: u64) -> Result<(), String> {
+        if self.dry {
+            return Ok(());
+        }
+        if self.remote {
+            return Err(format!("{}: a reduction on another rank's device", self.name));
+        }
+        let one = how.identity();
+        // SAFETY: a reduction's elements inside this device's copy of a buffer (whole elements,
+        // `partitioned::reduce`).
+        let bytes = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, (elements as usize) * one.len()) };
+        for e in bytes.chunks_exact_mut(one.len()) {
+            e.copy_from_slice(&one);
+        }
+        Ok(())
+    }
+
+    fn combine(&self, dst: u64, src: u64, how: dashdb::Reduction, elements: u64) -> Result<(), String> {
+        if self.dry {
+            return Ok(());
+        }
+        if self.remote {
+            return Err(format!("{}: a reduction on another rank's device", self.name));
+        }
+        let bytes = elements as usize * how.element.size() as usize;
+        // SAFETY: two ranges of this device's memory the reduction owns during the launch
+        // (the result's elements and a scratch copy of another device's), not overlapping.
+        let (d, s) = unsafe {
+            (std::slice::from_raw_parts_mut(dst as *mut u8, bytes), std::slice::from_raw_parts(src as *const u8, bytes))
+        };
+        combine_bytes(d, s, how);
+        Ok(())
+    }
+}
+
+/// `dst[i] = dst[i] op src[i]` over little-endian elements of `how`'s type.
+pub(crate) fn combine_bytes(dst: &mut [u8], src: &[u8], how: dashdb::Reduction) {
+    use dashdb::{ReduceOp as O, ReduceType as T};
+    macro_rules! each {
+        ($t:ty, $f:expr) => {{
+            let n = std::mem::size_of::<$t>();
+            for (d, s) in dst.chunks_exact_mut(n).zip(src.chunks_exact(n)) {
+                let a = <$t>::from_le_bytes(d.try_into().expect("whole elements"));
+                let b = <$t>::from_le_bytes(s.try_into().expect("whole elements"));
+                let f: fn($t, $t) -> $t = $f;
+                d.copy_from_slice(&f(a, b).to_le_bytes());
+            }
+        }};
+    }
+    match (how.op, how.element) {
+        (O::Add, T::I32 | T::U32) => each!(u32, |a, b| a.wrapping_add(b)),
+        (O::Add, T::I64 | T::U64) => each!(u64, |a, b| a.wrapping_add(b)),
+        (O::Add, T::F32) => each!(f32, |a, b| a + b),
+        (O::Add, T::F64) => each!(f64, |a, b| a + b),
+        (O::Min, T::I32) => each!(i32, |a, b| a.min(b)),
+        (O::Min, T::U32) => each!(u32, |a, b| a.min(b)),
+        (O::Min, T::I64) => each!(i64, |a, b| a.min(b)),
+        (O::Min, T::U64) => each!(u64, |a, b| a.min(b)),
+        (O::Max, T::I32) => each!(i32, |a, b| a.max(b)),
+        (O::Max, T::U32) => each!(u32, |a, b| a.max(b)),
+        (O::Max, T::I64) => each!(i64, |a, b| a.max(b)),
+        (O::Max, T::U64) => each!(u64, |a, b| a.max(b)),
+        (O::And, T::I32 | T::U32) => each!(u32, |a, b| a & b),
+        (O::And, _) => each!(u64, |a, b| a & b),
+        (O::Or, T::I32 | T::U32) => each!(u32, |a, b| a | b),
+        (O::Or, _) => each!(u64, |a, b| a | b),
+        (O::Xor, T::I32 | T::U32) => each!(u32, |a, b| a ^ b),
+        (O::Xor, _) => each!(u64, |a, b| a ^ b),
+        (O::Min | O::Max, T::F32 | T::F64) => unreachable!("no float min or max reduction (dashdb refuses it)"),
+    }
 }
 
 impl Drop for SimDevice {
@@ -331,6 +402,36 @@ impl Drop for SimDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A partial result combined into another gives what one copy updated by both would
+    /// hold: identities change nothing, signed and unsigned compare apart, sums wrap.
+    #[test]
+    fn partial_results_combine_as_their_operation() {
+        use dashdb::{ReduceOp, ReduceType, Reduction};
+        let how = |op, element| Reduction { op, element };
+        let words = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let mut d = words(&[5, 0xFFFF_FFFF, 7]);
+        combine_bytes(&mut d, &words(&[u32::MAX, 2, 0]), how(ReduceOp::Add, ReduceType::U32));
+        assert_eq!(d, words(&[4, 1, 7]));
+        let mut d = words(&[5, (-3i32) as u32]);
+        combine_bytes(&mut d, &words(&[(-1i32) as u32, 4]), how(ReduceOp::Min, ReduceType::I32));
+        assert_eq!(d, words(&[(-1i32) as u32, (-3i32) as u32]));
+        let mut d = words(&[5, (-3i32) as u32]);
+        combine_bytes(&mut d, &words(&[(-1i32) as u32, 4]), how(ReduceOp::Min, ReduceType::U32));
+        assert_eq!(d, words(&[5, 4]));
+        for (op, element) in
+            [(ReduceOp::Max, ReduceType::I64), (ReduceOp::And, ReduceType::U64), (ReduceOp::Add, ReduceType::F64)]
+        {
+            let r = how(op, element);
+            let before: Vec<u8> = [-2.5f64, 3.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+            let mut d = before.clone();
+            combine_bytes(&mut d, &[r.identity(), r.identity()].concat(), r);
+            assert_eq!(d, before, "{r}");
+        }
+        let mut d = 1.5f32.to_le_bytes().to_vec();
+        combine_bytes(&mut d, &2.25f32.to_le_bytes(), how(ReduceOp::Add, ReduceType::F32));
+        assert_eq!(d, 3.75f32.to_le_bytes());
+    }
     use crate::devices::Place;
 
     #[test]

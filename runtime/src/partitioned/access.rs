@@ -9,6 +9,7 @@
 //! and may write every buffer whole, with the reason kept for the statistics.
 
 use super::kernel::block_shape;
+use super::reduce::Reduce;
 use super::{LaunchPlan, Outcome, PartPlan};
 use crate::args::{int_param, read_u64};
 use crate::ctx::GridBox;
@@ -242,7 +243,7 @@ pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outc
     let mut inspections = Vec::new();
     let split = split(l, leaf_desc, &leaf_args, block, &args, &buffers, table, &mut inspections);
     let mut outcome = match split {
-        Ok(parts) => {
+        Ok((parts, mut reductions)) => {
             let t = std::time::Instant::now();
             let needs: Vec<(u64, usize)> =
                 parts.iter().flat_map(|p| unit_ptrs.iter().map(|&(_, b)| (buffers[b].0, p.0))).collect();
@@ -283,7 +284,23 @@ pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outc
                 format!("its grid is too small to cut: partitions are whole {shape}, and the grid fits in one")
             });
             let virtual_grid = parts.first().map(|p| p.bx.dim).filter(|&d| block.is_some() && d != l.grid);
+            // Each reduction's devices: the first partition's holds the result.
+            let mut devices: Vec<usize> = parts.iter().map(|p| p.device).collect();
+            devices.dedup();
+            devices.sort_unstable();
+            devices.dedup();
+            for r in &mut reductions {
+                let mut at = |k: usize| {
+                    let buf = table.get_mut(buffers[r.buffer].0).expect("tracked");
+                    buf.addr(Place::Device(k)).unwrap_or_else(|e| crate::fatal(&e)) + r.start
+                };
+                let home = parts[0].device;
+                r.home = (home, at(home));
+                r.others = devices.iter().filter(|&&k| k != home).map(|&k| (k, at(k))).collect();
+            }
+            reductions.retain(|r| !r.others.is_empty());
             let mut plan = LaunchPlan::new(buffers, parts, why);
+            plan.reductions = reductions;
             plan.virtual_grid = virtual_grid;
             plan.alloc_nanos = t.elapsed().as_nanos() as u64;
             Outcome::Devices(plan)
@@ -497,7 +514,7 @@ fn split(
     buffers: &[(u64, u64)],
     table: &mut Table,
     inspections: &mut Vec<Inspection>,
-) -> Result<Parts, String> {
+) -> Result<(Parts, Vec<Reduce>), String> {
     if super::partitioning_off() {
         return Err("HPVM_MGPU_PARTITION=off".into());
     }
@@ -751,6 +768,8 @@ fn split(
             let mut reads = Vec::new();
             let mut writes = Vec::new();
             let mut pending = Vec::new();
+            // Per reduction argument, the hull of the bytes the partition updates.
+            let mut reduced: Vec<(usize, (u64, u64))> = Vec::new();
             for (ai, a) in args.iter().enumerate() {
                 let arg = dn.arg(a.param).expect("checked above");
                 if arg.pointer_level != 1 {
@@ -801,6 +820,20 @@ fn split(
                         pending.push(Pending { written: ai, index, at });
                         (vec![], false)
                     }
+                    (WriteKind::Reduce, map) => {
+                        // Its elements; the home partition reads and writes them, below.
+                        let hull = match map {
+                            Some(m) => {
+                                let rects =
+                                    ctx.rects(m, &fixed, shape, "updates", false)?.ok_or_else(too_fragmented)?;
+                                let lo = rects.iter().map(|r| r.start).min();
+                                lo.map(|lo| (lo, rects.iter().map(ByteRect::end).max().unwrap_or(lo)))
+                            }
+                            None => Some((0, a.size)),
+                        };
+                        reduced.extend(hull.map(|h| (ai, h)));
+                        (vec![], false)
+                    }
                     (kind, _) => return Err(format!("`{}`: its writes are {kind}", arg.name)),
                 };
                 reads.extend(r.into_iter().map(|x| (a.buffer, x)));
@@ -825,14 +858,15 @@ fn split(
             } else {
                 bx
             };
-            Ok((device(k), bx, reads, writes, pending))
+            Ok((device(k), bx, reads, writes, pending, reduced))
         })
         .collect();
     let computed: Vec<_> = computed.into_iter().collect::<Result<_, _>>()?;
+    let reductions = reductions(dn, args, computed.iter().flat_map(|c| &c.5))?;
     let mut parts: Parts = Vec::with_capacity(computed.len());
     // Each indirect write's runs, by partition: the indices must send the parts apart.
     let mut found: Vec<(usize, Vec<PartRun>)> = Vec::new();
-    for (k, (device, bx, mut reads, mut writes, pending)) in computed.into_iter().enumerate() {
+    for (k, (device, bx, mut reads, mut writes, pending, _)) in computed.into_iter().enumerate() {
         for p in &pending {
             let runs = inspect(p, dn, args, buffers, table, inspections)?;
             let mine = match found.iter_mut().find(|(w, _)| *w == p.written) {
@@ -863,9 +897,64 @@ fn split(
             ));
         }
     }
+    // The home partition updates the buffer's own bytes: current first, the only holder after.
+    if let Some(home) = parts.first_mut() {
+        for r in &reductions {
+            let bytes = ByteRect::run(r.start, r.start + r.bytes());
+            home.2.push((r.buffer, bytes));
+            home.3.push((r.buffer, bytes));
+        }
+    }
     disjoint_writes(&parts, buffers.len())?;
     super::hulls::take_whole(&mut parts, buffers.len());
-    Ok(parts)
+    Ok((parts, reductions))
+}
+
+/// The launch's reductions (dashdb's `WriteKind::Reduce`) from each partition's hull of the
+/// bytes it updates, `(argument, (start, end))`: per argument, whole elements of its type
+/// covering every partition's, within the buffer. Devices and addresses are the plan's to fill
+/// in. An error where a split would be wrong: another argument pointing into the same buffer,
+/// or partial results that would have to cross ranks.
+fn reductions<'a>(
+    dn: &dashdb::Node,
+    args: &[BufArg],
+    hulls: impl Iterator<Item = &'a (usize, (u64, u64))>,
+) -> Result<Vec<Reduce>, String> {
+    let mut spans: Vec<(usize, u64, u64)> = Vec::new();
+    for &(ai, (lo, hi)) in hulls {
+        match spans.iter_mut().find(|s| s.0 == ai) {
+            Some(s) => (s.1, s.2) = (s.1.min(lo), s.2.max(hi)),
+            None => spans.push((ai, lo, hi)),
+        }
+    }
+    let mut out = Vec::with_capacity(spans.len());
+    for (ai, lo, hi) in spans {
+        let a = &args[ai];
+        let arg = dn.arg(a.param).expect("checked by split");
+        let how = arg.reduction.ok_or_else(|| format!("`{}`: a reduction without its operation", arg.name))?;
+        if args.iter().any(|b| b.buffer == a.buffer && b.param != a.param) {
+            return Err(format!("`{}` is reduced into, and another argument points into the same buffer", arg.name));
+        }
+        if crate::devices::devices().spans_ranks() {
+            return Err(format!("its reduction into `{}` is not combined across ranks", arg.name));
+        }
+        let (start, elements) = element_span(lo, hi, a.offset, u64::from(how.element.size()), a.size);
+        if elements > 0 {
+            out.push(Reduce { buffer: a.buffer, start, elements, how, home: (0, 0), others: Vec::new() });
+        }
+    }
+    Ok(out)
+}
+
+/// The whole elements (of `size` bytes, the first at byte `offset` of a buffer of `len`
+/// bytes, and every `size` bytes from there either way) that cover bytes `lo..hi`, within
+/// the buffer: the first element's byte and the count.
+fn element_span(lo: u64, hi: u64, offset: u64, size: u64, len: u64) -> (u64, u64) {
+    let phase = offset % size;
+    let start = phase + lo.saturating_sub(phase) / size * size;
+    let end =
+        (phase + hi.saturating_sub(phase).div_ceil(size) * size).min(phase + len.saturating_sub(phase) / size * size);
+    (start, end.saturating_sub(start) / size)
 }
 
 /// The value of an array extent: `*` (unknown, outermost) is 0; a number or a parameter
@@ -1006,11 +1095,16 @@ fn independent_iterations(
         let Some(arg) = dn.arg(a.param) else { return false };
         let written = match (arg.write, &arg.write_map) {
             (WriteKind::None, _) => continue,
-            (WriteKind::Exact | WriteKind::May, Some(m)) => m,
+            (WriteKind::Exact | WriteKind::May | WriteKind::Reduce, Some(m)) => m,
+            (WriteKind::Reduce, None) => "",
             _ => return false,
         };
         if args.iter().enumerate().any(|(bi, b)| bi != ai && b.buffer == a.buffer) {
             return false;
+        }
+        // Combining updates commute: any iteration may make them, in any order.
+        if arg.write == WriteKind::Reduce {
+            continue;
         }
         let read = match (arg.read, &arg.read_map) {
             (ReadKind::None, _) => None,
@@ -1054,6 +1148,13 @@ fn iterations_end(
     let mut end = 0;
     for a in args {
         let Some(arg) = dn.arg(a.param) else { continue };
+        if arg.write == WriteKind::Reduce && arg.write_map.is_none() {
+            // Its updates may come from iterations past every map's end.
+            return Err(format!(
+                "`{}` is updated at elements the maps do not give: where its grid-stride loop ends is unknown",
+                arg.name
+            ));
+        }
         let fixed = fixed_for(&arg.params)?;
         let maps = arg.read_map.iter().chain(arg.write_map.iter()).chain(arg.write_through.iter().map(|t| &t.map));
         for m in maps {
@@ -1430,6 +1531,18 @@ fn with_fixed_map<R>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reduction's bytes are whole elements on the argument's grid, within the buffer.
+    #[test]
+    fn reduction_spans_are_whole_elements_in_the_buffer() {
+        // 4-byte elements from byte 8 of 64: bytes 9..13 lie in elements 2 and 3.
+        assert_eq!(element_span(9, 13, 8, 4, 64), (8, 2));
+        assert_eq!(element_span(0, 64, 8, 4, 64), (0, 16));
+        // An argument 2 bytes in: elements at 2, 6, ...; the last whole one ends at 62.
+        assert_eq!(element_span(0, 64, 2, 4, 64), (2, 15));
+        assert_eq!(element_span(0, 64, 10, 8, 64), (2, 7));
+        assert_eq!(element_span(40, 40, 0, 8, 64), (40, 0));
+    }
 
     fn part(writes: &[(u64, u64)]) -> Part {
         let bx = GridBox { lo: [0; 3], hi: [1; 3], dim: [1; 3] };

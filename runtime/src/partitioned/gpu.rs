@@ -121,6 +121,9 @@ pub(super) fn run(
     }
     st.nanos_copies.fetch_add(t0.nanos(), Ordering::Relaxed);
 
+    // Reductions: the other devices' private copies start from the identity, after their
+    // copies, before their kernels (and after any copy out of them: `war_waits`).
+    super::reduce::start(&lp.reductions)?;
     let t1 = Stopwatch::start();
     let parts: Vec<GpuPart<'_>> = lp
         .parts
@@ -131,6 +134,7 @@ pub(super) fn run(
         .collect();
     let wait = !slots.asynchronous();
     let launched = kernel::run(m, n, kernel, name, prepared, ptx, &parts, parent, grid, outs, base, wait, sampled);
+    let launched = launched.and_then(|l| super::reduce::finish(&lp.reductions).map(|()| l));
     let launched = match launched {
         Ok(l) => l,
         Err(e) => {
@@ -186,7 +190,14 @@ fn war_waits(lp: &LaunchPlan, copies: &[Copy], sources: &[Source]) -> Vec<(usize
                 .parts
                 .iter()
                 .filter(|p| p.device == i)
-                .any(|p| p.writes.iter().any(|&(b, w)| b == s.buffer && w.start < s.end && s.start < w.end()));
+                .any(|p| p.writes.iter().any(|&(b, w)| b == s.buffer && w.start < s.end && s.start < w.end()))
+                // A reduction's identity fill overwrites the device's copy too.
+                || lp.reductions.iter().any(|r| {
+                    r.buffer == s.buffer
+                        && r.others.iter().any(|&(k, _)| k == i)
+                        && r.start < s.end
+                        && s.start < r.start + r.bytes()
+                });
             overwritten.then_some((i, c.executor()))
         })
         .collect()

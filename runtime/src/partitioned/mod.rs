@@ -32,6 +32,7 @@ mod gpu;
 pub(crate) mod hulls;
 pub(crate) mod kernel;
 pub(crate) mod policy;
+pub(crate) mod reduce;
 
 pub use cache::Launches;
 
@@ -47,6 +48,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A computed plan, or why the launch runs on the host instead of the devices.
+// Plans live behind an `Arc` in the cache, one allocation each: boxing the large variant
+// would only add a second.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Outcome {
     Host(String),
     Devices(LaunchPlan),
@@ -84,6 +88,9 @@ pub(crate) struct LaunchPlan {
     /// iterations run one per thread over the virtual grid of its iterations
     /// (`access::split`).
     pub virtual_grid: Option<[i64; 3]>,
+    /// Arguments updated only by combining atomics, split: every device but the home one
+    /// updates a private copy, combined after the partitions ([`reduce`]).
+    pub reductions: Vec<reduce::Reduce>,
 }
 
 #[derive(Clone)]
@@ -142,6 +149,7 @@ impl LaunchPlan {
             scalar_free: false,
             rounds: Vec::new(),
             virtual_grid: None,
+            reductions: Vec::new(),
         }
     }
 
@@ -223,6 +231,16 @@ impl LaunchPlan {
                     hi,
                 }));
             }
+        }
+        // Every other device's private copy of a reduction's bytes.
+        for r in &self.reductions {
+            let buffer = self.buffers[r.buffer].0;
+            needs.extend(r.others.iter().map(|&(device, _)| memory::residency::Need {
+                buffer,
+                device,
+                lo: r.start,
+                hi: r.start + r.bytes(),
+            }));
         }
         needs
     }
@@ -602,7 +620,18 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
             st.nanos_copies.fetch_add(t2.nanos(), Ordering::Relaxed);
             let copied = started.map(|t| t.elapsed().as_nanos() as f64);
             let t3 = Stopwatch::start();
+            let reduced = |what: &str, r: Result<(), String>| {
+                r.unwrap_or_else(|err| {
+                    crate::fatal(&format!(
+                        "node {} ({}): {what} its reductions: {err}",
+                        module.node(n).shown(),
+                        module.node(n).loc
+                    ))
+                })
+            };
+            reduced("starting", reduce::start(&lp.reductions));
             let slowest = run_parts(lp, &part_args, run_box, probe.is_some());
+            reduced("combining", reduce::finish(&lp.reductions));
             share_outputs(module, n, shape, lp, grid, outs);
             st.nanos_kernels.fetch_add(t3.nanos(), Ordering::Relaxed);
             if let (Some(mut p), Some(copy_ns)) = (probe.take(), copied) {
@@ -682,6 +711,12 @@ fn fit_memory(
     let split = |o: &Outcome| matches!(o, Outcome::Devices(lp) if lp.unpartitioned.is_none());
     // All partitions at once where they fit (`HPVM_MGPU_PARTITIONS=3` included).
     if matches!(&first, Outcome::Devices(lp) if lp.fits_memory(false)) || !split(&first) {
+        return first;
+    }
+    // Rounds would run a device's partitions apart, each round's copies planned alone: a
+    // reduction's private copies must outlive them all. Not done: such a launch takes its
+    // memory at once, or fails naming what does not fit.
+    if matches!(&first, Outcome::Devices(lp) if !lp.reductions.is_empty()) {
         return first;
     }
     let mut best = first;

@@ -1,0 +1,110 @@
+//! Reductions through atomics, split (dashdb's `WriteKind::Reduce`): an argument the kernel
+//! only updates with combining atomics (`atomicAdd` into a sum, a histogram, a counter).
+//!
+//! One device, the home (the first partition's), updates the buffer itself: it is made current
+//! on the reduction's bytes first, as for a read, and is their only holder afterwards, as for a
+//! write. Every other device with a partition updates its own copy's bytes of the reduction,
+//! set to the operation's identity first ([`start`]); after the partitions, each such copy is
+//! brought to the home device (a scratch buffer there) and combined into the home's bytes
+//! ([`finish`]). The updates of all devices are then in the home's bytes, each once: integer
+//! results are the one-device results, bit for bit; float sums are rounded in another order,
+//! as two runs on one GPU are.
+//!
+//! Invariants:
+//! - the reduction's bytes are whole elements of the argument's type, and no other argument
+//!   of the launch points into its buffer (`access::split` refuses the split otherwise);
+//! - on GPUs, a device's identity fill follows its copies on its stream and precedes its
+//!   kernels, and a copy that reads those bytes from it is waited for first (`gpu::war_waits`);
+//!   the home's stream waits for each other device's kernels, then copies and combines, all
+//!   in stream order, so a later launch's scratch use follows this one's;
+//! - a split across ranks is refused (the partial results would have to cross processes).
+
+use crate::devices::{devices, Copy, Place};
+use std::sync::Mutex;
+
+/// One reduction of a launch plan.
+#[derive(Clone, Debug)]
+pub(crate) struct Reduce {
+    /// The plan's buffer it updates.
+    pub buffer: usize,
+    /// Its bytes within the buffer: `start..start + elements × size`.
+    pub start: u64,
+    pub elements: u64,
+    pub how: dashdb::Reduction,
+    /// The home device and the address of the reduction's first byte there.
+    pub home: (usize, u64),
+    /// Every other device with a partition, and the address of the first byte of its copy.
+    pub others: Vec<(usize, u64)>,
+}
+
+impl Reduce {
+    pub fn bytes(&self) -> u64 {
+        self.elements * u64::from(self.how.element.size())
+    }
+}
+
+/// Sets every other device's bytes of each reduction to the identity (enqueued on its stream;
+/// done on return on simulated devices).
+pub(crate) fn start(reductions: &[Reduce]) -> Result<(), String> {
+    let devs = devices();
+    for r in reductions {
+        for &(k, addr) in r.others.iter().filter(|(k, _)| devs.is_local(*k)) {
+            devs.get(k).fill_identity(addr, r.how, r.elements)?;
+        }
+    }
+    Ok(())
+}
+
+/// Combines every other device's bytes of each reduction into the home's, on the home's
+/// stream, after the other device's kernels (on GPUs, ordered by an event).
+pub(crate) fn finish(reductions: &[Reduce]) -> Result<(), String> {
+    let devs = devices();
+    for r in reductions.iter().filter(|r| !r.others.is_empty()) {
+        let (home, dst) = r.home;
+        let scratch = scratch(home, r.bytes())?;
+        for &(k, src) in &r.others {
+            if devs.on_gpus() {
+                let done = devs.gpu(k).join_point()?;
+                devs.gpu(home).wait_for(done)?;
+            }
+            let c = Copy {
+                src: Place::Device(k),
+                src_addr: src,
+                dst: Place::Device(home),
+                dst_addr: scratch,
+                rows: 1,
+                row_bytes: r.bytes(),
+                pitch: r.bytes(),
+            };
+            devs.get(home).copy(&c)?;
+            devs.get(home).combine(dst, scratch, r.how, r.elements)?;
+        }
+    }
+    Ok(())
+}
+
+/// Per device, the scratch buffer partial results are brought into: (address, bytes).
+static SCRATCH: Mutex<Vec<Option<(u64, u64)>>> = Mutex::new(Vec::new());
+
+/// Device `k`'s scratch buffer, of at least `bytes`: grown (the device's work finished first,
+/// which may still read the old one) only when a larger reduction comes.
+fn scratch(k: usize, bytes: u64) -> Result<u64, String> {
+    let mut all = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
+    if all.len() <= k {
+        all.resize(k + 1, None);
+    }
+    if let Some((addr, size)) = all[k] {
+        if size >= bytes {
+            return Ok(addr);
+        }
+        let dev = devices().get(k);
+        dev.synchronize()?;
+        dev.free(addr)?;
+        all[k] = None;
+    }
+    // Room to grow: a histogram whose size changes a little needs no new allocation.
+    let size = bytes.next_power_of_two().max(4096);
+    let addr = devices().get(k).alloc(size as usize)?;
+    all[k] = Some((addr, size));
+    Ok(addr)
+}
