@@ -177,14 +177,14 @@ fn atomics_that_combine_are_reductions_and_the_others_say_why() {
     assert!(
         compact.contains(
             "`slots` is updated atomically and its old value is used: the updates of different devices could not be \
-             combined (tests/cuda/reduce.cu:83)"
+             combined (tests/cuda/reduce.cu:85)"
         ),
         "{compact}"
     );
     let capped = node("capped");
     assert!(
         capped.contains("`count` is updated atomically and also read or written plainly")
-            && capped.contains("reduce.cu:89"),
+            && capped.contains("reduce.cu:91"),
         "{capped}"
     );
 }

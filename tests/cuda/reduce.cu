@@ -5,9 +5,11 @@
  * grid-stride count, and atomics that are no reduction (a slot counter whose old value is
  * used; an update beside a plain read). Every buffer starts from values of its own (not the
  * identity), some elements are never updated, and one float element is -0.0 and stays so.
- * Integer results and float sums of small integers are checked exactly; the sum of floats
- * that round is checked within a bound: |got - want| <= n * 2^-20 * sum |x| (each of n
- * additions rounds by at most 2^-24 of the partial sum's size; the bound leaves room).
+ * Integer results are checked exactly, and so is the float sum of small integers while no
+ * partial sum can reach 2^24 (N * ROUNDS * 43 < 2^24; beyond, within the bound below, and
+ * left out of the checksum). Sums of floats that round are checked within
+ * |got - want| <= a * 2^-24 * S, for a additions whose partial sums S = sum |x| bounds: each
+ * addition rounds by at most half an ulp of a partial sum, 2^-24 of its size.
  * Usage: reduce [N [ROUNDS]]   (defaults 100003 2)
  * Prints PASS or FAIL and `checksum <hex>` of the exact results.
  */
@@ -258,9 +260,13 @@ int main(int argc, char **argv) {
   int bad = 0;
   bad += memcmp(got_bins, want_bins, sizeof got_bins) != 0;
   bad += memcmp(got_hist, want_hist, (size_t)blocks * 16 * sizeof(int)) != 0;
-  bad += got_total[0] != want_total;
+  // Every partial sum of the small integers is exact below 2^24, in any order.
+  int exact = (double)n * rounds * 43 + 100 < 16777216.0;
+  // Twice: the host's own float sum (the reference) rounds as much.
+  double loose = 2.0 * n * rounds * (100.0 + (double)n * rounds * 43) / 16777216.0;
+  bad += exact ? got_total[0] != want_total : fabs((double)got_total[0] - want_total) > loose;
   bad += memcmp(&got_zero[0], &neg_zero[0], sizeof(float)) != 0;
-  bad += got_zero[1] != want_total - 100.0f;
+  bad += exact ? got_zero[1] != want_total - 100.0f : fabs((double)got_zero[1] - (want_total - 100.0)) > loose;
   bad += got_lo != want_lo || got_hi != want_hi || got_ulo != want_ulo || got_uhi != want_uhi;
   bad += got_wsum != want_wsum || got_top != want_top || got_dsum != want_dsum;
   bad += memcmp(got_set, want_set, words * 4) != 0;
@@ -274,7 +280,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < n; i++)
     if (v[i] % 3 == 0) want_out_sum += (long long)v[i] * rounds;
   bad += out_sum != want_out_sum;
-  double bound = (double)n * rounds * magnitude / 1048576.0;
+  double bound = (double)n * rounds * magnitude / 16777216.0;
   if (fabs((double)got_total[1] - want_rounded) > bound) {
     fprintf(stderr, "rounded sum %.9g, want %.9g within %.3g\n", got_total[1], want_rounded, bound);
     bad++;
@@ -290,8 +296,8 @@ int main(int argc, char **argv) {
   uint64_t h = 14695981039346656037ull;
   h = fnv(got_bins, sizeof got_bins, h);
   h = fnv(got_hist, (size_t)blocks * 16 * sizeof(int), h);
-  h = fnv(&got_total[0], sizeof(float), h);
-  h = fnv(got_zero, sizeof got_zero, h);
+  if (exact) h = fnv(&got_total[0], sizeof(float), h), h = fnv(&got_zero[1], sizeof(float), h);
+  h = fnv(&got_zero[0], sizeof(float), h);
   h = fnv(&got_lo, sizeof got_lo, h), h = fnv(&got_hi, sizeof got_hi, h);
   h = fnv(&got_ulo, sizeof got_ulo, h), h = fnv(&got_uhi, sizeof got_uhi, h);
   h = fnv(&got_wsum, sizeof got_wsum, h), h = fnv(&got_top, sizeof got_top, h), h = fnv(&got_dsum, sizeof got_dsum, h);

@@ -4,7 +4,8 @@
  * device of the fallback and back.
  *
  *   Scale:     v[i] = (v[i] * 3 + 1) mod 64                   (split)
- *   Histogram: bins[v[i] mod nb] += 1, atomically            (not split: data-dependent)
+ *   Histogram: bins[v[i] mod nb] += 1, atomically, below a cap (not split: it reads the
+ *              bins it counts into, so private copies per device would see other counts)
  *   Weigh:     w[i] = bins[v[i] mod nb] * 2 + v[i]           (split; reads bins anywhere)
  *
  * Usage: mixed [N [NB]]   (defaults 3000 10). Prints a checksum; exit 0 PASS, 1 FAIL.
@@ -31,7 +32,7 @@ void Histogram(int *v, size_t bytes_v, int *bins, size_t bytes_bins, int *w, siz
   __hpvm__hint(DEVICE);
   __hpvm__attributes(2, v, bins, 1, bins);
   long i = __hpvm__getNodeInstanceID_x(__hpvm__getNode());
-  if (i < n) {
+  if (i < n && bins[v[i] % nb] < 1 << 30) {
     __hpvm__atomic_add(&bins[v[i] % nb], 1);
   }
   __hpvm__return(0);
