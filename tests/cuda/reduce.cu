@@ -2,7 +2,7 @@
  * reduce.cu -- reductions through atomics, the way CUDA programs write them: a histogram at
  * data-dependent bins, a per-block histogram, a float sum, an int and an unsigned minimum and
  * maximum, 64-bit sums and maxima, a double sum, bit sets by and/or/xor, a subtraction, a
- * grid-stride count, and atomics that are no reduction (a slot counter whose old value is
+ * grid-stride count and histogram, and atomics that are no reduction (a slot counter whose old value is
  * used; an update beside a plain read). Every buffer starts from values of its own (not the
  * identity), some elements are never updated, and one float element is -0.0 and stays so.
  * Integer results are checked exactly, and so is the float sum of small integers while no
@@ -96,6 +96,13 @@ __global__ void rounded_sum(const float *x, float *total, int n) {
   if (i < n) atomicAdd(&total[1], x[i]);
 }
 
+// A grid-stride histogram at data-dependent bins: no map bounds the loop, so the launch's own
+// blocks run their loops as written, each device into its private bins.
+__global__ void stride_histogram(const int *v, unsigned *bins, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+    atomicAdd(&bins[v[i] & 63], 1u);
+}
+
 static uint64_t fnv(const void *p, size_t bytes, uint64_t h) {
   const unsigned char *b = (const unsigned char *)p;
   for (size_t i = 0; i < bytes; i++) h = (h ^ b[i]) * 1099511628211ull;
@@ -161,6 +168,10 @@ int main(int argc, char **argv) {
   unsigned count = 11;
   int slots = 0, capped_count = 0;
 
+  unsigned sbins[64];
+  for (int b = 0; b < 64; b++) sbins[b] = 1000u * b;
+  unsigned want_sbins[64];
+  memcpy(want_sbins, sbins, sizeof sbins);
   unsigned want_bins[BINS];
   memcpy(want_bins, bins, sizeof bins);
   int *want_hist = (int *)malloc((size_t)blocks * 16 * sizeof(int));
@@ -181,6 +192,7 @@ int main(int argc, char **argv) {
   for (int k = 0; k < rounds; k++)
     for (int i = 0; i < n; i++) {
       want_bins[v[i] & (BINS - 1)]++;
+      want_sbins[v[i] & 63]++;
       want_hist[(i / threads) * 16 + (v[i] & 15)]++;
       want_total += x[i];
       want_lo = v[i] < want_lo ? v[i] : want_lo;
@@ -205,7 +217,7 @@ int main(int argc, char **argv) {
 
   int *dv = upload(v, n);
   float *dx = upload(x, n), *dr = upload(r, n);
-  unsigned *dbins = upload(bins, BINS);
+  unsigned *dbins = upload(bins, BINS), *dsbins = upload(sbins, 64);
   int *dhist = upload(hist, (size_t)blocks * 16);
   float *dtotal = upload(total, 2), *dzero = upload(neg_zero, 2);
   int *dlo = upload(&lo, 1), *dhi = upload(&hi, 1);
@@ -232,10 +244,11 @@ int main(int argc, char **argv) {
     compact<<<blocks, threads>>>(dv, dout, dslots, n);
     capped<<<blocks, threads>>>(dv, dcapped, n, 1 << 30);
     rounded_sum<<<blocks, threads>>>(dr, dtotal, n);
+    stride_histogram<<<(blocks + 3) / 4, threads>>>(dv, dsbins, n);
   }
   CHECK(cudaGetLastError());
 
-  unsigned got_bins[BINS];
+  unsigned got_bins[BINS], got_sbins[64];
   int *got_hist = (int *)malloc((size_t)blocks * 16 * sizeof(int));
   float got_total[2], got_zero[2];
   int got_lo, got_hi, got_budget, got_slots, got_capped;
@@ -247,6 +260,7 @@ int main(int argc, char **argv) {
            *got_flip = (unsigned *)malloc(words * 4);
   int *got_out = (int *)malloc((size_t)n * rounds * sizeof(int));
   download(got_bins, dbins, BINS);
+  download(got_sbins, dsbins, 64);
   download(got_hist, dhist, (size_t)blocks * 16);
   download(got_total, dtotal, 2);
   download(got_zero, dzero, 2);
@@ -259,6 +273,7 @@ int main(int argc, char **argv) {
 
   int bad = 0;
   bad += memcmp(got_bins, want_bins, sizeof got_bins) != 0;
+  bad += memcmp(got_sbins, want_sbins, sizeof got_sbins) != 0;
   bad += memcmp(got_hist, want_hist, (size_t)blocks * 16 * sizeof(int)) != 0;
   // Every partial sum of the small integers is exact below 2^24, in any order.
   int exact = (double)n * rounds * 43 + 100 < 16777216.0;
@@ -295,6 +310,7 @@ int main(int argc, char **argv) {
 
   uint64_t h = 14695981039346656037ull;
   h = fnv(got_bins, sizeof got_bins, h);
+  h = fnv(got_sbins, sizeof got_sbins, h);
   h = fnv(got_hist, (size_t)blocks * 16 * sizeof(int), h);
   if (exact) h = fnv(&got_total[0], sizeof(float), h), h = fnv(&got_zero[1], sizeof(float), h);
   h = fnv(&got_zero[0], sizeof(float), h);

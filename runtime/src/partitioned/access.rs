@@ -1096,7 +1096,9 @@ fn independent_iterations(
         let written = match (arg.write, &arg.write_map) {
             (WriteKind::None, _) => continue,
             (WriteKind::Exact | WriteKind::May | WriteKind::Reduce, Some(m)) => m,
-            (WriteKind::Reduce, None) => "",
+            // Updates no map gives may come from iterations past every map's end, which the
+            // virtual grid of iterations would leave out: the launch's own blocks run their
+            // loops as written instead.
             _ => return false,
         };
         if args.iter().enumerate().any(|(bi, b)| bi != ai && b.buffer == a.buffer) {
@@ -1134,10 +1136,12 @@ fn independent_iterations(
     true
 }
 
-/// One past the last iteration a grid-stride loop runs in dimension `d`: where the node's
-/// maps end, with every other parameter fixed and the block ids ranged by `ranges` (those of
-/// `d` as far as the standing bounds allow). An error where a map does not end (nothing
-/// bounds the loop).
+/// One past the last iteration of a grid-stride loop in dimension `d` that any map reaches,
+/// with every other parameter fixed and the block ids ranged by `ranges` (those of `d` as far
+/// as the standing bounds allow); an error where a map does not end (nothing bounds the
+/// loop). Iterations past it access nothing the maps give: the loop itself may go on (an
+/// access with no map, such as a reduction at data-dependent elements, which
+/// [`independent_iterations`] therefore refuses), but no partition's rectangles change.
 fn iterations_end(
     dn: &dashdb::Node,
     args: &[BufArg],
@@ -1148,13 +1152,6 @@ fn iterations_end(
     let mut end = 0;
     for a in args {
         let Some(arg) = dn.arg(a.param) else { continue };
-        if arg.write == WriteKind::Reduce && arg.write_map.is_none() {
-            // Its updates may come from iterations past every map's end.
-            return Err(format!(
-                "`{}` is updated at elements the maps do not give: where its grid-stride loop ends is unknown",
-                arg.name
-            ));
-        }
         let fixed = fixed_for(&arg.params)?;
         let maps = arg.read_map.iter().chain(arg.write_map.iter()).chain(arg.write_through.iter().map(|t| &t.map));
         for m in maps {
