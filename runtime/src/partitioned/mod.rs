@@ -530,6 +530,14 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
             };
             st.nanos_alloc.fetch_add(alloc, Ordering::Relaxed);
             st.nanos_intervals.fetch_add(t0.nanos().saturating_sub(alloc), Ordering::Relaxed);
+            // What a split plan's reductions cost to combine, for the policy (a timed launch
+            // sees only its kernels).
+            if let Outcome::Devices(lp) = &*p {
+                if used_devices(lp) > 1 && policy::mode() == policy::Mode::Auto {
+                    let bytes: u64 = lp.reductions.iter().map(reduce::Reduce::bytes).sum();
+                    plans.policy.of(n).lock().unwrap_or_else(|e| e.into_inner()).reduce_bytes = bytes;
+                }
+            }
             let scalar_free = matches!(&*p, Outcome::Devices(lp) if lp.scalar_free);
             let at = if scalar_free { general.clone() } else { specific.take().unwrap_or_else(specific_key) };
             plans.insert(at, p.clone());

@@ -131,6 +131,10 @@ pub(crate) struct Measured {
     /// A GPU launch of the node is timed and its measurement has not arrived yet (it comes
     /// when the program next waits): timing more launches meanwhile tells nothing new.
     pub probing: bool,
+    /// The bytes of the reductions its last split plan combines per further device
+    /// (`partitioned::reduce`): a cost the timed launches do not see (the combine follows the
+    /// kernels), estimated instead ([`combine_ns`]).
+    pub reduce_bytes: u64,
 }
 
 impl Default for Measured {
@@ -146,6 +150,7 @@ impl Default for Measured {
             strided: None,
             decided: crate::hash::FxHashMap::default(),
             probing: false,
+            reduce_bytes: 0,
         }
     }
 }
@@ -412,7 +417,8 @@ pub(crate) fn decide(s: &Situation, m: &Measured, overheads: &Overheads) -> Deci
         // (see `GPU_MIN_SPLIT_NS`).
         return Decision::Whole(Why::TooShort { kernel_ns: kernel, floor_ns: GPU_MIN_SPLIT_NS });
     }
-    let predict = |n: usize| kernel / n as f64 + m.copies(n) + overheads.get(n, s.gpus);
+    let predict =
+        |n: usize| kernel / n as f64 + m.copies(n) + overheads.get(n, s.gpus) + combine_ns(m.reduce_bytes, n, s.gpus);
     let whole = predict(1);
     let (best, time) =
         (2..=useful).map(|n| (n, predict(n))).min_by(|a, b| a.1.total_cmp(&b.1)).expect("at least two devices");
@@ -446,6 +452,19 @@ pub(crate) fn decide(s: &Situation, m: &Measured, overheads: &Overheads) -> Deci
             cost_ns: time - whole + saved,
         })
     }
+}
+
+/// What combining a launch's reductions over `n` devices adds, ns: each further device's
+/// partial result (`bytes`) is copied to the home device and combined there, in series on the
+/// home's stream. On GPUs a peer copy (NVLink, about 100 GB/s: 0.01 ns a byte), the combine
+/// kernel's pass over both copies, and about 10 µs of event, copy and launch latencies per
+/// device; on simulated devices a copy and a combine by one host thread, about 0.5 ns a byte.
+pub(crate) fn combine_ns(bytes: u64, n: usize, gpus: bool) -> f64 {
+    if bytes == 0 || n <= 1 {
+        return 0.0;
+    }
+    let (per_byte, per_device) = if gpus { (0.012, 10_000.0) } else { (0.5, 1_000.0) };
+    (n - 1) as f64 * (bytes as f64 * per_byte + per_device)
 }
 
 /// Per node of a module, what its launches measured.
@@ -678,6 +697,21 @@ mod tests {
     }
 
     /// Where copies grow with the devices, the best count may be fewer than all.
+    /// A reduction's combine counts: over a small histogram it changes nothing, over a large
+    /// buffer the copies of every device's partial result make the split not pay.
+    #[test]
+    fn combining_large_reductions_can_make_a_split_not_pay() {
+        let o = fresh();
+        let mut m = measured(2_000_000.0, 1, 10_000, &[]);
+        m.reduce_bytes = 1024;
+        assert_eq!(decide(&gpus(2, 10_000, Some(100)), &m, &o), Decision::Split(2));
+        // 2 ms of kernel against 256 MiB to bring over and combine per further GPU (3.2 ms).
+        m.reduce_bytes = 256 << 20;
+        assert!(matches!(decide(&gpus(2, 10_000, Some(100)), &m, &o), Decision::Whole(Why::DoesNotPay { .. })));
+        assert_eq!(combine_ns(1 << 20, 1, true), 0.0);
+        assert!(combine_ns(1 << 20, 3, false) > combine_ns(1 << 20, 2, false));
+    }
+
     #[test]
     fn copies_can_make_fewer_devices_best() {
         let copies: Vec<(usize, f64)> = (1..=8).map(|n| (n, (n as f64 - 1.0) * 40_000.0)).collect();
