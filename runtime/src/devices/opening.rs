@@ -9,8 +9,9 @@
 //! open here once one of these happens:
 //! - a launch the split policy would split over more devices than are open
 //!   ([`crate::partitioned`]);
-//! - the program tracks a buffer of [`OPEN_AT_BYTES`] or more: a program that moves that much
-//!   is not a short one, and its GPUs are then open before its first launches.
+//! - the program's buffers come to [`open_at`] bytes in all (`HPVM_MGPU_OPEN_AT`, default
+//!   [`OPEN_AT_BYTES`]): a program that moves that much is not a short one, and its GPUs are
+//!   then open before its first launches.
 //!
 //! Work on the open GPUs goes on while another opens: on two H200s no step of GPU 0's work
 //! waited over 1.2 ms while GPU 1 opened (`open_probe background`). The host's launches do
@@ -39,10 +40,28 @@ use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// A tracked buffer this large starts opening the other GPUs. At 512 MiB, matmul 8192's
-/// 256 MiB buffers opened GPU 1 only once its second launch was measured, and 1 of its 5
-/// launches split (559 ms against 378 with 64 MiB); the thesis's stencil is the price.
-pub const OPEN_AT_BYTES: u64 = 64 << 20;
+/// Buffers this large in all start opening the other GPUs. Counted per buffer, 512 MiB made
+/// matmul 8192 (three buffers of 256 MiB) open GPU 1 only once its second launch was
+/// measured (559 ms against 378 with 64 MiB). Counted in all, on two H200s (kernel_ms,
+/// medians of 3, `bench/results/2026-11-26-h200x2-reductions.json`), 512 MiB beat 64 MiB on
+/// every program tried, and the single-buffer 64 MiB rule before it: the thesis's stencil
+/// 4096 x 100 8.8 ms against 22.0 (7.6 on one GPU), histogram 16777216 x 100 18.4 against
+/// 31.0 (17.2), stencil2d 16384 x 100 119 against 136 (97.6; its short loop splits late and
+/// pays the data's move), matmul 8192 alike (378 against 377; 606 on one GPU). Opening only
+/// when the policy wants a split made matmul 8192 572 ms: its few long launches need GPU 1
+/// open before they start.
+pub const OPEN_AT_BYTES: u64 = 512 << 20;
+
+/// The bytes of buffers a program allocates, in all, that open its other GPUs
+/// (`HPVM_MGPU_OPEN_AT=SIZE`, default [`OPEN_AT_BYTES`]).
+pub fn open_at() -> u64 {
+    static AT: OnceLock<u64> = OnceLock::new();
+    *AT.get_or_init(|| {
+        let Ok(v) = std::env::var("HPVM_MGPU_OPEN_AT") else { return OPEN_AT_BYTES };
+        super::parse_size(&v)
+            .unwrap_or_else(|| crate::fatal(&format!("HPVM_MGPU_OPEN_AT={v}: expected a size such as 256M or 1G")))
+    })
+}
 
 /// When a run's GPUs open (`HPVM_MGPU_OPEN`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -809,10 +809,13 @@ pub fn track(ptr: usize, bytes: usize) {
     large_buffer(bytes);
 }
 
-/// A buffer this large says the run is not a short one: its other GPUs start opening
-/// ([`crate::devices::opening`]).
+/// Counts a buffer the program allocated: once its buffers come to
+/// [`crate::devices::opening::open_at`] bytes in all, the run is not a short one, and its
+/// other GPUs start opening ([`crate::devices::opening`]).
 fn large_buffer(bytes: usize) {
-    if bytes as u64 >= crate::devices::opening::OPEN_AT_BYTES {
+    static ALLOCATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let total = ALLOCATED.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed) + bytes as u64;
+    if total >= crate::devices::opening::open_at() {
         crate::devices::opening::want_all();
     }
 }

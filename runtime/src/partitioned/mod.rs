@@ -332,6 +332,7 @@ pub fn check_settings() {
     device_weight(0);
     kernel::bench_repeat();
     crate::devices::held::enabled();
+    crate::devices::opening::open_at();
 }
 
 /// `HPVM_MGPU_PARTITIONS=K`: each device gets K partitions of a split launch (default 1).
