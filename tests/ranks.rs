@@ -120,6 +120,35 @@ fn every_program_on_two_and_three_ranks_prints_what_one_process_prints() {
 }
 
 /// The runtime's choices that change which copies cross ranks, and when, change nothing.
+/// Reductions through atomics split across ranks: each rank's devices update private copies,
+/// the partial results of another rank's devices cross to the home device's rank, which
+/// combines them; with the home on rank 0 or on rank 1, the results are one process's.
+#[test]
+fn reductions_combine_across_ranks() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = TempDir::new("ranks-reduce");
+    let exe = build(&dir, "tests/cuda/reduce.cu");
+    let args = ["20011", "3"];
+    let want = one_process(&exe, &args);
+    let stats = dir.path_str("stats.json");
+    for order in ["0,1,2,3", "3,0,2,1"] {
+        let env = [
+            ("HPVM_MGPU_DEVICES", "cpu:2"),
+            ("HPVM_MGPU_PARTITION", "always"),
+            ("HPVM_MGPU_ORDER", order),
+            ("HPVM_MGPU_STATS", &stats),
+        ];
+        same_on_every_rank(&dir, &exe, &args, 2, &env, &want);
+        let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        for name in ["histogram.blocks", "sum.blocks", "wide.blocks", "stride_histogram.blocks"] {
+            let n = s["nodes"].as_array().unwrap().iter().find(|n| n["node"] == name).unwrap();
+            assert!(n["partitioned_launches"].as_u64().unwrap() > 0 && n["max_devices"] == 4, "{order}: {n}");
+        }
+    }
+}
+
 #[test]
 fn partitions_weights_and_evictions_across_ranks_change_nothing() {
     if !have_mpirun() {

@@ -913,8 +913,7 @@ fn split(
 /// The launch's reductions (dashdb's `WriteKind::Reduce`) from each partition's hull of the
 /// bytes it updates, `(argument, (start, end))`: per argument, whole elements of its type
 /// covering every partition's, within the buffer. Devices and addresses are the plan's to fill
-/// in. An error where a split would be wrong: another argument pointing into the same buffer,
-/// or partial results that would have to cross ranks.
+/// in. An error where a split would be wrong: another argument pointing into the same buffer.
 fn reductions<'a>(
     dn: &dashdb::Node,
     args: &[BufArg],
@@ -934,9 +933,6 @@ fn reductions<'a>(
         let how = arg.reduction.ok_or_else(|| format!("`{}`: a reduction without its operation", arg.name))?;
         if args.iter().any(|b| b.buffer == a.buffer && b.param != a.param) {
             return Err(format!("`{}` is reduced into, and another argument points into the same buffer", arg.name));
-        }
-        if crate::devices::devices().spans_ranks() {
-            return Err(format!("its reduction into `{}` is not combined across ranks", arg.name));
         }
         let (start, elements) = element_span(lo, hi, a.offset, u64::from(how.element.size()), a.size);
         if elements > 0 {

@@ -17,7 +17,11 @@
 //!   kernels, and a copy that reads those bytes from it is waited for first (`gpu::war_waits`);
 //!   the home's stream waits for each other device's kernels, then copies and combines, all
 //!   in stream order, so a later launch's scratch use follows this one's;
-//! - a split across ranks is refused (the partial results would have to cross processes).
+//! - under ranks, each rank fills its own devices' copies; a partial result on another rank's
+//!   device than the home's crosses as any copy between ranks does (`memory::crossing`: a send
+//!   on its rank, a receive into the home's scratch on the home's), and only the home's rank
+//!   combines. Every rank walks the same reductions in the same order, so sends meet their
+//!   receives.
 
 use crate::devices::{devices, Copy, Place};
 use std::sync::Mutex;
@@ -56,16 +60,19 @@ pub(crate) fn start(reductions: &[Reduce]) -> Result<(), String> {
 }
 
 /// Combines every other device's bytes of each reduction into the home's, on the home's
-/// stream, after the other device's kernels (on GPUs, ordered by an event).
+/// stream, after the other device's kernels (on GPUs, ordered by an event; across ranks, by
+/// the exchange, which reads a device's bytes only once its work is done).
 pub(crate) fn finish(reductions: &[Reduce]) -> Result<(), String> {
     let devs = devices();
     for r in reductions.iter().filter(|r| !r.others.is_empty()) {
         let (home, dst) = r.home;
+        let home_here = devs.is_local(home);
+        // Another rank's home: a stand-in address (the copy's receiving end is that rank's).
         let scratch = scratch(home, r.bytes())?;
         for &(k, src) in &r.others {
-            if devs.on_gpus() {
-                let done = devs.gpu(k).join_point()?;
-                devs.gpu(home).wait_for(done)?;
+            let here = devs.is_local(k);
+            if !home_here && !here {
+                continue;
             }
             let c = Copy {
                 src: Place::Device(k),
@@ -76,8 +83,19 @@ pub(crate) fn finish(reductions: &[Reduce]) -> Result<(), String> {
                 row_bytes: r.bytes(),
                 pitch: r.bytes(),
             };
-            devs.get(home).copy(&c)?;
-            devs.get(home).combine(dst, scratch, r.how, r.elements)?;
+            if home_here && here {
+                if devs.on_gpus() {
+                    let done = devs.gpu(k).join_point()?;
+                    devs.gpu(home).wait_for(done)?;
+                }
+                devs.get(home).copy(&c)?;
+            } else {
+                // This rank's end of a copy between ranks: done when this returns.
+                crate::memory::execute(&[c])?;
+            }
+            if home_here {
+                devs.get(home).combine(dst, scratch, r.how, r.elements)?;
+            }
         }
     }
     Ok(())
