@@ -431,13 +431,27 @@ pub fn analyze_program(
                 a.write = WriteKind::Unanalysable;
             }
         }
-        entry.valid_when = valid_context(&isl, &scops, &narrow.conditions, &distinct_writes);
+        let known = map_param_names(&entry);
+        entry.valid_when = valid_context(&isl, &scops, &narrow.conditions, &distinct_writes, &known);
+        // Maps that hold for no launch the runtime can check: whole, said plainly (an ISL
+        // `false` would read as a failed check at every launch).
+        let never = entry
+            .valid_when
+            .as_deref()
+            .is_some_and(|v| v.trim() == "false" || isl.set(v).and_then(|s| s.is_empty()).unwrap_or(false));
+        if never {
+            entry.reasons.push(reason(
+                "the analysis's maps hold only under assumptions on values the code derives (such as a product of \
+                 two scalars, or a value read from memory) that no launch can check",
+                &entry.location,
+            ));
+        }
         entry.bounds = narrow.bounds.clone();
         for (i, conds) in &read_in_bounds {
             let valid = entry.valid_when.clone();
             let arg = entry.args.iter_mut().find(|a| a.index == *i).expect("recorded above");
             if arg.read_map.is_some() {
-                arg.read_valid_when = read_context(&isl, &scops, conds, valid.as_deref());
+                arg.read_valid_when = read_context(&isl, &scops, conds, valid.as_deref(), &known);
             }
         }
         if node.dims == 0 && entry.block.is_none() {
@@ -578,6 +592,7 @@ fn valid_context(
     scops: &polly::Scops,
     narrow: &[(Vec<String>, String)],
     extra: &[String],
+    known: &[String],
 ) -> Option<String> {
     let mut valid: Option<isl_glue::ElementSet> = None;
     for e in extra {
@@ -624,7 +639,7 @@ fn valid_context(
             None => s,
         });
     }
-    let v = valid?.drop_unused_params().ok()?;
+    let v = only_known_params(isl, scops, valid?.drop_unused_params().ok()?, known)?;
     // Polly's no-overflow assumptions only bite near 2^63; under the bounds the runtime
     // anyway requires of map parameters (dashdb's `valid_when`) most of them vanish.
     let names = v.params().ok()?;
@@ -636,6 +651,45 @@ fn valid_context(
         return None;
     }
     v.gist_params(standing).ok()?.drop_unused_params().ok()?.to_text().ok()
+}
+
+/// The names the runtime gives values to when it checks a node's conditions: the grid's and
+/// the parent's, the node's scalar parameters (by their names in the maps) and, for a block
+/// size known only at the launch, its size, block id and offset.
+fn map_param_names(entry: &Node) -> Vec<String> {
+    let mut names: Vec<String> =
+        ["gx", "gy", "gz", "px", "py", "pz", "pnx", "pny", "pnz"].iter().map(|s| s.to_string()).collect();
+    names.extend(entry.param_names.iter().cloned());
+    for r in entry.block.iter().flat_map(|b| &b.runtime) {
+        names.extend([r.size.clone(), r.id.clone(), r.offset.clone()]);
+    }
+    names
+}
+
+/// A condition `s` over parameters the runtime knows: one that names others (Polly's own,
+/// `p_2` for an expression it could not keep affine, such as a product of two scalars) must
+/// then hold whatever values they take within the ranges of their types (the SCoP's
+/// context), since nobody can give them at a launch. `None` where ISL cannot say.
+fn only_known_params<'i>(
+    isl: &'i isl_glue::Isl,
+    scops: &polly::Scops,
+    s: isl_glue::ElementSet<'i>,
+    known: &[String],
+) -> Option<isl_glue::ElementSet<'i>> {
+    let unknown: Vec<String> = s.params().ok()?.into_iter().filter(|p| !known.contains(p)).collect();
+    if unknown.is_empty() {
+        return Some(s);
+    }
+    // Their ranges alone: the context's constraints on the others stay out of the result.
+    let range = match scops.contexts.as_slice() {
+        [ctx] => {
+            let ctx = isl.set(ctx).ok()?;
+            let others: Vec<String> = ctx.params().ok()?.into_iter().filter(|p| !unknown.contains(p)).collect();
+            Some(ctx.project_out_params(&others).ok()?)
+        }
+        _ => None,
+    };
+    s.for_all_params(&unknown, range).ok()?.drop_unused_params().ok()
 }
 
 /// An access condition `s` simplified, as Polly simplifies its assumptions: within the
@@ -666,7 +720,13 @@ fn within_context<'i>(
 /// `conds`), as dashdb's `read_valid_when`; `None` when it holds wherever `valid` does (and
 /// within the standing bounds). `false` when ISL cannot say: the runtime then reads the
 /// whole array.
-fn read_context(isl: &isl_glue::Isl, scops: &polly::Scops, conds: &[String], valid: Option<&str>) -> Option<String> {
+fn read_context(
+    isl: &isl_glue::Isl,
+    scops: &polly::Scops,
+    conds: &[String],
+    valid: Option<&str>,
+    known: &[String],
+) -> Option<String> {
     let mut all: Option<isl_glue::ElementSet> = None;
     for c in conds {
         let Some(s) = isl.set(c).ok().and_then(|s| within_context(isl, scops, s)) else {
@@ -677,7 +737,7 @@ fn read_context(isl: &isl_glue::Isl, scops: &polly::Scops, conds: &[String], val
             None => Some(s),
         };
     }
-    let all = all?.drop_unused_params().ok()?;
+    let all = only_known_params(isl, scops, all?.drop_unused_params().ok()?, known)?;
     let names = all.params().ok()?;
     if names.is_empty() {
         return all.is_empty().ok().and_then(|e| e.then(|| "{ : false }".to_string()));

@@ -593,6 +593,39 @@ impl<'i> ElementSet<'i> {
         Ok(ElementSet { isl, set: self.set.drop_unused_params()? })
     }
 
+    /// The values of the other parameters for which the set holds whatever values the
+    /// parameters `names` take within `range` (a parameter set; all values without one):
+    /// `not exists names in range: not set`. Stricter than forgetting them, as a condition
+    /// must be where nobody can give their values.
+    pub fn for_all_params(self, names: &[String], range: Option<ElementSet<'i>>) -> Result<ElementSet<'i>> {
+        let isl = self.isl;
+        let mut bad = self.set.complement()?;
+        if let Some(r) = range {
+            bad = bad.intersect_params(r.set.params()?)?;
+        }
+        for n in names {
+            let pos = bad.find_dim_by_name(DimType::Param, n)?;
+            if pos >= 0 {
+                bad = bad.project_out(DimType::Param, pos as u32, 1)?;
+            }
+        }
+        Ok(ElementSet { isl, set: bad.coalesce()?.complement()?.coalesce()? })
+    }
+
+    /// The set with the parameters `names` forgotten: every value of the others that some
+    /// values of them give.
+    pub fn project_out_params(self, names: &[String]) -> Result<ElementSet<'i>> {
+        let isl = self.isl;
+        let mut set = self.set;
+        for n in names {
+            let pos = set.find_dim_by_name(DimType::Param, n)?;
+            if pos >= 0 {
+                set = set.project_out(DimType::Param, pos as u32, 1)?;
+            }
+        }
+        Ok(ElementSet { isl, set: set.coalesce()? })
+    }
+
     /// Everything (of the same space) not in the set.
     pub fn complement(self) -> Result<ElementSet<'i>> {
         let isl = self.isl;

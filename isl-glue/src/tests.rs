@@ -243,3 +243,23 @@ fn delinearizing_a_misaligned_index_stays_exact() {
     let rows = d.fix_params(&[("n", 4)]).unwrap().range().unwrap().runs(&[1 << 20, 128]).unwrap();
     assert_eq!(linear, rows);
 }
+
+/// A condition on a parameter nobody can give must hold for every value of it in its range:
+/// `a >= q` for every q of 0..=10 is `a >= 10`; a way out that needs some q is no way out;
+/// without a range, `a >= q` holds for no `a`.
+#[test]
+fn conditions_hold_for_every_value_of_an_unknown_parameter() {
+    let isl = Isl::new();
+    let q = ["q".to_string()];
+    let range = || Some(isl.set("[q] -> { : 0 <= q <= 10 }").unwrap());
+    let all = isl.set("[a, q] -> { : a >= q }").unwrap().for_all_params(&q, range()).unwrap();
+    let want = isl.set("[a] -> { : a >= 10 }").unwrap();
+    assert!(all.is_equal(&want).unwrap(), "{}", all.to_text().unwrap());
+    let either = isl.set("[a, q] -> { : a >= 0 or q > 5 }").unwrap().for_all_params(&q, range()).unwrap();
+    assert!(either.is_equal(&isl.set("[a] -> { : a >= 0 }").unwrap()).unwrap(), "{}", either.to_text().unwrap());
+    let unbounded = isl.set("[a, q] -> { : a >= q }").unwrap().for_all_params(&q, None).unwrap();
+    assert!(unbounded.is_empty().unwrap());
+    // Forgetting instead keeps every value some q allows.
+    let some = isl.set("[a, q] -> { : a >= q and 0 <= q <= 10 }").unwrap().project_out_params(&q).unwrap();
+    assert!(some.is_equal(&isl.set("[a] -> { : a >= 0 }").unwrap()).unwrap());
+}
