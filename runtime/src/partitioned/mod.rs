@@ -856,8 +856,13 @@ fn decide(
 ) -> (usize, Option<policy::Probe>) {
     let devs = devices();
     let all = devs.order.len();
-    if all <= 1 || policy::mode() != policy::Mode::Auto {
-        return (all.max(1), None);
+    match policy::mode() {
+        // Whole on device 0: planned as one device's launch (`access::plan_direct`), not
+        // through the split planner, which would only find the setting and run it whole.
+        policy::Mode::Off => return (1, None),
+        _ if all <= 1 => return (1, None),
+        policy::Mode::Always => return (all, None),
+        policy::Mode::Auto => {}
     }
     let nodes = u.module.stats.len();
     let st = &u.module.stats[u.node as usize];
