@@ -536,6 +536,7 @@ fn bad_settings_are_refused_with_a_message() {
         ("HPVM_MGPU_PIN", "yes", "expected `on` or `off`"),
         ("HPVM_MGPU_HOST_WRITES", "some", "expected `any`, `all` or `none`"),
         ("HPVM_MGPU_BENCH_REPEAT", "-1", "from 0 to 1000"),
+        ("HPVM_MGPU_OPEN_AT", "lots", "expected a size"),
     ] {
         let env = [(var, value), ("HPVM_MGPU_DEVICES", if var == "HPVM_MGPU_DEVICES" { value } else { "cpu:2" })];
         let out = run_program(&exe, &["100"], &env);
