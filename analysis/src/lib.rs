@@ -667,9 +667,15 @@ fn map_param_names(entry: &Node) -> Vec<String> {
 }
 
 /// A condition `s` over parameters the runtime knows: one that names others (Polly's own,
-/// `p_2` for an expression it could not keep affine, such as a product of two scalars) must
-/// then hold whatever values they take within the ranges of their types (the SCoP's
-/// context), since nobody can give them at a launch. `None` where ISL cannot say.
+/// `p_0` for an expression it could not keep affine, such as a product of two scalars or the
+/// grid-stride step `blockDim.x * gridDim.x`) must then hold whatever values they take, since
+/// nobody can give them at a launch: within the ranges of their types (the SCoP's context)
+/// and the standing bounds every map parameter is held to (dashdb's `PARAM_LIMIT`). That
+/// bound is assumed, not checked, for these values, as the simplification under the standing
+/// bounds assumed it before (a value the code derives from launch sizes and scalars stays far
+/// below 2^40; the products the 32-bit arithmetic forms are checked below 2^31 through the
+/// node's `bounds`). Over the whole 64-bit range, a stride's product left no launch valid.
+/// `None` where ISL cannot say.
 fn only_known_params<'i>(
     isl: &'i isl_glue::Isl,
     scops: &polly::Scops,
@@ -681,15 +687,15 @@ fn only_known_params<'i>(
         return Some(s);
     }
     // Their ranges alone: the context's constraints on the others stay out of the result.
-    let range = match scops.contexts.as_slice() {
-        [ctx] => {
-            let ctx = isl.set(ctx).ok()?;
-            let others: Vec<String> = ctx.params().ok()?.into_iter().filter(|p| !unknown.contains(p)).collect();
-            Some(ctx.project_out_params(&others).ok()?)
-        }
-        _ => None,
-    };
-    s.for_all_params(&unknown, range).ok()?.drop_unused_params().ok()
+    let limit = dashdb::PARAM_LIMIT;
+    let bounds: Vec<String> = unknown.iter().map(|p| format!("-{limit} <= {p} <= {limit}")).collect();
+    let mut range = isl.set(&format!("[{}] -> {{ : {} }}", unknown.join(", "), bounds.join(" and "))).ok()?;
+    if let [ctx] = scops.contexts.as_slice() {
+        let ctx = isl.set(ctx).ok()?;
+        let others: Vec<String> = ctx.params().ok()?.into_iter().filter(|p| !unknown.contains(p)).collect();
+        range = range.intersect(ctx.project_out_params(&others).ok()?).ok()?;
+    }
+    s.for_all_params(&unknown, Some(range)).ok()?.drop_unused_params().ok()
 }
 
 /// An access condition `s` simplified, as Polly simplifies its assumptions: within the
