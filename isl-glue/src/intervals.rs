@@ -179,6 +179,50 @@ fn merge_rows(rects: Vec<Rect>) -> Vec<Rect> {
     out
 }
 
+/// The rectangles of the box `bounds` (inclusive, one pair per dimension) of an array of
+/// `shape`, as [`rectangles`] gives them for a set that is this box. [`Error::TooComplex`]
+/// where it would take more rectangles than [`STEP_BUDGET`].
+pub fn box_rects(bounds: &[(i64, i64)], shape: &[i64]) -> Result<Vec<Rect>> {
+    let n = shape.len();
+    if bounds.len() != n || n == 0 {
+        return Err(Error::Shape(format!("a shape of {n} extents for a box of {} dimensions", bounds.len())));
+    }
+    if bounds.iter().any(|&(lo, hi)| lo > hi) {
+        return Ok(Vec::new());
+    }
+    let row_len = shape[n - 1];
+    let (c0, c1) = bounds[n - 1];
+    if n == 1 {
+        return Ok(vec![Rect { first_row: 0, rows: 1, first_col: c0, cols: c1 - c0 + 1, row_len }]);
+    }
+    // One rectangle per value of the dimensions before the last two.
+    let outer = &bounds[..n - 2];
+    let count = outer.iter().try_fold(1u64, |acc, &(lo, hi)| acc.checked_mul((hi - lo + 1) as u64));
+    if count.is_none_or(|c| c > STEP_BUDGET) {
+        return Err(Error::TooComplex);
+    }
+    let (r0, r1) = bounds[n - 2];
+    let mut out = Vec::new();
+    let mut at: Vec<i64> = outer.iter().map(|&(lo, _)| lo).collect();
+    loop {
+        let linear = at.iter().zip(shape).fold(0, |acc, (&v, &extent)| acc * extent + v);
+        out.push(Rect {
+            first_row: linear * shape[n - 2] + r0,
+            rows: r1 - r0 + 1,
+            first_col: c0,
+            cols: c1 - c0 + 1,
+            row_len,
+        });
+        // The next value of the outer dimensions, innermost fastest.
+        let Some(d) = (0..at.len()).rev().find(|&d| at[d] < outer[d].1) else { break };
+        at[d] += 1;
+        for (x, &(lo, _)) in at.iter_mut().zip(outer).skip(d + 1) {
+            *x = lo;
+        }
+    }
+    Ok(merge_rows(out))
+}
+
 /// Maximal runs of linear offsets covering the rectangles.
 pub(crate) fn runs_of(rects: &[Rect]) -> Vec<Run> {
     let mut runs: Vec<Run> = Vec::new();

@@ -15,9 +15,11 @@
 //! - [`ElementSet::runs`] and [`ElementSet::rectangles`] are exact: every element of the set is
 //!   covered, nothing else, runs are sorted, disjoint and maximal (adjacent runs merged).
 
+mod closed;
 mod intervals;
 
-pub use intervals::{Rect, Run, STEP_BUDGET};
+pub use closed::{ClosedBox, ClosedCond, Params};
+pub use intervals::{box_rects, Rect, Run, STEP_BUDGET};
 
 use isl_rs as isl;
 use isl_rs::DimType;
@@ -97,6 +99,49 @@ fn block_ranges_text(blocks: &[BlockRange]) -> String {
     format!("[{}] -> {{ : {} }}", names.join(", "), cons.join(" and "))
 }
 
+/// [`block_ranges_text`] with each range's bounds the parameters [`block_param`] (its size
+/// stays a number: the closed form of a block size in a parameter would not be affine).
+fn param_block_ranges_text(blocks: &[BlockRange]) -> String {
+    let mut names: Vec<String> = Vec::new();
+    let mut cons: Vec<String> = Vec::new();
+    for (k, b) in blocks.iter().enumerate() {
+        let (lo, hi) = (block_param(k, false), block_param(k, true));
+        cons.push(format!("{} = {} * {id} and {lo} <= {id} < {hi}", b.offset, b.size, id = b.id));
+        names.extend([b.id.clone(), b.offset.clone(), lo, hi]);
+    }
+    format!("[{}] -> {{ : {} }}", names.join(", "), if cons.is_empty() { "true".into() } else { cons.join(" and ") })
+}
+
+/// What a parameter of [`box_param`] or [`block_param`] bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    Box { dim: usize, upper: bool },
+    Blocks { range: usize, upper: bool },
+}
+
+/// What `name` bounds, if it is a parameter of [`box_param`] or [`block_param`] (read back
+/// without formatting every candidate: closed forms look their parameters up per launch).
+pub fn bound_param(name: &str) -> Option<Bound> {
+    let rest = name.strip_prefix("hpvm_")?;
+    let (blocks, rest) = match rest.strip_prefix('b') {
+        Some(r) if r.starts_with("lo") || r.starts_with("hi") => (true, r),
+        _ => (false, rest),
+    };
+    let (upper, digits) = match (rest.strip_prefix("lo"), rest.strip_prefix("hi")) {
+        (Some(d), _) => (false, d),
+        (_, Some(d)) => (true, d),
+        _ => return None,
+    };
+    let k: usize = digits.parse().ok()?;
+    Some(if blocks { Bound::Blocks { range: k, upper } } else { Bound::Box { dim: k, upper } })
+}
+
+/// The parameter bounding the blocks of range `k` of [`AccessMap::closed_box`] from below
+/// (inclusive) or above (exclusive).
+pub fn block_param(k: usize, upper: bool) -> String {
+    format!("hpvm_b{}{k}", if upper { "hi" } else { "lo" })
+}
+
 /// An access relation: instances -> array elements.
 pub struct AccessMap<'i> {
     isl: &'i Isl,
@@ -166,6 +211,41 @@ impl Isl {
         let launch = self.set(&block_ranges_text(blocks))?.fix_params(&used)?;
         let fixed = set.fix_params(&used)?;
         launch.subtract(fixed)?.is_empty()
+    }
+
+    /// The closed form of [`Isl::params_hold_for_blocks`] (of [`Isl::params_hold`] without
+    /// blocks): the condition `text`, with the parameters of `fixed` it names fixed, for
+    /// every block of each range of `blocks`, whose bounds are the parameters
+    /// [`block_param`].
+    pub fn closed_cond(&self, text: &str, fixed: &[(&str, i64)], blocks: &[BlockRange]) -> Result<ClosedCond> {
+        self.bounded(|| {
+            let set = self.set(text)?;
+            let own = set.params()?;
+            let fixed: Vec<(&str, i64)> = fixed.iter().copied().filter(|(n, _)| own.iter().any(|m| m == n)).collect();
+            let set = set.fix_params(&fixed)?;
+            if blocks.is_empty() {
+                return closed::closed_cond(&set.set);
+            }
+            let range = self.set(&param_block_ranges_text(blocks))?;
+            let names: Vec<String> = blocks.iter().flat_map(|b| [b.id.clone(), b.offset.clone()]).collect();
+            // Every block of the ranges: no block in them where the condition fails.
+            let holds = set.for_all_params(&names, Some(range))?;
+            closed::closed_cond(&holds.set)
+        })
+    }
+
+    /// `f` with ISL's operations bounded ([`HEURISTIC_OPERATIONS`]): past the bound ISL fails,
+    /// quietly, and so does `f`.
+    fn bounded<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let on_error = isl::Options::get_on_error(&self.ctx).unwrap_or(ISL_ON_ERROR_WARN);
+        let _ = isl::Options::set_on_error(&self.ctx, ISL_ON_ERROR_CONTINUE);
+        self.ctx.reset_operations();
+        self.ctx.set_max_operations(HEURISTIC_OPERATIONS);
+        let out = f();
+        self.ctx.set_max_operations(0);
+        self.ctx.reset_error();
+        let _ = isl::Options::set_on_error(&self.ctx, on_error);
+        out
     }
 
     /// The parameter constraint `[p...] -> { : p0 = v0 and ... }`.
@@ -257,14 +337,17 @@ impl<'i> AccessMap<'i> {
     }
 
     /// Restricts the instances to a box whose bounds are the parameters `lo0 <= x0 < hi0`, ...
-    /// (named by [`box_param`]): one range computed this way serves every partition, each
-    /// fixing the bounds with [`ElementSet::fix_params`].
-    pub fn restrict_to_param_box(self) -> Result<AccessMap<'i>> {
+    /// (named by [`box_param`]) in the dimensions `boxed`: one range computed this way serves
+    /// every partition, each fixing the bounds with [`ElementSet::fix_params`].
+    pub fn restrict_to_param_box(self, boxed: &[usize]) -> Result<AccessMap<'i>> {
         let dims = self.map.dim(DimType::In)? as usize;
-        let names: Vec<String> = (0..dims).flat_map(|d| [box_param(d, false), box_param(d, true)]).collect();
+        if let Some(d) = boxed.iter().find(|&&d| d >= dims) {
+            return Err(Error::Shape(format!("a box in dimension {d} of instances of {dims}")));
+        }
+        let names: Vec<String> = boxed.iter().flat_map(|&d| [box_param(d, false), box_param(d, true)]).collect();
         let vars: Vec<String> = (0..dims).map(|d| format!("i{d}")).collect();
         let cons: Vec<String> =
-            (0..dims).map(|d| format!("{} <= i{d} < {}", box_param(d, false), box_param(d, true))).collect();
+            boxed.iter().map(|&d| format!("{} <= i{d} < {}", box_param(d, false), box_param(d, true))).collect();
         let text = format!(
             "[{}] -> {{ [{}] : {} }}",
             names.join(", "),
@@ -280,6 +363,35 @@ impl<'i> AccessMap<'i> {
             _ => domain,
         };
         Ok(AccessMap { isl: self.isl, map: self.map.intersect_domain(domain)? })
+    }
+
+    /// The closed form of the elements this map reaches from a box of instances, with the
+    /// parameters of `fixed` it names fixed: the box's bounds in the dimensions `boxed` ([`box_param`])
+    /// and, for each range of `blocks`, the bounds of its blocks ([`block_param`]; the
+    /// ranges' own `lo` and `hi` are not used) are parameters, with the map's others, so one
+    /// computation serves every partition and every value of the scalars. A dimension whose
+    /// blocks are ranged needs no box: its instances are those blocks'. ISL's work is bounded
+    /// (a map it cannot summarise in time has no closed form).
+    pub fn closed_box(&self, fixed: &[(&str, i64)], blocks: &[BlockRange], boxed: &[usize]) -> Result<ClosedBox> {
+        self.isl.bounded(|| {
+            let own = self.params()?;
+            let fixed: Vec<(&str, i64)> = fixed.iter().copied().filter(|(n, _)| own.iter().any(|m| m == n)).collect();
+            let mut map = self.copy()?.fix_params(&fixed)?.map;
+            if !blocks.is_empty() {
+                let text = param_block_ranges_text(blocks);
+                let range = isl::Set::read_from_str(&self.isl.ctx, &text)
+                    .map_err(|e| Error::Parse { text: text.clone(), message: e.to_string() })?;
+                map = map.intersect_params(range)?;
+                for name in blocks.iter().flat_map(|b| [&b.id, &b.offset]) {
+                    let pos = map.find_dim_by_name(DimType::Param, name)?;
+                    if pos >= 0 {
+                        map = map.project_out(DimType::Param, pos as u32, 1)?;
+                    }
+                }
+            }
+            let boxed = AccessMap { isl: self.isl, map }.restrict_to_param_box(boxed)?;
+            closed::closed_box(&boxed.map.range()?.coalesce()?)
+        })
     }
 
     /// Whether the elements this map relates to each instance are related by `other` to that
@@ -523,12 +635,7 @@ impl<'i> AccessMap<'i> {
         // 3-D convolution, `A[(i - 1) * (NK * NJ) + (j - 1) * NK + (k - 1)]` over 8 pieces)
         // the subtraction below ran for hours. Past a budget of operations ISL fails, and so
         // does this: the caller then ranks the dimension as moving nothing.
-        let on_error = isl::Options::get_on_error(&self.isl.ctx).unwrap_or(ISL_ON_ERROR_WARN);
-        // Quietly: running out is an answer here, not a fault to print.
-        let _ = isl::Options::set_on_error(&self.isl.ctx, ISL_ON_ERROR_CONTINUE);
-        self.isl.ctx.reset_operations();
-        self.isl.ctx.set_max_operations(HEURISTIC_OPERATIONS);
-        let moved = (|| -> Result<Option<usize>> {
+        self.isl.bounded(|| {
             // { a -> a' : exists i: i -> a and i + e_d -> a' }
             let pairs = m.copy()?.reverse()?.apply_range(shift.apply_range(m)?)?;
             let deltas = pairs.deltas()?;
@@ -539,11 +646,7 @@ impl<'i> AccessMap<'i> {
                 }
             }
             Ok(None)
-        })();
-        self.isl.ctx.set_max_operations(0);
-        self.isl.ctx.reset_error();
-        let _ = isl::Options::set_on_error(&self.isl.ctx, on_error);
-        moved
+        })
     }
 }
 

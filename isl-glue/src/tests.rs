@@ -263,3 +263,172 @@ fn conditions_hold_for_every_value_of_an_unknown_parameter() {
     let some = isl.set("[a, q] -> { : a >= q and 0 <= q <= 10 }").unwrap().project_out_params(&q).unwrap();
     assert!(some.is_equal(&isl.set("[a] -> { : a >= 0 }").unwrap()).unwrap());
 }
+
+#[test]
+fn bound_parameters_read_back() {
+    for k in [0, 1, 2, 17] {
+        for upper in [false, true] {
+            assert_eq!(bound_param(&box_param(k, upper)), Some(Bound::Box { dim: k, upper }));
+            assert_eq!(bound_param(&block_param(k, upper)), Some(Bound::Blocks { range: k, upper }));
+        }
+    }
+    assert_eq!(bound_param("hpvm_b"), None);
+    assert_eq!(bound_param("boffx"), None);
+    assert_eq!(bound_param("hpvm_lox"), None);
+}
+
+/// Deterministic pseudo-random numbers (xorshift) for the property tests below.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: i64) -> i64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n.max(1) as u64) as i64
+    }
+}
+
+/// A closed form evaluates to what ISL computes with every parameter fixed: the same
+/// rectangles where it says it is exact, a box holding them where not; empty where ISL finds
+/// nothing. Maps of the shapes kernels have (Gaussian elimination's row and column updates
+/// with a run-time block size, a stencil's cross, a clamped read, a strided write).
+#[test]
+fn closed_boxes_agree_with_isl_for_every_value() {
+    let isl = Isl::new();
+    let fan2 = "[boffx, boffy, bsy, bsx, t, size] -> { I[x, y] -> a[1 + t + y, t + x] : boffx <= x < -t + size and x < boffx + bsx and boffy <= y <= -2 - t + size and y < boffy + bsy }";
+    let fan2_reads = "[boffx, boffy, bsy, bsx, t, size] -> { I[x, y] -> a[1 + t + y, t + x] : boffx <= x < -t + size and x < boffx + bsx and boffy <= y <= -2 - t + size and y < boffy + bsy; I[x, y] -> a[t, t + x] : boffx <= x < -t + size and x < boffx + bsx and boffy <= y <= -2 - t + size and y < boffy + bsy }";
+    let cross = "[N] -> { I[x, y] -> in[a, b] : 0 < x < N - 1 and 0 < y < N - 1 and exists (dx, dy : a = y + dy and b = x + dx and -1 <= dx + dy <= 1 and -1 <= dx - dy <= 1) }";
+    let clamped = "[N] -> { I[x] -> v[o] : 0 <= x < N and (o = x + 1 and x < N - 1 or o = N - 1 and x = N - 1) }";
+    let strided = "[N] -> { I[x] -> v[2x] : 0 <= x < N }";
+    let blocks = |n: usize| -> Vec<BlockRange> {
+        [("boffx", "bidx"), ("boffy", "bidy")][..n]
+            .iter()
+            .map(|(off, id)| BlockRange { id: id.to_string(), offset: off.to_string(), size: 4, lo: 0, hi: 0 })
+            .collect()
+    };
+    let cases: [(&str, usize, bool); 5] =
+        [(fan2, 2, true), (fan2_reads, 2, true), (cross, 0, false), (clamped, 0, true), (strided, 0, false)];
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for (text, nb, exact) in cases {
+        let map = isl.map(text).unwrap();
+        // The block-id parameters the ranges stand for, as the runtime's maps name them.
+        let ranged = blocks(nb).into_iter().map(|b| BlockRange { id: b.id.clone(), ..b }).collect::<Vec<_>>();
+        let map =
+            if nb > 0 { isl.map(&text.replace("boffx, boffy", "boffx, boffy, bidx, bidy")).unwrap() } else { map };
+        let sizes: Vec<(&str, i64)> = [("bsx", 4), ("bsy", 4)]
+            .into_iter()
+            .filter(|(n, _)| map.params().unwrap().iter().any(|p| p == n))
+            .collect();
+        let dims = map.input_dims().unwrap();
+        // Dimensions without ranged blocks are cut by the box.
+        let boxed: Vec<usize> = (nb..dims).collect();
+        let t0 = std::time::Instant::now();
+        let closed = map.closed_box(&sizes, &ranged, &boxed).unwrap();
+        eprintln!("{:?} for {text}", t0.elapsed());
+        assert_eq!(closed.exact, exact, "{text}");
+        for _ in 0..60 {
+            let n = 2 + rng.below(14);
+            let t = rng.below(n);
+            let mut lo: Vec<i64> = (0..dims).map(|_| rng.below(n + 2) - 1).collect();
+            let mut hi: Vec<i64> = lo.iter().map(|&l| l + rng.below(n)).collect();
+            // Ranged dimensions (blocks of 4): the instances of their blocks.
+            let b: Vec<BlockRange> = ranged
+                .iter()
+                .enumerate()
+                .map(|(k, r)| {
+                    let (blo, bhi) = (lo[k].div_euclid(4).max(0), (hi[k] + 3).div_euclid(4).max(0));
+                    (lo[k], hi[k]) = (blo * 4, bhi * 4);
+                    BlockRange { lo: blo, hi: bhi, ..r.clone() }
+                })
+                .collect();
+            let mut fixed: Vec<(&str, i64)> = vec![("N", n), ("size", n), ("t", t), ("bsx", 4), ("bsy", 4)];
+            fixed.retain(|(name, _)| map.params().unwrap().iter().any(|p| p == name));
+            let shape = vec![n + 2; map.output_dims().unwrap()];
+            let concrete = map
+                .copy()
+                .unwrap()
+                .fix_params(&fixed)
+                .unwrap()
+                .over_blocks(&b)
+                .unwrap()
+                .restrict_to_box(&lo, &hi)
+                .unwrap()
+                .range()
+                .unwrap();
+            let truth = concrete.rectangles(&shape).unwrap();
+            let value = |name: &str| -> Option<i64> {
+                if let Some(&(_, v)) = fixed.iter().find(|(m, _)| *m == name) {
+                    return Some(v);
+                }
+                (0..dims)
+                    .find_map(|d| {
+                        (box_param(d, false) == name).then_some(lo[d]).or((box_param(d, true) == name).then_some(hi[d]))
+                    })
+                    .or_else(|| {
+                        (0..b.len()).find_map(|k| {
+                            (block_param(k, false) == name)
+                                .then_some(b[k].lo)
+                                .or((block_param(k, true) == name).then_some(b[k].hi))
+                        })
+                    })
+            };
+            let values = closed.params().values(value).unwrap();
+            let boxes = closed.eval(&values).unwrap();
+            // The elements of the boxes, and ISL's, one by one (the arrays are small).
+            let elements = |rects: &[Rect]| -> std::collections::BTreeSet<i64> {
+                rects
+                    .iter()
+                    .flat_map(|r| {
+                        (r.first_row..r.first_row + r.rows)
+                            .flat_map(move |row| (r.first_col..r.first_col + r.cols).map(move |c| row * r.row_len + c))
+                    })
+                    .collect()
+            };
+            let mine: Vec<Rect> = boxes.iter().flat_map(|b| box_rects(b, &shape).unwrap()).collect();
+            let (mine, truth) = (elements(&mine), elements(&truth));
+            if exact {
+                assert_eq!(mine, truth, "{text} at {fixed:?} {lo:?}..{hi:?}: {boxes:?}");
+            } else {
+                assert!(mine.is_superset(&truth), "{text} at {fixed:?} {lo:?}..{hi:?}: {boxes:?}");
+            }
+        }
+    }
+}
+
+/// A closed condition answers what ISL answers with the values fixed, for conditions of the
+/// shapes the analysis writes: bounds on scalars, a stride, and one quantified over every
+/// block of a range.
+#[test]
+fn closed_conditions_agree_with_isl_for_every_value() {
+    let isl = Isl::new();
+    let plain = ["[t, size] -> { : t >= 0 and size > t }", "[n, k] -> { : (n mod 4) = 0 and k < n - 2 or k = 7 }"];
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for text in plain {
+        let names = isl.set(text).unwrap().params().unwrap();
+        let closed = isl.closed_cond(text, &[], &[]).unwrap();
+        for _ in 0..200 {
+            let values: Vec<(&str, i64)> = names.iter().map(|n| (n.as_str(), rng.below(40) - 10)).collect();
+            let v = closed.params().values(|n| values.iter().find(|(m, _)| *m == n).map(|(_, v)| *v)).unwrap();
+            assert_eq!(closed.eval(&v).unwrap(), isl.params_hold(text, &values).unwrap(), "{text} at {values:?}");
+        }
+    }
+    let blocked = "[boffx, t] -> { : boffx <= 40 and -t <= boffx }";
+    let blocks = [BlockRange { id: "bidx".into(), offset: "boffx".into(), size: 8, lo: 0, hi: 0 }];
+    let text = blocked.replace("[boffx, t]", "[boffx, bidx, t]");
+    // `t` fixed to 3 in the closed form; the block range's bounds stay parameters.
+    let closed = isl.closed_cond(&text, &[("t", 3)], &blocks).unwrap();
+    for _ in 0..200 {
+        let (lo, hi) = (rng.below(8) - 2, rng.below(10) - 2);
+        let b = [BlockRange { lo, hi, ..blocks[0].clone() }];
+        let v = closed
+            .params()
+            .values(|n| match bound_param(n) {
+                Some(Bound::Blocks { upper, .. }) => Some(if upper { hi } else { lo }),
+                _ => (n == "t").then_some(3),
+            })
+            .unwrap();
+        let truth = isl.params_hold_for_blocks(&text, &[("t", 3)], &b).unwrap();
+        assert_eq!(closed.eval(&v).unwrap(), truth, "blocks {lo}..{hi}");
+    }
+}

@@ -7,6 +7,8 @@
 //! - `hit`: a launch whose plan and copy plan come from the caches (a steady-state loop);
 //! - `miss`: a launch whose plan is computed, with access intervals already known (a new
 //!   launch key of known shapes, such as new buffers);
+//! - `scalars`: a launch whose plan is computed for a new value of a scalar the maps name,
+//!   from the maps' closed forms (issue 40's plan miss: at most 50 µs at 8 devices);
 //! - `plan`: a launch computing its access intervals with ISL from the maps the runtime
 //!   parsed when the module was loaded (the first launch of a node in a program);
 //! - `cold`: the same, parsing the database's text first.
@@ -78,6 +80,21 @@ fn stencil(c: &mut Criterion, m: &Loaded) {
                 })
             });
         }
+        // A new value of a scalar the maps name at every launch (the width the stencil covers):
+        // planned from the maps' closed forms, which the first values made.
+        let rows = |k: u64| args(&[a, bytes, b, bytes, n - 2 - k % (n / 2), n]);
+        let mut k = 0;
+        for _ in 0..3 {
+            launch(&rows(k));
+            k += 1;
+        }
+        g.bench_function(BenchmarkId::new("scalars", n), |bch| {
+            bch.iter(|| {
+                bench_forget(m, Forget::Plans);
+                k += 1;
+                launch(&rows(k))
+            })
+        });
     }
     g.finish();
 }

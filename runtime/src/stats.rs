@@ -221,6 +221,10 @@ pub struct Report {
     pub ms_session: f64,
     /// Of that, opening the devices (their modules loaded).
     pub ms_device_setup: f64,
+    /// ISL's work making closed forms of access maps and conditions (once per map and block
+    /// shape; launches then evaluate them without ISL), and how many it made.
+    pub ms_closed_forms: f64,
+    pub closed_forms: u64,
     /// GPU modules loaded from the build's machine code, and compiled from PTX by the
     /// driver (a GPU of an architecture the build did not assemble for), and the time
     /// loading them took, summed over the GPUs (which load in parallel).
@@ -443,6 +447,8 @@ pub fn collect() -> Report {
         ms_to_host: ms(&c.nanos_to_host),
         ms_session: SESSION_START.get().map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3),
         ms_device_setup: DEVICE_SETUP_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
+        ms_closed_forms: crate::partitioned::closed_form_nanos() as f64 / 1e6,
+        closed_forms: crate::partitioned::closed_forms_made(),
         gpu_modules_from_sass: MODULES_SASS.load(Ordering::Relaxed),
         gpu_modules_jit_compiled: MODULES_JIT.load(Ordering::Relaxed),
         ms_gpu_module_loading: MODULE_LOAD_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
@@ -581,6 +587,13 @@ pub fn report() -> String {
         r.ms_to_host
     );
     let _ = writeln!(s, "  session {:.3} ms (opening the devices {:.3} ms)", r.ms_session, r.ms_device_setup);
+    if r.closed_forms > 0 {
+        let _ = writeln!(
+            s,
+            "  closed forms of access maps and conditions: {} made by ISL in {:.3} ms",
+            r.closed_forms, r.ms_closed_forms
+        );
+    }
     if r.gpus_opened > 0 {
         let _ = writeln!(
             s,

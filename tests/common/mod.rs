@@ -198,6 +198,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 54] = [
     ("tests/cuda/stride.cu", &[&["64", "1"], &["1000", "2"], &["20011", "3"]]),
     // Reductions through atomics: private copies per device, combined after the launch.
     ("tests/cuda/reduce.cu", &[&["1", "1"], &["1000", "2"], &["20011", "3"]]),
+    // A scalar the maps name that changes every launch (a pivot row): plans from closed forms.
+    ("tests/cuda/eliminate.cu", &[&["1"], &["9"], &["70"]]),
     ("bench/programs/matmul.cu", &[&["1"], &["37"], &["100"]]),
     ("bench/programs/stencil.cu", &[&["3", "1"], &["37", "3"], &["130", "4"]]),
     ("bench/programs/nbody.cu", &[&["1", "1"], &["100", "2"], &["1100", "2"]]),

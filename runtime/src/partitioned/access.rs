@@ -757,6 +757,7 @@ fn split(
     let parts = partition::weighted(blocks.map(|b| b.max(0) as u64), &split, &weights).map_err(|e| e.to_string())?;
     let node_name = leaf.shown();
     let loc = &unit.loc;
+    let ranged: Vec<usize> = runtime_blocks.iter().map(|r| r.dim as usize).collect();
     let computed: Vec<Result<_, String>> = parts
         .par_iter()
         .enumerate()
@@ -776,8 +777,17 @@ fn split(
                     return Err(format!("`{}` is reached through {} pointers", arg.name, arg.pointer_level));
                 }
                 let ranges = block_ranges(p.lo, p.hi);
-                let ctx =
-                    Ctx { arg, a, lo: &lo, hi: &hi, blocks: &ranges, stride: stride.as_ref(), node: node_name, loc };
+                let ctx = Ctx {
+                    arg,
+                    a,
+                    lo: &lo,
+                    hi: &hi,
+                    blocks: &ranges,
+                    ranged: &ranged,
+                    stride: stride.as_ref(),
+                    node: node_name,
+                    loc,
+                };
                 let fixed = needed(&arg.params)?;
                 let shape = &shapes[&a.param];
                 let whole = || vec![ByteRect::run(0, a.size)];
@@ -976,13 +986,16 @@ fn assumptions_hold(cond: &str, values: &[(&str, i64)], blocks: &[BlockRange]) -
     if let Some(&b) = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
         return Ok(b);
     }
-    let holds = ISL.with(|isl| {
-        if blocks.is_empty() {
-            isl.params_hold(cond, values)
-        } else {
-            isl.params_hold_for_blocks(cond, values, blocks)
-        }
-    })?;
+    let holds = match super::closed::holds(cond, values, blocks) {
+        Some(h) => h,
+        None => ISL.with(|isl| {
+            if blocks.is_empty() {
+                isl.params_hold(cond, values)
+            } else {
+                isl.params_hold_for_blocks(cond, values, blocks)
+            }
+        }),
+    }?;
     let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
     let known = known.get_or_insert_with(HashMap::new);
     if known.len() >= KEPT {
@@ -1046,6 +1059,8 @@ struct Ctx<'a> {
     lo: &'a [i64],
     hi: &'a [i64],
     blocks: &'a [BlockRange],
+    /// The instance dimension of each of `blocks`.
+    ranged: &'a [usize],
     stride: Option<&'a Stride>,
     node: &'a str,
     loc: &'a str,
@@ -1229,7 +1244,11 @@ impl Ctx<'_> {
         shape: &[i64],
         superset: bool,
     ) -> Result<Reached, isl_glue::Error> {
-        let plain = || element_rects(map, fixed, self.lo, self.hi, self.blocks, shape, superset);
+        let plain =
+            || match super::closed::rects(map, fixed, self.lo, self.hi, self.blocks, self.ranged, shape, superset) {
+                Some(r) => Ok(r),
+                None => element_rects(map, fixed, self.lo, self.hi, self.blocks, shape, superset),
+            };
         let Some(s) = self.stride else { return plain() };
         let d = s.dim;
         if !self.blocks.iter().any(|b| b.id == s.id) {
@@ -1263,7 +1282,7 @@ impl Ctx<'_> {
 }
 
 /// Rectangles a map reaches, and whether they are a superset (see [`element_rects`]).
-type Reached = (Arc<Vec<Rect>>, bool);
+pub(crate) type Reached = (Arc<Vec<Rect>>, bool);
 
 /// What the elements a map reaches from a box of instances depend on: nothing else, so
 /// launches that differ only in their buffers (a stencil's two directions) share them.
@@ -1351,6 +1370,7 @@ pub(crate) fn forget_intervals(parsed: bool) {
     *KNOWN.lock().unwrap_or_else(|e| e.into_inner()) = None;
     *STRIDES.lock().unwrap_or_else(|e| e.into_inner()) = None;
     FIXED_GENERATION.fetch_add(1, Ordering::Relaxed);
+    super::closed::forget();
     if parsed {
         PARSED_GENERATION.fetch_add(1, Ordering::Relaxed);
     }
@@ -1447,6 +1467,11 @@ fn element_rects_with(
     Ok(rects)
 }
 
+/// `f` with this thread's ISL context.
+pub(crate) fn with_isl<R>(f: impl FnOnce(&Isl) -> R) -> R {
+    ISL.with(|isl| f(isl))
+}
+
 /// A map's text and the values its parameters are fixed to.
 type FixedKey = (String, Vec<(String, i64)>);
 
@@ -1461,7 +1486,7 @@ thread_local! {
     static FIXED: RefCell<(u64, HashMap<FixedKey, AccessMap<'static>>)> = RefCell::new((0, HashMap::new()));
 }
 
-fn with_parsed_map<R>(
+pub(crate) fn with_parsed_map<R>(
     map: &str,
     f: impl FnOnce(&AccessMap<'static>) -> Result<R, isl_glue::Error>,
 ) -> Result<R, isl_glue::Error> {

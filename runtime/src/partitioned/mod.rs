@@ -28,6 +28,7 @@
 
 pub(crate) mod access;
 pub(crate) mod cache;
+mod closed;
 mod gpu;
 pub(crate) mod hulls;
 pub(crate) mod kernel;
@@ -481,6 +482,10 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
 
     let mut table = memory::table();
     let t0 = Stopwatch::start();
+    // The policy's clock on a split's planning (the statistics' may be off).
+    // ISL's one-time work on closed forms is not what later launches pay: left out.
+    let planning = (devices_given > 1 && policy::mode() == policy::Mode::Auto)
+        .then(|| (std::time::Instant::now(), closed_form_nanos()));
     let per_device = partitions_per_device();
     let launch =
         access::Launch { module, node: n, shape, args: &key.args, parent: key.parent, grid, order, per_device };
@@ -514,6 +519,12 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
             // pool, reached from a plain thread (see the module's invariants).
             let make = |launch: &access::Launch<'_>, table: &mut Table| match access::plan_direct(launch, table) {
                 Ok(outcome) => outcome,
+                // A thread of no pool (the program's own) waits for the planner without
+                // running other jobs: no thread of its own is needed (starting one cost more
+                // than a plan from closed forms).
+                Err(bindings) if rayon::current_thread_index().is_none() => {
+                    planner().install(|| access::plan_split(launch, *bindings, table))
+                }
                 Err(bindings) => std::thread::scope(|s| {
                     std::thread::Builder::new()
                         .name("hpvm-plan".into())
@@ -585,6 +596,12 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
     if plan_hit && hit {
         st.hit_launches.fetch_add(1, Ordering::Relaxed);
         st.nanos_hit_work.fetch_add(t0.nanos(), Ordering::Relaxed);
+    }
+    // What planning the split cost this launch, for the policy: a node whose launches keep
+    // missing the caches (a scalar that changes every launch) pays it every time.
+    if let Some((t, closed_before)) = planning {
+        let ns = t.elapsed().as_nanos().saturating_sub(u128::from(closed_form_nanos() - closed_before)) as f64;
+        plans.policy.of(n).lock().unwrap_or_else(|e| e.into_inner()).record_plan(ns);
     }
 
     match &gpu_launch {
@@ -897,7 +914,7 @@ fn decide(
     if policy::logging() {
         eprintln!(
             "hpvm-mgpu policy: {} launch {}: {} blocks, wave {:?}, ns/block {:?}, copies {:?}, overhead(2) {:.0} ns, \
-             before {:?}: {:?}",
+             planning {:?} ns, before {:?}: {:?}",
             u.module.node(u.node).shown(),
             m.launches,
             blocks,
@@ -905,6 +922,7 @@ fn decide(
             m.ns_per_block,
             &m.copy_ns[..3],
             policy::OVERHEADS.get(2, gpu.is_some()),
+            m.plan_ns,
             m.decided.get(&blocks),
             decision
         );
@@ -1070,6 +1088,16 @@ fn run_parts(lp: &LaunchPlan, part_args: &[std::borrow::Cow<'_, [u8]>], run_box:
 /// pool's size: each of its threads keeps its own ISL context and parses every map of the
 /// program once (`access::prefetch`), so a pool of thousands (`HPVM_MGPU_THREADS=4096`)
 /// spent a minute on that alone.
+/// ISL's nanoseconds making closed forms (see [`closed`]), for the statistics.
+pub(crate) fn closed_form_nanos() -> u64 {
+    closed::NANOS.load(Ordering::Relaxed)
+}
+
+/// Closed forms made (or found impossible), for the statistics.
+pub(crate) fn closed_forms_made() -> u64 {
+    closed::MADE.load(Ordering::Relaxed)
+}
+
 pub(crate) fn planner() -> &'static rayon::ThreadPool {
     static PLANNER: std::sync::OnceLock<rayon::ThreadPool> = std::sync::OnceLock::new();
     PLANNER.get_or_init(|| {

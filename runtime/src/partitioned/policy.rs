@@ -17,8 +17,12 @@
 //!   on GPUs never less than [`GPU_MORE_NS`] per further GPU, the GPUs' side of a split that
 //!   the host's clock does not see.
 //!
+//! - the host's planning per split launch (`plan_ns`), past a node's first few: near nothing
+//!   where launches hit the plan caches, a plan and copy plan each time where a scalar the
+//!   maps name changes every launch.
+//!
 //! A launch over `n` devices is predicted to take `ns_per_block × blocks / n + copies(n) +
-//! overhead(n)`; it splits over the `n` (at least 2) that minimizes this if that beats the
+//! overhead(n) + planning`; it splits over the `n` (at least 2) that minimizes this if that beats the
 //! whole launch by [`MARGIN`]. The first launch of a node splits on simulated devices, and on
 //! GPUs where its grid is at least [`FIRST_SPLIT_WAVES`] waves (the large launches that matter
 //! most); a smaller GPU grid runs whole first, so a short kernel never pays for a split's plan
@@ -135,7 +139,18 @@ pub(crate) struct Measured {
     /// (`partitioned::reduce`): a cost the timed launches do not see (the combine follows the
     /// kernels), estimated instead ([`combine_ns`]).
     pub reduce_bytes: u64,
+    /// The host's planning per split launch (its plan and copy plan, a cache hit's or a
+    /// miss's), ns, past the node's first [`PLAN_WARM`] split launches, and how many split
+    /// launches it had.
+    pub plan_ns: Option<f64>,
+    pub split_launches: u64,
 }
+
+/// A node's first split launches miss the plan caches in any program (each launch key and
+/// coherence state is new once): their planning is not what later launches pay, and is not
+/// counted ([`Measured::record_plan`]). A stencil alternating between two buffers has two
+/// keys; a Gaussian elimination's row changes every launch and misses every time.
+pub(crate) const PLAN_WARM: u64 = 4;
 
 impl Default for Measured {
     fn default() -> Measured {
@@ -151,6 +166,8 @@ impl Default for Measured {
             decided: crate::hash::FxHashMap::default(),
             probing: false,
             reduce_bytes: 0,
+            plan_ns: None,
+            split_launches: 0,
         }
     }
 }
@@ -190,6 +207,14 @@ impl Measured {
         let per_block = s.kernel_ns * s.devices as f64 / s.blocks as f64;
         self.ns_per_block = Some(average(self.ns_per_block, per_block));
         self.samples += 1;
+    }
+
+    /// A split launch's planning took `ns` (see [`Measured::plan_ns`]).
+    pub fn record_plan(&mut self, ns: f64) {
+        self.split_launches += 1;
+        if self.split_launches > PLAN_WARM && ns.is_finite() && ns >= 0.0 {
+            self.plan_ns = Some(average(self.plan_ns, ns));
+        }
     }
 
     /// A launch's copy time, counted only when the launch before ran over as many devices
@@ -417,8 +442,12 @@ pub(crate) fn decide(s: &Situation, m: &Measured, overheads: &Overheads) -> Deci
         // (see `GPU_MIN_SPLIT_NS`).
         return Decision::Whole(Why::TooShort { kernel_ns: kernel, floor_ns: GPU_MIN_SPLIT_NS });
     }
-    let predict =
-        |n: usize| kernel / n as f64 + m.copies(n) + overheads.get(n, s.gpus) + combine_ns(m.reduce_bytes, n, s.gpus);
+    // A split's planning counts where later launches keep paying it (see `PLAN_WARM`); a
+    // whole launch plans once for any scalars.
+    let planning = |n: usize| if n > 1 { m.plan_ns.unwrap_or(0.0) } else { 0.0 };
+    let predict = |n: usize| {
+        kernel / n as f64 + m.copies(n) + overheads.get(n, s.gpus) + combine_ns(m.reduce_bytes, n, s.gpus) + planning(n)
+    };
     let whole = predict(1);
     let (best, time) =
         (2..=useful).map(|n| (n, predict(n))).min_by(|a, b| a.1.total_cmp(&b.1)).expect("at least two devices");
