@@ -23,10 +23,9 @@
 //!
 //! A launch over `n` devices is predicted to take `ns_per_block × blocks / n + copies(n) +
 //! overhead(n) + planning`; it splits over the `n` (at least 2) that minimizes this if that beats the
-//! whole launch by [`MARGIN`]. The first launch of a node splits on simulated devices, and on
-//! GPUs where its grid is at least [`FIRST_SPLIT_WAVES`] waves (the large launches that matter
-//! most); a smaller GPU grid runs whole first, so a short kernel never pays for a split's plan
-//! and copies to be measured. Its measurement decides the next; on GPUs the first one is not
+//! whole launch by [`MARGIN`]. The first launch of a node splits where its grid is at least
+//! [`FIRST_SPLIT_WAVES`] waves (the large launches that matter most); a smaller grid runs
+//! whole first, so a short kernel never pays for a split's plan and copies to be measured. Its measurement decides the next; on GPUs the first one is not
 //! believed (a kernel's first run is cold), so such a node stays whole until a second arrives
 //! (measurements arrive when the program next waits for the GPUs).
 //!
@@ -91,8 +90,8 @@ pub(crate) const SWITCH_MARGIN: f64 = 0.3;
 /// On two H100s `launches.cu 4194304 300` (16 µs kernels) ran 2.3-3.8x slower split.
 pub(crate) const GPU_MIN_SPLIT_NS: f64 = 100_000.0;
 
-/// On GPUs, a node's first launch splits before anything was measured only when its grid is
-/// at least this many waves of one device.
+/// A node's first launch splits before anything was measured only when its grid is at least
+/// this many waves of one device.
 pub(crate) const FIRST_SPLIT_WAVES: u64 = 64;
 
 /// Launch sizes whose last decision a node remembers (beyond, it forgets them all).
@@ -227,8 +226,7 @@ impl Measured {
     }
 
     /// The copy time predicted over `n` devices: measured, else (for a split) the nearest
-    /// measured split's, else none: a whole launch in its steady state copies nothing the
-    /// split would not.
+    /// measured split's, else the whole launch's, else none.
     fn copies(&self, n: usize) -> f64 {
         if let Some(c) = self.copy_ns[n] {
             return c;
@@ -254,7 +252,10 @@ impl Measured {
                 }
             }
         }
-        nearest.map_or(0.0, |x| x.1)
+        // No split measured: at least what the whole launch copies (a split copies its
+        // inputs too, and more where partitions share them; taking none made an unmeasured
+        // split look cheaper than a whole launch whose copies were measured).
+        nearest.map_or(self.copy_ns[1].unwrap_or(0.0), |x| x.1)
     }
 }
 
@@ -394,8 +395,8 @@ impl fmt::Display for Why {
             ),
             Why::Unmeasured { blocks, waves } => write!(
                 f,
-                "first launch of {blocks} blocks (under {waves} waves of one GPU): run whole to measure the kernel \
-                 before a split is paid for"
+                "first launch of {blocks} blocks (under {waves} waves of one device): run whole to measure the \
+                 kernel before a split is paid for"
             ),
             Why::DoesNotPay { kernel_ns, devices, saved_ns, cost_ns } => write!(
                 f,
@@ -429,7 +430,9 @@ pub(crate) fn decide(s: &Situation, m: &Measured, overheads: &Overheads) -> Deci
         if s.gpus && s.strided {
             return Decision::Whole(Why::Unmeasured { blocks: s.blocks, waves: 0 });
         }
-        if let (true, Some(w)) = (s.gpus, s.wave.filter(|&w| w > 0)) {
+        // So on simulated devices too: a split's first plan costs ISL work (a wavefront's
+        // staircase of tiles took a second), which a kernel of one small grid never repays.
+        if let Some(w) = s.wave.filter(|&w| w > 0) {
             if s.blocks < FIRST_SPLIT_WAVES * w {
                 return Decision::Whole(Why::Unmeasured { blocks: s.blocks, waves: FIRST_SPLIT_WAVES });
             }
@@ -445,9 +448,18 @@ pub(crate) fn decide(s: &Situation, m: &Measured, overheads: &Overheads) -> Deci
     // A split's planning counts where later launches keep paying it (see `PLAN_WARM`); a
     // whole launch plans once for any scalars.
     let planning = |n: usize| if n > 1 { m.plan_ns.unwrap_or(0.0) } else { 0.0 };
-    let predict = |n: usize| {
-        kernel / n as f64 + m.copies(n) + overheads.get(n, s.gpus) + combine_ns(m.reduce_bytes, n, s.gpus) + planning(n)
+    // A split's overhead is never below the whole launch's: measured apart, on devices whose
+    // kernels take nothing (dry-run ones) the noise between them alone made splits "pay".
+    let overhead = |n: usize| {
+        let own = overheads.get(n, s.gpus);
+        if n > 1 {
+            own.max(overheads.get(1, s.gpus))
+        } else {
+            own
+        }
     };
+    let predict =
+        |n: usize| kernel / n as f64 + m.copies(n) + overhead(n) + combine_ns(m.reduce_bytes, n, s.gpus) + planning(n);
     let whole = predict(1);
     let (best, time) =
         (2..=useful).map(|n| (n, predict(n))).min_by(|a, b| a.1.total_cmp(&b.1)).expect("at least two devices");
@@ -648,8 +660,8 @@ mod tests {
         Situation { devices, blocks, wave, gpus: true, strided: false }
     }
 
-    /// The first launch splits over every device that gets at least a wave: on simulated
-    /// devices always, on GPUs where the grid has many waves.
+    /// The first launch splits over every device that gets at least a wave where the grid has
+    /// many waves; a smaller one runs whole first, to be measured.
     #[test]
     fn first_launch_splits_over_the_devices_a_wave_fills() {
         let o = fresh();
@@ -661,7 +673,9 @@ mod tests {
         let Decision::Whole(why) = d else { unreachable!() };
         assert!(why.to_string().contains("run whole to measure the kernel"), "{why}");
         let sims = Situation { devices: 8, blocks: 3000, wave: Some(1000), gpus: false, strided: false };
-        assert_eq!(decide(&sims, &m, &o), Decision::Split(3));
+        assert!(matches!(decide(&sims, &m, &o), Decision::Whole(Why::Unmeasured { .. })));
+        let sims = Situation { devices: 8, blocks: 64_000, wave: Some(1000), gpus: false, strided: false };
+        assert_eq!(decide(&sims, &m, &o), Decision::Split(8));
         assert_eq!(decide(&gpus(4, 5000, None), &m, &o), Decision::Split(4));
     }
 
@@ -774,8 +788,9 @@ mod tests {
         assert_eq!(m.copy_ns[1], None);
         m.record_copies(1, 1, 100.0);
         assert_eq!(m.copy_ns[1], Some(100.0));
-        // Unmeasured splits take the nearest measured split's, else none.
-        assert_eq!(m.copies(3), 0.0);
+        // Unmeasured splits take the nearest measured split's, else the whole launch's.
+        assert_eq!(m.copies(3), 100.0);
+        assert_eq!(Measured::default().copies(3), 0.0);
         m.record_copies(2, 2, 300.0);
         m.record_copies(5, 5, 900.0);
         assert_eq!((m.copies(3), m.copies(4), m.copies(8)), (300.0, 900.0, 900.0));
