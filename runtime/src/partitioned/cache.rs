@@ -3,11 +3,11 @@
 //! The key holds everything a plan depends on: the node, its grid, its parent instance (maps
 //! may use the parent's position), the unit's pointers (buffer bindings) and, unless the plan
 //! holds for any scalars (one device running the whole grid), the leaf's block, pointers and
-//! the scalars its maps name ([`super::access::plan_inputs`]): a scalar used only as a value
+//! the scalars its maps name ([`super::bindings::plan_inputs`]): a scalar used only as a value
 //! (a time step) does not make a new plan. A plan also names the buffers it was made for;
 //! one tracked anew since is a miss.
 
-use super::Outcome;
+use super::plan::Outcome;
 use crate::desc::{NodeDesc, ScalarKind};
 use crate::hash::FxHashMap;
 use crate::memory::Table;
@@ -56,7 +56,7 @@ impl Key {
         out
     }
 
-    /// [`Key::pointers_only`] followed by `inputs` ([`super::access::plan_inputs`]): where
+    /// [`Key::pointers_only`] followed by `inputs` ([`super::bindings::plan_inputs`]): where
     /// any other plan is kept.
     pub fn with_inputs(&self, unit: &NodeDesc, inputs: &[i64]) -> Key {
         let mut key = self.pointers_only(unit);
@@ -72,7 +72,7 @@ const MAX_PLANS: usize = 4096;
 #[derive(Default)]
 pub struct Launches {
     plans: Mutex<FxHashMap<Key, Arc<Outcome>>>,
-    /// Per leaf, the parameters its maps name ([`super::access::named_params`]).
+    /// Per leaf, the parameters its maps name ([`super::bindings::named_params`]).
     named: Mutex<FxHashMap<u32, Arc<Vec<u32>>>>,
     /// Per node, what its launches measured for the split policy.
     pub(crate) policy: super::policy::Records,

@@ -13,7 +13,7 @@
 //! - A map ISL cannot summarise within its bound of operations is remembered as such, so its
 //!   cost is paid once.
 
-use super::access::Reached;
+use super::memo::Reached;
 use isl_glue::{BlockRange, Bound, ClosedBox, ClosedCond, Rect};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -130,7 +130,7 @@ pub(crate) fn holds(
         None => {
             let t = std::time::Instant::now();
             let fixed: Vec<(&str, i64)> = key.1.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-            let made = super::access::with_isl(|isl| isl.closed_cond(cond, &fixed, blocks)).ok().map(Arc::new);
+            let made = super::memo::with_isl(|isl| isl.closed_cond(cond, &fixed, blocks)).ok().map(Arc::new);
             NANOS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
             MADE.fetch_add(1, Ordering::Relaxed);
             CONDS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(key, made.clone());
@@ -189,7 +189,7 @@ pub(crate) fn rects(
             let t = std::time::Instant::now();
             let fixed: Vec<(&str, i64)> = key.fixed.iter().map(|(n, v)| (n.as_str(), *v)).collect();
             let made =
-                super::access::with_parsed_map(map, |m| m.closed_box(&fixed, blocks, &key.boxed)).ok().map(Arc::new);
+                super::memo::with_parsed_map(map, |m| m.closed_box(&fixed, blocks, &key.boxed)).ok().map(Arc::new);
             NANOS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
             MADE.fetch_add(1, Ordering::Relaxed);
             CLOSED

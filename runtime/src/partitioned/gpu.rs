@@ -18,8 +18,8 @@
 //!   ([`crate::devices::inflight`]), which also orders the next launch after it on every GPU.
 
 use super::kernel::{self, GpuPart, Prepared, MARK_COPIES, MARK_HOST_COPIES, MARK_START};
+use super::plan::{LaunchPlan, PartPlan, Source};
 use super::policy::Probe;
-use super::{LaunchPlan, PartPlan, Source};
 use crate::args::SendPtr;
 use crate::ctx::NodeCtx;
 use crate::desc::KernelDesc;

@@ -15,8 +15,35 @@
 //!   byte of the hull, and may be its only holder. This is `dashdb::WriteKind::May`'s rule
 //!   applied to the holes.
 
-use super::access::{first_overlap, Part, PartRun};
+use crate::ctx::GridBox;
 use crate::memory::ByteRect;
+
+/// A partition: its device, its box of the grid, and the bytes it reads and writes per buffer.
+pub(crate) type Part = (usize, GridBox, Vec<(usize, ByteRect)>, Vec<(usize, ByteRect)>);
+
+/// A byte run `start..end` written by partition `k`: `(start, end, k)`.
+pub(crate) type PartRun = (u64, u64, usize);
+
+/// Two partitions' byte runs that overlap: the partitions and the bytes shared.
+pub(crate) fn first_overlap(mut runs: Vec<PartRun>) -> Option<(usize, usize, u64, u64)> {
+    runs.sort_unstable();
+    // A sweep with the furthest end so far and its partition: a run starting before it
+    // overlaps that partition's run (two other partitions overlapping each other would have
+    // been caught when the later of them started). Comparing neighbours only would miss a
+    // long run of one partition covering a short one that follows another.
+    let mut reach: Option<(u64, usize)> = None;
+    for (lo, hi, k) in runs {
+        if let Some((end, owner)) = reach {
+            if lo < end && owner != k {
+                return Some((owner, k, lo, end.min(hi)));
+            }
+        }
+        if reach.is_none_or(|(end, _)| hi > end) {
+            reach = Some((hi, k));
+        }
+    }
+    None
+}
 
 /// Holes of at most this fraction of a row's pitch are taken with the rectangle.
 const MAX_HOLE_EIGHTHS: u64 = 1;

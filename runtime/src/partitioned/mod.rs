@@ -26,304 +26,35 @@
 //! the graph around a unit is interpreted: the engine hands a launch over as a [`Unit`] and
 //! says how to run a box of its grid on a simulated device ([`RunBox`]).
 
-pub(crate) mod access;
+// Each file below names only files listed before it: `runtime/tests/layers.rs` checks that no
+// circle runs through the folder, this file included.
+pub(crate) mod bindings;
 pub(crate) mod cache;
 mod closed;
 mod gpu;
 pub(crate) mod hulls;
 pub(crate) mod kernel;
+pub(crate) mod memo;
+pub(crate) mod plan;
 pub(crate) mod policy;
 pub(crate) mod reduce;
+pub(crate) mod settings;
+pub(crate) mod split;
 
 pub use cache::Launches;
+pub(crate) use memo::planner;
+pub(crate) use plan::{used_devices, LaunchPlan, Outcome, PartPlan};
+pub(crate) use settings::{device_weight, partitioning_off, partitions_per_device, strict};
 
 use crate::args::{Args, SendPtr};
 use crate::ctx::{GridBox, NodeCtx};
 use crate::desc::KernelKind;
-use crate::devices::{devices, Copy, Place};
-use crate::memory::coherence::Coherence;
-use crate::memory::{self, ByteRect, Table};
+use crate::devices::{devices, Place};
+use crate::memory::{self, Table};
 use crate::module::Module;
 use crate::sink::Stopwatch;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-
-/// A computed plan, or why the launch runs on the host instead of the devices.
-// Plans live behind an `Arc` in the cache, one allocation each: boxing the large variant
-// would only add a second.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum Outcome {
-    Host(String),
-    Devices(LaunchPlan),
-}
-
-pub(crate) struct LaunchPlan {
-    /// The tracked buffers the launch touches: start and id (the plan is stale if either
-    /// changed).
-    pub buffers: Vec<(u64, u64)>,
-    pub parts: Vec<PartPlan>,
-    /// Why the launch is not split, when it is not.
-    pub unpartitioned: Option<String>,
-    /// Copy plans by the coherence states they start from, most recent first.
-    copies: Mutex<Vec<CachedCopies>>,
-    /// Time spent making device allocations while planning (first use of a buffer).
-    pub alloc_nanos: u64,
-    /// The GPU kernel may read its `in`-only buffers through the read-only data cache.
-    pub read_only_cache: bool,
-    /// The index values an indirect write's partitions were computed from: the plan holds
-    /// only while they are unchanged.
-    pub inspections: Vec<access::Inspection>,
-    /// The offsets of the unit's bound pointers in its arguments: a launch the plan is
-    /// reused for runs with its own arguments, these slots taken from the plan's
-    /// ([`LaunchPlan::part_args`]).
-    pub pointer_slots: Vec<usize>,
-    /// The plan holds for any scalar arguments (one device running the whole grid): it is
-    /// cached under the unit's pointers alone ([`cache::Key::pointers_only`]).
-    pub scalar_free: bool,
-    /// Where a device's memory holds less than its partitions need together (sparse copies
-    /// under a limit, [`memory::residency`]): the partitions in rounds, each round at most
-    /// one partition per device, run one after another, each with its own copy plans.
-    /// Empty: all partitions at once.
-    pub rounds: Vec<LaunchPlan>,
-    /// The grid the kernels see, when it is not the launch's: a grid-stride loop whose
-    /// iterations run one per thread over the virtual grid of its iterations
-    /// (`access::split`).
-    pub virtual_grid: Option<[i64; 3]>,
-    /// Arguments updated only by combining atomics, split: every device but the home one
-    /// updates a private copy, combined after the partitions ([`reduce`]).
-    pub reductions: Vec<reduce::Reduce>,
-}
-
-#[derive(Clone)]
-pub(crate) struct PartPlan {
-    pub device: usize,
-    /// The part of the unit's grid it runs.
-    pub bx: GridBox,
-    /// The unit's arguments with device addresses.
-    pub args: Vec<u8>,
-    /// (buffer index, bytes) it reads, may-write regions included.
-    pub reads: Vec<(usize, ByteRect)>,
-    pub writes: Vec<(usize, ByteRect)>,
-}
-
-/// A cached copy plan and the coherence states of the plan's buffers it starts from.
-struct CachedCopies {
-    /// Replaced, on every match, by the states the match found: equal to them, and sharing
-    /// their segments, so the next match in a loop's steady state compares pointers
-    /// ([`Coherence`]'s equality) instead of maps.
-    before: Vec<Coherence>,
-    plan: Arc<CopyPlan>,
-}
-
-struct CopyPlan {
-    copies: Vec<Copy>,
-    /// What each copy reads: (buffer index, byte range within the buffer).
-    sources: Vec<Source>,
-    /// Each buffer's state after the launch; `None` where it equals the state before (the
-    /// launch neither copies into it nor writes it, or rewrites what its writers held): the
-    /// map is left as found, sharing its segments with whatever else matched them.
-    after: Vec<Option<Coherence>>,
-}
-
-/// The bytes a copy reads: `start..end` of buffer `buffer` (an index into the plan's buffers).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Source {
-    pub buffer: usize,
-    pub start: u64,
-    pub end: u64,
-}
-
-/// Copy plans kept per launch plan: enough for the states a loop cycles through.
-const COPY_PLANS_KEPT: usize = 4;
-
-impl LaunchPlan {
-    pub fn new(buffers: Vec<(u64, u64)>, parts: Vec<PartPlan>, unpartitioned: Option<String>) -> LaunchPlan {
-        LaunchPlan {
-            buffers,
-            parts,
-            unpartitioned,
-            copies: Mutex::new(Vec::new()),
-            alloc_nanos: 0,
-            read_only_cache: false,
-            inspections: Vec::new(),
-            pointer_slots: Vec::new(),
-            scalar_free: false,
-            rounds: Vec::new(),
-            virtual_grid: None,
-            reductions: Vec::new(),
-        }
-    }
-
-    /// The partitions grouped in rounds: round `r` holds each device's `r`-th partition.
-    fn round_groups(&self) -> Vec<Vec<PartPlan>> {
-        let mut rounds: Vec<Vec<PartPlan>> = Vec::new();
-        let mut seen: Vec<usize> = Vec::new();
-        for p in &self.parts {
-            if seen.len() <= p.device {
-                seen.resize(p.device + 1, 0);
-            }
-            let r = seen[p.device];
-            seen[p.device] += 1;
-            if rounds.len() <= r {
-                rounds.resize(r + 1, Vec::new());
-            }
-            rounds[r].push(p.clone());
-        }
-        rounds
-    }
-
-    /// Whether every round of the plan (or the whole plan, run at once) fits the devices'
-    /// memory limits.
-    fn fits_memory(&self, in_rounds: bool) -> bool {
-        if !in_rounds {
-            return memory::residency::fits(&self.residency_needs());
-        }
-        self.round_groups().into_iter().all(|parts| {
-            let r = LaunchPlan::new(self.buffers.clone(), parts, None);
-            memory::residency::fits(&r.residency_needs())
-        })
-    }
-
-    /// Splits the plan into rounds where a device has more than one partition.
-    fn make_rounds(&mut self) {
-        let groups = self.round_groups();
-        if groups.len() < 2 {
-            return;
-        }
-        self.rounds = groups
-            .into_iter()
-            .map(|parts| {
-                let mut r = LaunchPlan::new(self.buffers.clone(), parts, self.unpartitioned.clone());
-                r.read_only_cache = self.read_only_cache;
-                r
-            })
-            .collect();
-    }
-
-    /// Part `p`'s arguments for a launch with the unit's arguments `launch` (host
-    /// addresses): the launch's scalars (which may differ from those the plan was made
-    /// with, where the plan does not depend on them) with the plan's device pointers.
-    fn part_args<'a>(&self, p: &'a PartPlan, launch: &[u8]) -> std::borrow::Cow<'a, [u8]> {
-        if launch.len() != p.args.len() {
-            return std::borrow::Cow::Borrowed(&p.args[..]);
-        }
-        let mut args = launch.to_vec();
-        for &o in &self.pointer_slots {
-            args[o..o + 8].copy_from_slice(&p.args[o..o + 8]);
-        }
-        if args == p.args {
-            std::borrow::Cow::Borrowed(&p.args[..])
-        } else {
-            std::borrow::Cow::Owned(args)
-        }
-    }
-
-    /// The byte ranges each partition's device must back ([`memory::residency`]): the rows
-    /// of what it reads and writes.
-    fn residency_needs(&self) -> Vec<memory::residency::Need> {
-        let mut needs = Vec::new();
-        for p in &self.parts {
-            for &(b, rect) in p.reads.iter().chain(&p.writes) {
-                let buffer = self.buffers[b].0;
-                needs.extend(rect.row_runs().map(|(lo, hi)| memory::residency::Need {
-                    buffer,
-                    device: p.device,
-                    lo,
-                    hi,
-                }));
-            }
-        }
-        // Every other device's private copy of a reduction's bytes.
-        for r in &self.reductions {
-            let buffer = self.buffers[r.buffer].0;
-            needs.extend(r.others.iter().map(|&(device, _)| memory::residency::Need {
-                buffer,
-                device,
-                lo: r.start,
-                hi: r.start + r.bytes(),
-            }));
-        }
-        needs
-    }
-
-    /// Whether the buffers are still the ones planned for.
-    fn current(&self, table: &Table) -> bool {
-        self.buffers.iter().all(|&(start, id)| table.get(start).is_some_and(|b| b.id == id))
-    }
-
-    /// Takes into the coherence maps what the host wrote into the plan's buffers since it
-    /// last handed them to a graph (`memory::watch`): before the copies are planned, and
-    /// timed as the statistics' host-write scans, not as copy planning.
-    fn account_host_writes(&self, table: &mut Table) {
-        for &(s, _) in &self.buffers {
-            table.get_mut(s).expect("current").account_host_writes();
-        }
-    }
-
-    /// The copies this launch needs in the present state (the host's writes accounted for
-    /// first: [`LaunchPlan::account_host_writes`]), with what each reads; moves the
-    /// coherence maps to the state after the launch. Returns the copy plan and whether it
-    /// came from the cache.
-    fn copies(&self, table: &mut Table) -> (Arc<CopyPlan>, bool) {
-        let mut cached = self.copies.lock().unwrap_or_else(|e| e.into_inner());
-        let hit = cached.iter().position(|c| {
-            self.buffers.iter().zip(&c.before).all(|(&(s, _), st)| table.get(s).is_some_and(|b| &b.coherence == st))
-        });
-        if let Some(i) = hit {
-            let mut entry = cached.remove(i);
-            for ((&(s, _), before), after) in self.buffers.iter().zip(&mut entry.before).zip(&entry.plan.after) {
-                let map = &mut table.get_mut(s).expect("current").coherence;
-                before.clone_from(map);
-                if let Some(after) = after {
-                    map.clone_from(after);
-                }
-            }
-            let plan = entry.plan.clone();
-            cached.insert(0, entry);
-            return (plan, true);
-        }
-        let before: Vec<Coherence> =
-            self.buffers.iter().map(|&(s, _)| table.get(s).expect("current").coherence.clone()).collect();
-        // Each part's writes per buffer, merged: a scatter's thousands of small runs are then
-        // one pass over the map each (one pass per run made planning quadratic: Parboil spmv).
-        let writes: Vec<Vec<Vec<(u64, u64)>>> =
-            self.parts.iter().map(|p| (0..self.buffers.len()).map(|b| merged_writes(p, b)).collect()).collect();
-        let mut copies = Vec::new();
-        let mut sources = Vec::new();
-        for (p, written) in self.parts.iter().zip(&writes) {
-            for &(b, rect) in &p.reads {
-                let buf = table.get_mut(self.buffers[b].0).expect("current");
-                let first = copies.len();
-                // What the part also writes, its writer becomes the only holder of below:
-                // recording it as a reader first changes nothing but costs a pass over the map
-                // per row (Parboil lbm's padding between rows it writes: 9000 rows each).
-                let record = !covers(&written[b], rect.start, rect.end());
-                buf.plan_current(Place::Device(p.device), &rect, &before[b], &mut copies, record);
-                let base = buf.addr(Place::Device(p.device)).unwrap_or_else(|e| crate::fatal(&e));
-                sources.extend(copies[first..].iter().map(|c| {
-                    let start = c.dst_addr - base;
-                    Source { buffer: b, start, end: start + (c.rows - 1) * c.pitch + c.row_bytes }
-                }));
-            }
-        }
-        for (p, written) in self.parts.iter().zip(writes) {
-            for (b, runs) in written.into_iter().enumerate() {
-                if !runs.is_empty() {
-                    let buf = table.get_mut(self.buffers[b].0).expect("current");
-                    buf.coherence.set_only_runs(runs, Place::Device(p.device));
-                }
-            }
-        }
-        let after = self.buffers.iter().zip(&before).map(|(&(s, _), then)| {
-            let now = &table.get(s).expect("current").coherence;
-            (now != then).then(|| now.clone())
-        });
-        let plan = Arc::new(CopyPlan { copies, sources, after: after.collect() });
-        cached.insert(0, CachedCopies { before, plan: plan.clone() });
-        cached.truncate(COPY_PLANS_KEPT);
-        (plan, false)
-    }
-}
+use std::sync::Arc;
 
 /// Reads the settings of partitioned launches (ending the program on a bad one).
 pub fn check_settings() {
@@ -334,74 +65,6 @@ pub fn check_settings() {
     kernel::bench_repeat();
     crate::devices::held::enabled();
     crate::devices::opening::open_at();
-}
-
-/// `HPVM_MGPU_PARTITIONS=K`: each device gets K partitions of a split launch (default 1).
-pub(crate) fn partitions_per_device() -> usize {
-    static K: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *K.get_or_init(|| {
-        let Ok(v) = std::env::var("HPVM_MGPU_PARTITIONS") else { return 1 };
-        match v.trim().parse::<usize>() {
-            Ok(k) if (1..=64).contains(&k) => k,
-            _ => {
-                crate::fatal(&format!("HPVM_MGPU_PARTITIONS={v}: expected a number of partitions per device, 1 to 64"))
-            }
-        }
-    })
-}
-
-/// `HPVM_MGPU_WEIGHTS=w0,w1,...`: device `k` gets a share of a split launch proportional to
-/// `wk` (default: equal shares). One weight per device, non-negative, not all zero.
-pub(crate) fn device_weight(k: usize) -> f64 {
-    static W: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
-    let w = W.get_or_init(|| {
-        let Ok(v) = std::env::var("HPVM_MGPU_WEIGHTS") else { return Vec::new() };
-        let n = devices().count();
-        let parsed: Option<Vec<f64>> = v.split(',').map(|x| x.trim().parse::<f64>().ok()).collect();
-        match parsed {
-            Some(w) if w.len() == n && w.iter().all(|x| x.is_finite() && *x >= 0.0) && w.iter().any(|x| *x > 0.0) => w,
-            _ => crate::fatal(&format!(
-                "HPVM_MGPU_WEIGHTS={v}: expected {n} comma-separated non-negative weights, one per device, not all zero"
-            )),
-        }
-    });
-    w.get(k).copied().unwrap_or(1.0)
-}
-
-/// `HPVM_MGPU_PARTITION=off`: every unit runs whole on device 0.
-pub(crate) fn partitioning_off() -> bool {
-    policy::mode() == policy::Mode::Off
-}
-
-/// `HPVM_MGPU_CHECK=strict`: an access outside a buffer is an error, not a warning.
-pub(crate) fn strict() -> bool {
-    static STRICT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *STRICT.get_or_init(|| match std::env::var("HPVM_MGPU_CHECK").unwrap_or_default().trim() {
-        "" | "warn" => false,
-        "strict" => true,
-        other => crate::fatal(&format!("HPVM_MGPU_CHECK={other}: expected `warn` or `strict`")),
-    })
-}
-
-/// Reports, once per node and buffer, that a launch's accesses reach outside the buffer.
-pub(crate) fn report_outside(node: &str, loc: &str, arg: &str, what: &str, first: i64, end: i64, len: i64) {
-    static SAID: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
-    let outside = if first < 0 {
-        format!("elements {first}..{} before its start", end.min(0))
-    } else {
-        format!("elements {}..{end} past its end", first.max(len))
-    };
-    let msg = format!("node {node} ({loc}) {what} {outside}: `{arg}` has {len} elements from where it points");
-    if strict() {
-        crate::fatal(&format!("{msg} (HPVM_MGPU_CHECK=strict)"));
-    }
-    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
-    if !said.iter().any(|(n, a)| n == node && a == arg) {
-        said.push((node.to_string(), arg.to_string()));
-        eprintln!(
-            "hpvm-mgpu: warning: {msg}; copies are clipped to the buffer (HPVM_MGPU_CHECK=strict makes this an error)"
-        );
-    }
 }
 
 /// One launch of a launch unit, as the engine hands it over.
@@ -488,7 +151,7 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
         .then(|| (std::time::Instant::now(), closed_form_nanos()));
     let per_device = partitions_per_device();
     let launch =
-        access::Launch { module, node: n, shape, args: &key.args, parent: key.parent, grid, order, per_device };
+        bindings::Launch { module, node: n, shape, args: &key.args, parent: key.parent, grid, order, per_device };
     // A plan for any scalars first (one device), then one for these map inputs.
     let general = key.pointers_only(module.node(n));
     let specific_key = || {
@@ -496,8 +159,8 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
             KernelKind::Blocks { leaf, .. } => *leaf,
             KernelKind::Grid => n,
         };
-        let named = plans.named(leaf, || access::named_params(module, leaf));
-        key.with_inputs(module.node(n), &access::plan_inputs(&launch, &named))
+        let named = plans.named(leaf, || bindings::named_params(module, leaf));
+        key.with_inputs(module.node(n), &bindings::plan_inputs(&launch, &named))
     };
     // The key for these map inputs, when looked up: made once (it interprets the leaf's
     // arguments), kept for the insertion on a miss.
@@ -506,7 +169,7 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
         Some(p) if matches!(&*p, Outcome::Devices(lp) if lp.scalar_free) => Some(p),
         _ => plans.get(specific.insert(specific_key()), &table),
     }
-    .filter(|p| access::inspected_unchanged(p, &mut table));
+    .filter(|p| plan::inspected_unchanged(p, &mut table));
     let plan_hit = cached.is_some();
     let plan = match cached {
         Some(p) => {
@@ -517,18 +180,18 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
             let table = &mut *table;
             // Plans needing no maps are made here; the maps' ISL work runs on the planner
             // pool, reached from a plain thread (see the module's invariants).
-            let make = |launch: &access::Launch<'_>, table: &mut Table| match access::plan_direct(launch, table) {
+            let make = |launch: &bindings::Launch<'_>, table: &mut Table| match bindings::plan_direct(launch, table) {
                 Ok(outcome) => outcome,
                 // A thread of no pool (the program's own) waits for the planner without
                 // running other jobs: no thread of its own is needed (starting one cost more
                 // than a plan from closed forms).
                 Err(bindings) if rayon::current_thread_index().is_none() => {
-                    planner().install(|| access::plan_split(launch, *bindings, table))
+                    planner().install(|| split::plan_split(launch, *bindings, table))
                 }
                 Err(bindings) => std::thread::scope(|s| {
                     std::thread::Builder::new()
                         .name("hpvm-plan".into())
-                        .spawn_scoped(s, || planner().install(|| access::plan_split(launch, *bindings, table)))
+                        .spawn_scoped(s, || planner().install(|| split::plan_split(launch, *bindings, table)))
                         .unwrap_or_else(|err| crate::fatal(&format!("cannot start a planning thread: {err}")))
                         .join()
                         .unwrap_or_else(|_| crate::fatal("planning a partitioned launch failed"))
@@ -727,9 +390,9 @@ const MOST_PARTITIONS_PER_DEVICE: usize = 1024;
 /// (then the launch fails in `make_resident`, naming what does not fit).
 fn fit_memory(
     first: Outcome,
-    launch: &access::Launch<'_>,
+    launch: &bindings::Launch<'_>,
     table: &mut Table,
-    make: &dyn Fn(&access::Launch<'_>, &mut Table) -> Outcome,
+    make: &dyn Fn(&bindings::Launch<'_>, &mut Table) -> Outcome,
 ) -> Outcome {
     if memory::residency::limit().is_none() {
         return first;
@@ -754,7 +417,7 @@ fn fit_memory(
         }
         let parts = lp.parts.len();
         per_device *= 2;
-        let finer = make(&access::Launch { per_device, ..*launch }, table);
+        let finer = make(&bindings::Launch { per_device, ..*launch }, table);
         // A grid too small to cut finer gives no more partitions: stop there.
         if !split(&finer) || matches!(&finer, Outcome::Devices(f) if f.parts.len() <= parts) {
             break;
@@ -817,35 +480,6 @@ fn run_rounds(
     }
 }
 
-/// The byte runs part `p` writes in buffer `b`, sorted and merged.
-fn merged_writes(p: &PartPlan, b: usize) -> Vec<(u64, u64)> {
-    let mut runs: Vec<(u64, u64)> = p.writes.iter().filter(|(x, _)| *x == b).flat_map(|(_, r)| r.row_runs()).collect();
-    runs.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
-    for (lo, hi) in runs {
-        match merged.last_mut() {
-            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
-            _ => merged.push((lo, hi)),
-        }
-    }
-    merged
-}
-
-/// Whether one run of `runs` (sorted, merged) holds all of `start..end`.
-fn covers(runs: &[(u64, u64)], start: u64, end: u64) -> bool {
-    let i = runs.partition_point(|&(_, hi)| hi <= start);
-    runs.get(i).is_some_and(|&(lo, hi)| lo <= start && end <= hi)
-}
-
-/// The devices a plan's partitions run on.
-fn used_devices(lp: &LaunchPlan) -> usize {
-    let mut seen = 0u128;
-    for p in lp.parts.iter().filter(|p| !p.bx.is_empty()) {
-        seen |= 1 << p.device;
-    }
-    seen.count_ones() as usize
-}
-
 /// Whether the leaf unit `u` launches runs a grid-stride loop (`dashdb::RuntimeBlock::strided`).
 fn runs_grid_stride_loop(u: &Unit<'_>) -> bool {
     let leaf = match &u.module.node(u.node).kind {
@@ -874,7 +508,7 @@ fn decide(
     let devs = devices();
     let all = devs.order.len();
     match policy::mode() {
-        // Whole on device 0: planned as one device's launch (`access::plan_direct`), not
+        // Whole on device 0: planned as one device's launch (`bindings::plan_direct`), not
         // through the split planner, which would only find the setting and run it whole.
         policy::Mode::Off => return (1, None),
         _ if all <= 1 => return (1, None),
@@ -1082,12 +716,6 @@ fn run_parts(lp: &LaunchPlan, part_args: &[std::borrow::Cow<'_, [u8]>], run_box:
     slowest.load(Ordering::Relaxed) as f64
 }
 
-/// The pool plans are computed on (ISL work, in parallel over partitions): separate from the
-/// main pool, so that no main-pool worker waits in rayon while it holds the buffer table.
-/// No larger than the machine's cores, nor than a launch's partitions, whatever the main
-/// pool's size: each of its threads keeps its own ISL context and parses every map of the
-/// program once (`access::prefetch`), so a pool of thousands (`HPVM_MGPU_THREADS=4096`)
-/// spent a minute on that alone.
 /// ISL's nanoseconds making closed forms (see [`closed`]), for the statistics.
 pub(crate) fn closed_form_nanos() -> u64 {
     closed::NANOS.load(Ordering::Relaxed)
@@ -1096,22 +724,6 @@ pub(crate) fn closed_form_nanos() -> u64 {
 /// Closed forms made (or found impossible), for the statistics.
 pub(crate) fn closed_forms_made() -> u64 {
     closed::MADE.load(Ordering::Relaxed)
-}
-
-pub(crate) fn planner() -> &'static rayon::ThreadPool {
-    static PLANNER: std::sync::OnceLock<rayon::ThreadPool> = std::sync::OnceLock::new();
-    PLANNER.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        // Plans are computed in parallel over a launch's partitions only: more threads than
-        // partitions would each parse every map (`access::prefetch`) for nothing (on a GPU
-        // machine of 32 cores, 30 of 32 threads on two GPUs).
-        let partitions = (devices().count() * partitions_per_device()).max(1);
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(crate::pool::pool().current_num_threads().min(cores).min(partitions))
-            .thread_name(|i| format!("hpvm-plan-{i}"))
-            .build()
-            .unwrap_or_else(|e| crate::fatal(&format!("cannot start the planning pool: {e}")))
-    })
 }
 
 /// What [`bench_forget`] forgets.
@@ -1131,95 +743,14 @@ pub enum Forget {
 pub fn bench_forget(plans: &Launches, what: Forget) {
     plans.clear();
     if what != Forget::Plans {
-        access::forget_intervals(what == Forget::All);
+        memo::forget_intervals(what == Forget::All);
+        closed::forget();
     }
 }
 
-/// Parses the database's maps on every worker, in the background (see [`access::prefetch`]).
+/// Parses the database's maps on every worker, in the background (see [`memo::prefetch`]).
 pub(crate) fn prefetch(db: &dashdb::Database) {
     if devices().count() > 1 {
-        access::prefetch(db);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testing::numbers;
-
-    /// A partition: its device, and the (buffer, bytes) it reads and writes.
-    type Part = (usize, Vec<(usize, ByteRect)>, Vec<(usize, ByteRect)>);
-
-    fn rect(next: &mut impl FnMut(u64) -> u64, size: u64) -> ByteRect {
-        let start = next(size);
-        ByteRect::run(start, start + 1 + next(size - start))
-    }
-
-    /// The copy-plan cache gives what planning from scratch gives: the same copies and the same
-    /// coherence maps after the launch, whatever state the buffers are in (loops, launches in
-    /// another order, the host reading back, states reached by different paths). Random
-    /// launches drawn from a few plans, each run with its cached plan on one table and with a
-    /// fresh copy of it (empty cache) on a twin table; the maps must agree after every launch.
-    #[test]
-    fn cached_copy_plans_agree_with_planning_anew() {
-        const BUFFERS: [(u64, u64); 2] = [(0x1000, 64), (0x2000, 48)];
-        let mut next = numbers(11);
-        let mut hits = 0;
-        for round in 0..40 {
-            let devices = 1 + next(3) as usize;
-            let plans: Vec<Vec<Part>> = (0..1 + next(3))
-                .map(|_| {
-                    (0..devices)
-                        .map(|k| {
-                            let b = next(2) as usize;
-                            let reads = (0..next(3)).map(|_| (b, rect(&mut next, BUFFERS[b].1))).collect();
-                            let w = next(2) as usize;
-                            let writes = (0..next(2)).map(|_| (w, rect(&mut next, BUFFERS[w].1))).collect();
-                            (k, reads, writes)
-                        })
-                        .collect()
-                })
-                .collect();
-            let make = |i: usize| {
-                let parts = plans[i]
-                    .iter()
-                    .map(|(k, reads, writes)| PartPlan {
-                        device: *k,
-                        bx: GridBox::whole([1, 1, 1]),
-                        args: Vec::new(),
-                        reads: reads.clone(),
-                        writes: writes.clone(),
-                    })
-                    .collect();
-                LaunchPlan::new(BUFFERS.iter().map(|&(s, _)| (s, 0)).collect(), parts, None)
-            };
-            let cached: Vec<LaunchPlan> = (0..plans.len()).map(make).collect();
-            let mut table = Table::with_fake_buffers(&BUFFERS, devices);
-            let mut twin = Table::with_fake_buffers(&BUFFERS, devices);
-            for launch in 0..30 {
-                if next(5) == 0 {
-                    // The host reads a buffer back (as `llvm_hpvm_request_mem` does).
-                    let (s, size) = BUFFERS[next(2) as usize];
-                    for t in [&mut table, &mut twin] {
-                        t.get_mut(s).unwrap().coherence.add(0, size, Place::Host);
-                    }
-                    continue;
-                }
-                let i = next(plans.len() as u64) as usize;
-                let (plan, hit) = cached[i].copies(&mut table);
-                let (fresh, _) = make(i).copies(&mut twin);
-                hits += hit as usize;
-                assert_eq!(plan.copies, fresh.copies, "round {round} launch {launch}: copies of plan {i}");
-                assert_eq!(plan.sources, fresh.sources, "round {round} launch {launch}: sources of plan {i}");
-                for &(s, _) in &BUFFERS {
-                    assert_eq!(
-                        table.get(s).unwrap().coherence,
-                        twin.get(s).unwrap().coherence,
-                        "round {round} launch {launch}: the map of buffer {s:#x} after plan {i} (cached: {hit})"
-                    );
-                }
-            }
-        }
-        assert!(hits > 200, "{hits} launches hit the cache: too few to test it");
+        memo::prefetch(db);
     }
 }

@@ -12,7 +12,7 @@
 //!
 //! Invariants:
 //! - the reduction's bytes are whole elements of the argument's type, and no other argument
-//!   of the launch points into its buffer (`access::split` refuses the split otherwise);
+//!   of the launch points into its buffer (`split::split` refuses the split otherwise);
 //! - on GPUs, a device's identity fill follows its copies on its stream and precedes its
 //!   kernels, and a copy that reads those bytes from it is waited for first (`gpu::war_waits`);
 //!   the home's stream waits for each other device's kernels, then copies and combines, all

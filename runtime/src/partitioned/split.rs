@@ -1,6 +1,8 @@
-//! A launch's plan: its partitions and, per partition and buffer, the bytes it reads and
-//! writes, computed with ISL from the analysis database (the Mekong thesis's section 3.4,
-//! `setPartitionBoundaries` then the ranges of the access maps).
+//! A launch's split plan: its partitions and, per partition and buffer, the bytes it reads
+//! and writes, from the analysis database's access maps (the Mekong thesis's section 3.4,
+//! `setPartitionBoundaries` then the ranges of the access maps): through their closed forms
+//! ([`super::closed`]) where a scalar they name changes between launches, else through ISL
+//! ([`super::memo`]).
 //!
 //! Nothing is guessed: whenever the database does not prove the split safe for THIS launch
 //! (node not analysed or not partitionable, its assumptions `valid_when` false for these
@@ -8,209 +10,24 @@
 //! a parameter the runtime cannot read), the plan is one partition on device 0 that reads
 //! and may write every buffer whole, with the reason kept for the statistics.
 
+use super::bindings::{allocation_failed, device_args, read_only_cache_legal, unpartitioned, Bindings, BufArg, Launch};
+use super::hulls::{first_overlap, Part, PartRun};
 use super::kernel::block_shape;
+use super::memo::{
+    element_rects, element_rects_in_rounds, extent, with_fixed_map, with_isl, Reached, StrideKey, KEPT, KNOWN, STRIDES,
+};
+use super::plan::{host_bytes, Inspection, LaunchPlan, Outcome, PartPlan};
 use super::reduce::Reduce;
-use super::{LaunchPlan, Outcome, PartPlan};
-use crate::args::{int_param, read_u64};
+use crate::args::int_param;
 use crate::ctx::GridBox;
-use crate::desc::{KernelKind, KindDesc, NodeDesc, ScalarKind};
+use crate::desc::{KindDesc, NodeDesc};
 use crate::devices::Place;
-use crate::memory::{AllocError, Buffer, ByteRect, Table};
-use crate::module::Module;
+use crate::memory::{ByteRect, Table};
 use dashdb::{ReadKind, WriteKind};
-use isl_glue::{AccessMap, BlockRange, Isl, Rect};
+use isl_glue::BlockRange;
 use rayon::prelude::*;
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-
-/// What a plan is computed from.
-pub(crate) struct Launch<'a> {
-    pub module: &'a Module,
-    pub node: u32,
-    pub shape: &'a KernelKind,
-    /// The unit's argument buffer (host addresses).
-    pub args: &'a [u8],
-    pub parent: ([i64; 3], [i64; 3]),
-    pub grid: [i64; 3],
-    /// The devices in the order partitions take them (a permutation of `0..devices`).
-    pub order: &'a [usize],
-    /// Partitions per device of a split (`HPVM_MGPU_PARTITIONS`, or more where a device's
-    /// memory holds less: see `partitioned::fit_memory`).
-    pub per_device: usize,
-}
-
-/// One pointer argument of the unit's leaf that points into a tracked buffer.
-struct BufArg {
-    /// Index into the plan's buffers.
-    buffer: usize,
-    /// Byte offset of the pointer from the buffer's start.
-    offset: u64,
-    size: u64,
-    param: u32,
-}
-
-/// What a launch's pointers bind, found before any planning: the buffers they point into,
-/// and the leaf's pointer arguments within them.
-pub(crate) struct Bindings {
-    /// Start and id of each tracked buffer the unit's pointers point into.
-    buffers: Vec<(u64, u64)>,
-    /// (offset of the pointer in the unit's arguments, index into `buffers`).
-    unit_ptrs: Vec<(usize, usize)>,
-    leaf: u32,
-    leaf_args: Vec<u8>,
-    block: Option<[i64; 3]>,
-    args: Vec<BufArg>,
-}
-
-/// A launch's plan where no access maps are needed: an untracked pointer (the host runs it),
-/// or one device running the whole grid on memory the host never stores into (CUDA's device
-/// memory, current on the device or written there first), where the maps would only say
-/// which bytes to copy and there are none beyond what the whole buffers need. Otherwise the
-/// bindings for [`plan_split`], which does the ISL work.
-///
-/// The one-device plan holds for any scalar arguments ([`LaunchPlan::scalar_free`]): a kernel
-/// launched in a loop with a changing scalar (a time step, a column) plans once. Strict
-/// checking still wants the maps' bounds.
-pub(crate) fn plan_direct(l: &Launch<'_>, table: &mut Table) -> Result<Outcome, Box<Bindings>> {
-    let b = match bindings(l, table) {
-        Ok(b) => b,
-        Err(reason) => return Ok(Outcome::Host(reason)),
-    };
-    let whole_is_exact = l.order.len() == 1
-        && l.per_device == 1
-        && !super::strict()
-        && b.buffers.iter().all(|&(start, _)| table.get(start).is_some_and(|x| !x.host_stores));
-    if !whole_is_exact {
-        return Err(Box::new(b));
-    }
-    let program = &l.module.program;
-    let leaf_desc = &program.nodes[b.leaf as usize];
-    let mut outcome = unpartitioned(l, table, &b.buffers, &b.unit_ptrs, &b.args, leaf_desc, None);
-    if let Outcome::Devices(plan) = &mut outcome {
-        if let Some(kernel) = &program.nodes[l.node as usize].kernel {
-            plan.read_only_cache = read_only_cache_legal(&kernel.readonly, &b.args, plan);
-        }
-        plan.scalar_free = true;
-        plan.pointer_slots = b.unit_ptrs.iter().map(|&(offset, _)| offset).collect();
-    }
-    Ok(outcome)
-}
-
-/// The integer parameters (by position) of `leaf` that its maps, their conditions, shapes
-/// and block sizes name: the only scalars a plan of it depends on (the planner reads no
-/// other: `split`'s values). Conservative: every identifier
-/// in those texts that is a parameter's map name counts.
-pub(crate) fn named_params(module: &Module, leaf: u32) -> Vec<u32> {
-    let desc = &module.program.nodes[leaf as usize];
-    let Some(dn) = module.analysis.as_ref().and_then(|db| db.node(&desc.name)) else { return Vec::new() };
-    let mut texts: Vec<&str> = Vec::new();
-    texts.extend(dn.valid_when.as_deref());
-    texts.extend(dn.bounds.iter().map(String::as_str));
-    texts.extend(dn.grid.iter().map(String::as_str));
-    if let Some(b) = &dn.block {
-        texts.extend(b.size.iter().map(String::as_str));
-    }
-    for a in &dn.args {
-        texts.extend(a.params.iter().map(String::as_str));
-        texts.extend(a.shape.iter().map(String::as_str));
-        texts.extend(a.read_map.as_deref());
-        texts.extend(a.write_map.as_deref());
-        texts.extend(a.read_valid_when.as_deref());
-        texts.extend(a.write_through.as_ref().map(|t| t.map.as_str()));
-    }
-    let mut names = std::collections::HashSet::new();
-    for t in texts {
-        names.extend(t.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| !w.is_empty()));
-    }
-    (0..dn.param_names.len() as u32)
-        .filter(|&i| desc.params.get(i as usize).is_some_and(|p| p.kind == ScalarKind::Int))
-        .filter(|&i| names.contains(dn.param_names[i as usize].as_str()))
-        .collect()
-}
-
-/// What a plan of launch `l` depends on beyond its node, grid, parent and the unit's
-/// pointers: the leaf's block, the leaf's pointers (bound from the unit's) and the values of
-/// the leaf's parameters `named` ([`named_params`]). Launches that agree on all of it get
-/// the same plan: scalars the maps never name (a time step used only as a value) do not
-/// make a new one.
-pub(crate) fn plan_inputs(l: &Launch<'_>, named: &[u32]) -> Vec<i64> {
-    let (leaf, leaf_args, block) = leaf_view(l);
-    let desc = &l.module.program.nodes[leaf as usize];
-    let mut inputs = block.unwrap_or([0; 3]).to_vec();
-    for p in desc.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
-        inputs.push(read_u64(&leaf_args, p.offset as usize).unwrap_or(0) as i64);
-    }
-    for &i in named {
-        // A named parameter that is not an integer: the planner says why it cannot split.
-        inputs.push(int_param(desc, &leaf_args, i).unwrap_or(i64::MIN));
-    }
-    inputs
-}
-
-/// The unit's leaf as a launch sees it: the leaf, its arguments (allocation outputs zero:
-/// only their sizes matter here) and, for a blocks unit, its block.
-pub(crate) fn leaf_view(l: &Launch<'_>) -> (u32, Vec<u8>, Option<[i64; 3]>) {
-    match l.shape {
-        KernelKind::Blocks { leaf, alloc, .. } => {
-            let program = &l.module.program;
-            let zeros = alloc.map(|a| vec![0u8; program.nodes[a as usize].outputs_size()]).unwrap_or_default();
-            let args = l.module.child_args(l.node, *leaf, l.args, &|_| (&zeros[..], 1));
-            (*leaf, args.base, Some(l.module.grid(*leaf, Some((l.node, l.args)))))
-        }
-        KernelKind::Grid => (l.node, l.args.to_vec(), None),
-    }
-}
-
-/// The buffers a launch's pointers bind, or why the host must run it (a pointer not tracked).
-fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, String> {
-    let program = &l.module.program;
-    let unit = &program.nodes[l.node as usize];
-    // The unit's pointers become device addresses: each must be in a tracked buffer.
-    let mut buffers: Vec<(u64, u64)> = Vec::new();
-    let mut unit_ptrs: Vec<(usize, usize)> = Vec::new();
-    for p in unit.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
-        let Some(v) = read_u64(l.args, p.offset as usize) else { continue };
-        if v == 0 {
-            continue;
-        }
-        let Some(start) = table.containing(v, 0) else {
-            return Err(format!("`{}` points to memory the program did not track", p.name));
-        };
-        let id = table.get(start).expect("found").id;
-        let b = buffers.iter().position(|x| x.0 == start).unwrap_or_else(|| {
-            buffers.push((start, id));
-            buffers.len() - 1
-        });
-        unit_ptrs.push((p.offset as usize, b));
-    }
-    let (leaf, leaf_args, block) = leaf_view(l);
-    let shared: &[u32] = match l.shape {
-        KernelKind::Blocks { shared_params, .. } => shared_params,
-        KernelKind::Grid => &[],
-    };
-    let leaf_desc = &program.nodes[leaf as usize];
-    let mut args: Vec<BufArg> = Vec::new();
-    for (i, p) in leaf_desc.params.iter().enumerate() {
-        if p.kind != ScalarKind::Pointer || shared.contains(&(i as u32)) {
-            continue;
-        }
-        let Some(v) = read_u64(&leaf_args, p.offset as usize) else { continue };
-        if v == 0 {
-            continue;
-        }
-        let Some(start) = table.containing(v, 0) else {
-            return Err(format!("`{}` points to memory the program did not track", p.name));
-        };
-        let Some(buffer) = buffers.iter().position(|x| x.0 == start) else {
-            return Err(format!("`{}` does not come from the launch's own arguments", p.name));
-        };
-        let size = table.get(start).expect("found").size;
-        args.push(BufArg { buffer, offset: v - start, size, param: i as u32 });
-    }
-    Ok(Bindings { buffers, unit_ptrs, leaf, leaf_args, block, args })
-}
+use std::sync::Arc;
 
 /// The grid dimensions a launch of `blocks` blocks in `parts` partitions is cut along. The
 /// user's choice is taken as given. The analysis's is a list of splittable dimensions, best
@@ -317,39 +134,6 @@ pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outc
     outcome
 }
 
-/// The index values a plan was made from (an indirect write's inspector): the host's bytes of
-/// `runs` of the plan's buffer `buffer` at planning time.
-pub(crate) struct Inspection {
-    buffer: usize,
-    runs: Vec<(u64, u64)>,
-    bytes: Vec<u8>,
-}
-
-/// Whether a cached plan still holds: the index values it inspected are unchanged. The host is
-/// made current on them first (they may have been written on a device since).
-pub(crate) fn inspected_unchanged(plan: &Outcome, table: &mut Table) -> bool {
-    let Outcome::Devices(lp) = plan else { return true };
-    lp.inspections.iter().all(|i| {
-        let Some(buf) = table.get_mut(lp.buffers[i.buffer].0) else { return false };
-        let mut at = 0;
-        i.runs.iter().all(|&(lo, hi)| {
-            let now = host_bytes(buf, lo, hi);
-            let same = now == &i.bytes[at..at + now.len()];
-            at += now.len();
-            same
-        })
-    })
-}
-
-/// The host's bytes `lo..hi` of a buffer, made current first.
-fn host_bytes(buf: &mut Buffer, lo: u64, hi: u64) -> &[u8] {
-    buf.host_current(lo, hi);
-    // SAFETY: `lo..hi` lies within the tracked buffer (the runs come from a map clipped to
-    // it), which is the program's memory for as long as it is tracked, and no device copy
-    // writes it while the table is locked.
-    unsafe { std::slice::from_raw_parts((buf.start + lo) as *const u8, (hi - lo) as usize) }
-}
-
 /// An indirect write of one partition whose index values are still to be read.
 struct Pending {
     /// The written argument and the argument holding the indices.
@@ -424,83 +208,6 @@ fn inspect(
     Ok(runs)
 }
 
-/// Whether the kernel variant reading its `in`-only pointers through the read-only data
-/// cache may run: no buffer one of them points into is written by the launch (through
-/// another pointer, or an alias).
-fn read_only_cache_legal(readonly: &[u32], args: &[BufArg], plan: &LaunchPlan) -> bool {
-    let written = |b: usize| plan.parts.iter().any(|p| p.writes.iter().any(|(x, _)| *x == b));
-    !readonly.is_empty() && args.iter().filter(|a| readonly.contains(&a.param)).all(|a| !written(a.buffer))
-}
-
-/// The message for a failed device allocation: the device's words, then which of the node's
-/// parameters point into that buffer, so the user can tell which array did not fit.
-fn allocation_failed(l: &Launch<'_>, unit: &NodeDesc, table: &Table, e: &AllocError) -> String {
-    let names: Vec<String> = unit
-        .params
-        .iter()
-        .filter(|p| p.kind == ScalarKind::Pointer)
-        .filter(|p| read_u64(l.args, p.offset as usize).is_some_and(|v| table.containing(v, 0) == Some(e.start)))
-        .map(|p| format!("`{}`", p.name))
-        .collect();
-    let node = if unit.display.is_empty() { &unit.name } else { &unit.display };
-    match names.is_empty() {
-        true => format!("{} (launching node `{node}`, {})", e.message, unit.loc),
-        false => format!("{} ({} of node `{node}`, {})", e.message, names.join(", "), unit.loc),
-    }
-}
-
-/// The unit's arguments with every tracked pointer moved to device `k`'s allocation.
-fn device_args(args: &[u8], ptrs: &[(usize, usize)], buffers: &[(u64, u64)], k: usize, table: &mut Table) -> Vec<u8> {
-    let mut out = args.to_vec();
-    for &(off, b) in ptrs {
-        let v = read_u64(args, off).expect("read when planning");
-        let buf = table.get_mut(buffers[b].0).expect("tracked");
-        let base = buf.addr(Place::Device(k)).unwrap_or_else(|e| crate::fatal(&e));
-        out[off..off + 8].copy_from_slice(&(base + (v - buffers[b].0)).to_le_bytes());
-    }
-    out
-}
-
-/// The safe plan: one partition on device 0, reading every buffer whole and (unless the
-/// database proves a buffer only read) maybe writing it whole; `reason` says why the launch
-/// is not split, if it could have been.
-fn unpartitioned(
-    l: &Launch<'_>,
-    table: &mut Table,
-    buffers: &[(u64, u64)],
-    ptrs: &[(usize, usize)],
-    args: &[BufArg],
-    leaf: &NodeDesc,
-    reason: Option<String>,
-) -> Outcome {
-    let db_node = l.module.analysis.as_ref().and_then(|db| db.node(&leaf.name));
-    let mut reads = Vec::new();
-    let mut writes = Vec::new();
-    for (b, &(start, _)) in buffers.iter().enumerate() {
-        let size = table.get(start).expect("tracked").size;
-        let whole = ByteRect::run(0, size);
-        reads.push((b, whole));
-        let only_read = db_node.is_some_and(|n| {
-            let mine: Vec<&BufArg> = args.iter().filter(|a| a.buffer == b).collect();
-            !mine.is_empty() && mine.iter().all(|a| n.arg(a.param).is_some_and(|x| x.write == WriteKind::None))
-        });
-        if !only_read {
-            writes.push((b, whole));
-        }
-    }
-    let t = std::time::Instant::now();
-    let needs: Vec<(u64, usize)> = ptrs.iter().map(|&(_, b)| (buffers[b].0, 0)).collect();
-    let unit = l.module.node(l.node);
-    table.allocate(&needs).unwrap_or_else(|e| crate::fatal(&allocation_failed(l, unit, table, &e)));
-    let args = device_args(l.args, ptrs, buffers, 0, table);
-    let part = PartPlan { device: 0, bx: GridBox::whole(l.grid), args, reads, writes };
-    let mut plan = LaunchPlan::new(buffers.to_vec(), vec![part], reason);
-    plan.alloc_nanos = t.elapsed().as_nanos() as u64;
-    Outcome::Devices(plan)
-}
-
-/// A partition: its device, its box of the grid, and the bytes it reads and writes per buffer.
-pub(crate) type Part = (usize, GridBox, Vec<(usize, ByteRect)>, Vec<(usize, ByteRect)>);
 type Parts = Vec<Part>;
 
 /// The partitions and their accesses, or why the launch may not be split.
@@ -515,7 +222,7 @@ fn split(
     table: &mut Table,
     inspections: &mut Vec<Inspection>,
 ) -> Result<(Parts, Vec<Reduce>), String> {
-    if super::partitioning_off() {
+    if super::settings::partitioning_off() {
         return Err("HPVM_MGPU_PARTITION=off".into());
     }
     let module = l.module;
@@ -752,7 +459,8 @@ fn split(
     // Partition k runs on device order[k % devices], with that device's weight: consecutive
     // partitions, which share the most, on the best links.
     let device = |k: usize| l.order[k % l.order.len()];
-    let weights: Vec<f64> = (0..l.order.len() * l.per_device).map(|k| super::device_weight(device(k))).collect();
+    let weights: Vec<f64> =
+        (0..l.order.len() * l.per_device).map(|k| super::settings::device_weight(device(k))).collect();
     let split = cut_along(&dn.split, blocks, weights.len())?;
     let parts = partition::weighted(blocks.map(|b| b.max(0) as u64), &split, &weights).map_err(|e| e.to_string())?;
     let node_name = leaf.shown();
@@ -963,32 +671,16 @@ fn element_span(lo: u64, hi: u64, offset: u64, size: u64, len: u64) -> (u64, u64
     (start, end.saturating_sub(start) / size)
 }
 
-/// The value of an array extent: `*` (unknown, outermost) is 0; a number or a parameter
-/// name directly; anything else through ISL.
-fn extent(text: &str, fixed: &[(&str, i64)]) -> Result<i64, isl_glue::Error> {
-    let text = text.trim();
-    if text == "*" {
-        return Ok(0);
-    }
-    if let Ok(v) = text.parse::<i64>() {
-        return Ok(v);
-    }
-    if let Some((_, v)) = fixed.iter().find(|(n, _)| *n == text) {
-        return Ok(*v);
-    }
-    ISL.with(|isl| isl.value_of(text, fixed))
-}
-
 /// Whether the parameter condition `cond` holds for `values` and every block of `blocks`,
 /// remembered per values (which determine the blocks).
 fn assumptions_hold(cond: &str, values: &[(&str, i64)], blocks: &[BlockRange]) -> Result<bool, isl_glue::Error> {
-    let key: FixedKey = (cond.to_string(), values.iter().map(|(n, v)| (n.to_string(), *v)).collect());
+    let key: super::memo::FixedKey = (cond.to_string(), values.iter().map(|(n, v)| (n.to_string(), *v)).collect());
     if let Some(&b) = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
         return Ok(b);
     }
     let holds = match super::closed::holds(cond, values, blocks) {
         Some(h) => h,
-        None => ISL.with(|isl| {
+        None => with_isl(|isl| {
             if blocks.is_empty() {
                 isl.params_hold(cond, values)
             } else {
@@ -1027,30 +719,6 @@ fn disjoint_writes(parts: &Parts, buffers: usize) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// A byte run `start..end` written by partition `k`: `(start, end, k)`.
-pub(crate) type PartRun = (u64, u64, usize);
-
-/// Two partitions' byte runs that overlap: the partitions and the bytes shared.
-pub(crate) fn first_overlap(mut runs: Vec<PartRun>) -> Option<(usize, usize, u64, u64)> {
-    runs.sort_unstable();
-    // A sweep with the furthest end so far and its partition: a run starting before it
-    // overlaps that partition's run (two other partitions overlapping each other would have
-    // been caught when the later of them started). Comparing neighbours only would miss a
-    // long run of one partition covering a short one that follows another.
-    let mut reach: Option<(u64, usize)> = None;
-    for (lo, hi, k) in runs {
-        if let Some((end, owner)) = reach {
-            if lo < end && owner != k {
-                return Some((owner, k, lo, end.min(hi)));
-            }
-        }
-        if reach.is_none_or(|(end, _)| hi > end) {
-            reach = Some((hi, k));
-        }
-    }
-    None
 }
 
 struct Ctx<'a> {
@@ -1203,7 +871,7 @@ impl Ctx<'_> {
             let last = base + ((r.first_row + r.rows - 1) * r.row_len + r.first_col + r.cols) * es;
             if first < 0 || last > size {
                 if !what.is_empty() {
-                    super::report_outside(
+                    super::settings::report_outside(
                         self.node,
                         self.loc,
                         &self.arg.name,
@@ -1279,271 +947,6 @@ impl Ctx<'_> {
             .collect();
         element_rects_in_rounds(map, fixed, &lo, &hi, &blocks, shape, superset, (d, span, rounds))
     }
-}
-
-/// Rectangles a map reaches, and whether they are a superset (see [`element_rects`]).
-pub(crate) type Reached = (Arc<Vec<Rect>>, bool);
-
-/// What the elements a map reaches from a box of instances depend on: nothing else, so
-/// launches that differ only in their buffers (a stencil's two directions) share them.
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct RectKey {
-    map: String,
-    fixed: Vec<(String, i64)>,
-    lo: Vec<i64>,
-    hi: Vec<i64>,
-    blocks: Vec<BlockRange>,
-    shape: Vec<i64>,
-    superset: bool,
-    rounds: Option<Rounds>,
-}
-
-/// Rounds of a grid-stride loop (see [`isl_glue::AccessMap::in_rounds`]): the dimension, the
-/// instances one round moves the box by, and how many rounds.
-type Rounds = (usize, i64, i64);
-
-/// [`element_rects`] with the instances in rounds: one pass of ISL, rows apart per round.
-/// Round `k`'s rows sit `k × ROUND_ROWS` rows of the array's outer dimension apart, then
-/// come back to their own place.
-#[allow(clippy::too_many_arguments)]
-fn element_rects_in_rounds(
-    map: &str,
-    fixed: &[(&str, i64)],
-    lo: &[i64],
-    hi: &[i64],
-    blocks: &[BlockRange],
-    shape: &[i64],
-    superset: bool,
-    rounds: Rounds,
-) -> Result<Reached, isl_glue::Error> {
-    let (rects, hull) = element_rects_with(map, fixed, lo, hi, blocks, shape, superset, Some(rounds))?;
-    // A round's rows, in the shape with the round in front: `k × unit + row`.
-    let inner: i64 = shape.iter().skip(1).take(shape.len().saturating_sub(2)).product();
-    let unit = if shape.len() >= 2 { ROUND_ROWS * inner.max(1) } else { 1 };
-    let back = rects
-        .iter()
-        .map(|r| {
-            let k = (r.first_row + unit / 2).div_euclid(unit);
-            let row = if shape.len() >= 2 { r.first_row - k * unit } else { 0 };
-            Rect { first_row: row, ..*r }
-        })
-        .collect();
-    Ok((Arc::new(back), hull))
-}
-
-/// How far apart rounds' rows are in [`element_rects_in_rounds`]: more than twice the rows of
-/// any array a map reaches.
-const ROUND_ROWS: i64 = 1 << 36;
-
-/// What decides a grid-stride loop's plan beyond its partitions (see `split`).
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct StrideKey {
-    /// The database's source (a node's name is unique within one, not within a program).
-    source: String,
-    node: String,
-    values: Vec<(String, i64)>,
-    blocks: [i64; 3],
-    per_block: [i64; 3],
-    /// Per argument, the first argument on the same buffer.
-    sharing: Vec<usize>,
-}
-
-/// Per [`StrideKey`]: where the loop's iterations end, and whether they are independent.
-static STRIDES: Mutex<Option<HashMap<StrideKey, (i64, bool)>>> = Mutex::new(None);
-
-/// Entries kept in each cache below before it starts over.
-const KEPT: usize = 1 << 14;
-
-static RECTS: Mutex<Option<HashMap<RectKey, Reached>>> = Mutex::new(None);
-
-/// Parameter conditions (`valid_when`) already decided, by text and values.
-static KNOWN: Mutex<Option<HashMap<FixedKey, bool>>> = Mutex::new(None);
-
-/// Bumped to make every thread drop its maps with fixed parameters, and its parsed maps.
-static FIXED_GENERATION: AtomicU64 = AtomicU64::new(0);
-static PARSED_GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// Forgets every interval and map with fixed parameters, and with `parsed` the parsed maps
-/// too (benchmarks of cold plans).
-pub(crate) fn forget_intervals(parsed: bool) {
-    *RECTS.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    *KNOWN.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    *STRIDES.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    FIXED_GENERATION.fetch_add(1, Ordering::Relaxed);
-    super::closed::forget();
-    if parsed {
-        PARSED_GENERATION.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Parses the maps of every node the database proves partitionable on every worker of the
-/// planning pool, in the background: parsing is the costliest ISL step of a plan, and each worker
-/// needs its own copy (ISL contexts are single-threaded). Called when a module is loaded.
-pub(crate) fn prefetch(db: &dashdb::Database) {
-    let texts: Vec<String> = db
-        .nodes
-        .iter()
-        .filter(|n| n.partitionable)
-        .flat_map(|n| n.args.iter().flat_map(|a| a.read_map.iter().chain(a.write_map.iter()).cloned()))
-        .collect();
-    if texts.is_empty() {
-        return;
-    }
-    let texts = Arc::new(texts);
-    super::planner().spawn_broadcast(move |_| {
-        for t in texts.iter() {
-            // A map that does not parse is reported when a launch needs it.
-            let _ = with_parsed_map(t, |_| Ok(()));
-        }
-    });
-}
-
-/// The elements `map` reaches from the instances `lo..hi`, as rectangles of `shape`. With
-/// `superset` (reads, which may be over-approximated), strides and other conditions on
-/// existential variables are dropped first: `row % 2 == 0 && col % 2 == 1` reads make sets
-/// of many strided pieces whose exact rows take ISL a long time, while their superset is a
-/// few boxes, and copying whole runs is as cheap as copying every other element. The flag
-/// returned says whether the rectangles are such a superset.
-fn element_rects(
-    map: &str,
-    fixed: &[(&str, i64)],
-    lo: &[i64],
-    hi: &[i64],
-    blocks: &[BlockRange],
-    shape: &[i64],
-    superset: bool,
-) -> Result<Reached, isl_glue::Error> {
-    element_rects_with(map, fixed, lo, hi, blocks, shape, superset, None)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn element_rects_with(
-    map: &str,
-    fixed: &[(&str, i64)],
-    lo: &[i64],
-    hi: &[i64],
-    blocks: &[BlockRange],
-    shape: &[i64],
-    superset: bool,
-    rounds: Option<Rounds>,
-) -> Result<Reached, isl_glue::Error> {
-    let fixed: Vec<(String, i64)> = fixed.iter().map(|(n, v)| (n.to_string(), *v)).collect();
-    let key = RectKey {
-        map: map.to_string(),
-        fixed,
-        lo: lo.to_vec(),
-        hi: hi.to_vec(),
-        blocks: blocks.to_vec(),
-        shape: shape.to_vec(),
-        superset,
-        rounds,
-    };
-    if let Some(r) = RECTS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
-        return Ok(r.clone());
-    }
-    let rects = with_fixed_map(&key.map, &key.fixed, blocks, |m| {
-        let over = m.copy()?.over_blocks(blocks)?;
-        let (range, shape) = match rounds {
-            None => (over.restrict_to_box(lo, hi)?.range()?, shape.to_vec()),
-            Some((d, span, n)) => {
-                // The round in front, and the outer extent wide enough to keep rounds apart.
-                let mut wide = vec![n];
-                wide.extend(
-                    shape.iter().enumerate().map(|(i, &e)| if i == 0 && shape.len() >= 2 { ROUND_ROWS } else { e }),
-                );
-                (over.in_rounds(d, lo, hi, span, n)?.range()?, wide)
-            }
-        };
-        let hull = superset && range.local_vars()? > 0;
-        let range = if hull { range.remove_divs()? } else { range };
-        Ok((Arc::new(range.rectangles(&shape)?), hull))
-    })?;
-    let mut cache = RECTS.lock().unwrap_or_else(|e| e.into_inner());
-    let cache = cache.get_or_insert_with(HashMap::new);
-    if cache.len() >= KEPT {
-        cache.clear();
-    }
-    cache.insert(key, rects.clone());
-    Ok(rects)
-}
-
-/// `f` with this thread's ISL context.
-pub(crate) fn with_isl<R>(f: impl FnOnce(&Isl) -> R) -> R {
-    ISL.with(|isl| f(isl))
-}
-
-/// A map's text and the values its parameters are fixed to.
-type FixedKey = (String, Vec<(String, i64)>);
-
-thread_local! {
-    /// This thread's ISL context (contexts are single-threaded); plans are computed on the
-    /// planning pool, whose threads live as long as the program, so one per worker.
-    static ISL: &'static Isl = Box::leak(Box::new(Isl::new()));
-    /// Maps parsed, by text: parsing is the costliest step, and every partition of a launch
-    /// (and every launch of the node) needs the same maps.
-    static PARSED: RefCell<(u64, HashMap<String, AccessMap<'static>>)> = RefCell::new((0, HashMap::new()));
-    /// Maps with their parameters fixed, by text and values.
-    static FIXED: RefCell<(u64, HashMap<FixedKey, AccessMap<'static>>)> = RefCell::new((0, HashMap::new()));
-}
-
-pub(crate) fn with_parsed_map<R>(
-    map: &str,
-    f: impl FnOnce(&AccessMap<'static>) -> Result<R, isl_glue::Error>,
-) -> Result<R, isl_glue::Error> {
-    ISL.with(|isl| {
-        PARSED.with(|cache| {
-            let mut cache = cache.borrow_mut();
-            let generation = PARSED_GENERATION.load(Ordering::Relaxed);
-            if cache.0 != generation {
-                *cache = (generation, HashMap::new());
-            }
-            let cache = &mut cache.1;
-            if !cache.contains_key(map) {
-                let m = isl.map(map)?;
-                if cache.len() >= 256 {
-                    cache.clear();
-                }
-                cache.insert(map.to_string(), m);
-            }
-            f(&cache[map])
-        })
-    })
-}
-
-/// `f` of `map` with its parameters fixed to `fixed`, but for the block parameters of
-/// `blocks`, which the caller ranges over blocks.
-fn with_fixed_map<R>(
-    map: &str,
-    fixed: &[(String, i64)],
-    blocks: &[BlockRange],
-    f: impl FnOnce(&AccessMap<'static>) -> Result<R, isl_glue::Error>,
-) -> Result<R, isl_glue::Error> {
-    FIXED.with(|cache| {
-        let key = (map.to_string(), fixed.to_vec());
-        let mut cache = cache.borrow_mut();
-        let generation = FIXED_GENERATION.load(Ordering::Relaxed) + PARSED_GENERATION.load(Ordering::Relaxed);
-        if cache.0 != generation {
-            *cache = (generation, HashMap::new());
-        }
-        let cache = &mut cache.1;
-        if !cache.contains_key(&key) {
-            let values: Vec<(&str, i64)> = fixed.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-            let m = with_parsed_map(map, |m| {
-                // Every parameter fixed: a free one would stand for all its values, which
-                // over-approximates a write map.
-                let ranged = |p: &String| blocks.iter().any(|b| &b.id == p || &b.offset == p);
-                if let Some(free) = m.params()?.into_iter().find(|p| !ranged(p) && !fixed.iter().any(|(n, _)| n == p)) {
-                    return Err(isl_glue::Error::UnknownParam(free));
-                }
-                m.copy()?.fix_params(&values)
-            })?;
-            if cache.len() >= 64 {
-                cache.clear();
-            }
-            cache.insert(key.clone(), m);
-        }
-        f(&cache[&key])
-    })
 }
 
 #[cfg(test)]

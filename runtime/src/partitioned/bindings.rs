@@ -1,0 +1,285 @@
+//! What a launch binds before any planning: the tracked buffers its pointers point into and
+//! the leaf's pointer arguments within them; the plans that need no access maps (the host's,
+//! or one device running the whole grid); and the pieces every plan is made of (device
+//! arguments, the safe whole plan).
+//!
+//! Nothing is guessed: whenever the database does not prove a split safe for THIS launch,
+//! the plan is one partition on device 0 that reads and may write every buffer whole
+//! ([`unpartitioned`]), with the reason kept for the statistics.
+
+use super::plan::{LaunchPlan, Outcome, PartPlan};
+use crate::args::{int_param, read_u64};
+use crate::ctx::GridBox;
+use crate::desc::{KernelKind, NodeDesc, ScalarKind};
+use crate::devices::Place;
+use crate::memory::{AllocError, ByteRect, Table};
+use crate::module::Module;
+use dashdb::WriteKind;
+
+/// What a plan is computed from.
+pub(crate) struct Launch<'a> {
+    pub module: &'a Module,
+    pub node: u32,
+    pub shape: &'a KernelKind,
+    /// The unit's argument buffer (host addresses).
+    pub args: &'a [u8],
+    pub parent: ([i64; 3], [i64; 3]),
+    pub grid: [i64; 3],
+    /// The devices in the order partitions take them (a permutation of `0..devices`).
+    pub order: &'a [usize],
+    /// Partitions per device of a split (`HPVM_MGPU_PARTITIONS`, or more where a device's
+    /// memory holds less: see `partitioned::fit_memory`).
+    pub per_device: usize,
+}
+
+/// One pointer argument of the unit's leaf that points into a tracked buffer.
+pub(crate) struct BufArg {
+    /// Index into the plan's buffers.
+    pub buffer: usize,
+    /// Byte offset of the pointer from the buffer's start.
+    pub offset: u64,
+    pub size: u64,
+    pub param: u32,
+}
+
+/// What a launch's pointers bind, found before any planning: the buffers they point into,
+/// and the leaf's pointer arguments within them.
+pub(crate) struct Bindings {
+    /// Start and id of each tracked buffer the unit's pointers point into.
+    pub buffers: Vec<(u64, u64)>,
+    /// (offset of the pointer in the unit's arguments, index into `buffers`).
+    pub unit_ptrs: Vec<(usize, usize)>,
+    pub leaf: u32,
+    pub leaf_args: Vec<u8>,
+    pub block: Option<[i64; 3]>,
+    pub args: Vec<BufArg>,
+}
+
+/// A launch's plan where no access maps are needed: an untracked pointer (the host runs it),
+/// or one device running the whole grid on memory the host never stores into (CUDA's device
+/// memory, current on the device or written there first), where the maps would only say
+/// which bytes to copy and there are none beyond what the whole buffers need. Otherwise the
+/// bindings for [`plan_split`], which does the ISL work.
+///
+/// The one-device plan holds for any scalar arguments ([`LaunchPlan::scalar_free`]): a kernel
+/// launched in a loop with a changing scalar (a time step, a column) plans once. Strict
+/// checking still wants the maps' bounds.
+pub(crate) fn plan_direct(l: &Launch<'_>, table: &mut Table) -> Result<Outcome, Box<Bindings>> {
+    let b = match bindings(l, table) {
+        Ok(b) => b,
+        Err(reason) => return Ok(Outcome::Host(reason)),
+    };
+    let whole_is_exact = l.order.len() == 1
+        && l.per_device == 1
+        && !super::settings::strict()
+        && b.buffers.iter().all(|&(start, _)| table.get(start).is_some_and(|x| !x.host_stores));
+    if !whole_is_exact {
+        return Err(Box::new(b));
+    }
+    let program = &l.module.program;
+    let leaf_desc = &program.nodes[b.leaf as usize];
+    let mut outcome = unpartitioned(l, table, &b.buffers, &b.unit_ptrs, &b.args, leaf_desc, None);
+    if let Outcome::Devices(plan) = &mut outcome {
+        if let Some(kernel) = &program.nodes[l.node as usize].kernel {
+            plan.read_only_cache = read_only_cache_legal(&kernel.readonly, &b.args, plan);
+        }
+        plan.scalar_free = true;
+        plan.pointer_slots = b.unit_ptrs.iter().map(|&(offset, _)| offset).collect();
+    }
+    Ok(outcome)
+}
+
+/// The integer parameters (by position) of `leaf` that its maps, their conditions, shapes
+/// and block sizes name: the only scalars a plan of it depends on (the planner reads no
+/// other: `split`'s values). Conservative: every identifier
+/// in those texts that is a parameter's map name counts.
+pub(crate) fn named_params(module: &Module, leaf: u32) -> Vec<u32> {
+    let desc = &module.program.nodes[leaf as usize];
+    let Some(dn) = module.analysis.as_ref().and_then(|db| db.node(&desc.name)) else { return Vec::new() };
+    let mut texts: Vec<&str> = Vec::new();
+    texts.extend(dn.valid_when.as_deref());
+    texts.extend(dn.bounds.iter().map(String::as_str));
+    texts.extend(dn.grid.iter().map(String::as_str));
+    if let Some(b) = &dn.block {
+        texts.extend(b.size.iter().map(String::as_str));
+    }
+    for a in &dn.args {
+        texts.extend(a.params.iter().map(String::as_str));
+        texts.extend(a.shape.iter().map(String::as_str));
+        texts.extend(a.read_map.as_deref());
+        texts.extend(a.write_map.as_deref());
+        texts.extend(a.read_valid_when.as_deref());
+        texts.extend(a.write_through.as_ref().map(|t| t.map.as_str()));
+    }
+    let mut names = std::collections::HashSet::new();
+    for t in texts {
+        names.extend(t.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| !w.is_empty()));
+    }
+    (0..dn.param_names.len() as u32)
+        .filter(|&i| desc.params.get(i as usize).is_some_and(|p| p.kind == ScalarKind::Int))
+        .filter(|&i| names.contains(dn.param_names[i as usize].as_str()))
+        .collect()
+}
+
+/// What a plan of launch `l` depends on beyond its node, grid, parent and the unit's
+/// pointers: the leaf's block, the leaf's pointers (bound from the unit's) and the values of
+/// the leaf's parameters `named` ([`named_params`]). Launches that agree on all of it get
+/// the same plan: scalars the maps never name (a time step used only as a value) do not
+/// make a new one.
+pub(crate) fn plan_inputs(l: &Launch<'_>, named: &[u32]) -> Vec<i64> {
+    let (leaf, leaf_args, block) = leaf_view(l);
+    let desc = &l.module.program.nodes[leaf as usize];
+    let mut inputs = block.unwrap_or([0; 3]).to_vec();
+    for p in desc.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
+        inputs.push(read_u64(&leaf_args, p.offset as usize).unwrap_or(0) as i64);
+    }
+    for &i in named {
+        // A named parameter that is not an integer: the planner says why it cannot split.
+        inputs.push(int_param(desc, &leaf_args, i).unwrap_or(i64::MIN));
+    }
+    inputs
+}
+
+/// The unit's leaf as a launch sees it: the leaf, its arguments (allocation outputs zero:
+/// only their sizes matter here) and, for a blocks unit, its block.
+pub(crate) fn leaf_view(l: &Launch<'_>) -> (u32, Vec<u8>, Option<[i64; 3]>) {
+    match l.shape {
+        KernelKind::Blocks { leaf, alloc, .. } => {
+            let program = &l.module.program;
+            let zeros = alloc.map(|a| vec![0u8; program.nodes[a as usize].outputs_size()]).unwrap_or_default();
+            let args = l.module.child_args(l.node, *leaf, l.args, &|_| (&zeros[..], 1));
+            (*leaf, args.base, Some(l.module.grid(*leaf, Some((l.node, l.args)))))
+        }
+        KernelKind::Grid => (l.node, l.args.to_vec(), None),
+    }
+}
+
+/// The buffers a launch's pointers bind, or why the host must run it (a pointer not tracked).
+pub(crate) fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, String> {
+    let program = &l.module.program;
+    let unit = &program.nodes[l.node as usize];
+    // The unit's pointers become device addresses: each must be in a tracked buffer.
+    let mut buffers: Vec<(u64, u64)> = Vec::new();
+    let mut unit_ptrs: Vec<(usize, usize)> = Vec::new();
+    for p in unit.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
+        let Some(v) = read_u64(l.args, p.offset as usize) else { continue };
+        if v == 0 {
+            continue;
+        }
+        let Some(start) = table.containing(v, 0) else {
+            return Err(format!("`{}` points to memory the program did not track", p.name));
+        };
+        let id = table.get(start).expect("found").id;
+        let b = buffers.iter().position(|x| x.0 == start).unwrap_or_else(|| {
+            buffers.push((start, id));
+            buffers.len() - 1
+        });
+        unit_ptrs.push((p.offset as usize, b));
+    }
+    let (leaf, leaf_args, block) = leaf_view(l);
+    let shared: &[u32] = match l.shape {
+        KernelKind::Blocks { shared_params, .. } => shared_params,
+        KernelKind::Grid => &[],
+    };
+    let leaf_desc = &program.nodes[leaf as usize];
+    let mut args: Vec<BufArg> = Vec::new();
+    for (i, p) in leaf_desc.params.iter().enumerate() {
+        if p.kind != ScalarKind::Pointer || shared.contains(&(i as u32)) {
+            continue;
+        }
+        let Some(v) = read_u64(&leaf_args, p.offset as usize) else { continue };
+        if v == 0 {
+            continue;
+        }
+        let Some(start) = table.containing(v, 0) else {
+            return Err(format!("`{}` points to memory the program did not track", p.name));
+        };
+        let Some(buffer) = buffers.iter().position(|x| x.0 == start) else {
+            return Err(format!("`{}` does not come from the launch's own arguments", p.name));
+        };
+        let size = table.get(start).expect("found").size;
+        args.push(BufArg { buffer, offset: v - start, size, param: i as u32 });
+    }
+    Ok(Bindings { buffers, unit_ptrs, leaf, leaf_args, block, args })
+}
+
+/// Whether the kernel variant reading its `in`-only pointers through the read-only data
+/// cache may run: no buffer one of them points into is written by the launch (through
+/// another pointer, or an alias).
+pub(crate) fn read_only_cache_legal(readonly: &[u32], args: &[BufArg], plan: &LaunchPlan) -> bool {
+    let written = |b: usize| plan.parts.iter().any(|p| p.writes.iter().any(|(x, _)| *x == b));
+    !readonly.is_empty() && args.iter().filter(|a| readonly.contains(&a.param)).all(|a| !written(a.buffer))
+}
+
+/// The message for a failed device allocation: the device's words, then which of the node's
+/// parameters point into that buffer, so the user can tell which array did not fit.
+pub(crate) fn allocation_failed(l: &Launch<'_>, unit: &NodeDesc, table: &Table, e: &AllocError) -> String {
+    let names: Vec<String> = unit
+        .params
+        .iter()
+        .filter(|p| p.kind == ScalarKind::Pointer)
+        .filter(|p| read_u64(l.args, p.offset as usize).is_some_and(|v| table.containing(v, 0) == Some(e.start)))
+        .map(|p| format!("`{}`", p.name))
+        .collect();
+    let node = if unit.display.is_empty() { &unit.name } else { &unit.display };
+    match names.is_empty() {
+        true => format!("{} (launching node `{node}`, {})", e.message, unit.loc),
+        false => format!("{} ({} of node `{node}`, {})", e.message, names.join(", "), unit.loc),
+    }
+}
+
+/// The unit's arguments with every tracked pointer moved to device `k`'s allocation.
+pub(crate) fn device_args(
+    args: &[u8],
+    ptrs: &[(usize, usize)],
+    buffers: &[(u64, u64)],
+    k: usize,
+    table: &mut Table,
+) -> Vec<u8> {
+    let mut out = args.to_vec();
+    for &(off, b) in ptrs {
+        let v = read_u64(args, off).expect("read when planning");
+        let buf = table.get_mut(buffers[b].0).expect("tracked");
+        let base = buf.addr(Place::Device(k)).unwrap_or_else(|e| crate::fatal(&e));
+        out[off..off + 8].copy_from_slice(&(base + (v - buffers[b].0)).to_le_bytes());
+    }
+    out
+}
+
+/// The safe plan: one partition on device 0, reading every buffer whole and (unless the
+/// database proves a buffer only read) maybe writing it whole; `reason` says why the launch
+/// is not split, if it could have been.
+pub(crate) fn unpartitioned(
+    l: &Launch<'_>,
+    table: &mut Table,
+    buffers: &[(u64, u64)],
+    ptrs: &[(usize, usize)],
+    args: &[BufArg],
+    leaf: &NodeDesc,
+    reason: Option<String>,
+) -> Outcome {
+    let db_node = l.module.analysis.as_ref().and_then(|db| db.node(&leaf.name));
+    let mut reads = Vec::new();
+    let mut writes = Vec::new();
+    for (b, &(start, _)) in buffers.iter().enumerate() {
+        let size = table.get(start).expect("tracked").size;
+        let whole = ByteRect::run(0, size);
+        reads.push((b, whole));
+        let only_read = db_node.is_some_and(|n| {
+            let mine: Vec<&BufArg> = args.iter().filter(|a| a.buffer == b).collect();
+            !mine.is_empty() && mine.iter().all(|a| n.arg(a.param).is_some_and(|x| x.write == WriteKind::None))
+        });
+        if !only_read {
+            writes.push((b, whole));
+        }
+    }
+    let t = std::time::Instant::now();
+    let needs: Vec<(u64, usize)> = ptrs.iter().map(|&(_, b)| (buffers[b].0, 0)).collect();
+    let unit = l.module.node(l.node);
+    table.allocate(&needs).unwrap_or_else(|e| crate::fatal(&allocation_failed(l, unit, table, &e)));
+    let args = device_args(l.args, ptrs, buffers, 0, table);
+    let part = PartPlan { device: 0, bx: GridBox::whole(l.grid), args, reads, writes };
+    let mut plan = LaunchPlan::new(buffers.to_vec(), vec![part], reason);
+    plan.alloc_nanos = t.elapsed().as_nanos() as u64;
+    Outcome::Devices(plan)
+}

@@ -1,0 +1,75 @@
+//! The settings of partitioned launches (`HPVM_MGPU_PARTITION`, `_PARTITIONS`, `_WEIGHTS`,
+//! `_CHECK`), each read once, a bad one ending the program with a message; and the report of
+//! accesses outside a buffer, which strict checking makes an error.
+
+use super::policy;
+use crate::devices::devices;
+use std::sync::Mutex;
+
+/// `HPVM_MGPU_PARTITIONS=K`: each device gets K partitions of a split launch (default 1).
+pub(crate) fn partitions_per_device() -> usize {
+    static K: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *K.get_or_init(|| {
+        let Ok(v) = std::env::var("HPVM_MGPU_PARTITIONS") else { return 1 };
+        match v.trim().parse::<usize>() {
+            Ok(k) if (1..=64).contains(&k) => k,
+            _ => {
+                crate::fatal(&format!("HPVM_MGPU_PARTITIONS={v}: expected a number of partitions per device, 1 to 64"))
+            }
+        }
+    })
+}
+
+/// `HPVM_MGPU_WEIGHTS=w0,w1,...`: device `k` gets a share of a split launch proportional to
+/// `wk` (default: equal shares). One weight per device, non-negative, not all zero.
+pub(crate) fn device_weight(k: usize) -> f64 {
+    static W: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    let w = W.get_or_init(|| {
+        let Ok(v) = std::env::var("HPVM_MGPU_WEIGHTS") else { return Vec::new() };
+        let n = devices().count();
+        let parsed: Option<Vec<f64>> = v.split(',').map(|x| x.trim().parse::<f64>().ok()).collect();
+        match parsed {
+            Some(w) if w.len() == n && w.iter().all(|x| x.is_finite() && *x >= 0.0) && w.iter().any(|x| *x > 0.0) => w,
+            _ => crate::fatal(&format!(
+                "HPVM_MGPU_WEIGHTS={v}: expected {n} comma-separated non-negative weights, one per device, not all zero"
+            )),
+        }
+    });
+    w.get(k).copied().unwrap_or(1.0)
+}
+
+/// `HPVM_MGPU_PARTITION=off`: every unit runs whole on device 0.
+pub(crate) fn partitioning_off() -> bool {
+    policy::mode() == policy::Mode::Off
+}
+
+/// `HPVM_MGPU_CHECK=strict`: an access outside a buffer is an error, not a warning.
+pub(crate) fn strict() -> bool {
+    static STRICT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *STRICT.get_or_init(|| match std::env::var("HPVM_MGPU_CHECK").unwrap_or_default().trim() {
+        "" | "warn" => false,
+        "strict" => true,
+        other => crate::fatal(&format!("HPVM_MGPU_CHECK={other}: expected `warn` or `strict`")),
+    })
+}
+
+/// Reports, once per node and buffer, that a launch's accesses reach outside the buffer.
+pub(crate) fn report_outside(node: &str, loc: &str, arg: &str, what: &str, first: i64, end: i64, len: i64) {
+    static SAID: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+    let outside = if first < 0 {
+        format!("elements {first}..{} before its start", end.min(0))
+    } else {
+        format!("elements {}..{end} past its end", first.max(len))
+    };
+    let msg = format!("node {node} ({loc}) {what} {outside}: `{arg}` has {len} elements from where it points");
+    if strict() {
+        crate::fatal(&format!("{msg} (HPVM_MGPU_CHECK=strict)"));
+    }
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.iter().any(|(n, a)| n == node && a == arg) {
+        said.push((node.to_string(), arg.to_string()));
+        eprintln!(
+            "hpvm-mgpu: warning: {msg}; copies are clipped to the buffer (HPVM_MGPU_CHECK=strict makes this an error)"
+        );
+    }
+}
