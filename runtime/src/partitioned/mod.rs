@@ -149,76 +149,7 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
     // ISL's one-time work on closed forms is not what later launches pay: left out.
     let planning = (devices_given > 1 && policy::mode() == policy::Mode::Auto)
         .then(|| (std::time::Instant::now(), closed_form_nanos()));
-    let per_device = partitions_per_device();
-    let launch =
-        bindings::Launch { module, node: n, shape, args: &key.args, parent: key.parent, grid, order, per_device };
-    // A plan for any scalars first (one device), then one for these map inputs.
-    let general = key.pointers_only(module.node(n));
-    let specific_key = || {
-        let leaf = match shape {
-            KernelKind::Blocks { leaf, .. } => *leaf,
-            KernelKind::Grid => n,
-        };
-        let named = plans.named(leaf, || bindings::named_params(module, leaf));
-        key.with_inputs(module.node(n), &bindings::plan_inputs(&launch, &named))
-    };
-    // The key for these map inputs, when looked up: made once (it interprets the leaf's
-    // arguments), kept for the insertion on a miss.
-    let mut specific: Option<cache::Key> = None;
-    let cached = match plans.get(&general, &table) {
-        Some(p) if matches!(&*p, Outcome::Devices(lp) if lp.scalar_free) => Some(p),
-        _ => plans.get(specific.insert(specific_key()), &table),
-    }
-    .filter(|p| plan::inspected_unchanged(p, &mut table));
-    let plan_hit = cached.is_some();
-    let plan = match cached {
-        Some(p) => {
-            st.plan_hits.fetch_add(1, Ordering::Relaxed);
-            p
-        }
-        None => {
-            let table = &mut *table;
-            // Plans needing no maps are made here; the maps' ISL work runs on the planner
-            // pool, reached from a plain thread (see the module's invariants).
-            let make = |launch: &bindings::Launch<'_>, table: &mut Table| match bindings::plan_direct(launch, table) {
-                Ok(outcome) => outcome,
-                // A thread of no pool (the program's own) waits for the planner without
-                // running other jobs: no thread of its own is needed (starting one cost more
-                // than a plan from closed forms).
-                Err(bindings) if rayon::current_thread_index().is_none() => {
-                    planner().install(|| split::plan_split(launch, *bindings, table))
-                }
-                Err(bindings) => std::thread::scope(|s| {
-                    std::thread::Builder::new()
-                        .name("hpvm-plan".into())
-                        .spawn_scoped(s, || planner().install(|| split::plan_split(launch, *bindings, table)))
-                        .unwrap_or_else(|err| crate::fatal(&format!("cannot start a planning thread: {err}")))
-                        .join()
-                        .unwrap_or_else(|_| crate::fatal("planning a partitioned launch failed"))
-                }),
-            };
-            let p = Arc::new(fit_memory(make(&launch, table), &launch, table, &make));
-            st.plan_misses.fetch_add(1, Ordering::Relaxed);
-            let alloc = match &*p {
-                Outcome::Devices(lp) => lp.alloc_nanos,
-                Outcome::Host(_) => 0,
-            };
-            st.nanos_alloc.fetch_add(alloc, Ordering::Relaxed);
-            st.nanos_intervals.fetch_add(t0.nanos().saturating_sub(alloc), Ordering::Relaxed);
-            // What a split plan's reductions cost to combine, for the policy (a timed launch
-            // sees only its kernels).
-            if let Outcome::Devices(lp) = &*p {
-                if used_devices(lp) > 1 && policy::mode() == policy::Mode::Auto {
-                    let bytes: u64 = lp.reductions.iter().map(reduce::Reduce::bytes).sum();
-                    plans.policy.of(n).lock().unwrap_or_else(|e| e.into_inner()).reduce_bytes = bytes;
-                }
-            }
-            let scalar_free = matches!(&*p, Outcome::Devices(lp) if lp.scalar_free);
-            let at = if scalar_free { general.clone() } else { specific.take().unwrap_or_else(specific_key) };
-            plans.insert(at, p.clone());
-            p
-        }
-    };
+    let (plan, plan_hit) = plan_of(u, &key, order, &mut table, &t0);
     let lp = match &*plan {
         Outcome::Host(reason) => {
             st.note_host(reason);
@@ -339,6 +270,85 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
     }
     st.max_devices.fetch_max(used, Ordering::Relaxed);
     true
+}
+
+/// Step 1 of a launch (see the module's doc): its plan, from the caches or made, and whether
+/// it came from the caches. A plan for any scalars (one device) is looked up first, then one
+/// for the launch's map inputs; a miss is made here where it needs no maps, else on the
+/// planning pool, and cached.
+fn plan_of(u: &Unit<'_>, key: &cache::Key, order: &[usize], table: &mut Table, t0: &Stopwatch) -> (Arc<Outcome>, bool) {
+    let Unit { module, plans, node: n, shape, grid, .. } = *u;
+    let st = &module.stats[n as usize];
+    let per_device = partitions_per_device();
+    let launch =
+        bindings::Launch { module, node: n, shape, args: &key.args, parent: key.parent, grid, order, per_device };
+    // A plan for any scalars first (one device), then one for these map inputs.
+    let general = key.pointers_only(module.node(n));
+    let specific_key = || {
+        let leaf = match shape {
+            KernelKind::Blocks { leaf, .. } => *leaf,
+            KernelKind::Grid => n,
+        };
+        let named = plans.named(leaf, || bindings::named_params(module, leaf));
+        key.with_inputs(module.node(n), &bindings::plan_inputs(&launch, &named))
+    };
+    // The key for these map inputs, when looked up: made once (it interprets the leaf's
+    // arguments), kept for the insertion on a miss.
+    let mut specific: Option<cache::Key> = None;
+    let cached = match plans.get(&general, table) {
+        Some(p) if matches!(&*p, Outcome::Devices(lp) if lp.scalar_free) => Some(p),
+        _ => plans.get(specific.insert(specific_key()), table),
+    }
+    .filter(|p| plan::inspected_unchanged(p, table));
+    let plan_hit = cached.is_some();
+    let plan = match cached {
+        Some(p) => {
+            st.plan_hits.fetch_add(1, Ordering::Relaxed);
+            p
+        }
+        None => {
+            // Plans needing no maps are made here; the maps' ISL work runs on the planner
+            // pool, reached from a plain thread (see the module's invariants).
+            let make = |launch: &bindings::Launch<'_>, table: &mut Table| match bindings::plan_direct(launch, table) {
+                Ok(outcome) => outcome,
+                // A thread of no pool (the program's own) waits for the planner without
+                // running other jobs: no thread of its own is needed (starting one cost more
+                // than a plan from closed forms).
+                Err(bindings) if rayon::current_thread_index().is_none() => {
+                    planner().install(|| split::plan_split(launch, *bindings, table))
+                }
+                Err(bindings) => std::thread::scope(|s| {
+                    std::thread::Builder::new()
+                        .name("hpvm-plan".into())
+                        .spawn_scoped(s, || planner().install(|| split::plan_split(launch, *bindings, table)))
+                        .unwrap_or_else(|err| crate::fatal(&format!("cannot start a planning thread: {err}")))
+                        .join()
+                        .unwrap_or_else(|_| crate::fatal("planning a partitioned launch failed"))
+                }),
+            };
+            let p = Arc::new(fit_memory(make(&launch, table), &launch, table, &make));
+            st.plan_misses.fetch_add(1, Ordering::Relaxed);
+            let alloc = match &*p {
+                Outcome::Devices(lp) => lp.alloc_nanos,
+                Outcome::Host(_) => 0,
+            };
+            st.nanos_alloc.fetch_add(alloc, Ordering::Relaxed);
+            st.nanos_intervals.fetch_add(t0.nanos().saturating_sub(alloc), Ordering::Relaxed);
+            // What a split plan's reductions cost to combine, for the policy (a timed launch
+            // sees only its kernels).
+            if let Outcome::Devices(lp) = &*p {
+                if used_devices(lp) > 1 && policy::mode() == policy::Mode::Auto {
+                    let bytes: u64 = lp.reductions.iter().map(reduce::Reduce::bytes).sum();
+                    plans.policy.of(n).lock().unwrap_or_else(|e| e.into_inner()).reduce_bytes = bytes;
+                }
+            }
+            let scalar_free = matches!(&*p, Outcome::Devices(lp) if lp.scalar_free);
+            let at = if scalar_free { general.clone() } else { specific.take().unwrap_or_else(specific_key) };
+            plans.insert(at, p.clone());
+            p
+        }
+    };
+    (plan, plan_hit)
 }
 
 /// "node NAME (FILE:LINE)" for messages about unit `n`: where the unit has no location of its
