@@ -94,6 +94,13 @@ pub(crate) const GPU_MIN_SPLIT_NS: f64 = 100_000.0;
 /// this many waves of one device.
 pub(crate) const FIRST_SPLIT_WAVES: u64 = 64;
 
+/// The same on simulated devices, whose wave is a block per thread: a few blocks' work, where
+/// a GPU's is thousands. At 1024 waves each thread of a device runs a thousand blocks (a
+/// stencil's 1024 × 1024 grid on two threads splits at once; PolyBench's 3-D convolution's
+/// 256 blocks per launch and atax's 16 are measured first, their first split's ISL work
+/// having doubled their runs on `dry:8`).
+pub(crate) const SIM_FIRST_SPLIT_WAVES: u64 = 1024;
+
 /// Launch sizes whose last decision a node remembers (beyond, it forgets them all).
 const REMEMBERED: usize = 4096;
 
@@ -433,8 +440,9 @@ pub(crate) fn decide(s: &Situation, m: &Measured, overheads: &Overheads) -> Deci
         // So on simulated devices too: a split's first plan costs ISL work (a wavefront's
         // staircase of tiles took a second), which a kernel of one small grid never repays.
         if let Some(w) = s.wave.filter(|&w| w > 0) {
-            if s.blocks < FIRST_SPLIT_WAVES * w {
-                return Decision::Whole(Why::Unmeasured { blocks: s.blocks, waves: FIRST_SPLIT_WAVES });
+            let waves = if s.gpus { FIRST_SPLIT_WAVES } else { SIM_FIRST_SPLIT_WAVES };
+            if s.blocks < waves * w {
+                return Decision::Whole(Why::Unmeasured { blocks: s.blocks, waves });
             }
         }
         return Decision::Split(useful);
@@ -675,6 +683,8 @@ mod tests {
         let sims = Situation { devices: 8, blocks: 3000, wave: Some(1000), gpus: false, strided: false };
         assert!(matches!(decide(&sims, &m, &o), Decision::Whole(Why::Unmeasured { .. })));
         let sims = Situation { devices: 8, blocks: 64_000, wave: Some(1000), gpus: false, strided: false };
+        assert!(matches!(decide(&sims, &m, &o), Decision::Whole(Why::Unmeasured { waves: SIM_FIRST_SPLIT_WAVES, .. })));
+        let sims = Situation { devices: 8, blocks: 64_000, wave: Some(8), gpus: false, strided: false };
         assert_eq!(decide(&sims, &m, &o), Decision::Split(8));
         assert_eq!(decide(&gpus(4, 5000, None), &m, &o), Decision::Split(4));
     }
