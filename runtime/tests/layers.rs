@@ -213,6 +213,38 @@ fn module_path(rel: &str) -> Vec<String> {
     parts
 }
 
+/// The items of the group `{ ... }` opening at token `open`: each item's first name with its
+/// line (`self` left out), `None` for a glob.
+fn group_items(toks: &[(Tok, usize)], open: usize) -> Vec<(Option<String>, usize)> {
+    let mut out = Vec::new();
+    let mut d = 0;
+    let mut item_start = true;
+    for (tok, line) in &toks[open..] {
+        match tok {
+            Tok::Open => {
+                d += 1;
+                item_start = d == 1;
+                continue;
+            }
+            Tok::Close => {
+                d -= 1;
+                if d == 0 {
+                    break;
+                }
+            }
+            Tok::Comma if d == 1 => {
+                item_start = true;
+                continue;
+            }
+            Tok::Star if d == 1 && item_start => out.push((None, *line)),
+            Tok::Ident(name) if d == 1 && item_start && name != "self" => out.push((Some(name.clone()), *line)),
+            _ => {}
+        }
+        item_start = false;
+    }
+    out
+}
+
 /// Every reference from `file` (path under `src/`) to a top-level module other than its own,
 /// or an error for a glob of the crate root.
 fn references(file: &str, src: &str) -> Result<Vec<Reference>, String> {
@@ -276,43 +308,14 @@ fn references(file: &str, src: &str) -> Result<Vec<Reference>, String> {
             }
             Some((Tok::Star, _)) => return Err(format!("{file}:{line}: a glob import of the crate root")),
             Some((Tok::Open, _)) => {
-                let mut d = 0;
-                let mut item_start = true;
-                let mut m = j;
-                while m < toks.len() {
-                    match &toks[m].0 {
-                        Tok::Open => {
-                            d += 1;
-                            item_start = d == 1;
-                            m += 1;
-                            continue;
+                for (name, line) in group_items(&toks, j) {
+                    match name {
+                        None => return Err(format!("{file}:{line}: a glob import of the crate root")),
+                        Some(name) if name != own => {
+                            out.push(Reference { file: file.into(), line, from: own.clone(), to: name });
                         }
-                        Tok::Close => {
-                            d -= 1;
-                            if d == 0 {
-                                break;
-                            }
-                        }
-                        Tok::Comma if d == 1 => {
-                            item_start = true;
-                            m += 1;
-                            continue;
-                        }
-                        Tok::Star if d == 1 && item_start => {
-                            return Err(format!("{file}:{}: a glob import of the crate root", toks[m].1));
-                        }
-                        Tok::Ident(name) if d == 1 && item_start && name != "self" && *name != own => {
-                            out.push(Reference {
-                                file: file.into(),
-                                line: toks[m].1,
-                                from: own.clone(),
-                                to: name.clone(),
-                            });
-                        }
-                        _ => {}
+                        Some(_) => {}
                     }
-                    item_start = false;
-                    m += 1;
                 }
             }
             _ => {}
@@ -410,33 +413,11 @@ fn folder_references(file: &str, src: &str, children: &BTreeSet<String>) -> Vec<
         if base.len() > folder.len() && base[..folder.len()] == folder[..] {
             push(&base[folder.len()], line);
         } else if base[..] == folder[..] && matches!(toks.get(j), Some((Tok::Open, _))) {
-            // A group at the folder's root: each item.
-            let mut d = 0;
-            let mut item_start = true;
-            while j < toks.len() {
-                match &toks[j].0 {
-                    Tok::Open => {
-                        d += 1;
-                        item_start = d == 1;
-                        j += 1;
-                        continue;
-                    }
-                    Tok::Close => {
-                        d -= 1;
-                        if d == 0 {
-                            break;
-                        }
-                    }
-                    Tok::Comma if d == 1 => {
-                        item_start = true;
-                        j += 1;
-                        continue;
-                    }
-                    Tok::Ident(name) if d == 1 && item_start && name != "self" => push(name, toks[j].1),
-                    _ => {}
+            // A group at the folder's root: each item (a glob names nothing in particular).
+            for (name, line) in group_items(&toks, j) {
+                if let Some(name) = name {
+                    push(&name, line);
                 }
-                item_start = false;
-                j += 1;
             }
         }
         k = j.max(k + 1);

@@ -33,12 +33,17 @@ struct Key {
     boxed: Vec<usize>,
 }
 
-/// Closed forms of maps by key; `None` for one that has none.
-static CLOSED: Mutex<Option<HashMap<Key, Option<Arc<ClosedBox>>>>> = Mutex::new(None);
+/// Closed forms by key, made on first use; `None` for a text ISL made none of.
+type Cache<K, T> = Mutex<Option<HashMap<K, Option<Arc<T>>>>>;
+
+/// Closed forms of maps by key.
+static CLOSED: Cache<Key, ClosedBox> = Mutex::new(None);
 
 /// Closed forms of parameter conditions, by text, fixed values and ranged blocks.
-#[allow(clippy::type_complexity)]
-static CONDS: Mutex<Option<HashMap<(String, Vec<(String, i64)>, Blocks), Option<Arc<ClosedCond>>>>> = Mutex::new(None);
+static CONDS: Cache<CondKey, ClosedCond> = Mutex::new(None);
+
+/// A condition's text, the values fixed in its closed form, and its ranged blocks.
+type CondKey = (String, Vec<(String, i64)>, Blocks);
 
 /// Per map or condition text: the values it was first planned with, and the parameters seen
 /// with other values since. Only those stay parameters of its closed form; the others are
@@ -110,6 +115,34 @@ fn blocks_of(blocks: &[BlockRange]) -> Blocks {
     blocks.iter().map(|b| (b.id.clone(), b.offset.clone(), b.size)).collect()
 }
 
+/// The closed form cached under `key` in `cache`, made by `make` (with ISL) where there is
+/// none yet: one thread makes it while the others wait ([`MAKING`]), its time and count go to
+/// the statistics, and a `text` ISL made none of is remembered as such ([`none`]).
+fn cached_or_made<K: std::hash::Hash + Eq + Clone, T>(
+    cache: &Cache<K, T>,
+    key: &K,
+    text: &str,
+    make: impl FnOnce() -> Option<T>,
+) -> Option<Arc<T>> {
+    let known = || cache.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(key).cloned();
+    if let Some(c) = known() {
+        return c;
+    }
+    let _making = MAKING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = known() {
+        return c;
+    }
+    let t = std::time::Instant::now();
+    let made = make().map(Arc::new);
+    NANOS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    MADE.fetch_add(1, Ordering::Relaxed);
+    cache.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(key.clone(), made.clone());
+    if made.is_none() {
+        none(text);
+    }
+    made
+}
+
 /// Whether the parameter condition `cond` holds for `values` and every block of `blocks`,
 /// from its closed form; `None` where it has none (the caller asks ISL). A parameter the
 /// condition needs and `values` lacks is an error, as ISL's answer would be.
@@ -120,26 +153,10 @@ pub(crate) fn holds(
 ) -> Option<Result<bool, isl_glue::Error>> {
     let fixed = stable(cond, values)?;
     let key = (cond.to_string(), fixed, blocks_of(blocks));
-    let known = || CONDS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(&key).cloned();
-    let mut making = None;
-    let closed = match known().or_else(|| {
-        making = Some(MAKING.lock().unwrap_or_else(|e| e.into_inner()));
-        known()
-    }) {
-        Some(c) => c?,
-        None => {
-            let t = std::time::Instant::now();
-            let fixed: Vec<(&str, i64)> = key.1.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-            let made = super::memo::with_isl(|isl| isl.closed_cond(cond, &fixed, blocks)).ok().map(Arc::new);
-            NANOS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            MADE.fetch_add(1, Ordering::Relaxed);
-            CONDS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(key, made.clone());
-            if made.is_none() {
-                none(cond);
-            }
-            made?
-        }
-    };
+    let closed = cached_or_made(&CONDS, &key, cond, || {
+        let fixed: Vec<(&str, i64)> = key.1.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        super::memo::with_isl(|isl| isl.closed_cond(cond, &fixed, blocks)).ok()
+    })?;
     let value = |name: &str| -> Option<i64> {
         if let Some(&(_, v)) = values.iter().find(|(n, _)| *n == name) {
             return Some(v);
@@ -178,31 +195,10 @@ pub(crate) fn rects(
         blocks: blocks_of(blocks),
         boxed: (0..lo.len()).filter(|d| !ranged.contains(d)).collect(),
     };
-    let known = || CLOSED.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(&key).cloned();
-    let mut making = None;
-    let closed = match known().or_else(|| {
-        making = Some(MAKING.lock().unwrap_or_else(|e| e.into_inner()));
-        known()
-    }) {
-        Some(c) => c?,
-        None => {
-            let t = std::time::Instant::now();
-            let fixed: Vec<(&str, i64)> = key.fixed.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-            let made =
-                super::memo::with_parsed_map(map, |m| m.closed_box(&fixed, blocks, &key.boxed)).ok().map(Arc::new);
-            NANOS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            MADE.fetch_add(1, Ordering::Relaxed);
-            CLOSED
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get_or_insert_with(HashMap::new)
-                .insert(key.clone(), made.clone());
-            if made.is_none() {
-                none(map);
-            }
-            made?
-        }
-    };
+    let closed = cached_or_made(&CLOSED, &key, map, || {
+        let fixed: Vec<(&str, i64)> = key.fixed.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        super::memo::with_parsed_map(map, |m| m.closed_box(&fixed, blocks, &key.boxed)).ok()
+    })?;
     if !closed.exact && !superset {
         return None;
     }
