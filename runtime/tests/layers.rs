@@ -213,6 +213,38 @@ fn module_path(rel: &str) -> Vec<String> {
     parts
 }
 
+/// The inline `mod name { ... }` blocks a scan is inside, followed token by token.
+#[derive(Default)]
+struct Inline {
+    /// (name, brace depth inside it).
+    stack: Vec<(String, usize)>,
+    depth: usize,
+}
+
+impl Inline {
+    fn step(&mut self, toks: &[(Tok, usize)], k: usize) {
+        match &toks[k].0 {
+            Tok::Open => self.depth += 1,
+            Tok::Close => {
+                if self.stack.last().is_some_and(|(_, d)| *d == self.depth) {
+                    self.stack.pop();
+                }
+                self.depth = self.depth.saturating_sub(1);
+            }
+            Tok::Ident(s) if s == "mod" => {
+                if let (Some((Tok::Ident(name), _)), Some((Tok::Open, _))) = (toks.get(k + 1), toks.get(k + 2)) {
+                    self.stack.push((name.clone(), self.depth + 1));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn names(&self) -> impl Iterator<Item = String> + '_ {
+        self.stack.iter().map(|(n, _)| n.clone())
+    }
+}
+
 /// The items of the group `{ ... }` opening at token `open`: each item's first name with its
 /// line (`self` left out), `None` for a glob.
 fn group_items(toks: &[(Tok, usize)], open: usize) -> Vec<(Option<String>, usize)> {
@@ -254,33 +286,17 @@ fn references(file: &str, src: &str) -> Result<Vec<Reference>, String> {
     let ident = |k: usize, name: &str| matches!(toks.get(k), Some((Tok::Ident(s), _)) if s == name);
     let sep = |k: usize| matches!(toks.get(k), Some((Tok::PathSep, _)));
     let mut out = Vec::new();
-    // Inline modules: (name, brace depth inside it).
-    let mut inline: Vec<(String, usize)> = Vec::new();
-    let mut depth = 0usize;
+    let mut inline = Inline::default();
     let mut k = 0;
     while k < toks.len() {
-        let (tok, line) = (&toks[k].0, toks[k].1);
-        match tok {
-            Tok::Open => depth += 1,
-            Tok::Close => {
-                if inline.last().is_some_and(|(_, d)| *d == depth) {
-                    inline.pop();
-                }
-                depth = depth.saturating_sub(1);
-            }
-            Tok::Ident(s) if s == "mod" => {
-                if let (Some((Tok::Ident(name), _)), Some((Tok::Open, _))) = (toks.get(k + 1), toks.get(k + 2)) {
-                    inline.push((name.clone(), depth + 1));
-                }
-            }
-            _ => {}
-        }
+        let line = toks[k].1;
+        inline.step(&toks, k);
         let starts_path = (ident(k, "crate") || ident(k, "super")) && sep(k + 1) && (k == 0 || !sep(k - 1));
         if !starts_path {
             k += 1;
             continue;
         }
-        let mut base: Vec<String> = file_path.iter().cloned().chain(inline.iter().map(|(n, _)| n.clone())).collect();
+        let mut base: Vec<String> = file_path.iter().cloned().chain(inline.names()).collect();
         let mut j = k;
         if ident(k, "crate") {
             base.clear();
@@ -350,29 +366,14 @@ fn folder_references(file: &str, src: &str, children: &BTreeSet<String>) -> Vec<
             out.push(Reference { file: file.into(), line, from: own.clone(), to });
         }
     };
-    let mut inline: Vec<(String, usize)> = Vec::new();
-    let mut depth = 0usize;
+    let mut inline = Inline::default();
     let mut k = 0;
     while k < toks.len() {
         let line = toks[k].1;
-        match &toks[k].0 {
-            Tok::Open => depth += 1,
-            Tok::Close => {
-                if inline.last().is_some_and(|(_, d)| *d == depth) {
-                    inline.pop();
-                }
-                depth = depth.saturating_sub(1);
-            }
-            Tok::Ident(s) if s == "mod" => {
-                if let (Some(name), Some((Tok::Open, _))) = (ident(k + 1), toks.get(k + 2)) {
-                    inline.push((name.to_string(), depth + 1));
-                }
-            }
-            _ => {}
-        }
+        inline.step(&toks, k);
         let first = k == 0 || !sep(k - 1);
         // `mod.rs` naming a child by its bare name (`split::plan_split`).
-        if is_mod && first && inline.is_empty() && sep(k + 1) {
+        if is_mod && first && inline.stack.is_empty() && sep(k + 1) {
             if let Some(name) = ident(k).filter(|n| children.contains(*n)) {
                 push(name, line);
                 k += 2;
@@ -384,7 +385,7 @@ fn folder_references(file: &str, src: &str, children: &BTreeSet<String>) -> Vec<
             k += 1;
             continue;
         }
-        let mut base: Vec<String> = path.iter().cloned().chain(inline.iter().map(|(n, _)| n.clone())).collect();
+        let mut base: Vec<String> = path.iter().cloned().chain(inline.names()).collect();
         let mut j = k;
         if ident(k) == Some("crate") {
             base.clear();
