@@ -5,25 +5,32 @@
 //! H200s, two contexts took 185-210 ms whether opened one after the other or on two threads
 //! (`bench/probes/open_probe.c`). Opening every GPU before the program's first call made
 //! every short program 0.13-0.15 s slower on two GPUs than on one. So a run opens one GPU
-//! (device 0, and the first of [`super::Devices::order`] if that is another); the others
-//! open here once one of these happens:
-//! - a launch the split policy would split over more devices than are open
-//!   ([`crate::partitioned`]);
-//! - the program's buffers come to [`open_at`] bytes in all (`HPVM_MGPU_OPEN_AT`, default
-//!   [`OPEN_AT_BYTES`]): a program that moves that much is not a short one, and its GPUs are
-//!   then open before its first launches.
+//! (device 0, and the first of [`super::Devices::order`] if that is another), and the others
+//! only once splitting has shown it would pay for them: the launches the split policy would
+//! have split over GPUs not open yet, measured kernels each, run over the open ones, and what
+//! they would have saved split is counted ([`forgo`]); once that comes to what opening the
+//! closed GPUs costs ([`OPEN_EACH`] each), they open. Buying once renting has cost as much
+//! bounds what a run can lose to its other GPUs: a program that never splits never opens
+//! them, and one that does pays for the opening at most once what splitting already proved
+//! worth. The rule it replaces opened them once the program's buffers came to 512 MiB: on two
+//! H200s (wall, medians of 3, `bench/results/2026-11-26-h200x2-never-slower.json`) that made
+//! programs that never split 0.1-0.3 s slower than on one GPU (HeCBench nw 8192: 2.74 s
+//! against 2.44; tests/cuda/copies.cu 1.06 against 0.92), while opening only when wanted kept
+//! them at the one-GPU time. `HPVM_MGPU_OPEN_AT=SIZE` brings that rule back for a run whose
+//! few long launches need every GPU from the start (matmul 8192 x 5: kernel 378 ms opened
+//! early, 572 opened when wanted, 606 on one GPU).
 //!
 //! Work on the open GPUs goes on while another opens: on two H200s no step of GPU 0's work
 //! waited over 1.2 ms while GPU 1 opened (`open_probe background`). The host's launches do
 //! wait on the driver meanwhile: the thesis's stencil (100 launches of 70 µs over 64 MiB
 //! buffers) took 18-22 ms of kernel_ms with GPU 1 opening beside it, against 7.6 on one GPU
-//! and 8.7-9.0 with both opened first (a known cost: see [`OPEN_AT_BYTES`]). Copies go
-//! to the open GPUs only. A launch the policy would split over GPUs still opening waits for
-//! them ([`wait`]) only while the open GPUs have that long a wait's worth of work queued
-//! ([`worth_waiting`]); otherwise it runs over the open ones, and later launches get the
-//! others once open ([`super::Devices::ready`]). The host runs ahead of the GPUs, so without
-//! the wait every launch of a loop would be decided (whole) before the first of them ran;
-//! with the open GPUs idle during it, short loops were slower than on one GPU.
+//! and 8.7-9.0 with both opened first. Copies go to the open GPUs only. A launch the policy
+//! would split over GPUs still opening waits for them ([`wait`]) only while the open GPUs
+//! have that long a wait's worth of work queued ([`worth_waiting`]); otherwise it runs over
+//! the open ones, and later launches get the others once open
+//! ([`super::Devices::ready`]). The host runs ahead of the GPUs, so without the wait every
+//! launch of a loop would be decided (whole) before the first of them ran; with the open GPUs
+//! idle during it, short loops were slower than on one GPU.
 //!
 //! A GPU that an operation needs sooner (a copy, a launch) opens at that use
 //! ([`super::cuda::Cuda::bind`]); opening is one at a time under one lock, so a GPU opens once.
@@ -35,29 +42,19 @@
 //! the driver's exit handlers must not run while one of its contexts is being made.
 
 use super::devices;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Buffers this large in all start opening the other GPUs. Counted per buffer, 512 MiB made
-/// matmul 8192 (three buffers of 256 MiB) open GPU 1 only once its second launch was
-/// measured (559 ms against 378 with 64 MiB). Counted in all, on two H200s (kernel_ms,
-/// medians of 3, `bench/results/2026-11-26-h200x2-reductions.json`), 512 MiB beat 64 MiB on
-/// every program tried, and the single-buffer 64 MiB rule before it: the thesis's stencil
-/// 4096 x 100 8.8 ms against 22.0 (7.6 on one GPU), histogram 16777216 x 100 18.4 against
-/// 31.0 (17.2), stencil2d 16384 x 100 119 against 136 (97.6; its short loop splits late and
-/// pays the data's move), matmul 8192 alike (378 against 377; 606 on one GPU). Opening only
-/// when the policy wants a split made matmul 8192 572 ms: its few long launches need GPU 1
-/// open before they start.
-pub const OPEN_AT_BYTES: u64 = 512 << 20;
-
-/// The bytes of buffers a program allocates, in all, that open its other GPUs
-/// (`HPVM_MGPU_OPEN_AT=SIZE`, default [`OPEN_AT_BYTES`]).
+/// The bytes of buffers a program allocates, in all, that open its other GPUs whether or not
+/// splitting has paid for them yet (`HPVM_MGPU_OPEN_AT=SIZE`; by default never: see the
+/// module's doc). Counted in all, 512 MiB beat 64 MiB and a per-buffer count on every program
+/// tried on two H200s (kernel_ms, `bench/results/2026-11-26-h200x2-reductions.json`).
 pub fn open_at() -> u64 {
     static AT: OnceLock<u64> = OnceLock::new();
     *AT.get_or_init(|| {
-        let Ok(v) = std::env::var("HPVM_MGPU_OPEN_AT") else { return OPEN_AT_BYTES };
+        let Ok(v) = std::env::var("HPVM_MGPU_OPEN_AT") else { return u64::MAX };
         super::parse_size(&v)
             .unwrap_or_else(|| crate::fatal(&format!("HPVM_MGPU_OPEN_AT={v}: expected a size such as 256M or 1G")))
     })
@@ -114,6 +111,31 @@ pub fn worth_waiting(kernel_ns: f64) -> bool {
     }
     *busy = Some(until + Duration::from_nanos(kernel_ns.max(0.0) as u64));
     false
+}
+
+/// What the launches that wanted GPUs not open yet would have saved on them, ns, in all
+/// ([`forgo`]).
+static FORGONE_NS: AtomicU64 = AtomicU64::new(0);
+
+/// A launch the split policy would have split over GPUs not open yet ran over the open ones;
+/// split it was predicted to save `saved_ns`. Counted, and once the savings come to what
+/// opening the closed GPUs costs, they start opening ([`want_all`]; see the module's doc).
+pub fn forgo(saved_ns: f64) {
+    // NaN and nothing saved count for nothing.
+    if ASKED.load(Ordering::Relaxed) || saved_ns.is_nan() || saved_ns <= 0.0 {
+        return;
+    }
+    let forgone = FORGONE_NS.fetch_add(saved_ns as u64, Ordering::Relaxed).saturating_add(saved_ns as u64);
+    let devs = devices();
+    let closed = devs.order.iter().filter(|&&k| devs.is_local(k) && devs.on_gpus() && !devs.gpu(k).is_open()).count();
+    if pays(forgone, closed) {
+        want_all();
+    }
+}
+
+/// Whether `forgone_ns` of savings pay for opening `closed` GPUs.
+fn pays(forgone_ns: u64, closed: usize) -> bool {
+    closed > 0 && u128::from(forgone_ns) >= OPEN_EACH.as_nanos() * closed as u128
 }
 
 /// The run will want its other GPUs: opens those not yet open, in the devices' order, on a
@@ -195,4 +217,22 @@ fn at_exit() {
     REGISTERED.call_once(|| unsafe {
         atexit(finish_at_exit);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closed_gpus_open_once_forgone_savings_pay_for_them() {
+        let each = OPEN_EACH.as_nanos() as u64;
+        assert!(!pays(0, 1));
+        assert!(!pays(each - 1, 1));
+        assert!(pays(each, 1));
+        // Each closed GPU costs its own opening.
+        assert!(!pays(2 * each, 3));
+        assert!(pays(3 * each, 3));
+        // Nothing closed: nothing to open, whatever was forgone.
+        assert!(!pays(u64::MAX, 0));
+    }
 }

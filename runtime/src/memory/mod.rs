@@ -810,8 +810,8 @@ pub fn track(ptr: usize, bytes: usize) {
 }
 
 /// Counts a buffer the program allocated: once its buffers come to
-/// [`crate::devices::opening::open_at`] bytes in all, the run is not a short one, and its
-/// other GPUs start opening ([`crate::devices::opening`]).
+/// [`crate::devices::opening::open_at`] bytes in all (a setting; by default never), its other
+/// GPUs start opening ([`crate::devices::opening`]).
 fn large_buffer(bytes: usize) {
     static ALLOCATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let total = ALLOCATED.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed) + bytes as u64;

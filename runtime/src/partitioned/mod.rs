@@ -579,11 +579,10 @@ fn decide(
             use crate::devices::opening;
             let mut ready = devs.ready().max(1);
             if *k > ready {
-                if m.ns_per_block.is_some() {
-                    // Only a measured kernel: a first launch's split is a guess, and a short
-                    // program would end waiting for GPUs it never used.
-                    opening::want_all();
-                }
+                // What this split would have saved counts towards opening the others; only a
+                // measured kernel's (a first launch's split is a guess, and a short program
+                // would end waiting for GPUs it never used).
+                opening::forgo(policy::saving(&situation, &m, &policy::OVERHEADS, *k));
                 let kernel = m.ns_per_block.map_or(0.0, |p| p * blocks as f64);
                 if opening::worth_waiting(kernel) && opening::wait() {
                     ready = devs.ready().max(1);

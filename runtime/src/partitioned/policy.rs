@@ -453,21 +453,7 @@ pub(crate) fn decide(s: &Situation, m: &Measured, overheads: &Overheads) -> Deci
         // (see `GPU_MIN_SPLIT_NS`).
         return Decision::Whole(Why::TooShort { kernel_ns: kernel, floor_ns: GPU_MIN_SPLIT_NS });
     }
-    // A split's planning counts where later launches keep paying it (see `PLAN_WARM`); a
-    // whole launch plans once for any scalars.
-    let planning = |n: usize| if n > 1 { m.plan_ns.unwrap_or(0.0) } else { 0.0 };
-    // A split's overhead is never below the whole launch's: measured apart, on devices whose
-    // kernels take nothing (dry-run ones) the noise between them alone made splits "pay".
-    let overhead = |n: usize| {
-        let own = overheads.get(n, s.gpus);
-        if n > 1 {
-            own.max(overheads.get(1, s.gpus))
-        } else {
-            own
-        }
-    };
-    let predict =
-        |n: usize| kernel / n as f64 + m.copies(n) + overhead(n) + combine_ns(m.reduce_bytes, n, s.gpus) + planning(n);
+    let predict = |n: usize| predicted(s, m, overheads, kernel, n);
     let whole = predict(1);
     let (best, time) =
         (2..=useful).map(|n| (n, predict(n))).min_by(|a, b| a.1.total_cmp(&b.1)).expect("at least two devices");
@@ -501,6 +487,28 @@ pub(crate) fn decide(s: &Situation, m: &Measured, overheads: &Overheads) -> Deci
             cost_ns: time - whole + saved,
         })
     }
+}
+
+/// A launch's predicted time over `n` devices, its kernel taking `kernel` ns whole: the
+/// kernel's share, the copies, the launch overheads, combining reductions and (for a split)
+/// planning.
+fn predicted(s: &Situation, m: &Measured, overheads: &Overheads, kernel: f64, n: usize) -> f64 {
+    // A split's planning counts where later launches keep paying it (see `PLAN_WARM`); a
+    // whole launch plans once for any scalars.
+    let planning = if n > 1 { m.plan_ns.unwrap_or(0.0) } else { 0.0 };
+    // A split's overhead is never below the whole launch's: measured apart, on devices whose
+    // kernels take nothing (dry-run ones) the noise between them alone made splits "pay".
+    let own = overheads.get(n, s.gpus);
+    let overhead = if n > 1 { own.max(overheads.get(1, s.gpus)) } else { own };
+    kernel / n as f64 + m.copies(n) + overhead + combine_ns(m.reduce_bytes, n, s.gpus) + planning
+}
+
+/// What a split over `n` devices is predicted to save against the whole launch, ns (0 when
+/// the kernel is not measured yet, or the split saves nothing).
+pub(crate) fn saving(s: &Situation, m: &Measured, overheads: &Overheads, n: usize) -> f64 {
+    let Some(per_block) = m.ns_per_block else { return 0.0 };
+    let kernel = per_block * s.blocks as f64;
+    (predicted(s, m, overheads, kernel, 1) - predicted(s, m, overheads, kernel, n)).max(0.0)
 }
 
 /// What combining a launch's reductions over `n` devices adds, ns: each further device's
