@@ -525,6 +525,14 @@ fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions) -> Result<()> {
 mod tests {
     use super::linker_messages;
 
+    /// The runtime tells programs (CUB's tuning) the architecture the build compiles device
+    /// code for: the two must name the same one.
+    #[test]
+    fn the_runtime_reports_the_architecture_device_code_is_compiled_for() {
+        let built: i32 = hpvm_core::cuda::DEFAULT_ARCH.trim_start_matches("sm_").parse().unwrap();
+        assert_eq!(hpvm_runtime::cudart::config::DEVICE_CODE_ARCH, built);
+    }
+
     /// LLVM's linker's undefined symbols read as GNU ld's, one line per use; the rest passes.
     #[test]
     fn undefined_symbols_read_as_gnu_ld_says_them() {

@@ -171,6 +171,9 @@ pub struct ClangArgs {
     /// Define a macro (NAME or NAME=VALUE).
     #[arg(short = 'D', value_name = "MACRO")]
     pub define: Vec<String>,
+    /// Undefine a macro (after every -D, as nvcc and clang order them).
+    #[arg(short = 'U', value_name = "MACRO")]
+    pub undefine: Vec<String>,
     /// Treat the inputs that follow as this language, whatever their extension (as with
     /// clang, `-x` may be given again for later inputs).
     #[arg(short = 'x', value_name = "LANG")]
@@ -190,6 +193,7 @@ impl ClangArgs {
             include_dirs: self.include.clone(),
             quote_dirs: Vec::new(),
             defines: self.define.clone(),
+            undefines: self.undefine.clone(),
             language: self.lang.last().map(|&l| l.into()),
             std: self.std.clone(),
             verbose,
@@ -314,7 +318,7 @@ fn nvcc_flag(flag: &str, value: Option<&str>) -> Option<Nvcc> {
                     words.push("--openmp".to_string());
                     continue;
                 }
-                if w.starts_with("-I") || w.starts_with("-D") || w.starts_with("-std=") {
+                if w.starts_with("-I") || w.starts_with("-D") || w.starts_with("-U") || w.starts_with("-std=") {
                     words.push(if w.starts_with("-std=") { format!("-{w}") } else { w.to_string() });
                 }
             }

@@ -60,6 +60,8 @@ pub struct ClangOptions {
     pub quote_dirs: Vec<PathBuf>,
     /// `NAME` or `NAME=VALUE`.
     pub defines: Vec<String>,
+    /// Macros undefined (`-U NAME`), after the definitions.
+    pub undefines: Vec<String>,
     pub language: Option<Language>,
     /// `-std=` value.
     pub std: Option<String>,
@@ -147,7 +149,7 @@ pub fn compile_source(src: &Path, lang: Language, opts: &ClangOptions, out: &Pat
 /// in C++17 (HeCBench's s3d declares its locals so).
 pub(crate) const GCC_LENIENT_CXX: &[&str] = &["-Wno-error=register"];
 
-/// The user's `-std`, `-I` and `-D`, in that order.
+/// The user's `-std`, `-I`, `-D` and `-U`, in that order.
 pub(crate) fn add_user_flags(cmd: &mut Command, opts: &ClangOptions) {
     if let Some(std) = &opts.std {
         cmd.arg(format!("-std={std}"));
@@ -160,6 +162,9 @@ pub(crate) fn add_user_flags(cmd: &mut Command, opts: &ClangOptions) {
     }
     for d in &opts.defines {
         cmd.arg(format!("-D{d}"));
+    }
+    for u in &opts.undefines {
+        cmd.arg(format!("-U{u}"));
     }
 }
 

@@ -104,6 +104,9 @@ pub(super) fn lower<'ctx>(
     let ret_ty = unsafe { AnyTypeEnum::new(LLVMGetReturnType(fn_ty.as_type_ref())) };
     if let Some(v) = half_arithmetic(dev, &fb, &shown, &params, ret_ty)? {
         fb.build_return(Some(&v)).map_err(llvm)?;
+    } else if is_hint(&shown) && ret_ty.is_void_type() {
+        // A hint to the GPU's memory system changes no value: nothing to do on the CPU.
+        fb.build_return(None).map_err(llvm)?;
     } else {
         stop_body(dev, &fb, call, &shown, fn_ty)?;
     }
@@ -117,6 +120,13 @@ pub(super) fn lower<'ctx>(
         LLVMInstructionEraseFromParent(call);
     }
     Ok(())
+}
+
+/// Whether a statement only hints the GPU's caches (`prefetch`, `prefetchu`, as CUB's
+/// transform writes `prefetch.global.L2 [$0]`): it reads and writes nothing.
+fn is_hint(stmt: &str) -> bool {
+    let op = stmt.split_whitespace().next().unwrap_or("");
+    op == "prefetch" || op == "prefetchu" || op.starts_with("prefetch.") || op.starts_with("prefetchu.")
 }
 
 /// A CPU body that stops the program, naming the statement and its line.
@@ -515,7 +525,7 @@ pub(super) fn clock<'ctx>(dev: &Module<'ctx>, b: &Builder<'ctx>) -> Result<IntVa
 
 #[cfg(test)]
 mod tests {
-    use super::{normalize, split_operands};
+    use super::{is_hint, normalize, split_operands};
 
     #[test]
     fn operands_keep_braces_whole() {
@@ -524,6 +534,15 @@ mod tests {
         assert_eq!(split_operands("low, $1"), vec!["low", "$1"]);
         let block = normalize("{.reg .f16 low;\n  cvt.rn.f16.f32 low, $1;\n  mov.b32 $0, {low,low};}\n");
         assert_eq!(block, ".reg .f16 low; cvt.rn.f16.f32 low, $1; mov.b32 $0, {low,low}");
+    }
+
+    #[test]
+    fn cache_hints_are_known_by_their_opcode() {
+        assert!(is_hint("prefetch.global.L2 [$0]"));
+        assert!(is_hint("prefetch.global.L2::evict_last [$0]"));
+        assert!(is_hint("prefetchu.L1 [$0]"));
+        assert!(!is_hint("prefetched.u32 $0, $1"));
+        assert!(!is_hint("ld.global.nc.u32 $0, [$1]"));
     }
 
     #[test]

@@ -150,6 +150,10 @@ fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path, minmax:
         Half::Host => "--cuda-host-only",
     });
     cmd.args(crate::frontend::GCC_LENIENT_CXX);
+    // CCCL 12.9 (Thrust, CUB, libcu++) indexes type packs with C++26's `Ts...[I]` wherever
+    // clang announces it, except for clang 19.0 and older: clang 19.1 announces it and then
+    // rejects CCCL's use ("invalid index 1 for pack of size 1"). Its fallback is plain C++17.
+    cmd.args(["-Wno-builtin-macro-redefined", "-U__cpp_pack_indexing"]);
     add_user_flags(&mut cmd, opts);
     if opts.openmp && half == Half::Host {
         cmd.arg("-fopenmp");

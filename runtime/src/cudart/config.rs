@@ -77,6 +77,121 @@ pub extern "C" fn cudaFuncSetAttribute(func: *const c_void, attribute: c_int, va
     })
 }
 
+/// The architecture the program's device code was compiled for, as `ptxVersion` and
+/// `binaryVersion` give it (major * 10 + minor): `hpvm-mgpu build` compiles device code for
+/// `hpvm_core::cuda::DEFAULT_ARCH` (sm_80, `__CUDA_ARCH__` 800) whatever GPUs it assembles
+/// for. CUB picks its tuning on the host from `ptxVersion`, and its kernels picked theirs from
+/// `__CUDA_ARCH__`: the two must agree, or a kernel would run with another policy's block size.
+pub const DEVICE_CODE_ARCH: c_int = 80;
+
+/// `struct cudaFuncAttributes` (CUDA 12.4's `driver_types.h`, field for field).
+#[repr(C)]
+pub struct FuncAttributes {
+    pub shared_size_bytes: usize,
+    pub const_size_bytes: usize,
+    pub local_size_bytes: usize,
+    pub max_threads_per_block: c_int,
+    pub num_regs: c_int,
+    pub ptx_version: c_int,
+    pub binary_version: c_int,
+    pub cache_mode_ca: c_int,
+    pub max_dynamic_shared_size_bytes: c_int,
+    pub preferred_shmem_carveout: c_int,
+    pub cluster_dim_must_be_set: c_int,
+    pub required_cluster_width: c_int,
+    pub required_cluster_height: c_int,
+    pub required_cluster_depth: c_int,
+    pub cluster_scheduling_policy_preference: c_int,
+    pub non_portable_cluster_size_allowed: c_int,
+    pub reserved: [c_int; 16],
+}
+
+/// A kernel's attributes, as the device the program sees (the combined one) would give them:
+/// its block limit, the dynamic shared memory it may ask for, and the architecture its code
+/// was compiled for. The program sees one kernel on every device; what it asks here only
+/// chooses launch shapes, which the runtime then runs as given.
+#[no_mangle]
+pub extern "C" fn cudaFuncGetAttributes(attr: *mut FuncAttributes, func: *const c_void) -> Error {
+    api("cudaFuncGetAttributes", || {
+        function_then(func, || match devices().limits() {
+            Ok(l) => put(
+                attr,
+                FuncAttributes {
+                    shared_size_bytes: 0,
+                    const_size_bytes: 0,
+                    local_size_bytes: 0,
+                    max_threads_per_block: l.max_threads_per_block as c_int,
+                    // Registers are the GPU assembler's choice; the whole file is the most
+                    // a block of the largest size may use.
+                    num_regs: (l.registers_per_block / l.max_threads_per_block.max(1)).min(255) as c_int,
+                    ptx_version: DEVICE_CODE_ARCH,
+                    binary_version: DEVICE_CODE_ARCH,
+                    cache_mode_ca: 0,
+                    max_dynamic_shared_size_bytes: l.shared_per_block.min(c_int::MAX as u64) as c_int,
+                    preferred_shmem_carveout: -1,
+                    cluster_dim_must_be_set: 0,
+                    required_cluster_width: 0,
+                    required_cluster_height: 0,
+                    required_cluster_depth: 0,
+                    cluster_scheduling_policy_preference: 0,
+                    non_portable_cluster_size_allowed: 0,
+                    reserved: [0; 16],
+                },
+            ),
+            Err(_) => ret(INVALID_DEVICE),
+        })
+    })
+}
+
+/// Blocks of `block` threads with `shared` bytes of shared memory that fit on one
+/// multiprocessor at once, by its threads, its shared memory and its block slots (registers
+/// left out: the assembler's choice). 0 where one block does not fit.
+pub fn blocks_per_multiprocessor(l: &crate::devices::DeviceLimits, block: u32, shared: u64) -> u32 {
+    /// Blocks resident on one multiprocessor at most (sm_80 and later: 32).
+    const MOST: u32 = 32;
+    if block == 0 || block > l.max_threads_per_block || shared > l.shared_per_block_optin {
+        return 0;
+    }
+    let warp = l.warp_size.max(1);
+    let threads = block.div_ceil(warp) * warp;
+    let by_threads = l.max_threads_per_multiprocessor / threads;
+    let by_shared = l.shared_per_multiprocessor.checked_div(shared).map_or(MOST, |b| b.min(u64::from(MOST)) as u32);
+    by_threads.min(by_shared).min(MOST)
+}
+
+/// Occupancy, by [`blocks_per_multiprocessor`]; flags 0 (default) or 1 (caching override),
+/// which change nothing here.
+#[no_mangle]
+pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    blocks: *mut c_int,
+    func: *const c_void,
+    block_size: c_int,
+    dynamic_shared: usize,
+    flags: c_uint,
+) -> Error {
+    api("cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", || {
+        function_then(func, || {
+            if block_size <= 0 || flags > 1 {
+                return ret(INVALID_VALUE);
+            }
+            match devices().limits() {
+                Ok(l) => put(blocks, blocks_per_multiprocessor(&l, block_size as u32, dynamic_shared as u64) as c_int),
+                Err(_) => ret(INVALID_DEVICE),
+            }
+        })
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+    blocks: *mut c_int,
+    func: *const c_void,
+    block_size: c_int,
+    dynamic_shared: usize,
+) -> Error {
+    cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, func, block_size, dynamic_shared, 0)
+}
+
 #[no_mangle]
 pub extern "C" fn cudaSetDeviceFlags(_flags: c_uint) -> Error {
     api("cudaSetDeviceFlags", || SUCCESS)

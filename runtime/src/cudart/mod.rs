@@ -38,7 +38,7 @@
 // contract, checked for null here); no Rust code calls them.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
-mod config;
+pub mod config;
 mod launch;
 mod libdevice;
 mod printf;

@@ -36,6 +36,24 @@ int main() {
   EXPECT(cudaFuncSetAttribute(scale, cudaFuncAttributeMaxDynamicSharedMemorySize, 32 * 1024) == cudaSuccess);
   EXPECT(cudaFuncSetAttribute(scale, cudaFuncAttributeMaxDynamicSharedMemorySize, 1 << 30) == cudaErrorInvalidValue);
   EXPECT(cudaFuncSetAttribute(scale, cudaFuncAttributePreferredSharedMemoryCarveout, 50) == cudaSuccess);
+  // Function attributes and occupancy, as Thrust and CUB ask them before their launches:
+  // CUB picks its tuning from ptxVersion, which must be the architecture the device code was
+  // compiled for (sm_80 whatever GPUs the build assembles for).
+  cudaFuncAttributes attr;
+  EXPECT(cudaFuncGetAttributes(&attr, scale) == cudaSuccess);
+  EXPECT(attr.ptxVersion == 80 && attr.binaryVersion == 80 && attr.maxThreadsPerBlock >= 1024);
+  EXPECT(attr.maxDynamicSharedSizeBytes >= 48 * 1024);
+  EXPECT(cudaFuncGetAttributes(&attr, (const void *)&failures) == cudaErrorInvalidDeviceFunction);
+  EXPECT(cudaFuncGetAttributes(nullptr, scale) == cudaErrorInvalidValue);
+  cudaGetLastError();
+  int blocks = -1;
+  EXPECT(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, scale, 256, 0) == cudaSuccess && blocks >= 1 && blocks <= 32);
+  int wide = -1;
+  EXPECT(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&wide, scale, 1024, 0, cudaOccupancyDefault) == cudaSuccess);
+  EXPECT(wide >= 1 && wide <= blocks);
+  EXPECT(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, scale, 0, 0) == cudaErrorInvalidValue);
+  EXPECT(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, (const void *)&failures, 256, 0) == cudaErrorInvalidDeviceFunction);
+  cudaGetLastError();
   EXPECT(cudaSetDeviceFlags(cudaDeviceScheduleAuto) == cudaSuccess);
   int driver = 0, runtime = 0;
   EXPECT(cudaDriverGetVersion(&driver) == cudaSuccess && driver >= 12000);
