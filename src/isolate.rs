@@ -208,8 +208,9 @@ pub fn run_with_patience(
     let done = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 && result.is_some();
     let reported = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == REPORTED;
     if done || reported {
-        // What it said (warnings, the user's errors) is the user's to read.
-        eprint!("{stderr}");
+        // What it said (warnings, the user's errors) is the user's to read; ISL's own
+        // complaints inside Polly are not (Polly gives that region up and goes on).
+        eprint!("{}", without_isl_diagnostics(&stderr));
     }
     Ok(if done {
         Outcome::Done(result.unwrap_or_default().to_vec())
@@ -258,8 +259,31 @@ fn signal_name(sig: i32) -> String {
     name.to_string()
 }
 
+/// `text` without the lines ISL prints about its own inputs when Polly's analysis hits a case
+/// it does not handle (`isl_constraint.c:282: input involves unknown divs`): ISL's file and
+/// line, not the user's, about a region Polly then leaves unmodelled, which the analysis
+/// reports in its own words.
+fn without_isl_diagnostics(text: &str) -> String {
+    text.split_inclusive('\n')
+        .filter(|line| {
+            let Some((file, rest)) = line.split_once(':') else { return true };
+            let from_isl = file.starts_with("isl_") && file.ends_with(".c");
+            let numbered =
+                rest.split_once(':').is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            !(from_isl && numbered)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn isl_diagnostics_are_left_out_of_what_the_user_reads() {
+        let text = "isl_constraint.c:282: input involves unknown divs\nk.cu:3:1: warning: unused\n\
+                    isl_map.c:12: x\nisl_notes.txt:1: kept\n";
+        assert_eq!(super::without_isl_diagnostics(text), "k.cu:3:1: warning: unused\nisl_notes.txt:1: kept\n");
+    }
+
     use super::*;
 
     #[test]
