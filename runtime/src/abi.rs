@@ -170,6 +170,42 @@ pub extern "C" fn hpvm_rt_barrier() {
     guard("__hpvm__barrier", scratch::barrier)
 }
 
+/// `shfl.sync` in compiled CPU leaf code (CUDA's `__shfl_*_sync`; `crate::warp`): `mode`
+/// 0 up, 1 down, 2 butterfly, 3 index. The value read in bits 0-31, PTX's predicate (the
+/// source lane was in range) in bit 32.
+#[no_mangle]
+pub extern "C" fn hpvm_rt_warp_shfl(mode: i32, mask: u32, value: u32, b: u32, c: u32) -> u64 {
+    guard("a warp shuffle", || {
+        let mode =
+            crate::warp::Shuffle::from_code(mode).unwrap_or_else(|| crate::fatal(&format!("warp shuffle mode {mode}")));
+        let (v, valid) = crate::warp::shuffle(mode, mask, value, b, c);
+        u64::from(v) | u64::from(valid) << 32
+    })
+}
+
+/// `vote.sync` in compiled CPU leaf code (`__all_sync`, `__any_sync`, `__uni_sync`,
+/// `__ballot_sync`): `mode` 0 all, 1 any, 2 uniform, 3 ballot.
+#[no_mangle]
+pub extern "C" fn hpvm_rt_warp_vote(mode: i32, mask: u32, pred: u32) -> u32 {
+    guard("a warp vote", || {
+        let mode =
+            crate::warp::Vote::from_code(mode).unwrap_or_else(|| crate::fatal(&format!("warp vote mode {mode}")));
+        crate::warp::vote(mode, mask, pred != 0)
+    })
+}
+
+/// The lane of the running instance in its warp (`%laneid`) in compiled CPU leaf code.
+#[no_mangle]
+pub extern "C" fn hpvm_rt_warp_lane() -> u32 {
+    guard("%laneid", crate::fiber::exchange_lane)
+}
+
+/// `__syncwarp(mask)` in compiled CPU leaf code.
+#[no_mangle]
+pub extern "C" fn hpvm_rt_warp_sync(mask: u32) {
+    guard("__syncwarp", || crate::warp::sync(mask))
+}
+
 /// `__hpvm__malloc` in compiled leaf code.
 #[no_mangle]
 pub extern "C" fn hpvm_rt_malloc(bytes: i64) -> *mut c_void {

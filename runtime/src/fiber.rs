@@ -1,15 +1,23 @@
-//! Barriers on one thread: each instance of a parent instance runs as a fiber (a stack of its
-//! own); `__hpvm__barrier` switches back to a scheduler that resumes every instance in turn.
-//! Round `r` runs each instance from its barrier `r - 1` to its barrier `r`, which is exactly
-//! the barrier's meaning, at the cost of a function call per switch instead of a thread
-//! wake-up. Blocks still run in parallel: each pool thread schedules its own fibers.
+//! Barriers and warps on one thread: each instance of a parent instance (a CUDA block's
+//! threads) runs as a fiber (a stack of its own); `__hpvm__barrier` and CUDA's warp operations
+//! switch back to a scheduler that resumes every instance in turn, at the cost of a function
+//! call per switch instead of a thread wake-up. Blocks still run in parallel: each pool thread
+//! schedules its own fibers.
+//!
+//! The barrier counts: an instance waits until every instance still running has arrived
+//! (CUDA counts a thread that has returned as arrived), and the last to arrive releases them.
+//! A warp operation ([`exchange`]) waits until every lane of its mask still running in its
+//! warp (32 consecutive instances, x fastest, as CUDA numbers a block's threads) has given its
+//! value to the same operation; values go to slots by the operation's parity, since no lane
+//! can be two operations ahead of a lane of its warp. A pass of the scheduler in which no
+//! instance arrives, exchanges or returns is a deadlock, and stops the program with a message.
 //!
 //! Stacks and switches come from `corosensei` (guard pages, x86-64, AArch64, RISC-V and more);
 //! where it has no support [`supported`] is false and the engine uses one thread per instance.
 //!
-//! Compiled code keeps its instance context in thread-local variables; the `__hpvm__barrier`
-//! body the compiler emits saves them before the runtime call and restores them after, so
-//! fibers sharing a thread never see each other's context.
+//! Compiled code keeps its instance context in thread-local variables; the bodies the compiler
+//! emits for `__hpvm__barrier` and the warp operations save them before the runtime call and
+//! restore them after, so fibers sharing a thread never see each other's context.
 
 /// Whether this target has fibers.
 pub const fn supported() -> bool {
@@ -32,9 +40,58 @@ mod imp {
         static STACKS: RefCell<Vec<DefaultStack>> = const { RefCell::new(Vec::new()) };
         /// The running fiber's way back to the scheduler (null outside fibers).
         static YIELDER: Cell<*const Yielder<(), ()>> = const { Cell::new(std::ptr::null()) };
+        /// The scheduler of the fibers running on this thread (null outside [`run`]).
+        static SCHED: Cell<*const Sched> = const { Cell::new(std::ptr::null()) };
     }
 
-    /// Runs `task(0..n)` as fibers of this thread, switching at every barrier.
+    /// What the fibers of one [`run`] share: who runs, who has returned, the block's barrier
+    /// and its warps' exchange slots. One thread touches it, so cells suffice.
+    struct Sched {
+        n: usize,
+        /// The instance running now.
+        current: Cell<usize>,
+        /// Instances that have returned (CUDA counts an exited thread as arrived).
+        done: RefCell<Vec<bool>>,
+        live: Cell<usize>,
+        /// A counting barrier: arrivals at the current generation, and the generation.
+        arrived: Cell<usize>,
+        generation: Cell<u64>,
+        /// Per instance, the warp operations it has entered; and the values they gave, by the
+        /// operation's parity (an instance is never two operations ahead of its warp).
+        entered: RefCell<Vec<u64>>,
+        slots: [RefCell<Vec<u64>>; 2],
+        /// Counts every arrival, warp operation and return: a pass of the scheduler that
+        /// changes it not is a deadlock.
+        progress: Cell<u64>,
+    }
+
+    impl Sched {
+        fn release_if_all_arrived(&self) {
+            if self.arrived.get() > 0 && self.arrived.get() >= self.live.get() {
+                self.arrived.set(0);
+                self.generation.set(self.generation.get() + 1);
+            }
+        }
+    }
+
+    fn suspend() {
+        let y = YIELDER.with(|c| c.get());
+        // SAFETY: set by this fiber's body on this thread; the yielder lives on the fiber's
+        // stack, which is suspended here, not freed.
+        unsafe { (*y).suspend(()) };
+        // Other fibers ran meanwhile and set their own: this one's is current again.
+        YIELDER.with(|c| c.set(y));
+    }
+
+    fn sched<'a>() -> Option<&'a Sched> {
+        let p = SCHED.with(|c| c.get());
+        // SAFETY: set by `run` to its own frame's scheduler for as long as its fibers run,
+        // and fibers run only inside `run`.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    /// Runs `task(0..n)` as fibers of this thread, switching at every barrier and warp
+    /// operation.
     pub fn run(n: usize, task: &(dyn Fn(usize) + Sync)) {
         let mut stacks = STACKS.with(|s| std::mem::take(&mut *s.borrow_mut()));
         // SAFETY: the fibers' closures outlive this call only as dead values: every fiber
@@ -52,16 +109,32 @@ mod imp {
                 }))
             })
             .collect();
+        let sched = Sched {
+            n,
+            current: Cell::new(0),
+            done: RefCell::new(vec![false; n]),
+            live: Cell::new(n),
+            arrived: Cell::new(0),
+            generation: Cell::new(0),
+            entered: RefCell::new(vec![0; n]),
+            slots: [RefCell::new(vec![0; n]), RefCell::new(vec![0; n])],
+            progress: Cell::new(0),
+        };
         let outer = YIELDER.with(|c| c.get());
-        let mut live = n;
-        while live > 0 {
-            for slot in fibers.iter_mut() {
+        let outer_sched = SCHED.with(|c| c.replace(&sched));
+        while sched.live.get() > 0 {
+            let before = sched.progress.get();
+            for (i, slot) in fibers.iter_mut().enumerate() {
                 let Some(fiber) = slot else { continue };
+                sched.current.set(i);
                 let resumed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fiber.resume(())));
                 match resumed {
                     Ok(CoroutineResult::Yield(())) => {}
                     Ok(CoroutineResult::Return(())) => {
-                        live -= 1;
+                        sched.done.borrow_mut()[i] = true;
+                        sched.live.set(sched.live.get() - 1);
+                        sched.progress.set(sched.progress.get() + 1);
+                        sched.release_if_all_arrived();
                         let done = slot.take().expect("a live fiber");
                         if stacks.len() < POOL_MAX {
                             stacks.push(done.into_stack());
@@ -73,26 +146,88 @@ mod imp {
                     }
                 }
             }
+            if sched.live.get() > 0 && sched.progress.get() == before {
+                crate::fatal(
+                    "the threads of a block wait for each other forever: a warp operation (__shfl_*_sync, \
+                     __ballot_sync, __syncwarp...) names lanes that never reach it, or threads of one block \
+                     wait at different __syncthreads",
+                );
+            }
         }
+        SCHED.with(|c| c.set(outer_sched));
         YIELDER.with(|c| c.set(outer));
         STACKS.with(|s| *s.borrow_mut() = stacks);
     }
 
-    /// In a fiber: back to the scheduler until every instance reached the barrier. Returns
-    /// false outside fibers.
+    /// In a fiber: back to the scheduler until every instance still running reached the
+    /// barrier. Returns false outside fibers.
     pub fn barrier() -> bool {
-        let y = YIELDER.with(|c| c.get());
-        if y.is_null() {
-            return false;
+        let Some(s) = sched() else { return false };
+        let generation = s.generation.get();
+        s.arrived.set(s.arrived.get() + 1);
+        s.progress.set(s.progress.get() + 1);
+        s.release_if_all_arrived();
+        while s.generation.get() == generation {
+            suspend();
         }
-        // SAFETY: set by this fiber's body on this thread; the yielder lives on the fiber's
-        // stack, which is suspended here, not freed.
-        unsafe { (*y).suspend(()) };
-        // Other fibers ran meanwhile and set their own: this one's is current again.
-        YIELDER.with(|c| c.set(y));
         true
     }
+
+    /// The running instance's lane in its warp (0 outside fibers).
+    pub fn exchange_lane() -> u32 {
+        sched().map_or(0, |s| (s.current.get() % 32) as u32)
+    }
+
+    /// A warp operation of the running instance: gives `value`, waits until every lane of
+    /// `mask` still running in its warp gave theirs to the same operation, and returns its
+    /// lane, the values of its warp's lanes (by lane) and the lanes that took part (its own
+    /// always). Outside fibers the instance is a warp of one lane, 0.
+    pub fn exchange(value: u64, mask: u32) -> (u32, [u64; 32], u32) {
+        let mut values = [0u64; 32];
+        let Some(s) = sched() else {
+            values[0] = value;
+            return (0, values, 1);
+        };
+        let t = s.current.get();
+        let (warp, lane) = (t / 32, (t % 32) as u32);
+        let g = {
+            let mut entered = s.entered.borrow_mut();
+            let g = entered[t];
+            entered[t] = g + 1;
+            g
+        };
+        s.slots[(g & 1) as usize].borrow_mut()[t] = value;
+        s.progress.set(s.progress.get() + 1);
+        let first = warp * 32;
+        let last = (first + 32).min(s.n);
+        let members = loop {
+            let done = s.done.borrow();
+            let entered = s.entered.borrow();
+            let mut members = 1u32 << lane;
+            let mut ready = true;
+            for m in first..last {
+                let bit = 1u32 << (m - first);
+                // A lane that gave its value to this operation takes part even if it has
+                // returned since; one that returned before it does not.
+                if mask & bit != 0 && (!done[m] || entered[m] > g) {
+                    members |= bit;
+                    ready &= entered[m] > g;
+                }
+            }
+            if ready {
+                break members;
+            }
+            drop((done, entered));
+            suspend();
+        };
+        let slots = s.slots[(g & 1) as usize].borrow();
+        values[..last - first].copy_from_slice(&slots[first..last]);
+        (lane, values, members)
+    }
 }
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))]
+pub use imp::{exchange, exchange_lane};
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))]
 pub use imp::{barrier, run};
@@ -105,6 +240,20 @@ pub fn run(_n: usize, _task: &(dyn Fn(usize) + Sync)) {
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
 pub fn barrier() -> bool {
     false
+}
+
+/// Without fibers every instance is a warp of one lane (warp operations of leaves with
+/// several instances per parent stop before they get here: see `crate::warp`).
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
+pub fn exchange_lane() -> u32 {
+    0
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
+pub fn exchange(value: u64, _mask: u32) -> (u32, [u64; 32], u32) {
+    let mut values = [0u64; 32];
+    values[0] = value;
+    (0, values, 1)
 }
 
 #[cfg(all(test, any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]

@@ -20,7 +20,7 @@
 //! | layer | modules | what it holds |
 //! |---|---|---|
 //! | 0 | `ctx`, `desc`, `args`, `sass`, `sink`, `hash`, `testing` | records shared with compiled code (instance contexts, the description, argument buffers, the GPUs' machine code an executable carries); the interface through which lower layers report events to the statistics; the launch path's fast hash; test helpers. The crate root's [`fatal`] belongs here. |
-//! | 1 | `pool`, `fiber`, `scratch`, `trace`, `crash`, `ranks` | services of the host: the worker pool, barrier fibers, per-instance scratch memory, access traces, naming the leaf a crash happened in, the other processes of a run under `mpirun` (MPI, loaded at run time) |
+//! | 1 | `pool`, `fiber`, `warp`, `scratch`, `trace`, `crash`, `ranks` | services of the host: the worker pool, barrier fibers, CUDA's warp operations over them, per-instance scratch memory, access traces, naming the leaf a crash happened in, the other processes of a run under `mpirun` (MPI, loaded at run time) |
 //! | 2 | `devices` | open devices (host cores, simulated, dry-run, CUDA), allocate, copy, run a box of instances or a kernel; knows nothing of launches, plans or coherence |
 //! | 3 | `memory`, `module` | virtual buffers and their coherence maps, driving devices through the [`devices::Device`] trait; a loaded module: its description, entry points, analysis database, per-node counters, and the evaluation of its graphs' data flow |
 //! | 4 | `partitioned` | launch units across devices: plans (access intervals, with ISL), copy plans from the coherence maps, the plan caches, kernels on GPUs; a box of a unit on a simulated device runs through a callback the engine gives |
@@ -58,6 +58,7 @@ pub mod stats;
 #[cfg(test)]
 mod testing;
 pub mod trace;
+pub mod warp;
 
 /// Ends the program with an error about the user's program (a bad instance count, a barrier
 /// over too many instances...). The runtime's C functions have no error return.

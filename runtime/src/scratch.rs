@@ -29,6 +29,12 @@ pub fn with_barrier<R>(barrier: Arc<Barrier>, f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// Whether this thread runs one of several instances joined by a barrier on threads of their
+/// own (targets without fibers).
+pub fn in_thread_group() -> bool {
+    BARRIER.with(|b| b.borrow().is_some())
+}
+
 /// `__hpvm__barrier`: waits for the other instances of this parent instance. Outside a
 /// barrier run (a single instance) there is nobody to wait for.
 pub fn barrier() {

@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 56] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 57] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -202,6 +202,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 56] = [
     ("tests/cuda/eliminate.cu", &[&["1"], &["9"], &["70"]]),
     // Thrust's algorithms (CUB's kernels, from the toolchain's CCCL headers), run whole.
     ("tests/cuda/thrust.cu", &[&["1"], &["1000"], &["70001"]]),
+    // Warp shuffles and votes: on simulated devices the block's threads run as fibers.
+    ("tests/cuda/warps.cu", &[&["1"], &["300"], &["10000"]]),
     ("bench/programs/matmul.cu", &[&["1"], &["37"], &["100"]]),
     ("bench/programs/stencil.cu", &[&["3", "1"], &["37", "3"], &["130", "4"]]),
     ("bench/programs/nbody.cu", &[&["1", "1"], &["100", "2"], &["1100", "2"]]),

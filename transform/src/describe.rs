@@ -107,7 +107,9 @@ pub fn describe(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Result
                 next_entry += 1;
                 let kind = KindDesc::Leaf {
                     entry,
-                    barrier: leaf.queries.contains_key(&Query::Barrier),
+                    // Warp operations exchange values between a block's threads: they run
+                    // together, as barriers make them.
+                    barrier: leaf.queries.contains_key(&Query::Barrier) || crate::warp::uses_warps(f),
                     allocation: leaf.is_allocation,
                 };
                 (kind, outputs)

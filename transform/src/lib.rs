@@ -24,6 +24,7 @@ pub mod layout;
 pub mod sass;
 pub use hpvm_core::plan;
 pub mod trace;
+pub mod warp;
 
 use hpvm_core::Graph;
 use inkwell::module::Module;
@@ -109,6 +110,7 @@ pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, opts: &Lower
         trace::instrument(module, graph, data)?;
     }
     intrinsics::define(module)?;
+    warp::define(module)?;
     let entries = entry::build_all(module, graph, &program)?;
     host::rewrite(module, graph, &program, &entries, lowered.ptx.as_deref(), lowered.sass.blob.as_deref())?;
     module.verify().map_err(|e| Error::Internal(format!("lowered module does not verify: {}", e.to_string())))?;

@@ -247,13 +247,14 @@ extern "C" fn end_session() {
     }
 }
 
-/// The CPU body of CUDA's warp operations (`__shfl_*_sync`, `__ballot_sync`...): the compiler
-/// gives them their GPU instructions in GPU kernels; anywhere else the program stops, naming
-/// why, rather than compute something else.
+/// The CPU body of CUDA's warp operations that the CPU does not run (`__activemask`,
+/// `__match_*_sync`, `__reduce_*_sync`; shuffles, votes and `__syncwarp` run: `crate::warp`):
+/// the compiler gives them their GPU instructions in GPU kernels; anywhere else the program
+/// stops, naming why, rather than compute something else.
 #[no_mangle]
 pub extern "C" fn hpvm_rt_warp_unsupported() {
     crate::fatal(
-        "a kernel uses warp functions (__shfl_*_sync, __ballot_sync, __activemask...), which only GPUs run; \
+        "a kernel uses warp functions that only GPUs run (__activemask, __match_*_sync, __reduce_*_sync); \
          this launch ran on the host or on simulated devices (run it on GPUs: HPVM_MGPU_DEVICES=cuda)",
     )
 }

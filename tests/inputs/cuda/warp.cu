@@ -1,5 +1,5 @@
-// A warp reduction (__shfl_down_sync, __ballot_sync): GPUs run it; simulated devices stop
-// with a message. Sums 0..n-1 per block of 256 and counts the blocks with a positive sum.
+// A warp reduction (__shfl_down_sync, __ballot_sync): GPUs run it, and simulated devices
+// (the block's threads as fibers). Sums 0..n-1 per block of 256 and counts the blocks with a positive sum.
 #include <cstdio>
 #include <cstdlib>
 
