@@ -200,6 +200,12 @@ pub extern "C" fn hpvm_rt_warp_lane() -> u32 {
     guard("%laneid", crate::fiber::exchange_lane)
 }
 
+/// `__syncthreads_count`, `_and`, `_or` in compiled CPU leaf code (`mode` 0, 1, 2).
+#[no_mangle]
+pub extern "C" fn hpvm_rt_block_vote(mode: i32, pred: u32) -> u32 {
+    guard("__syncthreads_count", || crate::warp::block_vote(mode, pred != 0))
+}
+
 /// `__syncwarp(mask)` in compiled CPU leaf code.
 #[no_mangle]
 pub extern "C" fn hpvm_rt_warp_sync(mask: u32) {

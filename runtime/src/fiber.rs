@@ -56,6 +56,12 @@ mod imp {
         /// A counting barrier: arrivals at the current generation, and the generation.
         arrived: Cell<usize>,
         generation: Cell<u64>,
+        /// `__syncthreads_count`'s tally: true predicates given at each generation, and
+        /// the total, both by the generation's parity (no instance is two generations ahead).
+        tally: [Cell<u64>; 2],
+        total: [Cell<u64>; 2],
+        /// How many arrived at each generation, by parity.
+        arrivals: [Cell<u64>; 2],
         /// Per instance, the warp operations it has entered; and the values they gave, by the
         /// operation's parity (an instance is never two operations ahead of its warp).
         entered: RefCell<Vec<u64>>,
@@ -68,8 +74,13 @@ mod imp {
     impl Sched {
         fn release_if_all_arrived(&self) {
             if self.arrived.get() > 0 && self.arrived.get() >= self.live.get() {
+                let g = self.generation.get();
+                let (now, next) = ((g & 1) as usize, ((g + 1) & 1) as usize);
+                self.total[now].set(self.tally[now].get());
+                self.arrivals[now].set(self.arrived.get() as u64);
+                self.tally[next].set(0);
                 self.arrived.set(0);
-                self.generation.set(self.generation.get() + 1);
+                self.generation.set(g + 1);
             }
         }
     }
@@ -116,6 +127,9 @@ mod imp {
             live: Cell::new(n),
             arrived: Cell::new(0),
             generation: Cell::new(0),
+            tally: [Cell::new(0), Cell::new(0)],
+            total: [Cell::new(0), Cell::new(0)],
+            arrivals: [Cell::new(0), Cell::new(0)],
             entered: RefCell::new(vec![0; n]),
             slots: [RefCell::new(vec![0; n]), RefCell::new(vec![0; n])],
             progress: Cell::new(0),
@@ -162,15 +176,31 @@ mod imp {
     /// In a fiber: back to the scheduler until every instance still running reached the
     /// barrier. Returns false outside fibers.
     pub fn barrier() -> bool {
-        let Some(s) = sched() else { return false };
+        counting_barrier(false).is_some()
+    }
+
+    /// A barrier that also counts the instances whose `pred` holds (`__syncthreads_count`;
+    /// `_and` and `_or` compare the count): how many did, and how many arrived in all
+    /// (returned instances not counted). Outside fibers the instance is alone.
+    pub fn count_barrier(pred: bool) -> (u64, u64) {
+        match counting_barrier(pred) {
+            Some(counts) => counts,
+            None => (u64::from(pred), 1),
+        }
+    }
+
+    fn counting_barrier(pred: bool) -> Option<(u64, u64)> {
+        let s = sched()?;
         let generation = s.generation.get();
+        let parity = (generation & 1) as usize;
+        s.tally[parity].set(s.tally[parity].get() + u64::from(pred));
         s.arrived.set(s.arrived.get() + 1);
         s.progress.set(s.progress.get() + 1);
         s.release_if_all_arrived();
         while s.generation.get() == generation {
             suspend();
         }
-        true
+        Some((s.total[parity].get(), s.arrivals[parity].get()))
     }
 
     /// The running instance's lane in its warp (0 outside fibers).
@@ -227,7 +257,7 @@ mod imp {
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))]
-pub use imp::{exchange, exchange_lane};
+pub use imp::{count_barrier, exchange, exchange_lane};
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))]
 pub use imp::{barrier, run};
@@ -244,6 +274,11 @@ pub fn barrier() -> bool {
 
 /// Without fibers every instance is a warp of one lane (warp operations of leaves with
 /// several instances per parent stop before they get here: see `crate::warp`).
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
+pub fn count_barrier(pred: bool) -> (u64, u64) {
+    (u64::from(pred), 1)
+}
+
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
 pub fn exchange_lane() -> u32 {
     0

@@ -110,6 +110,22 @@ pub fn vote(mode: Vote, mask: u32, pred: bool) -> u32 {
     tally(mode, members, ballot)
 }
 
+/// `__syncthreads_count`, `_and`, `_or` (`barrier0.popc`, `.and`, `.or`; `mode` 0, 1, 2):
+/// a barrier of the block that counts the threads whose `pred` holds.
+pub fn block_vote(mode: i32, pred: bool) -> u32 {
+    if !crate::fiber::supported() && crate::scratch::in_thread_group() {
+        crate::fatal(
+            "__syncthreads_count/_and/_or run on the CPU only where the runtime has fibers (x86-64, AArch64, RISC-V)",
+        );
+    }
+    let (yes, arrived) = crate::fiber::count_barrier(pred);
+    match mode {
+        0 => yes as u32,
+        1 => u32::from(yes == arrived),
+        _ => u32::from(yes > 0),
+    }
+}
+
 /// `__syncwarp(mask)`: waits for the lanes of `mask`.
 pub fn sync(mask: u32) {
     exchange(0, mask);
@@ -183,6 +199,26 @@ mod tests {
             let warp_base = i - lane;
             let want_ballot = (0..32).filter(|l| (warp_base + l) % 3 == 0).fold(0u32, |b, l| b | 1 << l);
             assert_eq!(ballot, want_ballot, "lane {i}");
+        }
+    }
+
+    /// `__syncthreads_count`: every thread gets the block's count, round after round.
+    #[test]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))]
+    fn block_votes_count_the_whole_block() {
+        use std::sync::Mutex;
+        let got = Mutex::new(Vec::new());
+        crate::fiber::run(100, &|i| {
+            for round in 0..3 {
+                let c = block_vote(0, (i + round) % 4 == 0);
+                let all = block_vote(1, i < 1000);
+                let any = block_vote(2, i == 99 && round == 1);
+                got.lock().unwrap().push((round, c, all, any));
+            }
+        });
+        for (round, c, all, any) in got.into_inner().unwrap() {
+            assert_eq!(c, (0..100).filter(|i| (i + round) % 4 == 0).count() as u32);
+            assert_eq!((all, any), (1, u32::from(round == 1)));
         }
     }
 

@@ -1,8 +1,10 @@
 /*
  * thrust.cu -- a program written with Thrust, as CUDA programs often are: device vectors,
- * sequence, fill, transform with a functor and with one of Thrust's own, and a copy back to a
- * host vector. Thrust's kernels are CUB's, compiled from the CCCL headers the toolchain
- * carries. Checked against the host's arithmetic, element by element.
+ * sequence, fill, transform with a functor and with one of Thrust's own, a copy back to a
+ * host vector, a sum (CUB's reduction: warp shuffles in inline PTX, several blocks from 65537
+ * elements on) and an inclusive scan (CUB's decoupled look-back between blocks). Thrust's
+ * kernels are CUB's, compiled from the CCCL headers the toolchain carries. Checked against
+ * the host's arithmetic, element by element.
  * Usage: thrust [N]   (default 1000, at least 1)
  * Prints `checksum <hex>` of the result and PASS or FAIL.
  */
@@ -14,6 +16,8 @@
 #include <thrust/fill.h>
 #include <thrust/functional.h>
 #include <thrust/host_vector.h>
+#include <thrust/reduce.h>
+#include <thrust/scan.h>
 #include <thrust/sequence.h>
 #include <thrust/transform.h>
 
@@ -43,6 +47,22 @@ int main(int argc, char **argv) {
     memcpy(&bits, &h[i], sizeof bits);
     sum = (sum ^ bits) * 1099511628211ull;
   }
+  // Integers, so that the sum and the scan are exact in any order.
+  thrust::device_vector<long long> k(n);
+  thrust::sequence(k.begin(), k.end(), 7LL, 3LL);
+  long long total = thrust::reduce(k.begin(), k.end(), 0LL);
+  long long want_total = 7LL * n + 3LL * n * (n - 1) / 2;
+  if (total != want_total) bad++;
+  thrust::device_vector<unsigned> u(n), scanned(n);
+  thrust::sequence(u.begin(), u.end(), 1u, 2u);
+  thrust::inclusive_scan(u.begin(), u.end(), scanned.begin());
+  thrust::host_vector<unsigned> hs = scanned;
+  for (int i = 0; i < n; i++) {
+    // 1 + 3 + ... + (2i + 1)
+    if (hs[i] != (unsigned)(i + 1) * (unsigned)(i + 1)) bad++;
+    sum = (sum ^ hs[i]) * 1099511628211ull;
+  }
+  sum = (sum ^ (unsigned long long)total) * 1099511628211ull;
   printf("checksum %016llx\n%s (%d mismatches)\n", sum, bad ? "FAIL" : "PASS", bad);
   return bad != 0;
 }

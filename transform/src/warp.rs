@@ -31,6 +31,10 @@ enum Op {
     },
     /// `bar.warp.sync`.
     Sync,
+    /// `barrier0.<popc|and|or>`: the runtime's mode code (0, 1, 2).
+    BlockVote {
+        mode: i32,
+    },
     /// `read.ptx.sreg.laneid`, `read.ptx.sreg.warpsize`.
     Lane,
     WarpSize,
@@ -53,6 +57,10 @@ fn op(rest: &str) -> Option<Op> {
         let mode = ["all", "any", "uni", "ballot"].iter().position(|&m| m == vote)? as i32;
         return Some(Op::Vote { mode });
     }
+    if let Some(vote) = rest.strip_prefix("barrier0.") {
+        let mode = ["popc", "and", "or"].iter().position(|&m| m == vote)? as i32;
+        return Some(Op::BlockVote { mode });
+    }
     match rest {
         "bar.warp.sync" => Some(Op::Sync),
         "read.ptx.sreg.laneid" => Some(Op::Lane),
@@ -67,6 +75,14 @@ fn cpu_op(f: FunctionValue<'_>) -> Option<Op> {
     op(name.strip_prefix(hpvm_core::cuda::WARP_PREFIX)?)
 }
 
+/// The statements of `f`, an inline PTX block that shuffles, if the CPU runs them.
+fn cpu_ptx(f: FunctionValue<'_>) -> Option<ptx::Block> {
+    let name = f.get_name().to_str().ok()?;
+    name.strip_prefix(hpvm_core::cuda::ASM_PREFIX)?;
+    let text = f.get_string_attribute(AttributeLoc::Function, hpvm_core::cuda::ASM_TEXT)?;
+    ptx::parse(text.get_string_value().to_str().ok()?)
+}
+
 /// Whether the leaf function `f` calls a warp operation the CPU runs: its instances must then
 /// run together, as fibers.
 pub fn uses_warps(f: FunctionValue<'_>) -> bool {
@@ -75,7 +91,7 @@ pub fn uses_warps(f: FunctionValue<'_>) -> bool {
             && inkwell::values::CallSiteValue::try_from(inst)
                 .ok()
                 .and_then(|c| c.get_called_fn_value())
-                .is_some_and(|c| cpu_op(c).is_some())
+                .is_some_and(|c| cpu_op(c).is_some() || cpu_ptx(c).is_some())
     })
 }
 
@@ -98,7 +114,272 @@ pub fn define(module: &Module<'_>) -> Result<()> {
         f.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("noinline"));
         crate::intrinsics::make_inline(&ctx, f);
     }
+    let blocks: Vec<(FunctionValue, _)> = module.get_functions().filter_map(|f| Some((f, cpu_ptx(f)?))).collect();
+    for (f, (regs, stmts)) in blocks {
+        // Made apart first: a block whose operands' types do not fit keeps its stopping body.
+        let made = module.add_function(&format!("{}.cpu", f.get_name().to_string_lossy()), f.get_type(), None);
+        b.position_at_end(ctx.append_basic_block(made, "entry"));
+        match ptx_body(module, &b, made, &regs, &stmts)? {
+            Some(v) => {
+                match v {
+                    Some(v) => b.build_return(Some(&v))?,
+                    None => b.build_return(None)?,
+                };
+                for bb in f.get_basic_blocks() {
+                    // SAFETY: the function's own blocks, replaced by a call of `made`.
+                    unsafe { bb.delete() }
+                        .map_err(|()| crate::Error::Llvm("cannot empty an inline PTX block".into()))?;
+                }
+                b.position_at_end(ctx.append_basic_block(f, "entry"));
+                let args: Vec<inkwell::values::BasicMetadataValueEnum> = f.get_param_iter().map(Into::into).collect();
+                match b.build_call(made, &args, "")?.try_as_basic_value().basic() {
+                    Some(v) => b.build_return(Some(&v))?,
+                    None => b.build_return(None)?,
+                };
+                f.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("noinline"));
+                crate::intrinsics::make_inline(&ctx, f);
+                crate::intrinsics::make_inline(&ctx, made);
+            }
+            // SAFETY: made above, called by nothing.
+            None => unsafe { made.delete() },
+        }
+    }
     Ok(())
+}
+
+/// The CPU body of an inline PTX block ([`ptx`]) in `f`, positioned at its entry: `Some` of
+/// its result (`None` for none), or `None` where an operand's type does not fit.
+#[allow(clippy::type_complexity)]
+fn ptx_body<'ctx>(
+    module: &Module<'ctx>,
+    b: &Builder<'ctx>,
+    f: FunctionValue<'ctx>,
+    regs: &[(String, ptx::Ty)],
+    stmts: &[ptx::Stmt],
+) -> Result<Option<Option<BasicValueEnum<'ctx>>>> {
+    use ptx::{Operand, Stmt, Ty};
+    let ctx = module.get_context();
+    let (i1, i32t, i64t) = (ctx.bool_type(), ctx.i32_type(), ctx.i64_type());
+    let ir = |t: Ty| -> BasicTypeEnum<'ctx> {
+        match t {
+            Ty::I32 => i32t.into(),
+            Ty::F32 => ctx.f32_type().into(),
+            Ty::I64 => i64t.into(),
+            Ty::F64 => ctx.f64_type().into(),
+            Ty::Pred => i1.into(),
+        }
+    };
+    let ret = f.get_type().get_return_type();
+    if matches!(ret, Some(BasicTypeEnum::StructType(_))) {
+        return Ok(None);
+    }
+    let types: std::collections::HashMap<&str, BasicTypeEnum> =
+        regs.iter().map(|(n, t)| (n.as_str(), ir(*t))).collect();
+    let mut env: std::collections::HashMap<String, BasicValueEnum<'ctx>> = std::collections::HashMap::new();
+    // Same-width conversions only (PTX's `mov.b32` of a float is its bits).
+    let convert = |v: BasicValueEnum<'ctx>, to: BasicTypeEnum<'ctx>| -> Result<Option<BasicValueEnum<'ctx>>> {
+        let from = v.get_type();
+        if from == to {
+            return Ok(Some(v));
+        }
+        let bits = |t: BasicTypeEnum| match t {
+            BasicTypeEnum::IntType(i) => Some(i.get_bit_width()),
+            BasicTypeEnum::FloatType(x) if x == ctx.f32_type() => Some(32),
+            BasicTypeEnum::FloatType(x) if x == ctx.f64_type() => Some(64),
+            _ => None,
+        };
+        match (bits(from), bits(to)) {
+            (Some(a), Some(c)) if a == c && a > 1 => Ok(Some(b.build_bit_cast(v, to, "")?)),
+            _ => Ok(None),
+        }
+    };
+    let read =
+        |env: &std::collections::HashMap<String, BasicValueEnum<'ctx>>, o: &Operand| -> Option<BasicValueEnum<'ctx>> {
+            match o {
+                Operand::Arg(0) => env.get("$0").copied(),
+                Operand::Arg(n) => f.get_nth_param(n - 1),
+                Operand::Reg(r) => env.get(r).copied(),
+                Operand::Imm(v) => Some(i32t.const_int(*v, false).into()),
+                Operand::Pair(..) => None,
+            }
+        };
+    // A guarded statement's result: the new value where its predicate holds, else the old.
+    let guarded = |env: &std::collections::HashMap<String, BasicValueEnum<'ctx>>,
+                   guard: &ptx::Guard,
+                   k: &str,
+                   v: BasicValueEnum<'ctx>|
+     -> Result<Option<BasicValueEnum<'ctx>>> {
+        let Some((p, negated)) = guard else { return Ok(Some(v)) };
+        let (Some(p), Some(old)) = (env.get(p).copied(), env.get(k).copied()) else { return Ok(None) };
+        if p.get_type() != i1.into() || old.get_type() != v.get_type() {
+            return Ok(None);
+        }
+        let (yes, no) = if *negated { (old, v) } else { (v, old) };
+        Ok(Some(b.build_select(p.into_int_value(), yes, no, "")?))
+    };
+    // The type an operand is written as: its register's, or the result's for `$0`.
+    let ty_of = |o: &Operand| -> Option<BasicTypeEnum<'ctx>> {
+        match o {
+            Operand::Arg(0) => ret,
+            Operand::Reg(r) => types.get(r.as_str()).copied(),
+            _ => None,
+        }
+    };
+    let key = |o: &Operand| match o {
+        Operand::Arg(0) => Some("$0".to_string()),
+        Operand::Reg(r) => Some(r.clone()),
+        _ => None,
+    };
+    // Other fibers run during the shuffles and set the thread-local context to theirs.
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let node = tls_pointer(module, CURRENT_NODE).as_pointer_value();
+    let out = tls_pointer(module, CURRENT_OUT).as_pointer_value();
+    let saved_node = b.build_load(ptr, node, "saved.node")?;
+    let saved_out = b.build_load(ptr, out, "saved.out")?;
+    let shfl = runtime(
+        module,
+        "hpvm_rt_warp_shfl",
+        i64t.fn_type(&[i32t.into(), i32t.into(), i32t.into(), i32t.into(), i32t.into()], false),
+    );
+    for st in stmts {
+        match st {
+            Stmt::Shuffle { mode, dst, pred, src, b: bo, c, mask } => {
+                let mut word = Vec::new();
+                for o in [mask, src, bo, c] {
+                    let Some(v) = read(&env, o) else { return Ok(None) };
+                    let Some(v) = convert(v, i32t.into())? else { return Ok(None) };
+                    word.push(v);
+                }
+                let args = [
+                    i32t.const_int(*mode as u64, false).into(),
+                    word[0].into(),
+                    word[1].into(),
+                    word[2].into(),
+                    word[3].into(),
+                ];
+                let r = b.build_call(shfl, &args, "shfl")?.try_as_basic_value().basic().expect("i64").into_int_value();
+                let v = b.build_int_truncate(r, i32t, "")?;
+                let (Some(k), Some(t)) = (key(dst), ty_of(dst)) else { return Ok(None) };
+                let Some(v) = convert(v.into(), t)? else { return Ok(None) };
+                env.insert(k, v);
+                if let Some(p) = pred {
+                    let bit = b.build_right_shift(r, i64t.const_int(32, false), false, "")?;
+                    env.insert(p.clone(), b.build_int_truncate(bit, i1, "valid")?.into());
+                }
+            }
+            Stmt::Add { ty, guard, dst, x, y } => {
+                let t = ir(*ty);
+                let (Some(x), Some(y)) = (read(&env, x), read(&env, y)) else { return Ok(None) };
+                let (Some(x), Some(y)) = (convert(x, t)?, convert(y, t)?) else { return Ok(None) };
+                let sum: BasicValueEnum = match t {
+                    BasicTypeEnum::FloatType(_) => {
+                        b.build_float_add(x.into_float_value(), y.into_float_value(), "")?.into()
+                    }
+                    _ => b.build_int_add(x.into_int_value(), y.into_int_value(), "")?.into(),
+                };
+                let (Some(k), Some(dt)) = (key(dst), ty_of(dst)) else { return Ok(None) };
+                let Some(sum) = convert(sum, dt)? else { return Ok(None) };
+                let Some(v) = guarded(&env, guard, &k, sum)? else { return Ok(None) };
+                env.insert(k, v);
+            }
+            Stmt::Bits { op, guard, dst, x, y } => {
+                let (Some(x), Some(y)) = (read(&env, x), read(&env, y)) else { return Ok(None) };
+                let (Some(x), Some(y)) = (convert(x, i32t.into())?, convert(y, i32t.into())?) else { return Ok(None) };
+                let (x, y) = (x.into_int_value(), y.into_int_value());
+                let v: BasicValueEnum = match op {
+                    ptx::Bin::And => b.build_and(x, y, "")?,
+                    ptx::Bin::Or => b.build_or(x, y, "")?,
+                    ptx::Bin::Xor => b.build_xor(x, y, "")?,
+                }
+                .into();
+                let (Some(k), Some(dt)) = (key(dst), ty_of(dst)) else { return Ok(None) };
+                let Some(v) = convert(v, dt)? else { return Ok(None) };
+                let Some(v) = guarded(&env, guard, &k, v)? else { return Ok(None) };
+                env.insert(k, v);
+            }
+            Stmt::Not { guard, dst, x } => {
+                let Some(x) = read(&env, x) else { return Ok(None) };
+                let Some(x) = convert(x, i32t.into())? else { return Ok(None) };
+                let v: BasicValueEnum = b.build_not(x.into_int_value(), "")?.into();
+                let (Some(k), Some(dt)) = (key(dst), ty_of(dst)) else { return Ok(None) };
+                let Some(v) = convert(v, dt)? else { return Ok(None) };
+                let Some(v) = guarded(&env, guard, &k, v)? else { return Ok(None) };
+                env.insert(k, v);
+            }
+            Stmt::SetP { pred, dst, x, y } => {
+                let (Some(x), Some(y)) = (read(&env, x), read(&env, y)) else { return Ok(None) };
+                let (Some(x), Some(y)) = (convert(x, i32t.into())?, convert(y, i32t.into())?) else { return Ok(None) };
+                if types.get(dst.as_str()) != Some(&i1.into()) {
+                    return Ok(None);
+                }
+                let v = b.build_int_compare(*pred, x.into_int_value(), y.into_int_value(), "")?;
+                env.insert(dst.clone(), v.into());
+            }
+            Stmt::Ballot { guard, dst, pred, mask } => {
+                let (Some(p), Some(m)) = (env.get(pred).copied(), read(&env, mask)) else { return Ok(None) };
+                let Some(m) = convert(m, i32t.into())? else { return Ok(None) };
+                if p.get_type() != i1.into() {
+                    return Ok(None);
+                }
+                let vote =
+                    runtime(module, "hpvm_rt_warp_vote", i32t.fn_type(&[i32t.into(), i32t.into(), i32t.into()], false));
+                let p = b.build_int_z_extend(p.into_int_value(), i32t, "")?;
+                let args = [i32t.const_int(3, false).into(), m.into(), p.into()];
+                let v = b.build_call(vote, &args, "ballot")?.try_as_basic_value().basic().expect("i32");
+                let (Some(k), Some(dt)) = (key(dst), ty_of(dst)) else { return Ok(None) };
+                let Some(v) = convert(v, dt)? else { return Ok(None) };
+                let Some(v) = guarded(&env, guard, &k, v)? else { return Ok(None) };
+                env.insert(k, v);
+            }
+            Stmt::Mov { ty, dst, src } => {
+                let t = ir(*ty);
+                let v = match src {
+                    Operand::Pair(lo, hi) => {
+                        let (Some(lo), Some(hi)) = (env.get(lo).copied(), env.get(hi).copied()) else {
+                            return Ok(None);
+                        };
+                        let (Some(lo), Some(hi)) = (convert(lo, i32t.into())?, convert(hi, i32t.into())?) else {
+                            return Ok(None);
+                        };
+                        let lo = b.build_int_z_extend(lo.into_int_value(), i64t, "")?;
+                        let hi = b.build_int_z_extend(hi.into_int_value(), i64t, "")?;
+                        let hi = b.build_left_shift(hi, i64t.const_int(32, false), "")?;
+                        b.build_or(lo, hi, "pair")?.into()
+                    }
+                    o => {
+                        let Some(v) = read(&env, o) else { return Ok(None) };
+                        let Some(v) = convert(v, t)? else { return Ok(None) };
+                        v
+                    }
+                };
+                match dst {
+                    Operand::Pair(lo, hi) => {
+                        let Some(w) = convert(v, i64t.into())? else { return Ok(None) };
+                        let w = w.into_int_value();
+                        let l = b.build_int_truncate(w, i32t, "lo")?;
+                        let h = b.build_right_shift(w, i64t.const_int(32, false), false, "")?;
+                        let h = b.build_int_truncate(h, i32t, "hi")?;
+                        for (name, part) in [(lo, l), (hi, h)] {
+                            let Some(t) = types.get(name.as_str()).copied() else { return Ok(None) };
+                            let Some(part) = convert(part.into(), t)? else { return Ok(None) };
+                            env.insert(name.clone(), part);
+                        }
+                    }
+                    d => {
+                        let (Some(k), Some(dt)) = (key(d), ty_of(d)) else { return Ok(None) };
+                        let Some(v) = convert(v, dt)? else { return Ok(None) };
+                        env.insert(k, v);
+                    }
+                }
+            }
+        }
+    }
+    b.build_store(node, saved_node)?;
+    b.build_store(out, saved_out)?;
+    Ok(match ret {
+        Some(_) => env.get("$0").copied().map(Some),
+        None => Some(None),
+    })
 }
 
 /// The runtime function `name` of type `ty`, declared once.
@@ -167,6 +448,14 @@ fn body<'ctx>(
             let ballot = mode == 3;
             Some(if ballot { r.into() } else { b.build_int_truncate(r, i1, "vote")?.into() })
         }
+        Op::BlockVote { mode } => {
+            let rt = runtime(module, "hpvm_rt_block_vote", i32t.fn_type(&[i32t.into(), i32t.into()], false));
+            let pred = param(0)?.into_int_value();
+            let pred =
+                if pred.get_type().get_bit_width() == 32 { pred } else { b.build_int_z_extend(pred, i32t, "pred")? };
+            let args = [i32t.const_int(mode as u64, false).into(), pred.into()];
+            Some(b.build_call(rt, &args, "count")?.try_as_basic_value().basic().expect("i32"))
+        }
         Op::Sync => {
             let rt = runtime(module, "hpvm_rt_warp_sync", ctx.void_type().fn_type(&[i32t.into()], false));
             b.build_call(rt, &[param(0)?.into()], "")?;
@@ -195,8 +484,282 @@ mod tests {
         assert_eq!(op("vote.ballot.sync"), Some(Op::Vote { mode: 3 }));
         assert_eq!(op("vote.uni.sync"), Some(Op::Vote { mode: 2 }));
         assert_eq!(op("bar.warp.sync"), Some(Op::Sync));
+        assert_eq!(op("barrier0.and"), Some(Op::BlockVote { mode: 1 }));
         assert_eq!(op("activemask"), None);
         assert_eq!(op("match.any.sync.i32"), None);
         assert_eq!(op("shfl.sync.down.i64"), None);
+    }
+}
+
+/// Inline PTX blocks that shuffle (CUB writes its warp reductions and scans so: a
+/// `shfl.sync` into a register and a predicate, then a predicated `add`), read as a few
+/// statements the CPU runs exactly: `.reg` declarations, `shfl.sync.<mode>.b32`, `add`,
+/// `mov` (with `{lo, hi}` pairs of 32-bit halves). Any other statement, and the block keeps
+/// the frontend's stopping CPU body.
+mod ptx {
+    /// A register's type.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Ty {
+        I32,
+        F32,
+        I64,
+        F64,
+        Pred,
+    }
+
+    impl Ty {
+        fn of(suffix: &str) -> Option<Ty> {
+            Some(match suffix {
+                "u32" | "s32" | "b32" => Ty::I32,
+                "f32" => Ty::F32,
+                "u64" | "s64" | "b64" => Ty::I64,
+                "f64" => Ty::F64,
+                "pred" => Ty::Pred,
+                _ => return None,
+            })
+        }
+    }
+
+    /// An operand: a register, an operand of the asm (`$n`), or a pair of 32-bit halves.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub enum Operand {
+        Reg(String),
+        Arg(u32),
+        Pair(String, String),
+        Imm(u64),
+    }
+
+    /// A guard: the predicate register, and whether it is negated (`@!p`).
+    pub type Guard = Option<(String, bool)>;
+
+    /// Two-operand integer operations.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Bin {
+        And,
+        Or,
+        Xor,
+    }
+
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub enum Stmt {
+        Shuffle {
+            mode: i32,
+            dst: Operand,
+            pred: Option<String>,
+            src: Operand,
+            b: Operand,
+            c: Operand,
+            mask: Operand,
+        },
+        Add {
+            ty: Ty,
+            guard: Guard,
+            dst: Operand,
+            x: Operand,
+            y: Operand,
+        },
+        Mov {
+            ty: Ty,
+            dst: Operand,
+            src: Operand,
+        },
+        Bits {
+            op: Bin,
+            guard: Guard,
+            dst: Operand,
+            x: Operand,
+            y: Operand,
+        },
+        Not {
+            guard: Guard,
+            dst: Operand,
+            x: Operand,
+        },
+        /// `setp.<cmp>.<u32|s32> p, x, y`: LLVM's integer predicate.
+        SetP {
+            pred: inkwell::IntPredicate,
+            dst: String,
+            x: Operand,
+            y: Operand,
+        },
+        /// `vote.ballot.sync.b32 d, p, mask`.
+        Ballot {
+            guard: Guard,
+            dst: Operand,
+            pred: String,
+            mask: Operand,
+        },
+    }
+
+    /// A block's registers (declared by `.reg`) and statements.
+    pub type Block = (Vec<(String, Ty)>, Vec<Stmt>);
+
+    /// The block's registers and statements; `None` where any statement is another.
+    pub fn parse(text: &str) -> Option<Block> {
+        let text = text.trim();
+        let text = text.strip_prefix('{').and_then(|t| t.strip_suffix('}')).unwrap_or(text);
+        let (mut regs, mut stmts) = (Vec::new(), Vec::new());
+        for s in text.split(';').map(|s| s.split_whitespace().collect::<Vec<_>>().join(" ")).filter(|s| !s.is_empty()) {
+            if let Some(decl) = s.strip_prefix(".reg .") {
+                let (ty, names) = decl.split_once(' ')?;
+                let ty = Ty::of(ty)?;
+                for n in names.split(',') {
+                    regs.push((n.trim().to_string(), ty));
+                }
+                continue;
+            }
+            let (guard, s): (Guard, String) = match s.strip_prefix('@') {
+                Some(rest) => {
+                    let (p, rest) = rest.split_once(' ')?;
+                    let (p, negated) = match p.strip_prefix('!') {
+                        Some(p) => (p, true),
+                        None => (p, false),
+                    };
+                    (Some((p.to_string(), negated)), rest.to_string())
+                }
+                None => (None, s),
+            };
+            let (op, operands) = s.split_once(' ')?;
+            let ops = operands_of(operands)?;
+            let parts: Vec<&str> = op.split('.').collect();
+            match parts.as_slice() {
+                ["shfl", "sync", mode, "b32"] if guard.is_none() && ops.len() == 5 => {
+                    let mode = ["up", "down", "bfly", "idx"].iter().position(|m| m == mode)? as i32;
+                    let (dst, pred) = match ops[0].split_once('|') {
+                        Some((d, p)) => (operand(d)?, Some(p.trim().to_string())),
+                        None => (operand(&ops[0])?, None),
+                    };
+                    stmts.push(Stmt::Shuffle {
+                        mode,
+                        dst,
+                        pred,
+                        src: operand(&ops[1])?,
+                        b: operand(&ops[2])?,
+                        c: operand(&ops[3])?,
+                        mask: operand(&ops[4])?,
+                    });
+                }
+                ["add", ty] if ops.len() == 3 => stmts.push(Stmt::Add {
+                    ty: Ty::of(ty).filter(|&t| t != Ty::Pred)?,
+                    guard,
+                    dst: operand(&ops[0])?,
+                    x: operand(&ops[1])?,
+                    y: operand(&ops[2])?,
+                }),
+                ["mov", ty] if guard.is_none() && ops.len() == 2 => {
+                    stmts.push(Stmt::Mov { ty: Ty::of(ty)?, dst: operand(&ops[0])?, src: operand(&ops[1])? })
+                }
+                [op @ ("and" | "or" | "xor"), "b32"] if ops.len() == 3 => stmts.push(Stmt::Bits {
+                    op: match *op {
+                        "and" => Bin::And,
+                        "or" => Bin::Or,
+                        _ => Bin::Xor,
+                    },
+                    guard,
+                    dst: operand(&ops[0])?,
+                    x: operand(&ops[1])?,
+                    y: operand(&ops[2])?,
+                }),
+                ["not", "b32"] if ops.len() == 2 => {
+                    stmts.push(Stmt::Not { guard, dst: operand(&ops[0])?, x: operand(&ops[1])? })
+                }
+                ["setp", cmp, ty @ ("u32" | "s32" | "b32")] if guard.is_none() && ops.len() == 3 => {
+                    use inkwell::IntPredicate as P;
+                    let signed = *ty == "s32";
+                    let pred = match *cmp {
+                        "eq" => P::EQ,
+                        "ne" => P::NE,
+                        "lt" if signed => P::SLT,
+                        "le" if signed => P::SLE,
+                        "gt" if signed => P::SGT,
+                        "ge" if signed => P::SGE,
+                        "lt" => P::ULT,
+                        "le" => P::ULE,
+                        "gt" => P::UGT,
+                        "ge" => P::UGE,
+                        _ => return None,
+                    };
+                    let Operand::Reg(dst) = operand(&ops[0])? else { return None };
+                    stmts.push(Stmt::SetP { pred, dst, x: operand(&ops[1])?, y: operand(&ops[2])? });
+                }
+                ["vote", "ballot", "sync", "b32"] | ["vote", "sync", "ballot", "b32"] if ops.len() == 3 => {
+                    let Operand::Reg(pred) = operand(&ops[1])? else { return None };
+                    stmts.push(Stmt::Ballot { guard, dst: operand(&ops[0])?, pred, mask: operand(&ops[2])? });
+                }
+                _ => return None,
+            }
+        }
+        stmts.iter().any(|s| matches!(s, Stmt::Shuffle { .. } | Stmt::Ballot { .. })).then_some((regs, stmts))
+    }
+
+    /// Operands split at commas outside braces.
+    fn operands_of(text: &str) -> Option<Vec<String>> {
+        let (mut out, mut cur, mut depth) = (Vec::new(), String::new(), 0);
+        for ch in text.chars() {
+            match ch {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.push(std::mem::take(&mut cur).trim().to_string());
+                    continue;
+                }
+                _ => {}
+            }
+            cur.push(ch);
+        }
+        out.push(cur.trim().to_string());
+        (depth == 0).then_some(out)
+    }
+
+    fn operand(text: &str) -> Option<Operand> {
+        let text = text.trim();
+        if let Some(pair) = text.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
+            let (lo, hi) = pair.split_once(',')?;
+            return Some(Operand::Pair(lo.trim().to_string(), hi.trim().to_string()));
+        }
+        if let Some(n) = text.strip_prefix('$') {
+            return n.parse().ok().map(Operand::Arg);
+        }
+        if let Some(hex) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+            return u64::from_str_radix(hex, 16).ok().map(Operand::Imm);
+        }
+        if text.starts_with(|c: char| c.is_ascii_digit()) {
+            return text.parse().ok().map(Operand::Imm);
+        }
+        let ok = !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        ok.then(|| Operand::Reg(text.to_string()))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn cub_reduction_steps_parse() {
+            let step = "{  .reg .u32 r0;  .reg .pred p;  shfl.sync.down.b32 r0|p, $1, $2, $3, $5;  \
+                        @p add.u32 r0, r0, $4;  mov.u32 $0, r0;}";
+            let (regs, stmts) = parse(step).expect("parses");
+            assert_eq!(regs, [("r0".to_string(), Ty::I32), ("p".to_string(), Ty::Pred)]);
+            assert_eq!(stmts.len(), 3);
+            assert!(matches!(&stmts[0], Stmt::Shuffle { mode: 1, pred: Some(p), .. } if p == "p"));
+            let wide = "{ .reg .u32 lo; .reg .u32 hi; .reg .pred p; mov.b64 {lo, hi}, $1; \
+                        shfl.sync.down.b32 lo|p, lo, $2, $3, $4; shfl.sync.down.b32 hi|p, hi, $2, $3, $4; \
+                        mov.b64 $0, {lo, hi}; @p add.u64 $0, $0, $1; }";
+            let (_, stmts) = parse(wide).expect("parses");
+            assert_eq!(
+                stmts[0],
+                Stmt::Mov { ty: Ty::I64, dst: Operand::Pair("lo".into(), "hi".into()), src: Operand::Arg(1) }
+            );
+            assert!(parse("shfl.sync.down.b32 $0, $1, $2, $3, $4;").is_some());
+            // CUB's MatchAny step: a ballot of whether the lane's bits are set.
+            let step = ".reg .pred p; and.b32 $0, $1, $2; setp.ne.u32 p, $0, 0; \
+                        vote.ballot.sync.b32 $0, p, 0xffffffff; @!p not.b32 $0, $0;";
+            let (_, stmts) = parse(step).expect("parses");
+            assert_eq!(stmts.len(), 4);
+            assert!(matches!(&stmts[3], Stmt::Not { guard: Some((p, true)), .. } if p == "p"));
+            // Other statements, or no shuffle at all: not taken.
+            assert!(parse("{ .reg .u32 r0; shfl.sync.down.b32 r0, $1, $2, $3, $4; mul.lo.u32 $0, r0, r0; }").is_none());
+            assert!(parse("mov.u32 $0, $1;").is_none());
+        }
     }
 }

@@ -107,6 +107,8 @@ pub(super) fn lower<'ctx>(
     } else if is_hint(&shown) && ret_ty.is_void_type() {
         // A hint to the GPU's memory system changes no value: nothing to do on the CPU.
         fb.build_return(None).map_err(llvm)?;
+    } else if memory_access(dev, &fb, &shown, &params, ret_ty)? {
+        // Built: a load or store with a cache operator, which the CPU has not.
     } else {
         stop_body(dev, &fb, call, &shown, fn_ty)?;
     }
@@ -120,6 +122,197 @@ pub(super) fn lower<'ctx>(
         LLVMInstructionEraseFromParent(call);
     }
     Ok(())
+}
+
+/// A load or store with a cache operator or the read-only path, as CUB's `ThreadLoad` and
+/// `ThreadStore` write them (`ld.global.nc.u64 $0, [$1]`, `ld.cg.v4.u32 {$0, $1, $2, $3},
+/// [$4]`, `st.cg.u32 [$0], $1`): on the CPU a plain load or store of the same bytes (the
+/// operators choose caches, not values). Builds the body and returns true, or returns false
+/// (nothing built) for any other statement or operand types that do not match.
+fn memory_access<'ctx>(
+    dev: &Module<'ctx>,
+    b: &Builder<'ctx>,
+    stmt: &str,
+    params: &[BasicValueEnum<'ctx>],
+    ret: AnyTypeEnum<'ctx>,
+) -> Result<bool> {
+    let ctx = dev.get_context();
+    let Some((op, operands)) = stmt.split_once(' ') else { return Ok(false) };
+    let mut parts = op.split('.');
+    let load = match parts.next() {
+        Some("ld") => true,
+        Some("st") => false,
+        _ => return Ok(false),
+    };
+    let (mut lanes, mut elem, mut order) = (1u32, None, None);
+    for p in parts {
+        match p {
+            "global" | "nc" | "ca" | "cg" | "cs" | "cv" | "lu" | "wb" | "wt" | "gpu" | "sys" | "cta" => {}
+            // Strong accesses (CUB's decoupled look-back between blocks): one atomic access of
+            // the whole vector on the CPU, whose blocks run on threads side by side.
+            "relaxed" | "volatile" => order = Some(inkwell::AtomicOrdering::Monotonic),
+            "acquire" => order = Some(inkwell::AtomicOrdering::Acquire),
+            "release" => order = Some(inkwell::AtomicOrdering::Release),
+            "v2" => lanes = 2,
+            "v4" => lanes = 4,
+            t => {
+                let bits = match t {
+                    "u16" | "s16" | "b16" => 16,
+                    "u32" | "s32" | "b32" | "f32" => 32,
+                    "u64" | "s64" | "b64" | "f64" => 64,
+                    _ => return Ok(false),
+                };
+                if elem.replace(bits).is_some() {
+                    return Ok(false);
+                }
+            }
+        }
+    }
+    let Some(bits) = elem else { return Ok(false) };
+    let ops = split_operands(operands);
+    if ops.len() != 2 {
+        return Ok(false);
+    }
+    let (data, addr) = if load { (ops[0], ops[1]) } else { (ops[1], ops[0]) };
+    // `[$k]`: the address operand; `$k` or `{$i, $j...}`: the values.
+    let index = |o: &str| o.trim().strip_prefix('$').and_then(|n| n.parse::<usize>().ok());
+    let Some(addr) = addr.trim().strip_prefix('[').and_then(|a| a.strip_suffix(']')).and_then(index) else {
+        return Ok(false);
+    };
+    let data = data.trim();
+    let values: Vec<usize> = match data.strip_prefix('{').and_then(|d| d.strip_suffix('}')) {
+        Some(list) => match list.split(',').map(index).collect::<Option<Vec<_>>>() {
+            Some(v) => v,
+            None => return Ok(false),
+        },
+        None => match index(data) {
+            Some(v) => vec![v],
+            None => return Ok(false),
+        },
+    };
+    if values.len() != lanes as usize {
+        return Ok(false);
+    }
+    // Outputs are the asm's first operands and the function's result; inputs its parameters.
+    let outputs = if load { lanes as usize } else { 0 };
+    if load && values.iter().enumerate().any(|(i, &v)| v != i) {
+        return Ok(false);
+    }
+    let param = |k: usize| k.checked_sub(outputs).and_then(|i| params.get(i)).copied();
+    let Some(addr) = param(addr) else { return Ok(false) };
+    let element = match bits {
+        16 => ctx.i16_type(),
+        32 => ctx.i32_type(),
+        _ => ctx.i64_type(),
+    };
+    let width_of = |t: BasicTypeEnum<'ctx>| match t {
+        BasicTypeEnum::IntType(i) => Some(i.get_bit_width()),
+        BasicTypeEnum::FloatType(f) => Some(if f == ctx.f64_type() {
+            64
+        } else if f == ctx.f32_type() {
+            32
+        } else {
+            16
+        }),
+        _ => None,
+    };
+    // The types the values have on the asm's side: each its own width, the element's.
+    let out_types: Vec<BasicTypeEnum<'ctx>> = match (load, ret) {
+        (false, AnyTypeEnum::VoidType(_)) => Vec::new(),
+        (true, AnyTypeEnum::StructType(st)) if lanes > 1 => st.get_field_types(),
+        (true, t) if lanes == 1 => match BasicTypeEnum::try_from(t) {
+            Ok(t) => vec![t],
+            Err(_) => return Ok(false),
+        },
+        _ => return Ok(false),
+    };
+    if out_types.len() != outputs || out_types.iter().any(|&t| width_of(t) != Some(bits)) {
+        return Ok(false);
+    }
+    let ptr_ty = ctx.ptr_type(inkwell::AddressSpace::default());
+    let base = match addr {
+        BasicValueEnum::PointerValue(p) => p,
+        BasicValueEnum::IntValue(i) => b.build_int_to_ptr(i, ptr_ty, "addr").map_err(llvm)?,
+        _ => return Ok(false),
+    };
+    let at = |i: u32| -> Result<inkwell::values::PointerValue<'ctx>> {
+        let off = ctx.i64_type().const_int(u64::from(i * bits / 8), false);
+        // SAFETY: within the vector the statement accesses.
+        unsafe { b.build_in_bounds_gep(ctx.i8_type(), base, &[off], "elem") }.map_err(llvm)
+    };
+    let total = lanes * bits;
+    if order.is_some() && total > 64 {
+        // No 128-bit atomic access without a library call: the GPU's alone.
+        return Ok(false);
+    }
+    let whole = ctx
+        .custom_width_int_type(std::num::NonZeroU32::new(total).expect("non-zero"))
+        .map_err(|e| Error::Llvm(e.to_string()))?;
+    if load {
+        let mut got = Vec::new();
+        if let Some(order) = order {
+            let inst = b.build_load(whole, base, "strong").map_err(llvm)?;
+            let i = inst.as_instruction_value().expect("a load");
+            i.set_alignment(total / 8).map_err(|e| Error::Llvm(e.to_string()))?;
+            i.set_atomic_ordering(order).map_err(|e| Error::Llvm(e.to_string()))?;
+            for (k, &t) in out_types.iter().enumerate() {
+                let part = b
+                    .build_right_shift(
+                        inst.into_int_value(),
+                        whole.const_int(u64::from(k as u32 * bits), false),
+                        false,
+                        "",
+                    )
+                    .map_err(llvm)?;
+                let part: BasicValueEnum = b.build_int_truncate(part, element, "").map_err(llvm)?.into();
+                got.push(if t.is_int_type() { part } else { b.build_bit_cast(part, t, "").map_err(llvm)? });
+            }
+        }
+        for (i, &t) in out_types.iter().enumerate().filter(|_| order.is_none()) {
+            let v = b.build_load(element, at(i as u32)?, "ld").map_err(llvm)?;
+            got.push(if t.is_int_type() { v } else { b.build_bit_cast(v, t, "").map_err(llvm)? });
+        }
+        match ret {
+            AnyTypeEnum::StructType(st) => {
+                let mut agg: inkwell::values::AggregateValueEnum = st.get_undef().into();
+                for (i, v) in got.into_iter().enumerate() {
+                    agg = b.build_insert_value(agg, v, i as u32, "").map_err(llvm)?;
+                }
+                b.build_return(Some(&agg.as_basic_value_enum())).map_err(llvm)?;
+            }
+            _ => {
+                b.build_return(Some(&got[0])).map_err(llvm)?;
+            }
+        }
+    } else {
+        let mut stores = Vec::new();
+        for (i, &k) in values.iter().enumerate() {
+            let Some(v) = param(k) else { return Ok(false) };
+            if width_of(v.get_type()) != Some(bits) {
+                return Ok(false);
+            }
+            stores.push((i, v));
+        }
+        if let Some(order) = order {
+            let mut packed = whole.const_zero();
+            for (i, v) in stores {
+                let v = if v.is_int_value() { v } else { b.build_bit_cast(v, element, "").map_err(llvm)? };
+                let v = b.build_int_z_extend_or_bit_cast(v.into_int_value(), whole, "").map_err(llvm)?;
+                let v = b.build_left_shift(v, whole.const_int(u64::from(i as u32 * bits), false), "").map_err(llvm)?;
+                packed = b.build_or(packed, v, "").map_err(llvm)?;
+            }
+            let st = b.build_store(base, packed).map_err(llvm)?;
+            st.set_alignment(total / 8).map_err(|e| Error::Llvm(e.to_string()))?;
+            st.set_atomic_ordering(order).map_err(|e| Error::Llvm(e.to_string()))?;
+        } else {
+            for (i, v) in stores {
+                let v = if v.is_int_value() { v } else { b.build_bit_cast(v, element, "").map_err(llvm)? };
+                b.build_store(at(i as u32)?, v).map_err(llvm)?;
+            }
+        }
+        b.build_return(None).map_err(llvm)?;
+    }
+    Ok(true)
 }
 
 /// Whether a statement only hints the GPU's caches (`prefetch`, `prefetchu`, as CUB's
@@ -187,6 +380,28 @@ fn portable<'ctx>(
             b.build_right_shift(lane(b)?, i32t.const_int(5, false), false, "warpid").map_err(llvm)?.into()
         }
         "mov.u32 $0, WARP_SZ" => i32t.const_int(32, false).into(),
+        // The lanes below, at or above this one, as bits.
+        "mov.u32 $0, %lanemask_eq"
+        | "mov.u32 $0, %lanemask_lt"
+        | "mov.u32 $0, %lanemask_le"
+        | "mov.u32 $0, %lanemask_gt"
+        | "mov.u32 $0, %lanemask_ge" => {
+            let l = b.build_and(lane(b)?, i32t.const_int(31, false), "lane").map_err(llvm)?;
+            let one = i32t.const_int(1, false);
+            let eq = b.build_left_shift(one, l, "eq").map_err(llvm)?;
+            let lt = b.build_int_sub(eq, one, "lt").map_err(llvm)?;
+            // Two shifted by 31 wraps to zero: all lanes at or below lane 31.
+            let le = b
+                .build_int_sub(b.build_left_shift(i32t.const_int(2, false), l, "").map_err(llvm)?, one, "le")
+                .map_err(llvm)?;
+            match &stmt[stmt.len() - 2..] {
+                "eq" => eq.into(),
+                "lt" => lt.into(),
+                "le" => le.into(),
+                "gt" => b.build_not(le, "gt").map_err(llvm)?.into(),
+                _ => b.build_not(lt, "ge").map_err(llvm)?.into(),
+            }
+        }
         "mov.u64 $0, %clock64" => clock(dev, b)?.into(),
         "mov.u32 $0, %clock" => b.build_int_truncate(clock(dev, b)?, i32t, "").map_err(llvm)?.into(),
         "cvt.rn.f16.f32 $0, $1" | "cvt.rn.f16.f64 $0, $1" => {

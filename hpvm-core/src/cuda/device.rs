@@ -883,10 +883,11 @@ fn retarget(dev: &Module<'_>, inst: LLVMValueRef, callee: LLVMValueRef, name: &s
 }
 
 /// The name under `llvm.nvvm.` of a warp-level operation (`__shfl_down_sync`, `__ballot_sync`,
-/// `__activemask`, `__syncwarp`, the lane id...), which only a GPU runs.
+/// `__activemask`, `__syncwarp`, the lane id...) or a block barrier that also counts
+/// (`__syncthreads_and`, `_or`, `_count`: `barrier0.and`...).
 fn warp_function(name: &str) -> Option<&str> {
     let rest = name.strip_prefix("llvm.nvvm.")?;
-    let warp = ["shfl.sync.", "vote.", "match.", "redux.sync.", "activemask", "bar.warp.sync"]
+    let warp = ["shfl.sync.", "vote.", "match.", "redux.sync.", "activemask", "bar.warp.sync", "barrier0."]
         .iter()
         .any(|p| rest.starts_with(p))
         || rest == "read.ptx.sreg.laneid"
