@@ -13,7 +13,14 @@ use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let matches = cli::Cli::command().get_matches_from(cli::normalize_args(std::env::args_os()));
+    let argv = cli::normalize_args(std::env::args_os());
+    let matches = match cli::Cli::command().try_get_matches_from(&argv) {
+        Ok(m) => m,
+        Err(e) => {
+            unknown_flag(&e, &argv);
+            e.exit()
+        }
+    };
     let args = cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     init_logging(args.verbose);
     match cli::run(args, cli::input_languages(&matches)) {
@@ -23,6 +30,22 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// A flag neither nvcc's nor ours, named as the user wrote it (clap names the first letter of
+/// a word it read as a cluster of short flags: `-s` for nvc++'s `-stdpar=gpu`); exits 1.
+/// Returns for other errors (help, version, a missing value...), which clap reports itself.
+fn unknown_flag(e: &clap::Error, argv: &[std::ffi::OsString]) {
+    if e.kind() != clap::error::ErrorKind::UnknownArgument {
+        return;
+    }
+    let Some(clap::error::ContextValue::String(arg)) = e.get(clap::error::ContextKind::InvalidArg) else { return };
+    let word = argv.iter().skip(1).filter_map(|a| a.to_str()).find(|w| w.starts_with(arg.as_str())).unwrap_or(arg);
+    eprintln!(
+        "hpvm-mgpu: error: unknown option `{word}`: hpvm-mgpu takes nvcc's options (and clang's -I, -D, -U, -L, -l, \
+         -std, -x, -O); `hpvm-mgpu build --help` lists them"
+    );
+    std::process::exit(1)
 }
 
 fn init_logging(verbose: u8) {

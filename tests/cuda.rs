@@ -439,6 +439,23 @@ fn constructors_and_destructors_run() {
     assert!(text.contains("static destructor ran") && text.contains("destructor attribute ran"), "{text}");
 }
 
+/// An option neither nvcc's nor ours is refused naming the word the user wrote (nvc++'s
+/// `-stdpar=gpu`, which clap alone read as `-s`), exit status 1, nothing written; `-U` is
+/// taken, as nvcc takes it.
+#[test]
+fn unknown_options_are_named_as_written() {
+    let dir = TempDir::new("options");
+    let exe = dir.path_str("x");
+    for flag in ["-stdpar=gpu", "--bogus"] {
+        let out = hpvm_mgpu(&["build", flag, "tests/inputs/cuda/config.cu", "-o", &exe]);
+        assert_eq!(out.status.code(), Some(1), "{flag}: {}", stderr(&out));
+        assert!(stderr(&out).contains(&format!("unknown option `{flag}`")), "{flag}: {}", stderr(&out));
+        assert!(!std::path::Path::new(&exe).exists());
+    }
+    let out = hpvm_mgpu(&["build", "-O1", "-U", "NDEBUG", "-UFOO", "tests/inputs/cuda/config.cu", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
 /// Host code with OpenMP, as nvcc's `-Xcompiler -fopenmp` builds it (LLVM's libomp): the
 /// host threads prepare and reduce around a kernel, on every device count. Without the flag
 /// the link fails at the user's line, as with nvcc.
