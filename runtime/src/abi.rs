@@ -206,6 +206,15 @@ pub extern "C" fn hpvm_rt_block_vote(mode: i32, pred: u32) -> u32 {
     guard("__syncthreads_count", || crate::warp::block_vote(mode, pred != 0))
 }
 
+/// PTX's `exit` in compiled CPU leaf code: the calling instance ends here ([`crate::fiber`]).
+#[no_mangle]
+pub extern "C" fn hpvm_rt_thread_exit() {
+    crate::fiber::exit_instance();
+    crate::fatal(
+        "PTX `exit` in an instance that does not run as a fiber (one thread per block, or no fibers on this target)",
+    )
+}
+
 /// `__syncwarp(mask)` in compiled CPU leaf code.
 #[no_mangle]
 pub extern "C" fn hpvm_rt_warp_sync(mask: u32) {

@@ -42,6 +42,16 @@ impl Running {
     }
 }
 
+/// The node noted as running on this thread (null for none), to put back with [`set_running`]
+/// where a guard cannot drop (`crate::fiber`'s ended instances).
+pub fn running() -> *const NodeDesc {
+    RUNNING.with(|r| r.get())
+}
+
+pub fn set_running(node: *const NodeDesc) {
+    RUNNING.with(|r| r.set(node));
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         RUNNING.with(|r| r.set(self.0));

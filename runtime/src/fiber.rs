@@ -52,6 +52,8 @@ mod imp {
         current: Cell<usize>,
         /// Instances that have returned (CUDA counts an exited thread as arrived).
         done: RefCell<Vec<bool>>,
+        /// Instances that ended by PTX's `exit`: never resumed, their stacks discarded.
+        exited: RefCell<Vec<bool>>,
         live: Cell<usize>,
         /// A counting barrier: arrivals at the current generation, and the generation.
         arrived: Cell<usize>,
@@ -124,6 +126,7 @@ mod imp {
             n,
             current: Cell::new(0),
             done: RefCell::new(vec![false; n]),
+            exited: RefCell::new(vec![false; n]),
             live: Cell::new(n),
             arrived: Cell::new(0),
             generation: Cell::new(0),
@@ -136,10 +139,14 @@ mod imp {
         };
         let outer = YIELDER.with(|c| c.get());
         let outer_sched = SCHED.with(|c| c.replace(&sched));
+        let running = crate::crash::running();
         while sched.live.get() > 0 {
             let before = sched.progress.get();
             for (i, slot) in fibers.iter_mut().enumerate() {
                 let Some(fiber) = slot else { continue };
+                if sched.exited.borrow()[i] {
+                    continue;
+                }
                 sched.current.set(i);
                 let resumed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fiber.resume(())));
                 match resumed {
@@ -168,9 +175,39 @@ mod imp {
                 );
             }
         }
+        // Instances that ended by `exit` are suspended for good: their stacks are discarded
+        // without unwinding (compiled code has no unwind tables; nothing on them needs dropping
+        // but the crash report's note of the running node, which is put back here).
+        for (i, slot) in fibers.iter_mut().enumerate() {
+            if let Some(mut fiber) = slot.take().filter(|_| sched.exited.borrow()[i]) {
+                // SAFETY: the fiber is suspended inside `exit_instance` and never resumed; its
+                // frames are compiled leaf code and the runtime's calls into it, which own
+                // nothing that must be dropped.
+                unsafe { fiber.force_reset() };
+                if stacks.len() < POOL_MAX {
+                    stacks.push(fiber.into_stack());
+                }
+            }
+        }
+        crate::crash::set_running(running);
         SCHED.with(|c| c.set(outer_sched));
         YIELDER.with(|c| c.set(outer));
         STACKS.with(|s| *s.borrow_mut() = stacks);
+    }
+
+    /// PTX's `exit` in a fiber: the instance ends here (it counts as returned for the barrier
+    /// and its warp) and never resumes. Returns false outside fibers.
+    pub fn exit_instance() -> bool {
+        let Some(s) = sched() else { return false };
+        let t = s.current.get();
+        s.exited.borrow_mut()[t] = true;
+        s.done.borrow_mut()[t] = true;
+        s.live.set(s.live.get() - 1);
+        s.progress.set(s.progress.get() + 1);
+        s.release_if_all_arrived();
+        loop {
+            suspend();
+        }
     }
 
     /// In a fiber: back to the scheduler until every instance still running reached the
@@ -257,7 +294,7 @@ mod imp {
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))]
-pub use imp::{count_barrier, exchange, exchange_lane};
+pub use imp::{count_barrier, exchange, exchange_lane, exit_instance};
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))]
 pub use imp::{barrier, run};
@@ -274,6 +311,11 @@ pub fn barrier() -> bool {
 
 /// Without fibers every instance is a warp of one lane (warp operations of leaves with
 /// several instances per parent stop before they get here: see `crate::warp`).
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
+pub fn exit_instance() -> bool {
+    false
+}
+
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
 pub fn count_barrier(pred: bool) -> (u64, u64) {
     (u64::from(pred), 1)
@@ -315,6 +357,27 @@ mod tests {
         // Rounds never interleave.
         assert!(log.windows(2).all(|w| w[0].0 <= w[1].0));
         assert!(!super::barrier(), "no fibers outside run");
+    }
+
+    /// Instances that end by `exit` between barriers count as arrived at the later ones, and
+    /// the others finish; their stacks come back to the pool.
+    #[test]
+    fn instances_ended_by_exit_leave_the_others_running() {
+        let finished = AtomicUsize::new(0);
+        for _ in 0..3 {
+            super::run(40, &|i| {
+                super::barrier();
+                if i % 3 == 0 {
+                    super::exit_instance();
+                    unreachable!("an instance that exited came back");
+                }
+                super::barrier();
+                super::barrier();
+                finished.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        assert_eq!(finished.load(Ordering::SeqCst), 3 * (40 - 14));
+        assert!(!super::exit_instance(), "no fibers outside run");
     }
 
     #[test]

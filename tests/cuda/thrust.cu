@@ -2,15 +2,18 @@
  * thrust.cu -- a program written with Thrust, as CUDA programs often are: device vectors,
  * sequence, fill, transform with a functor and with one of Thrust's own, a copy back to a
  * host vector, a sum (CUB's reduction: warp shuffles in inline PTX, several blocks from 65537
- * elements on) and an inclusive scan (CUB's decoupled look-back between blocks). Thrust's
+ * elements on), an inclusive scan (CUB's decoupled look-back between blocks) and a sort (CUB's
+ * radix sort: ballots, block counts, threads that end early by PTX exit). Thrust's
  * kernels are CUB's, compiled from the CCCL headers the toolchain carries. Checked against
  * the host's arithmetic, element by element.
  * Usage: thrust [N]   (default 1000, at least 1)
  * Prints `checksum <hex>` of the result and PASS or FAIL.
  */
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 #include <thrust/copy.h>
 #include <thrust/device_vector.h>
 #include <thrust/fill.h>
@@ -19,6 +22,7 @@
 #include <thrust/reduce.h>
 #include <thrust/scan.h>
 #include <thrust/sequence.h>
+#include <thrust/sort.h>
 #include <thrust/transform.h>
 
 struct saxpy {
@@ -63,6 +67,16 @@ int main(int argc, char **argv) {
     sum = (sum ^ hs[i]) * 1099511628211ull;
   }
   sum = (sum ^ (unsigned long long)total) * 1099511628211ull;
+  std::vector<unsigned> keys(n);
+  for (int i = 0; i < n; i++) keys[i] = (unsigned)i * 2654435761u;
+  thrust::device_vector<unsigned> d_keys(keys.begin(), keys.end());
+  thrust::sort(d_keys.begin(), d_keys.end());
+  thrust::host_vector<unsigned> sorted = d_keys;
+  std::sort(keys.begin(), keys.end());
+  for (int i = 0; i < n; i++) {
+    if (sorted[i] != keys[i]) bad++;
+    sum = (sum ^ sorted[i]) * 1099511628211ull;
+  }
   printf("checksum %016llx\n%s (%d mismatches)\n", sum, bad ? "FAIL" : "PASS", bad);
   return bad != 0;
 }

@@ -75,6 +75,15 @@ fn cpu_op(f: FunctionValue<'_>) -> Option<Op> {
     op(name.strip_prefix(hpvm_core::cuda::WARP_PREFIX)?)
 }
 
+/// Whether `f` is the inline PTX statement `exit`, whose thread then ends: the runtime stops
+/// its fiber, so the leaf's instances must run as fibers.
+fn is_exit(f: FunctionValue<'_>) -> bool {
+    f.get_name().to_bytes().starts_with(hpvm_core::cuda::ASM_PREFIX.as_bytes())
+        && f.get_string_attribute(AttributeLoc::Function, hpvm_core::cuda::ASM_TEXT).is_some_and(|t| {
+            t.get_string_value().to_str().is_ok_and(|t| t.trim().trim_end_matches(';').trim() == "exit")
+        })
+}
+
 /// The statements of `f`, an inline PTX block that shuffles, if the CPU runs them.
 fn cpu_ptx(f: FunctionValue<'_>) -> Option<ptx::Block> {
     let name = f.get_name().to_str().ok()?;
@@ -91,7 +100,7 @@ pub fn uses_warps(f: FunctionValue<'_>) -> bool {
             && inkwell::values::CallSiteValue::try_from(inst)
                 .ok()
                 .and_then(|c| c.get_called_fn_value())
-                .is_some_and(|c| cpu_op(c).is_some() || cpu_ptx(c).is_some())
+                .is_some_and(|c| cpu_op(c).is_some() || cpu_ptx(c).is_some() || is_exit(c))
     })
 }
 

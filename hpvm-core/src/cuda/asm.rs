@@ -109,6 +109,16 @@ pub(super) fn lower<'ctx>(
         fb.build_return(None).map_err(llvm)?;
     } else if memory_access(dev, &fb, &shown, &params, ret_ty)? {
         // Built: a load or store with a cache operator, which the CPU has not.
+    } else if let Some(v) = bit_field(&fb, &shown, &params, ret_ty)? {
+        fb.build_return(Some(&v)).map_err(llvm)?;
+    } else if shown == "exit" && ret_ty.is_void_type() {
+        // The thread ends here (CUB's radix sort ends its threads early): the runtime stops
+        // the instance's fiber, which never comes back.
+        let end = dev
+            .get_function("hpvm_rt_thread_exit")
+            .unwrap_or_else(|| dev.add_function("hpvm_rt_thread_exit", ctx.void_type().fn_type(&[], false), None));
+        fb.build_call(end, &[], "").map_err(llvm)?;
+        fb.build_unreachable().map_err(llvm)?;
     } else {
         stop_body(dev, &fb, call, &shown, fn_ty)?;
     }
@@ -122,6 +132,57 @@ pub(super) fn lower<'ctx>(
         LLVMInstructionEraseFromParent(call);
     }
     Ok(())
+}
+
+/// CUB's bit-field statements on 32-bit registers, exact as PTX defines them: `bfe.u32 $0,
+/// $1, $2, $3` (the `$3` bits of `$1` from bit `$2`, positions and lengths taken mod 256, bits
+/// past 31 zero) and `bfi.b32 $0, $1, $2, $3, $4` (`$1`'s low `$4` bits into `$2` at bit
+/// `$3`). `None` for any other statement.
+fn bit_field<'ctx>(
+    b: &Builder<'ctx>,
+    stmt: &str,
+    params: &[BasicValueEnum<'ctx>],
+    ret: AnyTypeEnum<'ctx>,
+) -> Result<Option<BasicValueEnum<'ctx>>> {
+    let (extract, count) = match stmt {
+        "bfe.u32 $0, $1, $2, $3" => (true, 3),
+        "bfi.b32 $0, $1, $2, $3, $4" => (false, 4),
+        _ => return Ok(None),
+    };
+    if params.len() != count
+        || params.iter().any(|p| !p.is_int_value() || p.into_int_value().get_type().get_bit_width() != 32)
+    {
+        return Ok(None);
+    }
+    let AnyTypeEnum::IntType(t) = ret else { return Ok(None) };
+    if t.get_bit_width() != 32 {
+        return Ok(None);
+    }
+    let ctx = t.get_context();
+    let i64t = ctx.i64_type();
+    let wide = |v: BasicValueEnum<'ctx>| b.build_int_z_extend(v.into_int_value(), i64t, "").map_err(llvm);
+    let k = |n: u64| i64t.const_int(n, false);
+    let byte = |v: BasicValueEnum<'ctx>| -> Result<IntValue<'ctx>> { b.build_and(wide(v)?, k(255), "").map_err(llvm) };
+    let (pos, len) = if extract { (byte(params[1])?, byte(params[2])?) } else { (byte(params[2])?, byte(params[3])?) };
+    // Lengths and positions past 32 clamp to 32: the shifts below then stay under 64.
+    let clamp = |v: IntValue<'ctx>| -> Result<IntValue<'ctx>> {
+        let over = b.build_int_compare(inkwell::IntPredicate::UGT, v, k(32), "").map_err(llvm)?;
+        Ok(b.build_select(over, k(32), v, "").map_err(llvm)?.into_int_value())
+    };
+    let (pos, len) = (clamp(pos)?, clamp(len)?);
+    let ones = b.build_int_sub(b.build_left_shift(k(1), len, "").map_err(llvm)?, k(1), "mask").map_err(llvm)?;
+    let v = if extract {
+        let a = wide(params[0])?;
+        let shifted = b.build_right_shift(a, pos, false, "").map_err(llvm)?;
+        b.build_and(shifted, ones, "").map_err(llvm)?
+    } else {
+        let (insert, base) = (wide(params[0])?, wide(params[1])?);
+        let field = b.build_left_shift(ones, pos, "field").map_err(llvm)?;
+        let moved = b.build_and(b.build_left_shift(insert, pos, "").map_err(llvm)?, field, "").map_err(llvm)?;
+        let kept = b.build_and(base, b.build_not(field, "").map_err(llvm)?, "").map_err(llvm)?;
+        b.build_or(kept, moved, "").map_err(llvm)?
+    };
+    Ok(Some(b.build_int_truncate(v, t, "").map_err(llvm)?.into()))
 }
 
 /// A load or store with a cache operator or the read-only path, as CUB's `ThreadLoad` and
