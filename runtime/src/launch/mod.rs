@@ -527,18 +527,12 @@ impl Stream {
     }
 }
 
-/// Under ranks: folds a root's integer and floating-point arguments into the hash the ranks
-/// compare ([`crate::ranks::agree`]); pointers are this process's addresses, and other values
-/// (structs) may hold pointers or padding.
+/// Under ranks: folds a root's arguments as every rank sees them
+/// ([`crate::memory::rank_stable_args`]) into the hash the ranks compare
+/// ([`crate::ranks::agree`]).
 fn note_root_args(m: &Module, launch: u32, args: &[u8]) {
-    use crate::desc::ScalarKind;
     let root = &m.program.nodes[m.program.launches[launch as usize].root as usize];
-    let mut key = args.to_vec();
-    for p in root.params.iter().filter(|p| !matches!(p.kind, ScalarKind::Int | ScalarKind::Float)) {
-        if let Some(b) = key.get_mut(p.offset as usize..(p.offset + p.size) as usize) {
-            b.fill(0);
-        }
-    }
+    let mut key = crate::memory::rank_stable_args(&root.params, args);
     key.extend(launch.to_le_bytes());
     crate::ranks::note_launch(&key);
 }

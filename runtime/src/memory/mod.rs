@@ -1089,6 +1089,31 @@ pub fn tracked(ptr: usize, bytes: usize) -> Option<(usize, usize)> {
     Some((start as usize, t.buffers[&start].size as usize))
 }
 
+/// A launch's argument bytes as every process of a run over ranks sees them (what the ranks
+/// compare, [`crate::ranks::note_launch`]): integers and floats kept, except that a 64-bit
+/// integer holding an address into a tracked buffer (Thrust and CUB pass pointers so)
+/// becomes the buffer's size and the offset, since addresses differ between processes; other
+/// values (pointers, structs that may hold pointers or padding) zeroed.
+pub fn rank_stable_args(params: &[crate::desc::ValueDesc], args: &[u8]) -> Vec<u8> {
+    use crate::desc::ScalarKind;
+    let mut out = args.to_vec();
+    for p in params {
+        let Some(bytes) = out.get_mut(p.offset as usize..(p.offset + p.size) as usize) else { continue };
+        match p.kind {
+            ScalarKind::Int if bytes.len() == 8 => {
+                let v = u64::from_le_bytes((&*bytes).try_into().expect("8 bytes"));
+                if let Some((start, size)) = tracked(v as usize, 0) {
+                    let stable = (size as u64).rotate_left(32) ^ (v - start as u64);
+                    bytes.copy_from_slice(&stable.to_le_bytes());
+                }
+            }
+            ScalarKind::Int | ScalarKind::Float => {}
+            _ => bytes.fill(0),
+        }
+    }
+    out
+}
+
 /// Stops tracking the buffer that starts at `ptr` without making the host current: its
 /// contents are dead (the program frees it). False when no buffer starts there.
 pub fn discard(ptr: usize) -> bool {

@@ -37,17 +37,11 @@ impl Key {
         Key { node: self.node, grid: self.grid, parent: self.parent, devices: self.devices, args }
     }
 
-    /// The key as bytes with only its integer and floating-point arguments kept: what every
-    /// rank of a run over ranks must launch alike ([`crate::ranks::note_launch`]). Pointers
-    /// are this process's addresses, and other values (structs) may hold pointers or padding.
+    /// The key as bytes with its arguments as every rank sees them
+    /// ([`crate::memory::rank_stable_args`]): what every rank of a run over ranks must launch
+    /// alike ([`crate::ranks::note_launch`]).
     pub fn without_pointers(&self, unit: &NodeDesc) -> Vec<u8> {
-        let mut out = self.args.clone();
-        for p in unit.params.iter().filter(|p| !matches!(p.kind, ScalarKind::Int | ScalarKind::Float)) {
-            let (lo, hi) = (p.offset as usize, (p.offset + p.size) as usize);
-            if hi <= out.len() {
-                out[lo..hi].fill(0);
-            }
-        }
+        let mut out = crate::memory::rank_stable_args(&unit.params, &self.args);
         out.extend(self.node.to_le_bytes());
         for v in self.grid.iter().chain(&self.parent.0).chain(&self.parent.1) {
             out.extend(v.to_le_bytes());
