@@ -43,6 +43,33 @@ pub fn make_inline(ctx: &ContextRef<'_>, f: FunctionValue<'_>) {
     f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(kind, 0));
 }
 
+/// The instance context (the thread-local [`CURRENT_NODE`] and [`CURRENT_OUT`]) saved before a
+/// runtime call during which other instances run on this thread as fibers (a barrier, a warp
+/// operation): they set it to theirs, so ours is put back after the call.
+pub struct SavedContext<'ctx> {
+    node: inkwell::values::PointerValue<'ctx>,
+    out: inkwell::values::PointerValue<'ctx>,
+    saved_node: inkwell::values::BasicValueEnum<'ctx>,
+    saved_out: inkwell::values::BasicValueEnum<'ctx>,
+}
+
+impl<'ctx> SavedContext<'ctx> {
+    pub fn save(module: &Module<'ctx>, b: &inkwell::builder::Builder<'ctx>) -> Result<SavedContext<'ctx>> {
+        let ptr = module.get_context().ptr_type(AddressSpace::default());
+        let node = tls_pointer(module, CURRENT_NODE).as_pointer_value();
+        let out = tls_pointer(module, CURRENT_OUT).as_pointer_value();
+        let saved_node = b.build_load(ptr, node, "saved.node")?;
+        let saved_out = b.build_load(ptr, out, "saved.out")?;
+        Ok(SavedContext { node, out, saved_node, saved_out })
+    }
+
+    pub fn restore(&self, b: &inkwell::builder::Builder<'ctx>) -> Result<()> {
+        b.build_store(self.node, self.saved_node)?;
+        b.build_store(self.out, self.saved_out)?;
+        Ok(())
+    }
+}
+
 /// Gives a body to every HPVM-C function the module declares and leaf code may call, for
 /// leaves running as CPU entry points.
 pub fn define(module: &Module<'_>) -> Result<()> {
@@ -118,15 +145,9 @@ fn define_context(module: &Module<'_>) -> Result<()> {
         let rt = module
             .get_function("hpvm_rt_barrier")
             .unwrap_or_else(|| module.add_function("hpvm_rt_barrier", ctx.void_type().fn_type(&[], false), None));
-        // Other instances may run on this thread (as fibers) until the barrier returns; they
-        // set the thread-local context to theirs, so ours is put back afterwards.
-        let node = tls_pointer(module, CURRENT_NODE).as_pointer_value();
-        let out = tls_pointer(module, CURRENT_OUT).as_pointer_value();
-        let saved_node = b.build_load(ptr, node, "saved.node")?;
-        let saved_out = b.build_load(ptr, out, "saved.out")?;
+        let saved = SavedContext::save(module, &b)?;
         b.build_call(rt, &[], "")?;
-        b.build_store(node, saved_node)?;
-        b.build_store(out, saved_out)?;
+        saved.restore(&b)?;
         b.build_return(None)?;
     }
     if let Some(f) = begin("__hpvm__malloc") {

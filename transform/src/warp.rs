@@ -7,14 +7,13 @@
 //! Operations without a CPU body here (`__activemask`, `__match_*_sync`, `__reduce_*_sync`)
 //! keep the frontend's, which stops the program naming why.
 
-use crate::intrinsics::{tls_pointer, CURRENT_NODE, CURRENT_OUT};
+use crate::intrinsics::SavedContext;
 use crate::Result;
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
 use inkwell::module::Module;
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValue, BasicValueEnum, FunctionValue, InstructionOpcode};
-use inkwell::AddressSpace;
 
 /// A warp operation the CPU runs, from the name after `llvm.nvvm.`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -240,11 +239,7 @@ fn ptx_body<'ctx>(
         _ => None,
     };
     // Other fibers run during the shuffles and set the thread-local context to theirs.
-    let ptr = ctx.ptr_type(AddressSpace::default());
-    let node = tls_pointer(module, CURRENT_NODE).as_pointer_value();
-    let out = tls_pointer(module, CURRENT_OUT).as_pointer_value();
-    let saved_node = b.build_load(ptr, node, "saved.node")?;
-    let saved_out = b.build_load(ptr, out, "saved.out")?;
+    let saved = SavedContext::save(module, b)?;
     let shfl = runtime(
         module,
         "hpvm_rt_warp_shfl",
@@ -383,8 +378,7 @@ fn ptx_body<'ctx>(
             }
         }
     }
-    b.build_store(node, saved_node)?;
-    b.build_store(out, saved_out)?;
+    saved.restore(b)?;
     Ok(match ret {
         Some(_) => env.get("$0").copied().map(Some),
         None => Some(None),
@@ -411,11 +405,7 @@ fn body<'ctx>(
         return Ok(Some(i32t.const_int(32, false).into()));
     }
     // Other fibers run during the call and set the thread-local context to theirs.
-    let ptr = ctx.ptr_type(AddressSpace::default());
-    let node = tls_pointer(module, CURRENT_NODE).as_pointer_value();
-    let out = tls_pointer(module, CURRENT_OUT).as_pointer_value();
-    let saved_node = b.build_load(ptr, node, "saved.node")?;
-    let saved_out = b.build_load(ptr, out, "saved.out")?;
+    let saved = SavedContext::save(module, b)?;
     let result: Option<BasicValueEnum> = match op {
         Op::Shuffle { mode, float, predicate } => {
             let rt = runtime(
@@ -476,8 +466,7 @@ fn body<'ctx>(
         }
         Op::WarpSize => unreachable!("returned above"),
     };
-    b.build_store(node, saved_node)?;
-    b.build_store(out, saved_out)?;
+    saved.restore(b)?;
     Ok(result)
 }
 
