@@ -186,9 +186,14 @@ fn compile_one(
                     f.reason
                 );
             }
-            for (id, why) in &lowered.indirect {
+            for (id, why, translated) in &lowered.indirect {
+                let runs = if *translated {
+                    "runs whole on one device, every buffer current there, not split"
+                } else {
+                    "runs on the host's copies of the buffers, not split"
+                };
                 eprintln!(
-                    "{}: note: node `{}` runs on the host's copies of the buffers, not split: {why}",
+                    "{}: note: node `{}` {runs}: {why}",
                     hpvm_core::loc::show(&graph.nodes[*id].def_loc),
                     graph.nodes[*id].display,
                 );

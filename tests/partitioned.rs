@@ -88,11 +88,17 @@ fn differential(half: usize) {
             if n["unit_launches"].as_u64().unwrap() == 0 {
                 continue;
             }
-            // A leaf that keeps pointers in memory runs on the host's copies, proven or not.
-            if n["on_host_because"]
-                .as_str()
-                .is_some_and(|r| r.contains("the program's addresses hold only on the host"))
-            {
+            // A leaf that keeps pointers in memory runs whole on one device (its addresses
+            // translated), proven or not: never on the host's copies where devices exist.
+            if n["unpartitioned_because"].as_str().is_some_and(|r| r.contains(": it runs whole on one device")) {
+                assert_eq!(n["max_devices"], 1, "{src}: {} keeps pointers in memory", n["node"]);
+                assert_eq!(n["partitioned_launches"], 0, "{src}: {} keeps pointers in memory", n["node"]);
+                assert!(
+                    n["on_host_because"].is_null(),
+                    "{src}: {} ran on the host: {}",
+                    n["node"],
+                    n["on_host_because"]
+                );
                 continue;
             }
             let proven = n["analysis"].as_str().is_some_and(|a| a.starts_with("partitionable"));

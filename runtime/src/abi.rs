@@ -247,3 +247,17 @@ pub unsafe extern "C" fn hpvm_rt_trace_instance(name: *const c_char, ids: *const
 pub extern "C" fn hpvm_rt_trace_access(param: i32, offset: i64, bytes: u32, kind: u32, value: i64, has_value: u32) {
     crate::trace::access(param, offset, bytes, kind, (has_value != 0).then_some(value))
 }
+
+/// A translated leaf's pointer loaded from memory: the program's address to the running
+/// device's ([`crate::memory::addresses`]). Hot in such leaves: no guard, nothing that fails.
+#[no_mangle]
+pub extern "C" fn hpvm_rt_to_device_address(p: u64) -> u64 {
+    crate::memory::addresses::translate(p, true)
+}
+
+/// A translated leaf's pointer stored into memory: the running device's address back to the
+/// program's.
+#[no_mangle]
+pub extern "C" fn hpvm_rt_to_program_address(p: u64) -> u64 {
+    crate::memory::addresses::translate(p, false)
+}

@@ -48,11 +48,15 @@ pub struct NodeDesc {
     /// was compiled): what the runtime partitions across devices.
     #[serde(default)]
     pub shape: Option<KernelKind>,
-    /// Why a leaf runs on the host's copies of the buffers rather than on devices: it keeps
-    /// pointers in memory (`transform::indirect`), whose addresses are the program's; with the
-    /// user's file:line. `None` for other nodes.
+    /// Why a leaf cannot be split: it keeps pointers in memory (`transform::indirect`), which
+    /// hold the program's addresses; with the user's file:line. `None` for other nodes.
     #[serde(default)]
     pub indirect: Option<String>,
+    /// Such a leaf's code translates the addresses it loads and stores
+    /// (`transform::indirect::translate`): it runs whole on one device, every buffer current
+    /// there, with that device's address table. Without it, it runs on the host's copies.
+    #[serde(default)]
+    pub translated: bool,
 }
 
 /// A GPU kernel compiled for a node (its code is in the module's PTX).

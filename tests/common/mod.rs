@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 57] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 58] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -182,6 +182,7 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 57] = [
     ("tests/tricky/const_struct_pointers.cu", &[&["1"], &["100"], &["4096"]]),
     ("tests/tricky/pointer_array.cu", &[&["1", "1"], &["3", "5"], &["64", "300"]]),
     ("tests/tricky/linked_list.cu", &[&["1"], &["1000"]]),
+    ("tests/tricky/pointer_ints.cu", &[&["1"], &["130"], &["1000"]]),
     ("tests/tricky/inline_ptx.cu", &[&["1"], &["100"], &["1024"]]),
     ("tests/tricky/half.cu", &[&["1"], &["100"], &["2048"]]),
     ("tests/tricky/symbols.cu", &[&[]]),

@@ -135,6 +135,7 @@ pub fn describe(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Result
                 NodeKind::Leaf(_) => crate::indirect::pointers_in_memory(hpvm_core::Val(f.as_value_ref())),
                 NodeKind::Internal(_) => None,
             },
+            translated: false,
         });
     }
     // Internal nodes, children before parents, so a bound child's outputs are known.

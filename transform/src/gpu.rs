@@ -147,11 +147,16 @@ pub fn compile(
             Shape::Blocks { leaf, alloc, .. } => shared_params(graph, k.node, leaf, alloc),
             Shape::Grid => vec![],
         };
+        // A translated leaf may write a read-only parameter's buffer through a pointer it
+        // loads: no read-only data cache for it.
+        let translated = program.nodes[leaf.index()].translated;
         let readonly: Vec<u32> = graph.nodes[leaf]
             .params
             .iter()
             .enumerate()
-            .filter(|(i, p)| p.ty.is_pointer() && p.access.read && !p.access.write && !shared.contains(&(*i as u32)))
+            .filter(|(i, p)| {
+                !translated && p.ty.is_pointer() && p.access.read && !p.access.write && !shared.contains(&(*i as u32))
+            })
             .map(|(i, _)| i as u32)
             .collect();
         let (f, levels) = build_kernel(&gpu, &b, graph, program, &k, &name, &[])?;
@@ -180,6 +185,7 @@ pub fn compile(
         g = global.get_next_global();
     }
     define_common(&gpu)?;
+    define_address_table(&gpu)?;
     // The frontend's two-bodied functions get their GPU bodies: each one call, inlined.
     // CUDA's warp operations: their CPU bodies stop the program; on the GPU, the intrinsic.
     let warps: Vec<FunctionValue> = gpu
@@ -292,6 +298,94 @@ pub fn compile(
     let buf = tm.write_to_memory_buffer(&gpu, FileType::Assembly).map_err(|e| Error::Llvm(e.to_string()))?;
     let ptx = String::from_utf8_lossy(buf.as_slice()).trim_end_matches('\0').to_string();
     Ok((Some(GpuCode { ptx, kernels: compiled }), fallbacks))
+}
+
+/// Gives the address translations of translated leaves their GPU bodies: a binary search of
+/// the module's address table, which the runtime writes (an address no entry holds is its
+/// own translation; `hpvm_runtime::memory::addresses`).
+fn define_address_table(gpu: &Module<'_>) -> Result<()> {
+    use hpvm_runtime::memory::addresses::{TABLE as t, TABLE_BACK as back, TABLE_WORDS as words};
+    use hpvm_runtime::memory::addresses::{TO_DEVICE, TO_PROGRAM};
+    if gpu.get_function(TO_DEVICE).is_none() && gpu.get_function(TO_PROGRAM).is_none() {
+        return Ok(());
+    }
+    let ir = format!(
+        r#"
+@{t} = addrspace(1) externally_initialized global [{words} x i64] zeroinitializer, align 8
+
+define i64 @{TO_DEVICE}(i64 %p) {{
+  %r = call i64 @__hpvm_mgpu_lookup(i64 1, i64 %p)
+  ret i64 %r
+}}
+
+define i64 @{TO_PROGRAM}(i64 %p) {{
+  %r = call i64 @__hpvm_mgpu_lookup(i64 {back}, i64 %p)
+  ret i64 %r
+}}
+
+; The entry among those from word `first` whose [start, end) holds `p`, by binary search of
+; the starts; `p` where none does.
+define internal i64 @__hpvm_mgpu_lookup(i64 %first, i64 %p) #0 {{
+entry:
+  %n = load i64, ptr addrspace(1) @{t}, align 8
+  br label %loop
+loop:
+  %lo = phi i64 [ 0, %entry ], [ %lo.next, %step ]
+  %hi = phi i64 [ %n, %entry ], [ %hi.next, %step ]
+  %more = icmp ult i64 %lo, %hi
+  br i1 %more, label %step, label %found
+step:
+  %sum = add i64 %lo, %hi
+  %mid = lshr i64 %sum, 1
+  %mid.words = mul i64 %mid, 3
+  %mid.at = add i64 %first, %mid.words
+  %mid.ptr = getelementptr inbounds i64, ptr addrspace(1) @{t}, i64 %mid.at
+  %mid.start = load i64, ptr addrspace(1) %mid.ptr, align 8
+  %below = icmp ule i64 %mid.start, %p
+  %mid.1 = add i64 %mid, 1
+  %lo.next = select i1 %below, i64 %mid.1, i64 %lo
+  %hi.next = select i1 %below, i64 %hi, i64 %mid
+  br label %loop
+found:
+  %none = icmp eq i64 %lo, 0
+  br i1 %none, label %miss, label %check
+check:
+  %i = sub i64 %lo, 1
+  %i.words = mul i64 %i, 3
+  %i.at = add i64 %first, %i.words
+  %start.ptr = getelementptr inbounds i64, ptr addrspace(1) @{t}, i64 %i.at
+  %start = load i64, ptr addrspace(1) %start.ptr, align 8
+  %end.ptr = getelementptr inbounds i64, ptr addrspace(1) %start.ptr, i64 1
+  %end = load i64, ptr addrspace(1) %end.ptr, align 8
+  %inside = icmp ult i64 %p, %end
+  br i1 %inside, label %hit, label %miss
+hit:
+  %to.ptr = getelementptr inbounds i64, ptr addrspace(1) %start.ptr, i64 2
+  %to = load i64, ptr addrspace(1) %to.ptr, align 8
+  %offset = sub i64 %p, %start
+  %moved = add i64 %to, %offset
+  ret i64 %moved
+miss:
+  ret i64 %p
+}}
+
+attributes #0 = {{ alwaysinline }}
+"#
+    );
+    let ctx = gpu.get_context();
+    let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "address-table");
+    let lib =
+        ctx.create_module_from_ir(buf).map_err(|e| Error::Internal(format!("address table: {}", e.to_string())))?;
+    lib.set_triple(&gpu.get_triple());
+    lib.set_data_layout(&gpu.get_data_layout());
+    gpu.link_in_module(lib).map_err(|e| Error::Internal(format!("address table: {}", e.to_string())))?;
+    for name in [TO_DEVICE, TO_PROGRAM] {
+        if let Some(f) = gpu.get_function(name) {
+            f.set_linkage(Linkage::Internal);
+            make_inline(&ctx, f);
+        }
+    }
+    Ok(())
 }
 
 /// The GPU architectures LLVM 19's NVPTX backend targets.
@@ -647,11 +741,13 @@ fn resolve<'ctx>(
         unsafe { llvm_sys::core::LLVMReplaceAllUsesWith(inst.as_value_ref(), v.as_value_ref()) };
         inst.erase_from_basic_block();
     }
-    // Writable globals would be per-GPU copies, not the host's variables.
+    // Writable globals would be per-GPU copies, not the host's variables. The address table
+    // is each GPU's own, by design.
     let mut g = m.get_first_global();
     while let Some(global) = g {
         if !global.is_constant()
             && global.get_name().to_bytes() != SHARED.as_bytes()
+            && global.get_name().to_bytes() != hpvm_runtime::memory::addresses::TABLE.as_bytes()
             && global.get_first_use().is_some()
             && uses_in(global.as_value_ref(), kf)
         {

@@ -17,6 +17,7 @@
 use hpvm_core::loc;
 use hpvm_core::Val;
 use llvm_sys::core::*;
+use llvm_sys::prelude::LLVMValueRef;
 use llvm_sys::LLVMOpcode as Op;
 use llvm_sys::LLVMTypeKind;
 use std::collections::HashSet;
@@ -167,4 +168,310 @@ fn integer_source(v: Val, seen: &mut HashSet<usize>, source: &dyn Fn(Val) -> boo
         _ => 0..0,
     };
     operands.into_iter().any(|i| integer_source(v.operand(i), seen, source))
+}
+
+/// The runtime's translations of an address of the program's address space into the running
+/// device's copy of the same byte, and back (`hpvm_runtime::memory::addresses`). Each is the
+/// identity on an address no buffer holds, and safe on an address already translated.
+pub use hpvm_runtime::memory::addresses::{TO_DEVICE, TO_PROGRAM};
+
+/// Makes a leaf that keeps pointers in memory ([`pointers_in_memory`]) run on any device:
+/// memory holds the program's addresses, values in registers the device's. So every pointer
+/// loaded from memory (or made from an integer) is translated to the device's address
+/// ([`TO_DEVICE`]), and every pointer stored into memory (or turned into an integer) back to
+/// the program's ([`TO_PROGRAM`]). `leaf` and every function it calls are rewritten.
+///
+/// `Err` names what it cannot translate (a vector or aggregate of pointers moved as one
+/// value); the leaf then keeps running on the host's copies.
+pub fn translate(leaf: Val) -> Result<(), String> {
+    let mut functions = vec![leaf];
+    let mut todo = vec![leaf];
+    while let Some(f) = todo.pop() {
+        for inst in f.instructions() {
+            if let Some(callee) = inst.called_function().filter(|c| !c.is_declaration()) {
+                if !functions.contains(&callee) {
+                    functions.push(callee);
+                    todo.push(callee);
+                }
+            }
+        }
+    }
+    // Everything checked before anything changes: a leaf is rewritten whole or not at all.
+    let mut sites = Vec::new();
+    for &f in &functions {
+        for inst in f.instructions() {
+            if let Some(site) = site(inst).map_err(|why| format!("{why} ({})", loc::show(&inst.loc())))? {
+                sites.push((inst, site));
+            }
+        }
+    }
+    if sites.is_empty() {
+        return Ok(());
+    }
+    // SAFETY (all LLVM calls below): `leaf` is a function of a live module; every value is
+    // an instruction of it or a function it calls, rewritten through LLVM's own API.
+    unsafe {
+        let module = LLVMGetGlobalParent(leaf.0);
+        let ctx = LLVMGetModuleContext(module);
+        let i64t = LLVMInt64TypeInContext(ctx);
+        let mut params = [i64t];
+        let fn_ty = LLVMFunctionType(i64t, params.as_mut_ptr(), 1, 0);
+        let declare = |name: &str| {
+            let c = std::ffi::CString::new(name).expect("no NUL");
+            let f = LLVMGetNamedFunction(module, c.as_ptr());
+            if f.is_null() {
+                LLVMAddFunction(module, c.as_ptr(), fn_ty)
+            } else {
+                f
+            }
+        };
+        let (to_device, to_program) = (declare(TO_DEVICE), declare(TO_PROGRAM));
+        let b = LLVMCreateBuilderInContext(ctx);
+        // `v` (a pointer or an i64) through `f`, built at the builder's position.
+        let through = |v: LLVMValueRef, f: LLVMValueRef| -> LLVMValueRef {
+            let ty = LLVMTypeOf(v);
+            let as_int = if LLVMGetTypeKind(ty) == LLVMTypeKind::LLVMPointerTypeKind {
+                LLVMBuildPtrToInt(b, v, i64t, c"addr".as_ptr())
+            } else {
+                v
+            };
+            let mut args = [as_int];
+            let r = LLVMBuildCall2(b, fn_ty, f, args.as_mut_ptr(), 1, c"addr.moved".as_ptr());
+            if LLVMGetTypeKind(ty) == LLVMTypeKind::LLVMPointerTypeKind {
+                LLVMBuildIntToPtr(b, r, ty, c"addr.ptr".as_ptr())
+            } else {
+                r
+            }
+        };
+        // The result of `inst` through `f`: every earlier use of it sees the moved value.
+        let result_through = |inst: LLVMValueRef, f: LLVMValueRef| {
+            let users = Val(inst).users();
+            LLVMPositionBuilderBefore(b, LLVMGetNextInstruction(inst));
+            let moved = through(inst, f);
+            for u in users {
+                for k in 0..LLVMGetNumOperands(u.0) as u32 {
+                    if LLVMGetOperand(u.0, k) == inst {
+                        LLVMSetOperand(u.0, k, moved);
+                    }
+                }
+            }
+        };
+        for (inst, site) in sites {
+            let i = inst.0;
+            match site {
+                Site::Result => result_through(i, to_device),
+                Site::IntResult => result_through(i, to_program),
+                Site::Operand(k) => {
+                    LLVMPositionBuilderBefore(b, i);
+                    LLVMSetOperand(i, k, through(LLVMGetOperand(i, k), to_device));
+                }
+                Site::Stored(k) => {
+                    LLVMPositionBuilderBefore(b, i);
+                    LLVMSetOperand(i, k, through(LLVMGetOperand(i, k), to_program));
+                }
+                Site::Exchange { values } => {
+                    LLVMPositionBuilderBefore(b, i);
+                    for k in values {
+                        LLVMSetOperand(i, k, through(LLVMGetOperand(i, k), to_program));
+                    }
+                    if inst.opcode() == Some(Op::LLVMAtomicRMW) {
+                        result_through(i, to_device);
+                    } else {
+                        // A compare-exchange's old value, where the program reads it.
+                        for u in Val(i).users() {
+                            if *LLVMGetIndices(u.0) == 0 {
+                                result_through(u.0, to_device);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        LLVMDisposeBuilder(b);
+    }
+    Ok(())
+}
+
+/// Where an instruction of a translated leaf meets the program's addresses.
+enum Site {
+    /// Its result, a pointer read from memory or made from an integer's value, to the device's.
+    Result,
+    /// Its result, a pointer's address as an integer, to the program's.
+    IntResult,
+    /// Operand `k`, an integer becoming a pointer, to the device's.
+    Operand(u32),
+    /// Operand `k`, a pointer stored into memory, to the program's.
+    Stored(u32),
+    /// An atomic exchange of pointers: the `values` to the program's, the old value read
+    /// back to the device's.
+    Exchange { values: Vec<u32> },
+}
+
+fn site(inst: Val) -> Result<Option<Site>, &'static str> {
+    let ty = inst.ty();
+    Ok(match inst.opcode() {
+        Some(Op::LLVMLoad) => match kind_of(ty) {
+            Moved::Address => (!filled_locally(inst.operand(0))).then_some(Site::Result),
+            Moved::Within => return Err("it loads several pointers as one value"),
+            Moved::No => None,
+        },
+        Some(Op::LLVMStore) => match kind_of(inst.operand(0).ty()) {
+            Moved::Address => (!is_local(inst.operand(1), 0)).then_some(Site::Stored(0)),
+            Moved::Within => return Err("it stores several pointers as one value"),
+            Moved::No => None,
+        },
+        Some(Op::LLVMPtrToInt) if matches!(kind_of(inst.operand(0).ty()), Moved::Address) => {
+            if int_bits(ty) != 64 {
+                return Err("it keeps a pointer's address in an integer narrower than 64 bits");
+            }
+            Some(Site::IntResult)
+        }
+        Some(Op::LLVMIntToPtr) if matches!(kind_of(ty), Moved::Address) => {
+            if int_bits(inst.operand(0).ty()) != 64 {
+                return Err("it makes a pointer from an integer narrower than 64 bits");
+            }
+            Some(Site::Operand(0))
+        }
+        Some(Op::LLVMAtomicRMW) => match kind_of(inst.operand(1).ty()) {
+            Moved::Address => Some(Site::Exchange { values: vec![1] }),
+            _ => None,
+        },
+        Some(Op::LLVMAtomicCmpXchg) => match kind_of(inst.operand(1).ty()) {
+            Moved::Address => {
+                let only_extracts = inst.users().iter().all(|u| u.opcode() == Some(Op::LLVMExtractValue));
+                if !only_extracts {
+                    return Err("it compares and exchanges pointers as one value");
+                }
+                Some(Site::Exchange { values: vec![1, 2] })
+            }
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// How a value of type `ty` carries addresses of the program's buffers.
+enum Moved {
+    /// It is one (a generic or global pointer).
+    Address,
+    /// It holds several, or one within a vector or aggregate.
+    Within,
+    No,
+}
+
+fn kind_of(ty: llvm_sys::prelude::LLVMTypeRef) -> Moved {
+    use LLVMTypeKind::*;
+    // SAFETY: type queries on a live type.
+    unsafe {
+        match LLVMGetTypeKind(ty) {
+            // Shared, constant and local memory are each device's own: their pointers are
+            // never the program's buffers.
+            LLVMPointerTypeKind => match LLVMGetPointerAddressSpace(ty) {
+                0 | 1 => Moved::Address,
+                _ => Moved::No,
+            },
+            LLVMVectorTypeKind | LLVMArrayTypeKind => match kind_of(LLVMGetElementType(ty)) {
+                Moved::No => Moved::No,
+                _ => Moved::Within,
+            },
+            LLVMStructTypeKind => {
+                let n = LLVMCountStructElementTypes(ty);
+                let has = (0..n).any(|i| !matches!(kind_of(LLVMStructGetTypeAtIndex(ty, i)), Moved::No));
+                if has {
+                    Moved::Within
+                } else {
+                    Moved::No
+                }
+            }
+            _ => Moved::No,
+        }
+    }
+}
+
+fn int_bits(ty: llvm_sys::prelude::LLVMTypeRef) -> u32 {
+    // SAFETY: a type query on a live type.
+    unsafe {
+        if LLVMGetTypeKind(ty) == LLVMTypeKind::LLVMIntegerTypeKind {
+            LLVMGetIntTypeWidth(ty)
+        } else {
+            0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inkwell::context::Context;
+    use inkwell::memory_buffer::MemoryBuffer;
+    use inkwell::values::{AnyValue, AsValueRef};
+
+    fn translated(ir: &str) -> Result<String, String> {
+        let ctx = Context::create();
+        let buf = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "leaf");
+        let m = ctx.create_module_from_ir(buf).expect("valid IR");
+        let f = m.get_function("leaf").expect("a leaf");
+        translate(Val(f.as_value_ref()))?;
+        m.verify().map_err(|e| e.to_string())?;
+        Ok(m.get_function("leaf").unwrap().print_to_string().to_string())
+    }
+
+    #[test]
+    fn memory_holds_the_programs_addresses_registers_the_devices() {
+        let got = translated(
+            r#"
+define void @leaf(ptr %table, ptr %out, ptr %slot) {
+  %local = alloca ptr
+  store ptr %out, ptr %local
+  %again = load ptr, ptr %local
+  %p = load ptr, ptr %table
+  %v = load float, ptr %p
+  store float %v, ptr %again
+  store ptr %out, ptr %slot
+  %i = ptrtoint ptr %out to i64
+  %q = inttoptr i64 %i to ptr
+  store float %v, ptr %q
+  ret void
+}"#,
+        )
+        .unwrap();
+        let expected = r#"
+define void @leaf(ptr %table, ptr %out, ptr %slot) {
+  %local = alloca ptr, align 8
+  store ptr %out, ptr %local, align 8
+  %again = load ptr, ptr %local, align 8
+  %p = load ptr, ptr %table, align 8
+  %addr = ptrtoint ptr %p to i64
+  %addr.moved = call i64 @hpvm_rt_to_device_address(i64 %addr)
+  %addr.ptr = inttoptr i64 %addr.moved to ptr
+  %v = load float, ptr %addr.ptr, align 4
+  store float %v, ptr %again, align 4
+  %addr1 = ptrtoint ptr %out to i64
+  %addr.moved2 = call i64 @hpvm_rt_to_program_address(i64 %addr1)
+  %addr.ptr3 = inttoptr i64 %addr.moved2 to ptr
+  store ptr %addr.ptr3, ptr %slot, align 8
+  %i = ptrtoint ptr %out to i64
+  %addr.moved4 = call i64 @hpvm_rt_to_program_address(i64 %i)
+  %addr.moved5 = call i64 @hpvm_rt_to_device_address(i64 %addr.moved4)
+  %q = inttoptr i64 %addr.moved5 to ptr
+  store float %v, ptr %q, align 4
+  ret void
+}
+"#;
+        assert_eq!(got, expected.trim_start(), "got:\n{got}");
+    }
+
+    #[test]
+    fn pointers_moved_together_are_refused() {
+        let why = translated(
+            r#"
+define void @leaf(ptr %table, ptr %out) {
+  %pair = load { ptr, i32 }, ptr %table
+  store { ptr, i32 } %pair, ptr %out
+  ret void
+}"#,
+        )
+        .unwrap_err();
+        assert!(why.starts_with("it loads several pointers as one value"), "{why}");
+    }
 }

@@ -29,6 +29,7 @@ pub mod warp;
 use hpvm_core::Graph;
 use inkwell::module::Module;
 use inkwell::targets::TargetData;
+use inkwell::values::AsValueRef;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -61,9 +62,9 @@ pub struct Lowered {
     pub ptx: Option<String>,
     /// The machine code embedded beside it, and why an asked architecture has none.
     pub sass: sass::Assembled,
-    /// Leaves that run on the host's copies because they keep pointers in memory, and why
-    /// ([`indirect`]).
-    pub indirect: Vec<(hpvm_core::graph::NodeId, String)>,
+    /// Leaves that keep pointers in memory, why, and whether their addresses are translated
+    /// (they run whole on one device) or not (they run on the host's copies) ([`indirect`]).
+    pub indirect: Vec<(hpvm_core::graph::NodeId, String, bool)>,
 }
 
 /// What [`lower`] does beside the lowering itself.
@@ -88,8 +89,19 @@ pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, opts: &Lower
     let gpu_arch = opts.gpu_arch;
     let mut program = describe::describe(module, graph, data)?;
     program.analysis = opts.analysis.map(str::to_string);
-    let indirect =
-        graph.nodes.iter().filter_map(|(id, _)| Some((id, program.nodes[id.index()].indirect.clone()?))).collect();
+    // Before the GPU code is cut out of the module: both run the translated leaf.
+    let mut indirect = Vec::new();
+    for (id, node) in graph.nodes.iter() {
+        let Some(why) = program.nodes[id.index()].indirect.clone() else { continue };
+        let f = describe::function(module, &node.name)?;
+        match indirect::translate(hpvm_core::Val(f.as_value_ref())) {
+            Ok(()) => {
+                program.nodes[id.index()].translated = true;
+                indirect.push((id, why, true));
+            }
+            Err(cannot) => indirect.push((id, format!("{why}, and {cannot}"), false)),
+        }
+    }
     let mut lowered = Lowered { indirect, ..Lowered::default() };
     if let Some(arch) = gpu_arch {
         // Before the CPU lowering changes the module: kernels start from the original code.

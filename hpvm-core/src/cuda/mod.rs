@@ -158,6 +158,9 @@ fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path, minmax:
     if opts.openmp && half == Half::Host {
         cmd.arg("-fopenmp");
     }
+    if half == Half::Host {
+        cmd.args(crate::frontend::GCC_FOLDS_MATH);
+    }
     cmd.arg("-include").arg(minmax);
     add_ir_flags(&mut cmd, opts);
     cmd.arg(if half == Half::Device { "-S" } else { "-c" });

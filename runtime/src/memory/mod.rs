@@ -14,6 +14,7 @@
 //! while holding it, so no one sees a half-updated map. Sources are chosen in the state before
 //! the launch's copies, so the copies of one launch never depend on each other.
 
+pub mod addresses;
 pub mod coherence;
 mod crossing;
 #[cfg(test)]
@@ -915,6 +916,45 @@ pub fn host_access_all() {
         let size = buf.size;
         buf.host_current(0, size);
         buf.coherence.set_only(0, size, Place::Host);
+    }
+}
+
+impl Table {
+    /// Before device `k` runs a leaf that may reach any tracked buffer through the pointers
+    /// it keeps in memory (a translated leaf, [`addresses`]): every buffer current on `k`,
+    /// and `k` the only holder of all of it after, since the leaf may write anywhere. In the
+    /// order the buffers were tracked. Returns `k`'s address table. `Err`, before any copy,
+    /// where `k` cannot hold every buffer.
+    pub fn all_current_on(&mut self, k: usize) -> Result<addresses::Addresses, String> {
+        inflight::drain();
+        let mut ids: Vec<(u64, u64)> = self.buffers.values().map(|b| (b.id, b.start)).collect();
+        ids.sort_unstable();
+        if residency::sparse() {
+            let needs: Vec<residency::Need> = ids
+                .iter()
+                .map(|&(_, start)| residency::Need { buffer: start, device: k, lo: 0, hi: self.buffers[&start].size })
+                .collect();
+            self.make_resident(&needs).map_err(|e| e.describe(&|_| None))?;
+        }
+        let needs: Vec<(u64, usize)> = ids.iter().map(|&(_, start)| (start, k)).collect();
+        self.allocate(&needs).map_err(|e| e.message)?;
+        let mut copies = Vec::new();
+        let mut ranges = Vec::new();
+        for &(_, start) in &ids {
+            let buf = self.buffers.get_mut(&start).expect("listed above");
+            buf.account_host_writes();
+            let before = buf.coherence.clone();
+            let base = buf.addr(Place::Device(k))?;
+            buf.plan_run(Place::Device(k), 0, buf.size, &before, base, &mut copies, false);
+            ranges.push((start, buf.size, base));
+        }
+        execute(&copies)?;
+        for &(_, start) in &ids {
+            let buf = self.buffers.get_mut(&start).expect("listed above");
+            let size = buf.size;
+            buf.coherence.set_only(0, size, Place::Device(k));
+        }
+        Ok(addresses::Addresses::new(ranges))
     }
 }
 

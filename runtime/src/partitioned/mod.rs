@@ -91,24 +91,35 @@ pub type RunBox<'a> = dyn Fn(Place, GridBox, &Args) + Sync + 'a;
 /// Runs the unit on the devices; false when it must run on the host instead (no devices, or
 /// a reason the plan gives, such as an untracked pointer).
 pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
+    if devices().count() == 0 {
+        return false;
+    }
+    let leaf = match u.shape {
+        KernelKind::Blocks { leaf, .. } => *leaf,
+        KernelKind::Grid => u.node,
+    };
+    let node = u.module.node(leaf);
+    let Some(why) = &node.indirect else { return on_devices(u, args, run_box, None) };
+    // Its pointers in memory hold the program's addresses (see `transform::indirect`): a
+    // translated leaf runs whole on one device that holds every buffer; under ranks, and
+    // where its code could not be translated, on the host's copies, which are at them.
+    if node.translated && !crate::ranks::spans_ranks() && on_devices(u, args, run_box, Some(why)) {
+        return true;
+    }
+    memory::host_access_all();
+    let st = &u.module.stats[u.node as usize];
+    st.note_host(&format!("{why}: the program's addresses hold only on the host"));
+    false
+}
+
+/// [`run_unit`] on the devices. `indirect`: why the leaf keeps pointers in memory; it then
+/// runs whole on one device, every buffer current there and translated by its address table
+/// ([`memory::addresses`]), or not at all (false) before anything moved.
+fn on_devices(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>, indirect: Option<&String>) -> bool {
     let Unit { module, plans, node: n, shape, parent, grid, outs, .. } = *u;
     let devs = devices();
-    if devs.count() == 0 {
-        return false;
-    }
     let total: i64 = grid.iter().product();
     let st = &module.stats[n as usize];
-    let leaf = match shape {
-        KernelKind::Blocks { leaf, .. } => *leaf,
-        KernelKind::Grid => n,
-    };
-    if let Some(why) = &module.node(leaf).indirect {
-        // Its pointers in memory hold the program's addresses, which only the host's copies
-        // are at (see `transform::indirect`).
-        memory::host_access_all();
-        st.note_host(&format!("{why}: the program's addresses hold only on the host"));
-        return false;
-    }
     let Some(base) = args.uniform_over(total) else {
         st.note_host("its instances get different arguments through one-to-one edges");
         return false;
@@ -136,7 +147,10 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
 
     // How many devices this launch gets (see `policy`).
     let blocks = kernel::blocks_of(shape, module.node(n).dims, grid);
-    let (devices_given, mut probe) = decide(u, blocks, gpu_launch.as_ref().map(|(k, ptx, p)| (&k.name, *ptx, p)));
+    let (devices_given, mut probe) = match indirect {
+        Some(_) => (1, None),
+        None => decide(u, blocks, gpu_launch.as_ref().map(|(k, ptx, p)| (&k.name, *ptx, p))),
+    };
     let order = &devs.order[..devices_given];
     let key = cache::Key { node: n, grid, parent: (pid, pdim), devices: devices_given as u8, args: base };
     if crate::ranks::spans_ranks() {
@@ -160,6 +174,28 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
     if let Some(reason) = &lp.unpartitioned {
         st.note_unpartitioned(reason);
     }
+    // A translated leaf: its device holds every buffer, alone after it, and translates by
+    // its table (simulated devices: this one, while it lives).
+    let _addresses = match indirect {
+        None => None,
+        Some(why) => {
+            let k = lp.parts.first().map_or(order[0], |p| p.device);
+            let installed = table.all_current_on(k).and_then(|a| {
+                st.note_unpartitioned(&format!("{why}: it runs whole on one device"));
+                match &gpu_launch {
+                    Some((_, ptx, _)) => devs.gpu(k).write_address_table(ptx, &a).map(|()| None),
+                    None => Ok(Some(memory::addresses::activate(a))),
+                }
+            });
+            match installed {
+                Ok(active) => active,
+                Err(e) => {
+                    st.note_host(&format!("{why}: device {k} cannot hold every buffer: {e}"));
+                    return false;
+                }
+            }
+        }
+    };
     if !lp.rounds.is_empty() {
         let gpu = gpu_launch.as_ref().map(|(k, ptx, p)| (*k, *ptx, p));
         run_rounds(u, lp, &key.args, &mut table, run_box, gpu);
