@@ -19,6 +19,20 @@ pub struct Levels<'ctx> {
     pub count: Vec<[IntValue<'ctx>; 3]>,
 }
 
+/// What of its place `f` asks (an instance query, in words), when it asks anything: only a
+/// function inlined into a leaf's code can be told.
+pub fn asks_where(f: FunctionValue<'_>) -> Option<String> {
+    f.get_basic_block_iter().flat_map(|bb| bb.get_instructions()).find_map(|inst| {
+        let callee = inkwell::values::CallSiteValue::try_from(inst).ok()?.get_called_fn_value()?;
+        let name = callee.get_name().to_string_lossy().into_owned();
+        let asks = name == "__hpvm__getNode"
+            || name == "__hpvm__getParentNode"
+            || name.starts_with("__hpvm__getNodeInstanceID_")
+            || name.starts_with("__hpvm__getNumNodeInstances_");
+        asks.then(|| "where it runs (a thread or block index or count)".to_string())
+    })
+}
+
 /// Replaces, in `f`, every instance query by its level's value from `levels` and removes the
 /// node handles. Other calls are left as they are. Errors say why a handle could not be
 /// resolved, in words for the user.

@@ -261,3 +261,22 @@ pub extern "C" fn hpvm_rt_to_device_address(p: u64) -> u64 {
 pub extern "C" fn hpvm_rt_to_program_address(p: u64) -> u64 {
     crate::memory::addresses::translate(p, false)
 }
+
+/// The host's addresses of the `n` device functions that the GPU module of `ptx` calls
+/// through pointers, in the build's order ([`crate::devices::cuda::FUNCTION_TABLE`]); called
+/// before `main`, after [`hpvm_rt_module`].
+///
+/// # Safety
+/// `ptx` is the module's NUL-terminated PTX, alive for the whole run; `functions` holds `n`
+/// function addresses.
+#[no_mangle]
+pub unsafe extern "C" fn hpvm_rt_gpu_functions(ptx: *const c_char, functions: *const u64, n: u32) {
+    guard("registering the functions GPU code calls through pointers", || {
+        if ptx.is_null() || functions.is_null() {
+            return;
+        }
+        // SAFETY: as the caller promises.
+        let (ptx, list) = unsafe { (std::ffi::CStr::from_ptr(ptx), std::slice::from_raw_parts(functions, n as usize)) };
+        crate::devices::cuda::function_table(ptx, list.to_vec());
+    })
+}

@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 58] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 59] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -183,6 +183,7 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 58] = [
     ("tests/tricky/pointer_array.cu", &[&["1", "1"], &["3", "5"], &["64", "300"]]),
     ("tests/tricky/linked_list.cu", &[&["1"], &["1000"]]),
     ("tests/tricky/pointer_ints.cu", &[&["1"], &["130"], &["1000"]]),
+    ("tests/tricky/function_table.cu", &[&["1"], &["129"], &["1000"]]),
     ("tests/tricky/inline_ptx.cu", &[&["1"], &["100"], &["1024"]]),
     ("tests/tricky/half.cu", &[&["1"], &["100"], &["2048"]]),
     ("tests/tricky/symbols.cu", &[&[]]),

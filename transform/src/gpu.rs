@@ -38,6 +38,10 @@ pub struct GpuCode {
     pub ptx: String,
     /// Kernels compiled, by node.
     pub kernels: Vec<(NodeId, KernelDesc)>,
+    /// The functions GPU code may call through pointers, in the order of the module's
+    /// function table (`hpvm_runtime::devices::cuda::FUNCTION_TABLE`): the host registers
+    /// its addresses of them, in this order.
+    pub functions: Vec<String>,
 }
 
 /// A kernel built, before its handles are resolved.
@@ -186,6 +190,9 @@ pub fn compile(
     }
     define_common(&gpu)?;
     define_address_table(&gpu)?;
+    let leaves: Vec<FunctionValue> =
+        leaves_done.iter().filter_map(|&l| gpu.get_function(&graph.nodes[l].name)).collect();
+    let functions = define_function_table(&gpu, &leaves)?;
     // The frontend's two-bodied functions get their GPU bodies: each one call, inlined.
     // CUDA's warp operations: their CPU bodies stop the program; on the GPU, the intrinsic.
     let warps: Vec<FunctionValue> = gpu
@@ -249,12 +256,36 @@ pub fn compile(
         tracing::info!("no GPU math library: {why}");
     }
     let no_math = linked.as_ref().err().map(String::as_str);
+    // The functions called through pointers are not inlined anywhere: resolved on their own
+    // (they must not ask where they run: only a kernel knows its instance). Kernels that
+    // call through pointers need every one of them.
+    let mut through_pointers: Result<(), String> = Ok(());
+    if let Some(Built { levels, .. }) = built.first() {
+        for name in &functions {
+            let Some(f) = gpu.get_function(name) else { continue };
+            let asks = hpvm_core::handles::asks_where(f);
+            let r = match asks {
+                Some(q) => Err(format!("`{name}`, which it calls through a pointer, asks {q}")),
+                None => resolve(&gpu, &b, f, levels, no_math, math)
+                    .map_err(|why| format!("`{name}`, which it calls through a pointer: {why}")),
+            };
+            if r.is_err() {
+                through_pointers = r;
+                break;
+            }
+        }
+    }
+    let calls_through_pointers = |f: FunctionValue<'_>| {
+        gpu.get_global(hpvm_runtime::devices::cuda::FUNCTION_TABLE).is_some_and(|t| uses_in(t.as_value_ref(), f))
+    };
     let mut compiled = Vec::new();
     for Built { kernel: k, f, levels, name, nc, readonly } in built {
-        let resolved = resolve(&gpu, &b, f, &levels, no_math, math).and_then(|()| match &nc {
-            Some((f, levels, _)) => resolve(&gpu, &b, *f, levels, no_math, math),
-            None => Ok(()),
-        });
+        let resolved = resolve(&gpu, &b, f, &levels, no_math, math)
+            .and_then(|()| match &nc {
+                Some((f, levels, _)) => resolve(&gpu, &b, *f, levels, no_math, math),
+                None => Ok(()),
+            })
+            .and_then(|()| if calls_through_pointers(f) { through_pointers.clone() } else { Ok(()) });
         match resolved {
             Ok(()) => {
                 let kind = match k.shape {
@@ -297,7 +328,7 @@ pub fn compile(
     }
     let buf = tm.write_to_memory_buffer(&gpu, FileType::Assembly).map_err(|e| Error::Llvm(e.to_string()))?;
     let ptx = String::from_utf8_lossy(buf.as_slice()).trim_end_matches('\0').to_string();
-    Ok((Some(GpuCode { ptx, kernels: compiled }), fallbacks))
+    Ok((Some(GpuCode { ptx, kernels: compiled, functions }), fallbacks))
 }
 
 /// Gives the address translations of translated leaves their GPU bodies: a binary search of
@@ -386,6 +417,153 @@ attributes #0 = {{ alwaysinline }}
         }
     }
     Ok(())
+}
+
+/// Calls through function pointers: a pointer the program stored holds the host's address
+/// of a device function (the CPU build of it: `__device__` variables live on the host), which
+/// means nothing on a GPU. Every call through a pointer first looks the pointer up in the
+/// module's [`FUNCTION_TABLE`] of host addresses, which the runtime writes as the module
+/// loads, and calls the GPU function at the same place of a table of GPU addresses; a pointer
+/// not found is called as it is (a GPU's own function address). The functions are those
+/// whose address a variable's initial value or the code of `leaves` takes, in module order
+/// (returned; empty when nothing is called through a pointer).
+///
+/// [`FUNCTION_TABLE`]: hpvm_runtime::devices::cuda::FUNCTION_TABLE
+fn define_function_table(gpu: &Module<'_>, leaves: &[FunctionValue<'_>]) -> Result<Vec<String>> {
+    use hpvm_runtime::devices::cuda::FUNCTION_TABLE;
+    use llvm_sys::core::*;
+    use llvm_sys::prelude::LLVMValueRef;
+    let is_indirect_call = |inst: InstructionValue<'_>| {
+        inst.get_opcode() == InstructionOpcode::Call
+            && inkwell::values::CallSiteValue::try_from(inst).ok().and_then(|c| c.get_called_fn_value()).is_none()
+            // SAFETY: a call instruction's called operand.
+            && unsafe { LLVMIsAInlineAsm(LLVMGetCalledValue(inst.as_value_ref())).is_null() }
+    };
+    let calls: Vec<InstructionValue> = gpu
+        .get_functions()
+        .flat_map(|f| f.get_basic_block_iter().flat_map(|bb| bb.get_instructions()).collect::<Vec<_>>())
+        .filter(|&i| is_indirect_call(i))
+        .collect();
+    if calls.is_empty() {
+        return Ok(Vec::new());
+    }
+    // The leaves' code, callees included.
+    let mut device: Vec<LLVMValueRef> = leaves.iter().map(|f| f.as_value_ref()).collect();
+    let mut todo = device.clone();
+    while let Some(f) = todo.pop() {
+        for inst in hpvm_core::Val(f).instructions() {
+            if let Some(callee) = inst.called_function().filter(|c| !c.is_declaration()) {
+                if !device.contains(&callee.0) {
+                    device.push(callee.0);
+                    todo.push(callee.0);
+                }
+            }
+        }
+    }
+    // Defined functions whose address a variable's value holds, or the leaves' code takes
+    // other than to call them (not the host's registrations of its kernels' stubs).
+    let takes = |user: LLVMValueRef, f: LLVMValueRef| -> bool {
+        // SAFETY (all): queries of live values.
+        unsafe {
+            if !LLVMIsAInstruction(user).is_null() {
+                let callee = !LLVMIsACallInst(user).is_null() && LLVMGetCalledValue(user) == f;
+                let in_device = device.contains(&LLVMGetBasicBlockParent(LLVMGetInstructionParent(user)));
+                return !callee && in_device;
+            }
+            // Through constants, up to the variable whose value they are.
+            let mut todo = vec![user];
+            let mut seen = 0;
+            while let Some(c) = todo.pop() {
+                seen += 1;
+                if seen > 64 {
+                    return false;
+                }
+                if !LLVMIsAGlobalVariable(c).is_null() {
+                    let name = hpvm_core::Val(c).name();
+                    if !name.starts_with("llvm.") && !name.starts_with("hpvm.") {
+                        return true;
+                    }
+                    continue;
+                }
+                if !LLVMIsAConstant(c).is_null() {
+                    todo.extend(hpvm_core::Val(c).users().iter().map(|u| u.0));
+                }
+            }
+            false
+        }
+    };
+    let taken: Vec<FunctionValue> = gpu
+        .get_functions()
+        .filter(|f| f.count_basic_blocks() > 0)
+        .filter(|f| hpvm_core::Val(f.as_value_ref()).users().iter().any(|u| takes(u.0, f.as_value_ref())))
+        .collect();
+    if taken.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ctx = gpu.get_context();
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let n = taken.len() as u32;
+    let gpu_list = gpu.add_global(ptr.array_type(n), None, "__hpvm_mgpu_functions_gpu");
+    let addresses: Vec<_> = taken.iter().map(|f| f.as_global_value().as_pointer_value()).collect();
+    gpu_list.set_initializer(&ptr.const_array(&addresses));
+    gpu_list.set_constant(true);
+    let ir = format!(
+        r#"
+@{FUNCTION_TABLE} = addrspace(1) externally_initialized global [{n} x i64] zeroinitializer, align 8
+@__hpvm_mgpu_functions_gpu = external constant [{n} x ptr]
+
+; The GPU function at the place of `p` in the table of host addresses; `p` if none.
+define ptr @__hpvm_mgpu_function(ptr %p) #0 {{
+entry:
+  %key = ptrtoint ptr %p to i64
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %next, %step ]
+  %more = icmp ult i64 %i, {n}
+  br i1 %more, label %step, label %miss
+step:
+  %at = getelementptr inbounds [{n} x i64], ptr addrspace(1) @{FUNCTION_TABLE}, i64 0, i64 %i
+  %host = load i64, ptr addrspace(1) %at, align 8
+  %next = add i64 %i, 1
+  %found = icmp eq i64 %host, %key
+  br i1 %found, label %hit, label %loop
+hit:
+  %slot = getelementptr inbounds [{n} x ptr], ptr @__hpvm_mgpu_functions_gpu, i64 0, i64 %i
+  %f = load ptr, ptr %slot, align 8
+  ret ptr %f
+miss:
+  ret ptr %p
+}}
+
+attributes #0 = {{ alwaysinline }}
+"#
+    );
+    let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "function-table");
+    let lib =
+        ctx.create_module_from_ir(buf).map_err(|e| Error::Internal(format!("function table: {}", e.to_string())))?;
+    lib.set_triple(&gpu.get_triple());
+    lib.set_data_layout(&gpu.get_data_layout());
+    gpu.link_in_module(lib).map_err(|e| Error::Internal(format!("function table: {}", e.to_string())))?;
+    gpu_list.set_linkage(Linkage::Internal);
+    let lookup = gpu.get_function("__hpvm_mgpu_function").ok_or(Error::Internal("function table lookup".into()))?;
+    make_inline(&ctx, lookup);
+    let b = ctx.create_builder();
+    for call in calls {
+        // SAFETY: `call` is a call instruction of this module; its called operand is its last.
+        unsafe {
+            let last = LLVMGetNumOperands(call.as_value_ref()) as u32 - 1;
+            let callee = LLVMGetOperand(call.as_value_ref(), last);
+            b.position_before(&call);
+            let target = b.build_call(
+                lookup,
+                &[BasicMetadataValueEnum::PointerValue(inkwell::values::PointerValue::new(callee))],
+                "fn",
+            )?;
+            let target = target.try_as_basic_value().basic().ok_or(Error::Internal("lookup returns nothing".into()))?;
+            LLVMSetOperand(call.as_value_ref(), last, target.as_value_ref());
+        }
+    }
+    Ok(taken.iter().map(|f| f.get_name().to_string_lossy().into_owned()).collect())
 }
 
 /// The GPU architectures LLVM 19's NVPTX backend targets.
@@ -673,6 +851,10 @@ fn resolve<'ctx>(
                 // Inline PTX, as the program wrote it.
                 continue;
             }
+            if m.get_global(hpvm_runtime::devices::cuda::FUNCTION_TABLE).is_some() {
+                // Through the function table ([`define_function_table`]).
+                continue;
+            }
             return Err("it calls a function through a pointer".into());
         };
         let name = callee.get_name().to_string_lossy().into_owned();
@@ -741,13 +923,14 @@ fn resolve<'ctx>(
         unsafe { llvm_sys::core::LLVMReplaceAllUsesWith(inst.as_value_ref(), v.as_value_ref()) };
         inst.erase_from_basic_block();
     }
-    // Writable globals would be per-GPU copies, not the host's variables. The address table
-    // is each GPU's own, by design.
+    // Writable globals would be per-GPU copies, not the host's variables. The address and
+    // function tables are each GPU's own, by design.
     let mut g = m.get_first_global();
     while let Some(global) = g {
         if !global.is_constant()
             && global.get_name().to_bytes() != SHARED.as_bytes()
             && global.get_name().to_bytes() != hpvm_runtime::memory::addresses::TABLE.as_bytes()
+            && global.get_name().to_bytes() != hpvm_runtime::devices::cuda::FUNCTION_TABLE.as_bytes()
             && global.get_first_use().is_some()
             && uses_in(global.as_value_ref(), kf)
         {

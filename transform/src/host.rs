@@ -12,6 +12,8 @@ use inkwell::AddressSpace;
 pub const LAUNCH_FN: &str = "hpvm_rt_launch";
 /// Registers the module with the runtime before `main` ([`register`]).
 pub const MODULE_FN: &str = "hpvm_rt_module";
+/// Registers the host's addresses of the functions GPU code calls through pointers.
+pub const FUNCTIONS_FN: &str = "hpvm_rt_gpu_functions";
 
 pub fn rewrite<'ctx>(
     module: &Module<'ctx>,
@@ -20,6 +22,7 @@ pub fn rewrite<'ctx>(
     entries: &[FunctionValue<'ctx>],
     ptx: Option<&str>,
     sass: Option<&[u8]>,
+    functions: &[String],
 ) -> Result<()> {
     let ctx = module.get_context();
     let ptr = ctx.ptr_type(AddressSpace::default());
@@ -106,7 +109,7 @@ pub fn rewrite<'ctx>(
         call.erase_from_basic_block();
     }
 
-    register(module, [desc.as_pointer_value(), table.as_pointer_value(), ptx, sass], entries.len() as u32)?;
+    register(module, [desc.as_pointer_value(), table.as_pointer_value(), ptx, sass], entries.len() as u32, functions)?;
 
     // Internal node functions only described the graph, which now lives in the description.
     let internal: Vec<FunctionValue> = graph
@@ -130,10 +133,14 @@ pub fn rewrite<'ctx>(
 /// runtime can read its description and compile its kernels for the GPUs when the session
 /// opens (`__hpvm__init`, a CUDA program's first API call) rather than inside the program's
 /// first launch, which a program often times.
+///
+/// With it, the host's addresses of the `functions` the GPU code calls through pointers
+/// ([`crate::gpu::GpuCode::functions`]), in their order.
 fn register<'ctx>(
     module: &Module<'ctx>,
     [desc, table, ptx, sass]: [inkwell::values::PointerValue<'ctx>; 4],
     n_entries: u32,
+    functions: &[String],
 ) -> Result<()> {
     let ctx = module.get_context();
     let ptr = ctx.ptr_type(AddressSpace::default());
@@ -151,6 +158,27 @@ fn register<'ctx>(
     b.position_at_end(ctx.append_basic_block(ctor, "entry"));
     let n = i32t.const_int(n_entries as u64, false);
     b.build_call(rt, &[desc.into(), table.into(), n.into(), ptx.into(), sass.into()], "")?;
+    if !functions.is_empty() {
+        let list: Vec<_> = functions
+            .iter()
+            .map(|name| {
+                module.get_function(name).map(|f| f.as_global_value().as_pointer_value()).ok_or_else(|| {
+                    Error::Internal(format!(
+                        "`{name}`, which GPU code calls through a pointer, is not in the host's code"
+                    ))
+                })
+            })
+            .collect::<Result<_>>()?;
+        let g = module.add_global(ptr.array_type(list.len() as u32), None, "hpvm.gpu_functions");
+        g.set_initializer(&ptr.const_array(&list));
+        g.set_constant(true);
+        g.set_linkage(Linkage::Private);
+        let rt = module.get_function(FUNCTIONS_FN).unwrap_or_else(|| {
+            module.add_function(FUNCTIONS_FN, void.fn_type(&[ptr.into(), ptr.into(), i32t.into()], false), None)
+        });
+        let count = i32t.const_int(list.len() as u64, false);
+        b.build_call(rt, &[ptx.into(), g.as_pointer_value().into(), count.into()], "")?;
+    }
     b.build_return(None)?;
     hpvm_core::ctors::add_constructor(module, ctor);
     Ok(())

@@ -65,6 +65,8 @@ pub struct Lowered {
     /// Leaves that keep pointers in memory, why, and whether their addresses are translated
     /// (they run whole on one device) or not (they run on the host's copies) ([`indirect`]).
     pub indirect: Vec<(hpvm_core::graph::NodeId, String, bool)>,
+    /// The functions the GPU code calls through pointers ([`gpu::GpuCode::functions`]).
+    pub gpu_functions: Vec<String>,
 }
 
 /// What [`lower`] does beside the lowering itself.
@@ -116,6 +118,7 @@ pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, opts: &Lower
                 lowered.sass = sass::assemble(&code.ptx, opts.sass, dir);
             }
             lowered.ptx = Some(code.ptx);
+            lowered.gpu_functions = code.functions;
         }
     }
     if opts.trace_accesses {
@@ -124,7 +127,15 @@ pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, opts: &Lower
     intrinsics::define(module)?;
     warp::define(module)?;
     let entries = entry::build_all(module, graph, &program)?;
-    host::rewrite(module, graph, &program, &entries, lowered.ptx.as_deref(), lowered.sass.blob.as_deref())?;
+    host::rewrite(
+        module,
+        graph,
+        &program,
+        &entries,
+        lowered.ptx.as_deref(),
+        lowered.sass.blob.as_deref(),
+        &lowered.gpu_functions,
+    )?;
     module.verify().map_err(|e| Error::Internal(format!("lowered module does not verify: {}", e.to_string())))?;
     Ok(lowered)
 }

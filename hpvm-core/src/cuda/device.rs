@@ -954,6 +954,40 @@ fn retarget_printf(dev: &Module<'_>, inst: LLVMValueRef, callee: LLVMValueRef) {
 /// The prefix of the functions standing for warp operations (see [`retarget_to_warp`]).
 pub const WARP_PREFIX: &str = "hpvm.warp.";
 
+/// The suffix of a device variable's initial value that names device functions or variables,
+/// waiting for the link to become its host shadow's ([`initialize_shadows`]).
+const SHADOW_INIT: &str = ".hpvm.shadow.init";
+
+/// Whether the constant `c` refers to a global value (a function's or a variable's address).
+fn names_globals(c: LLVMValueRef, depth: u32) -> bool {
+    // SAFETY: queries of a live constant.
+    unsafe {
+        if !LLVMIsAGlobalValue(c).is_null() {
+            return true;
+        }
+        if depth > 32 || LLVMIsAConstant(c).is_null() {
+            return false;
+        }
+        (0..LLVMGetNumOperands(c).max(0) as u32).any(|i| names_globals(LLVMGetOperand(c, i), depth + 1))
+    }
+}
+
+/// After the device half is linked into the host's: each shadow whose device variable's value
+/// names device functions or variables gets that value, now the host module's.
+pub(super) fn initialize_shadows(host: &Module<'_>) {
+    let pending: Vec<GlobalValue> =
+        host.get_globals().filter(|g| g.get_name().to_string_lossy().ends_with(SHADOW_INIT)).collect();
+    for g in pending {
+        let full = g.get_name().to_string_lossy().into_owned();
+        let name = &full[..full.len() - SHADOW_INIT.len()];
+        if let (Some(shadow), Some(init)) = (host.get_global(name), g.get_initializer()) {
+            shadow.set_initializer(&init);
+        }
+        // SAFETY: nothing uses it (it was kept only for its value).
+        unsafe { g.delete() };
+    }
+}
+
 /// Read-only data in GPU address spaces that no host shadow stands for (tables of constants):
 /// moved to ordinary memory, where both backends read it as any constant. Device variables
 /// with a shadow give the shadow their initial value and go.
@@ -965,14 +999,27 @@ fn move_read_only_data<'ctx>(dev: &Module<'ctx>, host: &Module<'ctx>) -> Result<
             continue;
         }
         let name = g.get_name().to_string_lossy().into_owned();
+        let uses: Vec<LLVMValueRef> = Val(g.as_value_ref()).users().into_iter().map(|v| v.0).collect();
         if let (Some(shadow), Some(init)) = (host.get_global(&name), g.get_initializer()) {
             let same_type =
                 unsafe { LLVMGlobalGetValueType(shadow.as_value_ref()) == LLVMGlobalGetValueType(g.as_value_ref()) };
             if same_type && unsafe { LLVMIsUndef(init.as_value_ref()) } == 0 {
-                shadow.set_initializer(&init);
+                if names_globals(init.as_value_ref(), 0) {
+                    // The value names device functions or variables (a table of function
+                    // pointers), which are this module's until it is linked into the host's:
+                    // kept under another name, it becomes the shadow's value after the link
+                    // ([`initialize_shadows`]).
+                    // Visible: the link drops what nothing uses unless others may.
+                    if uses.is_empty() {
+                        g.set_name(&format!("{name}{SHADOW_INIT}"));
+                        g.set_linkage(Linkage::External);
+                        continue;
+                    }
+                } else {
+                    shadow.set_initializer(&init);
+                }
             }
         }
-        let uses: Vec<LLVMValueRef> = Val(g.as_value_ref()).users().into_iter().map(|v| v.0).collect();
         if uses.is_empty() {
             unsafe { g.delete() };
             continue;

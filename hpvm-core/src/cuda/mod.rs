@@ -81,6 +81,7 @@ pub fn load<'ctx>(ctx: &'ctx Context, path: &Path, opts: &ClangOptions) -> Resul
     let symbols = device::symbols(&dev, &host);
     let kernels = device::convert(&dev, &kernels, &host)?;
     host.link_in_module(dev).map_err(|e| Error::Llvm(e.to_string()))?;
+    device::initialize_shadows(&host);
     launchers::add(&host, &kernels, &symbols)?;
     host.verify().map_err(|e| Error::Llvm(format!("{}: the rewritten CUDA module is invalid: {e}", path.display())))?;
     Ok(host)

@@ -100,6 +100,24 @@ pub fn machine_code(ptx: &'static CStr, images: crate::sass::Images) {
     }
 }
 
+/// A GPU module's table of the host's addresses of the device functions whose addresses the
+/// program takes (`u64` each, in the build's order): a function pointer the program stored
+/// holds the host's address of its function, and GPU code looks it up here to call that
+/// function's GPU version (`transform::gpu`). Written when the module loads on a GPU.
+pub const FUNCTION_TABLE: &str = "__hpvm_mgpu_functions_host";
+
+/// The host's addresses of each module's functions of [`FUNCTION_TABLE`], by its PTX.
+static FUNCTIONS: Mutex<Option<HashMap<usize, Vec<u64>>>> = Mutex::new(None);
+
+/// Records the host's addresses of the functions the module of `ptx` calls through pointers.
+pub fn function_table(ptx: &'static CStr, addresses: Vec<u64>) {
+    FUNCTIONS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .insert(ptx.as_ptr() as usize, addresses);
+}
+
 fn check<T>(what: &str, r: Result<T, result::DriverError>) -> Result<T, String> {
     r.map_err(|e| format!("{what}: {e}"))
 }
@@ -761,6 +779,25 @@ impl Cuda {
                 m
             }
         };
+        let functions = FUNCTIONS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|f| f.get(&(ptx.as_ptr() as usize)).cloned());
+        if let Some(addresses) = functions {
+            let name = CString::new(FUNCTION_TABLE).expect("no NUL");
+            // SAFETY: `m` was just loaded; nothing runs in it yet, so a synchronous copy into
+            // its global is seen by every later launch.
+            let (at, size) =
+                check("cuModuleGetGlobal (the function table)", unsafe { result::module::get_global(m, name) })?;
+            let bytes = addresses.len() * 8;
+            if size < bytes {
+                return Err(format!("the GPU module's function table has {size} bytes, not {bytes}"));
+            }
+            check("cuMemcpyHtoD (the function table)", unsafe {
+                sys::cuMemcpyHtoD_v2(at, addresses.as_ptr() as *const c_void, bytes).result()
+            })?;
+        }
         modules.insert(ptx.as_ptr() as usize, m);
         Ok(m)
     }
