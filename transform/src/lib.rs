@@ -91,12 +91,18 @@ pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, opts: &Lower
     let gpu_arch = opts.gpu_arch;
     let mut program = describe::describe(module, graph, data)?;
     program.analysis = opts.analysis.map(str::to_string);
-    // Before the GPU code is cut out of the module: both run the translated leaf.
+    // Before the GPU code is cut out of the module: both run the translated leaf. Not in
+    // an access-traced build, the analysis's oracle: its tracer follows each address back to
+    // a parameter, which a translation hides, and such a leaf then runs on the host's copies.
     let mut indirect = Vec::new();
     for (id, node) in graph.nodes.iter() {
         let Some(why) = program.nodes[id.index()].indirect.clone() else { continue };
         let f = describe::function(module, &node.name)?;
-        match indirect::translate(hpvm_core::Val(f.as_value_ref())) {
+        let translated = match opts.trace_accesses {
+            true => Err("its accesses are traced".to_string()),
+            false => indirect::translate(hpvm_core::Val(f.as_value_ref())),
+        };
+        match translated {
             Ok(()) => {
                 program.nodes[id.index()].translated = true;
                 indirect.push((id, why, true));
