@@ -194,6 +194,26 @@ pub extern "C" fn hpvm_rt_warp_vote(mode: i32, mask: u32, pred: u32) -> u32 {
     })
 }
 
+/// `match.sync` in compiled CPU leaf code (`__match_any_sync`; with `all`,
+/// `__match_all_sync`): the lanes' mask in bits 0-31, the all-predicate in bit 32.
+#[no_mangle]
+pub extern "C" fn hpvm_rt_warp_match(all: u32, mask: u32, value: u64) -> u64 {
+    guard("a warp match", || {
+        let (lanes, pred) = crate::warp::match_values(all != 0, mask, value);
+        u64::from(lanes) | u64::from(pred) << 32
+    })
+}
+
+/// `redux.sync` in compiled CPU leaf code (`__reduce_add_sync`...): `op` as
+/// [`crate::warp::Redux`] numbers them.
+#[no_mangle]
+pub extern "C" fn hpvm_rt_warp_redux(op: i32, mask: u32, value: u32) -> u32 {
+    guard("a warp reduction", || {
+        let op = crate::warp::Redux::from_code(op).unwrap_or_else(|| crate::fatal(&format!("warp reduction {op}")));
+        crate::warp::redux(op, mask, value)
+    })
+}
+
 /// The lane of the running instance in its warp (`%laneid`) in compiled CPU leaf code.
 #[no_mangle]
 pub extern "C" fn hpvm_rt_warp_lane() -> u32 {

@@ -4,8 +4,8 @@
 //! and restored, as around a barrier: other instances run on this thread meanwhile. A leaf
 //! that calls one runs its instances as fibers ([`uses_warps`], the description's `barrier`).
 //!
-//! Operations without a CPU body here (`__activemask`, `__match_*_sync`, `__reduce_*_sync`)
-//! keep the frontend's, which stops the program naming why.
+//! `__activemask` has no CPU body here: which lanes are active is the GPU's scheduling, which
+//! fibers do not reproduce. It keeps the frontend's body, which stops the program naming why.
 
 use crate::intrinsics::SavedContext;
 use crate::Result;
@@ -37,6 +37,14 @@ enum Op {
     /// `read.ptx.sreg.laneid`, `read.ptx.sreg.warpsize`.
     Lane,
     WarpSize,
+    /// `match.<any|all>.sync.<i32|i64>[p]`.
+    Match {
+        all: bool,
+    },
+    /// `redux.sync.<op>`: the runtime's operation code (`hpvm_runtime::warp::Redux`).
+    Redux {
+        op: i32,
+    },
 }
 
 fn op(rest: &str) -> Option<Op> {
@@ -55,6 +63,19 @@ fn op(rest: &str) -> Option<Op> {
     if let Some(vote) = rest.strip_prefix("vote.").and_then(|v| v.strip_suffix(".sync")) {
         let mode = ["all", "any", "uni", "ballot"].iter().position(|&m| m == vote)? as i32;
         return Some(Op::Vote { mode });
+    }
+    if let Some(m) = rest.strip_prefix("match.") {
+        let (kind, ty) = m.split_once(".sync.")?;
+        let all = match (kind, ty) {
+            ("any", "i32" | "i64") => false,
+            ("all", "i32p" | "i64p") => true,
+            _ => return None,
+        };
+        return Some(Op::Match { all });
+    }
+    if let Some(r) = rest.strip_prefix("redux.sync.") {
+        let op = hpvm_runtime::warp::Redux::NAMES.iter().position(|&n| n == r)? as i32;
+        return Some(Op::Redux { op });
     }
     if let Some(vote) = rest.strip_prefix("barrier0.") {
         let mode = ["popc", "and", "or"].iter().position(|&m| m == vote)? as i32;
@@ -463,6 +484,37 @@ fn body<'ctx>(
         Op::Lane => {
             let rt = runtime(module, "hpvm_rt_warp_lane", i32t.fn_type(&[], false));
             Some(b.build_call(rt, &[], "lane")?.try_as_basic_value().basic().expect("i32"))
+        }
+        Op::Match { all } => {
+            let rt =
+                runtime(module, "hpvm_rt_warp_match", i64t.fn_type(&[i32t.into(), i32t.into(), i64t.into()], false));
+            let value = param(1)?.into_int_value();
+            let value = if value.get_type().get_bit_width() == 64 {
+                value
+            } else {
+                b.build_int_z_extend(value, i64t, "value")?
+            };
+            let args = [i32t.const_int(u64::from(all), false).into(), param(0)?.into(), value.into()];
+            let r = b.build_call(rt, &args, "match")?.try_as_basic_value().basic().expect("i64").into_int_value();
+            let lanes = b.build_int_truncate(r, i32t, "lanes")?;
+            if all {
+                let p = b.build_right_shift(r, i64t.const_int(32, false), false, "p")?;
+                let p = b.build_int_truncate(p, i1, "same")?;
+                let Some(BasicTypeEnum::StructType(pair)) = f.get_type().get_return_type() else {
+                    return Err(crate::Error::Internal("match.all returns a pair".into()));
+                };
+                let agg = b.build_insert_value(pair.get_undef(), lanes, 0, "")?;
+                Some(b.build_insert_value(agg, p, 1, "")?.as_basic_value_enum())
+            } else {
+                Some(lanes.into())
+            }
+        }
+        Op::Redux { op } => {
+            let rt =
+                runtime(module, "hpvm_rt_warp_redux", i32t.fn_type(&[i32t.into(), i32t.into(), i32t.into()], false));
+            // LLVM's operands: the value, then the mask.
+            let args = [i32t.const_int(op as u64, false).into(), param(1)?.into(), param(0)?.into()];
+            Some(b.build_call(rt, &args, "redux")?.try_as_basic_value().basic().expect("i32"))
         }
         Op::WarpSize => unreachable!("returned above"),
     };

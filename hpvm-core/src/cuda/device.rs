@@ -920,6 +920,19 @@ fn retarget_to_warp(dev: &Module<'_>, inst: LLVMValueRef, callee: LLVMValueRef, 
         f
     });
     unsafe { LLVMSetOperand(inst, LLVMGetNumOperands(inst) as u32 - 1, f.as_value_ref()) };
+    if rest.starts_with("redux.sync.") {
+        // clang 19's `__reduce_*_sync(mask, value)` (`__clang_cuda_intrinsics.h`) passes
+        // `(mask, value)` to `__nvvm_redux_sync_*`, whose intrinsic takes `(value, mask)`
+        // (PTX's `redux.sync.op d, a, membermask`): the GPU would reduce the masks over the
+        // lanes the values name. A program written for nvcc never calls the builtin itself,
+        // so the operands are put in the intrinsic's order here.
+        // SAFETY: a call of the two-operand intrinsic (its callee is the last operand).
+        unsafe {
+            let (a, b) = (LLVMGetOperand(inst, 0), LLVMGetOperand(inst, 1));
+            LLVMSetOperand(inst, 0, b);
+            LLVMSetOperand(inst, 1, a);
+        }
+    }
 }
 
 /// The function standing for device `printf` (clang's `vprintf(format, arguments)`, the

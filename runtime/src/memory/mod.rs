@@ -926,7 +926,6 @@ impl Table {
     /// order the buffers were tracked. Returns `k`'s address table. `Err`, before any copy,
     /// where `k` cannot hold every buffer.
     pub fn all_current_on(&mut self, k: usize) -> Result<addresses::Addresses, String> {
-        inflight::drain();
         let mut ids: Vec<(u64, u64)> = self.buffers.values().map(|b| (b.id, b.start)).collect();
         ids.sort_unstable();
         if residency::sparse() {
@@ -948,7 +947,13 @@ impl Table {
             buf.plan_run(Place::Device(k), 0, buf.size, &before, base, &mut copies, false);
             ranges.push((start, buf.size, base));
         }
-        execute(&copies)?;
+        if !copies.is_empty() {
+            // Their sources may still be being written by launches in flight. Where nothing
+            // moves (a loop's later launches), the launch follows the device's own work in
+            // its stream, and no other device's work is waited for.
+            inflight::drain();
+            execute(&copies)?;
+        }
         for &(_, start) in &ids {
             let buf = self.buffers.get_mut(&start).expect("listed above");
             let size = buf.size;
