@@ -7,8 +7,9 @@
 //! every short program 0.13-0.15 s slower on two GPUs than on one. So a run opens one GPU
 //! (device 0, and the first of [`super::Devices::order`] if that is another), and the others
 //! only once splitting has shown it would pay for them: the launches the split policy would
-//! have split over GPUs not open yet, measured kernels each, run over the open ones, and what
-//! they would have saved split is counted ([`forgo`]); once that comes to what opening the
+//! have split over GPUs not open yet run over the open ones, and what they would have saved
+//! split is counted ([`forgo`]), each valued by the node's measured kernel (those before the
+//! first measurement once it comes); once that comes to what opening the
 //! closed GPUs costs ([`OPEN_EACH`] each), they open. Buying once renting has cost as much
 //! bounds what a run can lose to its other GPUs: a program that never splits never opens
 //! them, and one that does pays for the opening at most once what splitting already proved

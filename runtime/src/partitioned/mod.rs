@@ -615,10 +615,20 @@ fn decide(
             use crate::devices::opening;
             let mut ready = devs.ready().max(1);
             if *k > ready {
-                // What this split would have saved counts towards opening the others; only a
-                // measured kernel's (a first launch's split is a guess, and a short program
-                // would end waiting for GPUs it never used).
-                opening::forgo(policy::saving(&situation, &m, &policy::OVERHEADS, *k));
+                // What this split would have saved counts towards opening the others, valued
+                // by a measured kernel (a first launch's split is a guess, and a short program
+                // would end waiting for GPUs it never used); the launches that wanted them
+                // before the first measurement count once it comes. matmul 8192 x 5 on two
+                // H200s counted only its last three launches and opened GPU 1 at its last,
+                // which then ran whole: 1.13x its one-GPU wall, 0.98x counting all five; a
+                // run of three such launches now opens GPU 1 at its last (1.18x), the cost
+                // of buying once the rent paid equals the price.
+                if m.ns_per_block.is_none() {
+                    m.forgone_unvalued += 1;
+                } else {
+                    let launches = 1 + std::mem::take(&mut m.forgone_unvalued);
+                    opening::forgo(policy::saving(&situation, &m, &policy::OVERHEADS, *k) * launches as f64);
+                }
                 let kernel = m.ns_per_block.map_or(0.0, |p| p * blocks as f64);
                 if opening::worth_waiting(kernel) && opening::wait() {
                     ready = devs.ready().max(1);

@@ -150,6 +150,10 @@ pub(crate) struct Measured {
     /// launches it had.
     pub plan_ns: Option<f64>,
     pub split_launches: u64,
+    /// Launches that wanted GPUs not open yet before the node was measured: what they would
+    /// have saved is counted towards opening them once a measurement values it
+    /// (`devices::opening::forgo`).
+    pub forgone_unvalued: u64,
 }
 
 /// A node's first split launches miss the plan caches in any program (each launch key and
@@ -174,6 +178,7 @@ impl Default for Measured {
             reduce_bytes: 0,
             plan_ns: None,
             split_launches: 0,
+            forgone_unvalued: 0,
         }
     }
 }
