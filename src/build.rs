@@ -89,8 +89,14 @@ pub fn build(opts: &BuildOptions) -> Result<()> {
             objects.push(input.clone());
             continue;
         }
-        // Checked before any work: an input of no known kind is refused by name.
+        // Checked before any work: an input of no known kind is refused by name, and a
+        // CUDA library the toolchain lacks by the include that names it.
         InputKind::detect(input, language)?;
+        let cuda_include = hpvm_core::toolchain::cuda_path().map(|p| p.join("include"));
+        if let Some(message) = crate::libraries::missing_header(input, cuda_include.as_deref()) {
+            eprintln!("{message}");
+            return Err(Error::Reported);
+        }
         let out =
             if stops_early { outputs[i].clone() } else { scratch.path().join(format!("{i}-{}.o", stem_of(input))) };
         // In a child process: an abort inside LLVM, Polly or ISL is reported, and what it
@@ -514,7 +520,9 @@ fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions) -> Result<()> {
     {
         use std::io::Write;
         let _ = std::io::stdout().write_all(&out.stdout);
-        let _ = std::io::stderr().write_all(linker_messages(&String::from_utf8_lossy(&out.stderr)).as_bytes());
+        let messages = linker_messages(&String::from_utf8_lossy(&out.stderr));
+        let _ = std::io::stderr().write_all(messages.as_bytes());
+        let _ = std::io::stderr().write_all(crate::libraries::explain_undefined(&messages).as_bytes());
     }
     if !out.status.success() {
         let _ = std::fs::remove_file(&tmp);

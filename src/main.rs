@@ -8,6 +8,7 @@ mod build;
 mod cli;
 mod error;
 mod isolate;
+mod libraries;
 
 use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;

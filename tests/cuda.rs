@@ -573,3 +573,34 @@ fn memory_fences_keep_kernels_on_the_gpu() {
         );
     }
 }
+
+/// A program calling a CUDA library the toolchain does not provide (cuBLAS, cuRAND's host
+/// API...) fails at build with one message naming the library and the user's line: at the
+/// include where the header is missing, at the call where only the library is.
+#[test]
+fn cuda_libraries_are_refused_by_name() {
+    let dir = TempDir::new("cuda-libraries");
+    let blas = dir.join("blas.cu");
+    std::fs::write(
+        &blas,
+        "#include <cstdio>\n#include <cublas_v2.h>\nint main() { cublasHandle_t h; cublasCreate(&h); }\n",
+    )
+    .unwrap();
+    let out = hpvm_mgpu(&["build", blas.to_str().unwrap(), "-o", dir.join("blas").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("blas.cu:2: error: `cublas_v2.h` is the header of cuBLAS"), "{}", stderr(&out));
+    assert!(!dir.join("blas").exists());
+    let rand = dir.join("rand.cu");
+    std::fs::write(
+        &rand,
+        "#include <curand.h>\nint main() {\n  curandGenerator_t g;\n  curandCreateGenerator(&g, CURAND_RNG_PSEUDO_DEFAULT);\n}\n",
+    )
+    .unwrap();
+    let out = hpvm_mgpu(&["build", rand.to_str().unwrap(), "-o", dir.join("rand").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("rand.cu:4: error: `curandCreateGenerator` is cuRAND's host API, a CUDA library"),
+        "{}",
+        stderr(&out)
+    );
+}
