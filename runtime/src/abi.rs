@@ -269,17 +269,17 @@ pub extern "C" fn hpvm_rt_trace_access(param: i32, offset: i64, bytes: u32, kind
 }
 
 /// A translated leaf's pointer loaded from memory: the program's address to the running
-/// device's ([`crate::memory::addresses`]). Hot in such leaves: no guard, nothing that fails.
+/// device's ([`crate::devices::addresses`]). Hot in such leaves: no guard, nothing that fails.
 #[no_mangle]
 pub extern "C" fn hpvm_rt_to_device_address(p: u64) -> u64 {
-    crate::memory::addresses::translate(p, true)
+    crate::devices::addresses::translate(p, true)
 }
 
 /// A translated leaf's pointer stored into memory: the running device's address back to the
 /// program's.
 #[no_mangle]
 pub extern "C" fn hpvm_rt_to_program_address(p: u64) -> u64 {
-    crate::memory::addresses::translate(p, false)
+    crate::devices::addresses::translate(p, false)
 }
 
 /// The host's addresses of the `n` device functions that the GPU module of `ptx` calls

@@ -333,10 +333,10 @@ pub fn compile(
 
 /// Gives the address translations of translated leaves their GPU bodies: a binary search of
 /// the module's address table, which the runtime writes (an address no entry holds is its
-/// own translation; `hpvm_runtime::memory::addresses`).
+/// own translation; `hpvm_runtime::devices::addresses`).
 fn define_address_table(gpu: &Module<'_>) -> Result<()> {
-    use hpvm_runtime::memory::addresses::{TABLE as t, TABLE_BACK as back, TABLE_WORDS as words};
-    use hpvm_runtime::memory::addresses::{TO_DEVICE, TO_PROGRAM};
+    use hpvm_runtime::devices::addresses::{TABLE as t, TABLE_BACK as back, TABLE_WORDS as words};
+    use hpvm_runtime::devices::addresses::{TO_DEVICE, TO_PROGRAM};
     if gpu.get_function(TO_DEVICE).is_none() && gpu.get_function(TO_PROGRAM).is_none() {
         return Ok(());
     }
@@ -929,7 +929,7 @@ fn resolve<'ctx>(
     while let Some(global) = g {
         if !global.is_constant()
             && global.get_name().to_bytes() != SHARED.as_bytes()
-            && global.get_name().to_bytes() != hpvm_runtime::memory::addresses::TABLE.as_bytes()
+            && global.get_name().to_bytes() != hpvm_runtime::devices::addresses::TABLE.as_bytes()
             && global.get_name().to_bytes() != hpvm_runtime::devices::cuda::FUNCTION_TABLE.as_bytes()
             && global.get_first_use().is_some()
             && uses_in(global.as_value_ref(), kf)

@@ -171,9 +171,9 @@ fn integer_source(v: Val, seen: &mut HashSet<usize>, source: &dyn Fn(Val) -> boo
 }
 
 /// The runtime's translations of an address of the program's address space into the running
-/// device's copy of the same byte, and back (`hpvm_runtime::memory::addresses`). Each is the
+/// device's copy of the same byte, and back (`hpvm_runtime::devices::addresses`). Each is the
 /// identity on an address no buffer holds, and safe on an address already translated.
-pub use hpvm_runtime::memory::addresses::{TO_DEVICE, TO_PROGRAM};
+pub use hpvm_runtime::devices::addresses::{TO_DEVICE, TO_PROGRAM};
 
 /// Makes a leaf that keeps pointers in memory ([`pointers_in_memory`]) run on any device:
 /// memory holds the program's addresses, values in registers the device's. So every pointer

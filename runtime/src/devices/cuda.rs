@@ -27,7 +27,7 @@
 use super::held::{Held, Launch};
 use super::staging::{Slots, STAGE_AT_LEAST};
 use super::Device;
-use crate::memory::addresses::Addresses;
+use crate::devices::addresses::Addresses;
 use cudarc::driver::{result, sys};
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
@@ -820,11 +820,11 @@ impl Cuda {
     }
 
     /// Writes a translated leaf's address table into the module of `ptx` on this GPU
-    /// ([`crate::memory::addresses`]), in stream order before the launch that follows: what
+    /// ([`crate::devices::addresses`]), in stream order before the launch that follows: what
     /// earlier launches hold is submitted first, and they read the table they were given.
     /// The same table as last time is not written again.
     pub fn write_address_table(&self, ptx: &'static CStr, table: &Addresses) -> Result<(), String> {
-        use crate::memory::addresses::{TABLE, TABLE_BACK, TABLE_CAPACITY};
+        use crate::devices::addresses::{TABLE, TABLE_BACK, TABLE_CAPACITY};
         if table.len() > TABLE_CAPACITY {
             return Err(format!("{} buffers, more than the {TABLE_CAPACITY} a GPU's address table holds", table.len()));
         }

@@ -22,6 +22,7 @@
 //! plans name it, nothing of it runs here, and only [`Devices::is_local`] devices are
 //! touched.
 
+pub mod addresses;
 pub(crate) mod combine;
 pub mod cuda;
 pub(crate) mod held;

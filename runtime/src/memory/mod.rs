@@ -14,7 +14,6 @@
 //! while holding it, so no one sees a half-updated map. Sources are chosen in the state before
 //! the launch's copies, so the copies of one launch never depend on each other.
 
-pub mod addresses;
 pub mod coherence;
 mod crossing;
 #[cfg(test)]
@@ -921,11 +920,11 @@ pub fn host_access_all() {
 
 impl Table {
     /// Before device `k` runs a leaf that may reach any tracked buffer through the pointers
-    /// it keeps in memory (a translated leaf, [`addresses`]): every buffer current on `k`,
+    /// it keeps in memory (a translated leaf, [`crate::devices::addresses`]): every buffer current on `k`,
     /// and `k` the only holder of all of it after, since the leaf may write anywhere. In the
     /// order the buffers were tracked. Returns `k`'s address table. `Err`, before any copy,
     /// where `k` cannot hold every buffer.
-    pub fn all_current_on(&mut self, k: usize) -> Result<addresses::Addresses, String> {
+    pub fn all_current_on(&mut self, k: usize) -> Result<crate::devices::addresses::Addresses, String> {
         let mut ids: Vec<(u64, u64)> = self.buffers.values().map(|b| (b.id, b.start)).collect();
         ids.sort_unstable();
         if residency::sparse() {
@@ -959,7 +958,7 @@ impl Table {
             let size = buf.size;
             buf.coherence.set_only(0, size, Place::Device(k));
         }
-        Ok(addresses::Addresses::new(ranges))
+        Ok(crate::devices::addresses::Addresses::new(ranges))
     }
 }
 

@@ -114,7 +114,7 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
 
 /// [`run_unit`] on the devices. `indirect`: why the leaf keeps pointers in memory; it then
 /// runs whole on one device, every buffer current there and translated by its address table
-/// ([`memory::addresses`]), or not at all (false) before anything moved.
+/// ([`devices::addresses`]), or not at all (false) before anything moved.
 fn on_devices(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>, indirect: Option<&String>) -> bool {
     let Unit { module, plans, node: n, shape, parent, grid, outs, .. } = *u;
     let devs = devices();
@@ -184,7 +184,7 @@ fn on_devices(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>, indirect: Option<
                 st.note_unpartitioned(&format!("{why}: it runs whole on one device"));
                 match &gpu_launch {
                     Some((_, ptx, _)) => devs.gpu(k).write_address_table(ptx, &a).map(|()| None),
-                    None => Ok(Some(memory::addresses::activate(a))),
+                    None => Ok(Some(crate::devices::addresses::activate(a))),
                 }
             });
             match installed {
