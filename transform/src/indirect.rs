@@ -309,6 +309,9 @@ enum Site {
 
 fn site(inst: Val) -> Result<Option<Site>, &'static str> {
     let ty = inst.ty();
+    if block_copies_local_pointers(inst) {
+        return Err("it copies a local holding pointers into memory as one block");
+    }
     Ok(match inst.opcode() {
         Some(Op::LLVMLoad) => match kind_of(ty) {
             Moved::Address => (!filled_locally(inst.operand(0))).then_some(Site::Result),
@@ -348,6 +351,29 @@ fn site(inst: Val) -> Result<Option<Site>, &'static str> {
         },
         _ => None,
     })
+}
+
+/// Whether `inst` is a block copy (`memcpy`/`memmove`) into memory from a local whose type
+/// holds pointers: the leaf's locals hold the device's addresses (stores into them are not
+/// translated), which the copy would leave in memory where the program's belong.
+fn block_copies_local_pointers(inst: Val) -> bool {
+    if inst.opcode() != Some(Op::LLVMCall) {
+        return false;
+    }
+    let callee = inst.called_function().map(|f| f.name()).unwrap_or_default();
+    if !callee.starts_with("llvm.memcpy") && !callee.starts_with("llvm.memmove") {
+        return false;
+    }
+    let (dst, src) = (inst.operand(0), inst.operand(1));
+    if is_local(dst, 0) || !is_local(src, 0) {
+        return false;
+    }
+    let mut base = src;
+    while matches!(base.opcode(), Some(Op::LLVMGetElementPtr | Op::LLVMBitCast | Op::LLVMAddrSpaceCast)) {
+        base = base.operand(0);
+    }
+    // A local of unknown shape (a phi or select of locals) counts as holding pointers.
+    base.opcode() != Some(Op::LLVMAlloca) || !matches!(kind_of(base.allocated_type()), Moved::No)
 }
 
 /// How a value of type `ty` carries addresses of the program's buffers.
@@ -459,6 +485,34 @@ define void @leaf(ptr %table, ptr %out, ptr %slot) {
 }
 "#;
         assert_eq!(got, expected.trim_start(), "got:\n{got}");
+    }
+
+    #[test]
+    fn locals_of_pointers_copied_into_memory_are_refused() {
+        let why = translated(
+            r#"
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+define void @leaf(ptr %table, ptr %out) {
+  %pair = alloca { ptr, ptr }
+  store ptr %out, ptr %pair
+  call void @llvm.memcpy.p0.p0.i64(ptr %table, ptr %pair, i64 16, i1 false)
+  ret void
+}"#,
+        )
+        .unwrap_err();
+        assert!(why.starts_with("it copies a local holding pointers into memory"), "{why}");
+        // A local of plain data may be copied.
+        translated(
+            r#"
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+define void @leaf(ptr %table, ptr %out) {
+  %pair = alloca { i64, float }
+  %p = load ptr, ptr %table
+  call void @llvm.memcpy.p0.p0.i64(ptr %p, ptr %pair, i64 16, i1 false)
+  ret void
+}"#,
+        )
+        .unwrap();
     }
 
     #[test]
