@@ -10,7 +10,7 @@ use hpvm_runtime::desc::*;
 use inkwell::module::Module;
 use inkwell::targets::TargetData;
 use inkwell::types::{AnyType, BasicTypeEnum, StructType};
-use inkwell::values::{AsValueRef, FunctionValue, InstructionOpcode, InstructionValue};
+use inkwell::values::{FunctionValue, InstructionOpcode, InstructionValue};
 
 /// Calls of `name` in `f`, in order.
 pub fn calls_of<'ctx>(f: FunctionValue<'ctx>, name: &str) -> Vec<InstructionValue<'ctx>> {
@@ -132,7 +132,7 @@ pub fn describe(module: &Module<'_>, graph: &Graph, data: &TargetData) -> Result
             kernel: None,
             shape: None,
             indirect: match node.kind {
-                NodeKind::Leaf(_) => crate::indirect::pointers_in_memory(hpvm_core::Val(f.as_value_ref())),
+                NodeKind::Leaf(_) => crate::indirect::pointers_in_memory_inlined(module, &node.name),
                 NodeKind::Internal(_) => None,
             },
             translated: false,

@@ -16,6 +16,7 @@
 
 use hpvm_core::loc;
 use hpvm_core::Val;
+use inkwell::values::AsValueRef;
 use llvm_sys::core::*;
 use llvm_sys::prelude::LLVMValueRef;
 use llvm_sys::LLVMOpcode as Op;
@@ -41,6 +42,47 @@ pub fn pointers_in_memory(f: Val) -> Option<String> {
         }
     }
     None
+}
+
+/// [`pointers_in_memory`] of the leaf named `leaf` as the GPU sees it, every callee inlined
+/// and its locals promoted to values: a helper reading the leaf's own variables through a
+/// pointer (a lambda capturing by reference reads them through its closure) keeps no pointer
+/// in memory once inlined. `None` where that leaves no reason. Run on a copy of the module.
+pub fn pointers_in_memory_inlined(module: &inkwell::module::Module<'_>, leaf: &str) -> Option<String> {
+    let first = pointers_in_memory(Val(module.get_function(leaf)?.as_value_ref()))?;
+    let copy = module.clone();
+    let Some(f) = copy.get_function(leaf) else { return Some(first) };
+    let ctx = copy.get_context();
+    let kind = inkwell::attributes::Attribute::get_named_enum_kind_id;
+    let mut todo = vec![Val(f.as_value_ref())];
+    let mut seen = todo.clone();
+    while let Some(g) = todo.pop() {
+        for inst in g.instructions() {
+            let Some(callee) = inst.called_function().filter(|c| !c.is_declaration()) else { continue };
+            if seen.contains(&callee) {
+                continue;
+            }
+            seen.push(callee);
+            todo.push(callee);
+            // SAFETY: a function of the copy, which this owns.
+            let callee = unsafe { inkwell::values::FunctionValue::new(callee.0) }.expect("a function");
+            use inkwell::attributes::AttributeLoc;
+            callee.remove_enum_attribute(AttributeLoc::Function, kind("noinline"));
+            callee.remove_enum_attribute(AttributeLoc::Function, kind("optnone"));
+            callee.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(kind("alwaysinline"), 0));
+        }
+    }
+    f.remove_enum_attribute(inkwell::attributes::AttributeLoc::Function, kind("optnone"));
+    let machine = hpvm_core::frontend::host_machine().ok()?;
+    let options = inkwell::passes::PassBuilderOptions::create();
+    if copy
+        .run_passes("always-inline,function(sroa,early-cse,instcombine,simplifycfg,sroa)", &machine, options)
+        .is_err()
+    {
+        return Some(first);
+    }
+    let inlined = copy.get_function(leaf)?;
+    pointers_in_memory(Val(inlined.as_value_ref()))
 }
 
 fn why(inst: Val) -> Option<&'static str> {
