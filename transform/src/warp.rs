@@ -536,7 +536,12 @@ mod tests {
         assert_eq!(op("bar.warp.sync"), Some(Op::Sync));
         assert_eq!(op("barrier0.and"), Some(Op::BlockVote { mode: 1 }));
         assert_eq!(op("activemask"), None);
-        assert_eq!(op("match.any.sync.i32"), None);
+        assert_eq!(op("match.any.sync.i32"), Some(Op::Match { all: false }));
+        assert_eq!(op("match.all.sync.i64p"), Some(Op::Match { all: true }));
+        assert_eq!(op("match.all.sync.i32"), None);
+        assert_eq!(op("redux.sync.umax"), Some(Op::Redux { op: 4 }));
+        assert_eq!(op("redux.sync.xor"), Some(Op::Redux { op: 7 }));
+        assert_eq!(op("redux.sync.fadd"), None);
         assert_eq!(op("shfl.sync.down.i64"), None);
     }
 }
