@@ -109,12 +109,6 @@ fn every_program_on_two_and_three_ranks_prints_what_one_process_prints() {
     let dir = TempDir::new("ranks");
     let cpu2 = [("HPVM_MGPU_DEVICES", "cpu:2")];
     for (src, sizes) in PROGRAMS {
-        // Not yet under ranks: Thrust's kernels take this process's addresses in arguments the
-        // divergence check reads as data, so every rank stops at the first Thrust call saying
-        // the ranks diverged (a loud stop, never a wrong result; README, "Many machines").
-        if src == "tests/cuda/thrust.cu" {
-            continue;
-        }
         let exe = build(&dir, src);
         // The smallest size on 3 ranks (some device of 6 gets no block), the largest on 2: each
         // rank count and each kind of size once per program (an mpirun costs about a second).

@@ -48,6 +48,11 @@ pub(super) struct Kernel {
     /// Leaf parameters (among [`buffer_params`]) the kernel provably never writes through:
     /// the graph declares them inputs only ([`read_only`]).
     pub read_only: Vec<usize>,
+    /// Leaf parameters the kernel never reads (by index): the padding of a struct passed by
+    /// value (clang lays Thrust's functors out with explicit padding bytes). The launcher
+    /// passes zero there, not the caller's stack bytes, so that launches that differ only
+    /// in padding look alike (the plan caches' keys, the ranks' agreement).
+    pub unused: Vec<usize>,
 }
 
 /// A kernel parameter, as the graph takes it: its scalars, one node parameter each (a
@@ -223,6 +228,7 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
     for (kernel, Leaf { function: leaf, .. }) in out.iter_mut().zip(&leaves) {
         let params: Vec<Val> = Val(leaf.as_value_ref()).params();
         kernel.read_only = buffer_params(kernel).into_iter().filter(|&i| read_only(params[i])).collect();
+        kernel.unused = (0..params.len()).filter(|&i| params[i].users().is_empty()).collect();
         declare_accesses(dev, kernel, *leaf);
     }
     run("globaldce")?;
@@ -352,6 +358,7 @@ fn leaf_of<'ctx>(
         shared: Vec::new(),
         dynamic_shared: false,
         read_only: Vec::new(),
+        unused: Vec::new(),
     };
     for want in [Var::Symbol, Var::Shared, Var::Dynamic] {
         for (g, var) in vars.iter().filter(|(_, v)| *v == want) {

@@ -83,7 +83,12 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
                     indices.extend(path.iter().map(|&j| i32t.const_int(j as u64, false)));
                     unsafe { b.build_in_bounds_gep(whole, slot, &indices, "") }.map_err(llvm)?
                 };
-                let v = b.build_load(ty, field, &format!("arg{i}")).map_err(llvm)?;
+                // A scalar the kernel never reads (padding): zero, not the caller's bytes.
+                let v = if k.unused.contains(&values.len()) && !unsafe { is_pointer(*raw) } {
+                    ty.const_zero()
+                } else {
+                    b.build_load(ty, field, &format!("arg{i}")).map_err(llvm)?
+                };
                 values.push(v);
                 if unsafe { is_pointer(*raw) } {
                     let bytes =
