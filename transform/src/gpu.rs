@@ -331,6 +331,16 @@ pub fn compile(
     Ok((Some(GpuCode { ptx, kernels: compiled, functions }), fallbacks))
 }
 
+/// Links the LLVM IR text `ir` (the runtime's side of a contract, written here) into the GPU
+/// module; `what` names it in errors, which are the compiler's own.
+fn link_ir(gpu: &Module<'_>, ir: &str, what: &str) -> Result<()> {
+    let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), what);
+    let lib = gpu.get_context().create_module_from_ir(buf).map_err(|e| Error::Internal(format!("{what}: {e}")))?;
+    lib.set_triple(&gpu.get_triple());
+    lib.set_data_layout(&gpu.get_data_layout());
+    gpu.link_in_module(lib).map_err(|e| Error::Internal(format!("{what}: {e}")))
+}
+
 /// Gives the address translations of translated leaves their GPU bodies: a binary search of
 /// the module's address table, which the runtime writes (an address no entry holds is its
 /// own translation; `hpvm_runtime::devices::addresses`).
@@ -404,12 +414,7 @@ attributes #0 = {{ alwaysinline }}
 "#
     );
     let ctx = gpu.get_context();
-    let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "address-table");
-    let lib =
-        ctx.create_module_from_ir(buf).map_err(|e| Error::Internal(format!("address table: {}", e.to_string())))?;
-    lib.set_triple(&gpu.get_triple());
-    lib.set_data_layout(&gpu.get_data_layout());
-    gpu.link_in_module(lib).map_err(|e| Error::Internal(format!("address table: {}", e.to_string())))?;
+    link_ir(gpu, &ir, "address table")?;
     for name in [TO_DEVICE, TO_PROGRAM] {
         if let Some(f) = gpu.get_function(name) {
             f.set_linkage(Linkage::Internal);
@@ -538,12 +543,7 @@ miss:
 attributes #0 = {{ alwaysinline }}
 "#
     );
-    let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "function-table");
-    let lib =
-        ctx.create_module_from_ir(buf).map_err(|e| Error::Internal(format!("function table: {}", e.to_string())))?;
-    lib.set_triple(&gpu.get_triple());
-    lib.set_data_layout(&gpu.get_data_layout());
-    gpu.link_in_module(lib).map_err(|e| Error::Internal(format!("function table: {}", e.to_string())))?;
+    link_ir(gpu, &ir, "function table")?;
     gpu_list.set_linkage(Linkage::Internal);
     let lookup = gpu.get_function("__hpvm_mgpu_function").ok_or(Error::Internal("function table lookup".into()))?;
     make_inline(&ctx, lookup);

@@ -411,6 +411,23 @@ fn runtime<'ctx>(module: &Module<'ctx>, name: &str, ty: inkwell::types::Function
     module.get_function(name).unwrap_or_else(|| module.add_function(name, ty, None))
 }
 
+/// `f`'s pair result: `value`, and the predicate in bit 32 of the runtime's answer `r`.
+fn with_predicate<'ctx>(
+    b: &Builder<'ctx>,
+    f: FunctionValue<'ctx>,
+    value: BasicValueEnum<'ctx>,
+    r: inkwell::values::IntValue<'ctx>,
+) -> Result<BasicValueEnum<'ctx>> {
+    let ctx = f.get_type().get_context();
+    let p = b.build_right_shift(r, ctx.i64_type().const_int(32, false), false, "p")?;
+    let p = b.build_int_truncate(p, ctx.bool_type(), "pred")?;
+    let Some(BasicTypeEnum::StructType(pair)) = f.get_type().get_return_type() else {
+        return Err(crate::Error::Internal(format!("{} returns no pair", f.get_name().to_string_lossy())));
+    };
+    let agg = b.build_insert_value(pair.get_undef(), value, 0, "")?;
+    Ok(b.build_insert_value(agg, p, 1, "")?.as_basic_value_enum())
+}
+
 fn body<'ctx>(
     module: &Module<'ctx>,
     b: &Builder<'ctx>,
@@ -447,17 +464,7 @@ fn body<'ctx>(
             let r = b.build_call(rt, &args, "shfl")?.try_as_basic_value().basic().expect("i64").into_int_value();
             let v = b.build_int_truncate(r, i32t, "value")?;
             let v: BasicValueEnum = if float { b.build_bit_cast(v, f32t, "float")? } else { v.into() };
-            if predicate {
-                let p = b.build_right_shift(r, i64t.const_int(32, false), false, "p")?;
-                let p = b.build_int_truncate(p, i1, "valid")?;
-                let Some(BasicTypeEnum::StructType(pair)) = f.get_type().get_return_type() else {
-                    return Err(crate::Error::Internal("a predicated shuffle returns a pair".into()));
-                };
-                let agg = b.build_insert_value(pair.get_undef(), v, 0, "")?;
-                Some(b.build_insert_value(agg, p, 1, "")?.as_basic_value_enum())
-            } else {
-                Some(v)
-            }
+            Some(if predicate { with_predicate(b, f, v, r)? } else { v })
         }
         Op::Vote { mode } => {
             let rt =
@@ -497,17 +504,7 @@ fn body<'ctx>(
             let args = [i32t.const_int(u64::from(all), false).into(), param(0)?.into(), value.into()];
             let r = b.build_call(rt, &args, "match")?.try_as_basic_value().basic().expect("i64").into_int_value();
             let lanes = b.build_int_truncate(r, i32t, "lanes")?;
-            if all {
-                let p = b.build_right_shift(r, i64t.const_int(32, false), false, "p")?;
-                let p = b.build_int_truncate(p, i1, "same")?;
-                let Some(BasicTypeEnum::StructType(pair)) = f.get_type().get_return_type() else {
-                    return Err(crate::Error::Internal("match.all returns a pair".into()));
-                };
-                let agg = b.build_insert_value(pair.get_undef(), lanes, 0, "")?;
-                Some(b.build_insert_value(agg, p, 1, "")?.as_basic_value_enum())
-            } else {
-                Some(lanes.into())
-            }
+            Some(if all { with_predicate(b, f, lanes.into(), r)? } else { lanes.into() })
         }
         Op::Redux { op } => {
             let rt =

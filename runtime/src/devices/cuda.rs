@@ -118,6 +118,30 @@ pub fn function_table(ptx: &'static CStr, addresses: Vec<u64>) {
         .insert(ptx.as_ptr() as usize, addresses);
 }
 
+/// Writes `words` at the start of the global `name` of the loaded `module`: in the order of
+/// `stream` where one is given (pageable memory, which the driver stages before it returns),
+/// else at once.
+fn write_words(module: sys::CUmodule, name: &str, words: &[u64], stream: Option<sys::CUstream>) -> Result<(), String> {
+    let c_name = CString::new(name).map_err(|e| e.to_string())?;
+    // SAFETY: `module` is loaded and never unloaded.
+    let (at, size) =
+        check(&format!("cuModuleGetGlobal({name})"), unsafe { result::module::get_global(module, c_name) })?;
+    let bytes = std::mem::size_of_val(words);
+    if size < bytes {
+        return Err(format!("the GPU module's `{name}` has {size} bytes, not {bytes}"));
+    }
+    let from = words.as_ptr() as *const c_void;
+    // SAFETY: `at` is the module's global, `bytes` within it; `words` outlives the call, and
+    // the driver has read pageable memory before an asynchronous copy returns.
+    let copied = unsafe {
+        match stream {
+            Some(s) => sys::cuMemcpyHtoDAsync_v2(at, from, bytes, s),
+            None => sys::cuMemcpyHtoD_v2(at, from, bytes),
+        }
+    };
+    check(&format!("copying into `{name}`"), copied.result())
+}
+
 fn check<T>(what: &str, r: Result<T, result::DriverError>) -> Result<T, String> {
     r.map_err(|e| format!("{what}: {e}"))
 }
@@ -785,18 +809,9 @@ impl Cuda {
             .as_ref()
             .and_then(|f| f.get(&(ptx.as_ptr() as usize)).cloned());
         if let Some(addresses) = functions {
-            let name = CString::new(FUNCTION_TABLE).expect("no NUL");
-            // SAFETY: `m` was just loaded; nothing runs in it yet, so a synchronous copy into
-            // its global is seen by every later launch.
-            let (at, size) =
-                check("cuModuleGetGlobal (the function table)", unsafe { result::module::get_global(m, name) })?;
-            let bytes = addresses.len() * 8;
-            if size < bytes {
-                return Err(format!("the GPU module's function table has {size} bytes, not {bytes}"));
-            }
-            check("cuMemcpyHtoD (the function table)", unsafe {
-                sys::cuMemcpyHtoD_v2(at, addresses.as_ptr() as *const c_void, bytes).result()
-            })?;
+            // `m` was just loaded: nothing runs in it yet, so a synchronous copy into its
+            // global is seen by every later launch.
+            write_words(m, FUNCTION_TABLE, &addresses, None)?;
         }
         modules.insert(ptx.as_ptr() as usize, m);
         Ok(m)
@@ -835,19 +850,7 @@ impl Cuda {
         }
         let o = self.bind()?;
         let module = self.load_module(ptx)?;
-        let name = CString::new(TABLE).expect("no NUL");
-        // SAFETY: `module` is loaded and never unloaded.
-        let (at, size) =
-            check("cuModuleGetGlobal (the address table)", unsafe { result::module::get_global(module, name) })?;
-        let bytes = words.len() * 8;
-        if size < bytes {
-            return Err(format!("the GPU module's address table has {size} bytes, not {bytes}"));
-        }
-        // SAFETY: `words` is pageable host memory, which the driver stages before it returns
-        // (so it may go right after); `at` is the module's global, `bytes` within it.
-        check("cuMemcpyHtoDAsync (the address table)", unsafe {
-            sys::cuMemcpyHtoDAsync_v2(at, words.as_ptr() as *const c_void, bytes, o.stream).result()
-        })?;
+        write_words(module, TABLE, &words, Some(o.stream))?;
         *last = Some((ptx.as_ptr() as usize, words));
         Ok(())
     }
