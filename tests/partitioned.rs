@@ -462,6 +462,40 @@ fn the_split_policy_splits_what_pays_and_says_why_not() {
     assert_eq!(n["split_declined"], 0, "{n}");
 }
 
+/// Planning ahead (the default with GPUs, asked for here on simulated devices): the first
+/// launch the policy would split runs whole while ISL's part of its plan is done in the
+/// background, and later launches split from what that left. Outputs are the host's.
+#[test]
+fn a_first_split_is_planned_ahead_while_its_launch_runs_whole() {
+    let dir = TempDir::new("ahead");
+    let exe = build(&dir, "examples/stencil2d.c");
+    let args = ["1024", "1024", "24"];
+    let host = run_ok(&exe, &args, &[("HPVM_MGPU_DEVICES", "cpu")]);
+    let file = dir.path_str("stats.json");
+    let env = [
+        ("HPVM_MGPU_DEVICES", "cpu:2"),
+        ("HPVM_MGPU_THREADS", "2"),
+        ("HPVM_MGPU_PARTITION", "auto"),
+        ("HPVM_MGPU_PLAN_AHEAD", "on"),
+        ("HPVM_MGPU_STATS", &file[..]),
+    ];
+    assert_eq!(run_ok(&exe, &args, &env), host);
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let n = node(&s, "StencilBlocks");
+    let count = |k: &str| n[k].as_u64().unwrap_or_else(|| panic!("{k} in {n}"));
+    assert_eq!(count("unit_launches"), 24, "{n}");
+    // The first launch ran whole; the plan ahead (milliseconds) finished long before the last
+    // of 24 launches of tens of milliseconds each, which then split.
+    assert!(count("whole_while_planning") >= 1, "{n}");
+    assert!(count("plans_ahead") >= 1, "{n}");
+    assert!(count("partitioned_launches") >= 1, "{n}");
+    assert!(count("partitioned_launches") + count("whole_while_planning") <= 24, "{n}");
+    // A bad value is refused by name.
+    let out = run_program(&exe, &args, &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_PLAN_AHEAD", "maybe")]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("HPVM_MGPU_PLAN_AHEAD=maybe: expected `on` or `off`"), "{}", stderr(&out));
+}
+
 /// A leaf whose own code faults (reading one row past its input, which ends at a page the
 /// program made inaccessible): the process dies of SIGSEGV as it would without the runtime,
 /// after naming the node, its file:line, the address and the buffer it is past, with what the

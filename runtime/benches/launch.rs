@@ -24,14 +24,13 @@ use hpvm_runtime::launch::{bench_forget, bench_launch, load, Loaded};
 use hpvm_runtime::memory;
 use hpvm_runtime::partitioned::Forget;
 use std::ffi::CString;
-use std::sync::Arc;
 
 /// Leaves never run on dry-run devices; the module still needs an entry point per leaf.
 unsafe extern "C" fn never_runs(_: *const u8, _: *const NodeCtx, _: *const GridBox, _: *mut u8) {
     unreachable!("dry-run devices run nothing")
 }
 
-fn module(json: &str) -> Arc<Loaded> {
+fn module(json: &str) -> &'static Loaded {
     let desc: &'static CString = Box::leak(Box::new(CString::new(json).unwrap()));
     let entries: &'static [hpvm_runtime::ctx::EntryFn; 1] = Box::leak(Box::new([never_runs as _]));
     // SAFETY: NUL-terminated description and one entry point, both leaked (live forever).
@@ -52,7 +51,7 @@ fn args(words: &[u64]) -> Vec<u8> {
 /// Node 1 of both programs is the launch unit (an internal node launched as 16 x 16 blocks).
 const UNIT: u32 = 1;
 
-fn stencil(c: &mut Criterion, m: &Loaded) {
+fn stencil(c: &mut Criterion, m: &'static Loaded) {
     let mut g = c.benchmark_group("stencil2d");
     for n in [4096u64, 16384, 32768] {
         let bytes = n * n * 4;
@@ -99,7 +98,7 @@ fn stencil(c: &mut Criterion, m: &Loaded) {
     g.finish();
 }
 
-fn matmul(c: &mut Criterion, m: &Loaded) {
+fn matmul(c: &mut Criterion, m: &'static Loaded) {
     let mut g = c.benchmark_group("matmul");
     for n in [4096u64, 16384, 32768] {
         let bytes = n * n * 4;
@@ -130,8 +129,8 @@ fn benches(c: &mut Criterion) {
     let devices = hpvm_runtime::devices::devices();
     assert!(devices.sims.first().is_some_and(|d| d.is_dry()), "HPVM_MGPU_DEVICES must be dry:N");
     eprintln!("runtime overhead on {}", devices.describe());
-    stencil(c, &module(include_str!("data/stencil2d.program.json")));
-    matmul(c, &module(include_str!("data/matmul.program.json")));
+    stencil(c, module(include_str!("data/stencil2d.program.json")));
+    matmul(c, module(include_str!("data/matmul.program.json")));
 }
 
 criterion_group!(name = launch; config = Criterion::default().sample_size(20); targets = benches);

@@ -55,6 +55,11 @@ pub struct NodeStats {
     /// Time making device allocations (a buffer's first use on a device).
     pub nanos_alloc: AtomicU64,
     pub nanos_copy_plan: AtomicU64,
+    /// Splits planned ahead in the background (`partitioned::ahead`), their time, and the
+    /// launches that ran whole meanwhile.
+    pub plans_ahead: AtomicU64,
+    pub nanos_plan_ahead: AtomicU64,
+    pub whole_while_planning: AtomicU64,
     /// Launches whose plan and copy plan both came from the caches, and the runtime's work
     /// on them (lookups, coherence updates), from the plan lookup to the first copy.
     pub hit_launches: AtomicU64,

@@ -314,6 +314,11 @@ pub struct NodeReport {
     pub ms_intervals: f64,
     pub ms_allocation: f64,
     pub ms_copy_planning: f64,
+    /// Splits planned ahead in the background (ISL's work off the launch path), their time,
+    /// and the launches that ran whole meanwhile.
+    pub plans_ahead: u64,
+    pub ms_plan_ahead: f64,
+    pub whole_while_planning: u64,
     /// Mean runtime work of a launch whose plan and copy plan were both cached (lookups and
     /// coherence updates, before any copy), in microseconds; 0 without such launches.
     pub us_per_hit_launch: f64,
@@ -402,6 +407,9 @@ pub fn collect() -> Report {
                 ms_intervals: ms(&st.nanos_intervals),
                 ms_allocation: ms(&st.nanos_alloc),
                 ms_copy_planning: ms(&st.nanos_copy_plan),
+                plans_ahead: load(&st.plans_ahead),
+                ms_plan_ahead: ms(&st.nanos_plan_ahead),
+                whole_while_planning: load(&st.whole_while_planning),
                 us_per_hit_launch: match load(&st.hit_launches) {
                     0 => 0.0,
                     k => load(&st.nanos_hit_work) as f64 / 1e3 / k as f64,
@@ -562,6 +570,13 @@ pub fn report() -> String {
                 s,
                 "    on the GPUs, ms: copies from the host {:.3}, copies between GPUs {:.3}, kernels {:.3}",
                 n.gpu_ms_host_copies, n.gpu_ms_peer_copies, n.gpu_ms_kernels
+            );
+        }
+        if n.plans_ahead > 0 || n.whole_while_planning > 0 {
+            let _ = writeln!(
+                s,
+                "    planned ahead: {} splits in {:.3} ms off the launch path; {} launches ran whole meanwhile",
+                n.plans_ahead, n.ms_plan_ahead, n.whole_while_planning
             );
         }
         if n.max_memory_rounds > 1 {

@@ -24,10 +24,10 @@ use crate::{memory, scratch};
 use rayon::prelude::*;
 
 #[derive(Clone, Copy)]
-pub struct Engine<'m> {
-    pub module: &'m Module,
+pub struct Engine {
+    pub module: &'static Module,
     /// The module's plan cache for partitioned launches.
-    pub plans: &'m Launches,
+    pub plans: &'static Launches,
     /// Whose memory the pointers in arguments address: the host's, or (inside a partition)
     /// a device's. Only the host engine dispatches launch units and keeps buffers coherent.
     pub place: Place,
@@ -39,8 +39,8 @@ pub struct Engine<'m> {
     pub host_current: bool,
 }
 
-impl Engine<'_> {
-    fn node(&self, n: u32) -> &NodeDesc {
+impl Engine {
+    fn node(&self, n: u32) -> &'static NodeDesc {
         &self.module.program.nodes[n as usize]
     }
 

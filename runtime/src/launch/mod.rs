@@ -34,8 +34,8 @@ pub struct Loaded {
 }
 
 /// Modules by the address of their description: parsed on first launch, kept for the run.
-fn registry() -> &'static Mutex<HashMap<usize, Arc<Loaded>>> {
-    static REGISTRY: OnceLock<Mutex<HashMap<usize, Arc<Loaded>>>> = OnceLock::new();
+fn registry() -> &'static Mutex<HashMap<usize, &'static Loaded>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<usize, &'static Loaded>>> = OnceLock::new();
     REGISTRY.get_or_init(Default::default)
 }
 
@@ -45,10 +45,15 @@ fn registry() -> &'static Mutex<HashMap<usize, Arc<Loaded>>> {
 /// # Safety
 /// `desc` (and `ptx` unless null) must point to NUL-terminated strings and `entries` to
 /// `n_entries` entry points, all living as long as the program (constants of the executable).
-pub unsafe fn load(desc: *const c_char, entries: *const EntryFn, n_entries: u32, ptx: *const c_char) -> Arc<Loaded> {
+pub unsafe fn load(
+    desc: *const c_char,
+    entries: *const EntryFn,
+    n_entries: u32,
+    ptx: *const c_char,
+) -> &'static Loaded {
     let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(m) = reg.get(&(desc as usize)) {
-        return m.clone();
+        return m;
     }
     let json = unsafe { CStr::from_ptr(desc) }.to_string_lossy();
     let entries = unsafe { std::slice::from_raw_parts(entries, n_entries as usize) }.to_vec();
@@ -57,8 +62,9 @@ pub unsafe fn load(desc: *const c_char, entries: *const EntryFn, n_entries: u32,
     if let Some(db) = &module.analysis {
         partitioned::prefetch(db);
     }
-    let loaded = Arc::new(Loaded { module, plans: Launches::default() });
-    reg.insert(desc as usize, loaded.clone());
+    // Kept for the whole run: launches, streams and planning in the background refer to it.
+    let loaded: &'static Loaded = Box::leak(Box::new(Loaded { module, plans: Launches::default() }));
+    reg.insert(desc as usize, loaded);
     loaded
 }
 
@@ -118,8 +124,8 @@ pub fn load_registered() {
 }
 
 /// Every module loaded so far, for the statistics report.
-pub fn loaded() -> Vec<Arc<Loaded>> {
-    registry().lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+pub fn loaded() -> Vec<&'static Loaded> {
+    registry().lock().unwrap_or_else(|e| e.into_inner()).values().copied().collect()
 }
 
 /// Items in flight between two pipeline stages.
@@ -159,7 +165,7 @@ pub fn in_cuda_launch() -> bool {
 
 /// What `__hpvm__launch` returns.
 pub struct Launch {
-    module: Arc<Loaded>,
+    module: &'static Loaded,
     launch: u32,
     thread: Option<JoinHandle<()>>,
     stream: Option<Stream>,
@@ -176,7 +182,7 @@ struct Stream {
 /// A stream under ranks: each pushed item runs through root `root` at once, in program order
 /// on every rank, its output record (if the root binds any) sent to the stream's `output`.
 struct Serial {
-    module: Arc<Loaded>,
+    module: &'static Loaded,
     root: u32,
     outputs: Option<Sender<Vec<u8>>>,
 }
@@ -184,7 +190,7 @@ struct Serial {
 /// The instance context of a root: one instance, no parent.
 const ROOT_CTX: NodeCtx = NodeCtx { id: [0; 3], dim: [1; 3], parent: std::ptr::null() };
 
-fn engine(loaded: &Loaded, asynchronous: bool) -> Engine<'_> {
+fn engine(loaded: &'static Loaded, asynchronous: bool) -> Engine {
     if loaded.module.ptx.is_some() && !devices().on_gpus() {
         notice_gpu_nodes_on_cpu();
     }
@@ -215,7 +221,7 @@ impl Launch {
     ///
     /// # Safety
     /// `user` points to the launch's argument struct and stays valid until `wait` returns.
-    pub unsafe fn start(module: Arc<Loaded>, launch: u32, mode: Mode, user: *mut u8) -> Box<Launch> {
+    pub unsafe fn start(module: &'static Loaded, launch: u32, mode: Mode, user: *mut u8) -> Box<Launch> {
         if launch as usize >= module.module.program.launches.len() {
             fatal(&format!("launch {launch} is not in the program description"));
         }
@@ -230,12 +236,12 @@ impl Launch {
             crate::ranks::agree(&format!("launching {}", module.module.program.launches[launch as usize].loc));
         }
         if mode == Mode::Streaming {
-            let stream = Stream::start(module.clone(), launch);
+            let stream = Stream::start(module, launch);
             return Box::new(Launch { module, launch, thread: None, stream: Some(stream) });
         }
         let args = unsafe { Self::root_args(&module.module, launch, user) };
         let user = SendPtr(user);
-        let loaded = module.clone();
+        let loaded = module;
         let run = move || {
             let user = user;
             let m = &loaded.module;
@@ -244,7 +250,7 @@ impl Launch {
             let mut out = vec![0u8; root.outputs_size()];
             let out_ptr = SendPtr(if out.is_empty() { std::ptr::null_mut() } else { out.as_mut_ptr() });
             let go = || {
-                let e = engine(&loaded, mode == Mode::Cuda);
+                let e = engine(loaded, mode == Mode::Cuda);
                 let grid = m.grid(l.root, None);
                 e.run(l.root, &Args::uniform(args), &ROOT_CTX, grid, out_ptr)
             };
@@ -315,7 +321,7 @@ impl Launch {
         if let Some(serial) = &s.serial {
             note_root_args(&self.module.module, self.launch, &args);
             crate::ranks::agree(&format!("pushing into {}", self.desc().loc));
-            let record = run_root_item(&serial.module, serial.root, &args);
+            let record = run_root_item(serial.module, serial.root, &args);
             if let Some(tx) = &serial.outputs {
                 // The receiver lives in this same stream.
                 let _ = tx.send(record);
@@ -360,7 +366,7 @@ impl Launch {
 impl Stream {
     /// One stage per child of the root (or one for a leaf root), joined by channels along the
     /// root's edges; every stage gets each item's root arguments for its bound inputs.
-    fn start(module: Arc<Loaded>, launch: u32) -> Stream {
+    fn start(module: &'static Loaded, launch: u32) -> Stream {
         let root = module.module.program.launches[launch as usize].root;
         if crate::ranks::spans_ranks() {
             let (tx, rx) = channel::<Vec<u8>>();
@@ -387,12 +393,12 @@ impl Stream {
             module.module.program.nodes[root as usize].kind.clone()
         else {
             // A leaf root: one stage running it per item.
-            let m = module.clone();
+            let m = module;
             stages.push(spawn(
                 "hpvm-stage".into(),
                 Box::new(move || {
                     for args in input_rx {
-                        let out = run_root_item(&m, root, &args);
+                        let out = run_root_item(m, root, &args);
                         if output_tx.send(out).is_err() {
                             break;
                         }
@@ -443,7 +449,7 @@ impl Stream {
         ));
 
         for (k, &c) in children.iter().enumerate() {
-            let m = module.clone();
+            let m = module;
             let rx_args = args_rx[k].take().expect("one receiver per stage");
             let ins: Vec<(usize, Receiver<Records>)> = edges
                 .iter()
@@ -463,7 +469,7 @@ impl Stream {
             stages.push(spawn(
                 format!("hpvm-stage-{k}"),
                 Box::new(move || {
-                    let e = engine(&m, false);
+                    let e = engine(m, false);
                     for args in rx_args {
                         let mut received = Vec::new();
                         for (i, rx) in &ins {
@@ -497,7 +503,7 @@ impl Stream {
         }
 
         // Collector: assembles the root's output record per item.
-        let m = module.clone();
+        let m = module;
         stages.push(spawn(
             "hpvm-stream-out".into(),
             Box::new(move || {
@@ -538,7 +544,7 @@ fn note_root_args(m: &Module, launch: u32, args: &[u8]) {
 }
 
 /// Runs a root over one item's arguments and returns its output record.
-fn run_root_item(m: &Loaded, root: u32, args: &[u8]) -> Vec<u8> {
+fn run_root_item(m: &'static Loaded, root: u32, args: &[u8]) -> Vec<u8> {
     let mut out = vec![0u8; m.module.program.nodes[root as usize].outputs_size()];
     let ptr = SendPtr(if out.is_empty() { std::ptr::null_mut() } else { out.as_mut_ptr() });
     pool::pool().install(|| {
@@ -552,7 +558,7 @@ fn run_root_item(m: &Loaded, root: u32, args: &[u8]) -> Vec<u8> {
 /// Benchmarks only: one launch of unit `node` (a child of a root) with the argument buffer
 /// `args` over `grid`, as the engine would make it. False when it ran on the host.
 #[doc(hidden)]
-pub fn bench_launch(loaded: &Loaded, node: u32, args: Vec<u8>, grid: [i64; 3]) -> bool {
+pub fn bench_launch(loaded: &'static Loaded, node: u32, args: Vec<u8>, grid: [i64; 3]) -> bool {
     let e = Engine {
         module: &loaded.module,
         plans: &loaded.plans,

@@ -70,6 +70,8 @@ pub struct Launches {
     named: Mutex<FxHashMap<u32, Arc<Vec<u32>>>>,
     /// Per node, what its launches measured for the split policy.
     pub(crate) policy: super::policy::Records,
+    /// Per node and device count, its split planned ahead ([`super::ahead`]).
+    pub(crate) ahead: super::ahead::Ahead,
 }
 
 impl Launches {

@@ -28,6 +28,7 @@
 
 // Each file below names only files listed before it: `runtime/tests/layers.rs` checks that no
 // circle runs through the folder, this file included.
+mod ahead;
 pub(crate) mod bindings;
 pub(crate) mod cache;
 mod closed;
@@ -65,15 +66,17 @@ pub fn check_settings() {
     kernel::bench_repeat();
     crate::devices::held::enabled();
     crate::devices::opening::open_at();
+    ahead::enabled();
 }
 
 /// One launch of a launch unit, as the engine hands it over.
-pub struct Unit<'a> {
-    pub module: &'a Module,
+pub struct Unit {
+    /// Loaded for the whole run (planning in the background refers to it).
+    pub module: &'static Module,
     /// The module's plan cache.
-    pub plans: &'a Launches,
+    pub plans: &'static Launches,
     pub node: u32,
-    pub shape: &'a KernelKind,
+    pub shape: &'static KernelKind,
     pub parent: SendPtr<NodeCtx>,
     pub grid: [i64; 3],
     /// Output records, one per instance of `grid` (null when the node has none).
@@ -90,7 +93,7 @@ pub type RunBox<'a> = dyn Fn(Place, GridBox, &Args) + Sync + 'a;
 
 /// Runs the unit on the devices; false when it must run on the host instead (no devices, or
 /// a reason the plan gives, such as an untracked pointer).
-pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
+pub fn run_unit(u: &Unit, args: &Args, run_box: &RunBox<'_>) -> bool {
     if devices().count() == 0 {
         return false;
     }
@@ -115,7 +118,7 @@ pub fn run_unit(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>) -> bool {
 /// [`run_unit`] on the devices. `indirect`: why the leaf keeps pointers in memory; it then
 /// runs whole on one device, every buffer current there and translated by its address table
 /// ([`devices::addresses`]), or not at all (false) before anything moved.
-fn on_devices(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>, indirect: Option<&String>) -> bool {
+fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&String>) -> bool {
     let Unit { module, plans, node: n, shape, parent, grid, outs, .. } = *u;
     let devs = devices();
     let total: i64 = grid.iter().product();
@@ -151,8 +154,8 @@ fn on_devices(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>, indirect: Option<
         Some(_) => (1, None),
         None => decide(u, blocks, gpu_launch.as_ref().map(|(k, ptx, p)| (&k.name, *ptx, p))),
     };
-    let order = &devs.order[..devices_given];
-    let key = cache::Key { node: n, grid, parent: (pid, pdim), devices: devices_given as u8, args: base };
+    let mut order = &devs.order[..devices_given];
+    let mut key = cache::Key { node: n, grid, parent: (pid, pdim), devices: devices_given as u8, args: base };
     if crate::ranks::spans_ranks() {
         crate::ranks::note_launch(&key.without_pointers(module.node(n)));
     }
@@ -161,9 +164,18 @@ fn on_devices(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>, indirect: Option<
     let t0 = Stopwatch::start();
     // The policy's clock on a split's planning (the statistics' may be off).
     // ISL's one-time work on closed forms is not what later launches pay: left out.
-    let planning = (devices_given > 1 && policy::mode() == policy::Mode::Auto)
+    let mut planning = (devices_given > 1 && policy::mode() == policy::Mode::Auto)
         .then(|| (std::time::Instant::now(), closed_form_nanos()));
-    let (plan, plan_hit) = plan_of(u, &key, order, &mut table, &t0);
+    // A split whose plan would ask ISL runs whole while it is planned ahead (see `ahead`).
+    let may_defer = devices_given > 1 && policy::mode() == policy::Mode::Auto && ahead::enabled();
+    let (plan, plan_hit) = match plan_of(u, &key, order, &mut table, &t0, may_defer) {
+        Some(planned) => planned,
+        None => {
+            st.whole_while_planning.fetch_add(1, Ordering::Relaxed);
+            (order, key.devices, planning) = (&order[..1], 1, None);
+            plan_of(u, &key, order, &mut table, &t0, false).expect("a whole launch is planned at once")
+        }
+    };
     let lp = match &*plan {
         Outcome::Host(reason) => {
             st.note_host(reason);
@@ -311,8 +323,16 @@ fn on_devices(u: &Unit<'_>, args: &Args, run_box: &RunBox<'_>, indirect: Option<
 /// Step 1 of a launch (see the module's doc): its plan, from the caches or made, and whether
 /// it came from the caches. A plan for any scalars (one device) is looked up first, then one
 /// for the launch's map inputs; a miss is made here where it needs no maps, else on the
-/// planning pool, and cached.
-fn plan_of(u: &Unit<'_>, key: &cache::Key, order: &[usize], table: &mut Table, t0: &Stopwatch) -> (Arc<Outcome>, bool) {
+/// planning pool, and cached. `may_defer`: a miss that needs the maps may instead be planned
+/// ahead ([`ahead`]), and then there is no plan (`None`): the launch runs whole.
+fn plan_of(
+    u: &Unit,
+    key: &cache::Key,
+    order: &[usize],
+    table: &mut Table,
+    t0: &Stopwatch,
+    may_defer: bool,
+) -> Option<(Arc<Outcome>, bool)> {
     let Unit { module, plans, node: n, shape, grid, .. } = *u;
     let st = &module.stats[n as usize];
     let per_device = partitions_per_device();
@@ -345,24 +365,58 @@ fn plan_of(u: &Unit<'_>, key: &cache::Key, order: &[usize], table: &mut Table, t
         None => {
             // Plans needing no maps are made here; the maps' ISL work runs on the planner
             // pool, reached from a plain thread (see the module's invariants).
-            let make = |launch: &bindings::Launch<'_>, table: &mut Table| match bindings::plan_direct(launch, table) {
-                Ok(outcome) => outcome,
+            let split_now = |launch: &bindings::Launch<'_>, bindings: bindings::Bindings, table: &mut Table| {
                 // A thread of no pool (the program's own) waits for the planner without
                 // running other jobs: no thread of its own is needed (starting one cost more
                 // than a plan from closed forms).
-                Err(bindings) if rayon::current_thread_index().is_none() => {
-                    planner().install(|| split::plan_split(launch, *bindings, table))
+                if rayon::current_thread_index().is_none() {
+                    return planner().install(|| split::plan_split(launch, bindings, table));
                 }
-                Err(bindings) => std::thread::scope(|s| {
+                std::thread::scope(|s| {
                     std::thread::Builder::new()
                         .name("hpvm-plan".into())
-                        .spawn_scoped(s, || planner().install(|| split::plan_split(launch, *bindings, table)))
+                        .spawn_scoped(s, || planner().install(|| split::plan_split(launch, bindings, table)))
                         .unwrap_or_else(|err| crate::fatal(&format!("cannot start a planning thread: {err}")))
                         .join()
                         .unwrap_or_else(|_| crate::fatal("planning a partitioned launch failed"))
-                }),
+                })
             };
-            let p = Arc::new(fit_memory(make(&launch, table), &launch, table, &make));
+            let make = |launch: &bindings::Launch<'_>, table: &mut Table| match bindings::plan_direct(launch, table) {
+                Ok(outcome) => outcome,
+                Err(bindings) => split_now(launch, *bindings, table),
+            };
+            let first = match bindings::plan_direct(&launch, table) {
+                Ok(outcome) => outcome,
+                Err(bindings) if may_defer => {
+                    let devices = order.len() as u8;
+                    match plans.ahead.on_miss(n, devices) {
+                        ahead::Miss::Plan => {
+                            let t = std::time::Instant::now();
+                            let outcome = split_now(&launch, *bindings, table);
+                            plans.ahead.planned(n, devices, t.elapsed().as_nanos() as u64);
+                            outcome
+                        }
+                        ahead::Miss::Start => {
+                            ahead::start(ahead::Job {
+                                module,
+                                ahead: &plans.ahead,
+                                node: n,
+                                shape,
+                                args: key.args.clone(),
+                                parent: key.parent,
+                                grid,
+                                order: order.to_vec(),
+                                per_device,
+                                bindings: *bindings,
+                            });
+                            return None;
+                        }
+                        ahead::Miss::Wait => return None,
+                    }
+                }
+                Err(bindings) => split_now(&launch, *bindings, table),
+            };
+            let p = Arc::new(fit_memory(first, &launch, table, &make));
             st.plan_misses.fetch_add(1, Ordering::Relaxed);
             let alloc = match &*p {
                 Outcome::Devices(lp) => lp.alloc_nanos,
@@ -384,7 +438,7 @@ fn plan_of(u: &Unit<'_>, key: &cache::Key, order: &[usize], table: &mut Table, t
             p
         }
     };
-    (plan, plan_hit)
+    Some((plan, plan_hit))
 }
 
 /// "node NAME (FILE:LINE)" for messages about unit `n`: where the unit has no location of its
@@ -480,7 +534,7 @@ fn fit_memory(
 /// granules resident (evicting what earlier rounds left), copies what it reads, and runs its
 /// partitions (on GPUs: its kernels, waited for), before the next.
 fn run_rounds(
-    u: &Unit<'_>,
+    u: &Unit,
     lp: &LaunchPlan,
     args: &[u8],
     table: &mut Table,
@@ -527,7 +581,7 @@ fn run_rounds(
 }
 
 /// Whether the leaf unit `u` launches runs a grid-stride loop (`dashdb::RuntimeBlock::strided`).
-fn runs_grid_stride_loop(u: &Unit<'_>) -> bool {
+fn runs_grid_stride_loop(u: &Unit) -> bool {
     let leaf = match &u.module.node(u.node).kind {
         crate::desc::KindDesc::Internal { .. } => {
             match u.module.program.nodes[u.node as usize].kernel.as_ref().map(|k| &k.kind) {
@@ -547,7 +601,7 @@ fn runs_grid_stride_loop(u: &Unit<'_>) -> bool {
 /// have had more. With the probe that measures the launch for the policy, where it does.
 /// `gpu`: the kernel's name, module and launch shape, on GPUs.
 fn decide(
-    u: &Unit<'_>,
+    u: &Unit,
     blocks: u64,
     gpu: Option<(&String, &'static std::ffi::CStr, &kernel::Prepared)>,
 ) -> (usize, Option<policy::Probe>) {

@@ -58,7 +58,7 @@ pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outc
     let unit = &program.nodes[l.node as usize];
     let leaf_desc = &program.nodes[leaf as usize];
     let mut inspections = Vec::new();
-    let split = split(l, leaf_desc, &leaf_args, block, &args, &buffers, table, &mut inspections);
+    let split = split(l, leaf_desc, &leaf_args, block, &args, &buffers, Some(&mut *table), &mut inspections);
     let mut outcome = match split {
         Ok((parts, mut reductions)) => {
             let t = std::time::Instant::now();
@@ -132,6 +132,15 @@ pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outc
         plan.pointer_slots = unit_ptrs.iter().map(|&(offset, _)| offset).collect();
     }
     outcome
+}
+
+/// ISL's part of [`plan_split`] for a launch, done ahead of the launch that wants it
+/// ([`super::ahead`]): the rectangles, closed forms and grid-stride ends land in the memo
+/// caches, and nothing else is kept. Indirect writes' indices are left to the launch, which
+/// reads them from the buffer as it is then.
+pub(crate) fn warm(l: &Launch<'_>, b: &Bindings) {
+    let leaf = &l.module.program.nodes[b.leaf as usize];
+    let _ = split(l, leaf, &b.leaf_args, b.block, &b.args, &b.buffers, None, &mut Vec::new());
 }
 
 /// An indirect write of one partition whose index values are still to be read.
@@ -210,7 +219,8 @@ fn inspect(
 
 type Parts = Vec<Part>;
 
-/// The partitions and their accesses, or why the launch may not be split.
+/// The partitions and their accesses, or why the launch may not be split. Without the table
+/// (planning ahead) indirect writes are left out.
 #[allow(clippy::too_many_arguments)]
 fn split(
     l: &Launch<'_>,
@@ -219,7 +229,7 @@ fn split(
     block: Option<[i64; 3]>,
     args: &[BufArg],
     buffers: &[(u64, u64)],
-    table: &mut Table,
+    mut table: Option<&mut Table>,
     inspections: &mut Vec<Inspection>,
 ) -> Result<(Parts, Vec<Reduce>), String> {
     if super::settings::partitioning_off() {
@@ -586,6 +596,8 @@ fn split(
     let mut found: Vec<(usize, Vec<PartRun>)> = Vec::new();
     for (k, (device, bx, mut reads, mut writes, pending, _)) in computed.into_iter().enumerate() {
         for p in &pending {
+            // Planning ahead ([`warm`]): the indices are read at the launch.
+            let Some(table) = table.as_deref_mut() else { continue };
             let runs = inspect(p, dn, args, buffers, table, inspections)?;
             let mine = match found.iter_mut().find(|(w, _)| *w == p.written) {
                 Some(f) => &mut f.1,
