@@ -1,25 +1,27 @@
-//! Planning ahead: a node's first split is planned in the background while its launch runs
-//! whole.
+//! Planning ahead: ISL's part of a node's first split is done in the background, while its
+//! launches run whole.
 //!
 //! A node's first split plans ask ISL for the rectangles its maps reach (milliseconds: the
 //! first two splits of a CUDA stencil took 18.6 ms on two H200s, a tiled Jacobi's 50-launch
-//! loop 26 ms), and a GPU launch paid that on the program's thread before its kernel was
-//! even enqueued. Under the policy (`HPVM_MGPU_PARTITION=auto`) on GPUs, a launch whose split
-//! plan is not cached and whose node has not been planned ahead instead runs whole on one
-//! device, and ISL's part of the split is done on a thread of its own. Launches of the node
-//! over as many devices run whole until that is done, then plan their splits from what it
-//! left in the memo caches. Outputs never depend on it: a whole launch is bit-identical to a
-//! split one.
+//! loop 26 ms), and a GPU launch paid that on the program's thread before its kernel was even
+//! enqueued, with the GPUs idle. Under the policy (`HPVM_MGPU_PARTITION=auto`) on GPUs, that
+//! work is started as soon as a split becomes likely: at a node's first launch of a grid of a
+//! wave or more, or when the policy wants more GPUs than are open. A launch that wants a split
+//! whose planning ahead is still in flight runs whole, unless the whole launches queued since
+//! it started already keep the GPUs busy for longer than it is expected to take: then the
+//! launch waits for it, which costs the GPUs nothing, and splits. Outputs never depend on
+//! any of this: a whole launch is bit-identical to a split one.
 //!
 //! Invariants:
 //! - the background does only ISL's work ([`super::split::warm`]: rectangles, closed forms,
 //!   grid-stride ends, all plain data in the memo caches), never a plan: plans are made at a
 //!   launch, from the buffer table it holds (indirect writes' indices are the buffer's bytes
 //!   then), and cached as before;
-//! - a node has at most one plan ahead in flight per device count;
-//! - a plan made at a launch after the background's that still took long (ISL asked again, for
-//!   new scalar values) sends that node's next miss to the background again, so the launch
-//!   path pays ISL at most once between two plans ahead.
+//! - a node has at most one plan ahead in flight per device count, and every one started
+//!   finishes (a panic inside it counts as finished), so a launch waiting for it returns;
+//! - a plan made at a launch after the background's that still took long (ISL asked again,
+//!   for new scalar values) sends that node's next miss to the background again, so the
+//!   launch path pays ISL at most once between two plans ahead.
 //!
 //! `HPVM_MGPU_PLAN_AHEAD=on|off` chooses; the default is on with GPUs, off on simulated devices
 //! (whose tests count splits launch by launch) and under strict checking (whose errors belong
@@ -29,22 +31,30 @@ use super::bindings::{Bindings, Launch};
 use crate::desc::KernelKind;
 use crate::hash::FxHashMap;
 use crate::module::Module;
-use std::sync::atomic::Ordering;
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::Instant;
 
 /// An inline plan that took longer than this asked ISL again: the next miss goes ahead.
 pub(crate) const SLOW_PLAN_NS: u64 = 1_000_000;
+
+/// What a plan ahead is expected to take before any finished (two H200s: 20 to 50 ms for a
+/// stencil's first split).
+const FIRST_EXPECTED_NS: u64 = 30_000_000;
 
 /// Per node and device count, where its planning ahead stands.
 #[derive(Default)]
 pub(crate) struct Ahead {
     states: Mutex<FxHashMap<(u32, u8), State>>,
+    finished: Condvar,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Debug)]
 enum State {
-    /// In flight on the background thread.
-    Planning,
+    /// In flight since `since`; `queued_ns`: the predicted kernel time of the whole launches
+    /// that ran meanwhile (work the GPUs have queued while it plans).
+    Planning { since: Instant, queued_ns: f64 },
     /// Done: misses plan at the launch.
     Done,
 }
@@ -60,31 +70,57 @@ pub(crate) fn enabled() -> bool {
     })
 }
 
+/// What plans ahead took, on average (ns): the expectation a waiting launch is weighed by.
+static EXPECTED_NS: AtomicU64 = AtomicU64::new(FIRST_EXPECTED_NS);
+
 /// What a launch whose split plan missed the caches does.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Miss {
-    /// Plan at the launch.
+    /// Plan at the launch (after waiting for the plan ahead, if it was in flight).
     Plan,
     /// Start planning ahead ([`start`]) and run whole.
     Start,
     /// Run whole: the split is being planned ahead.
-    Wait,
+    Whole,
 }
 
 impl Ahead {
-    /// A split of `node` over `devices` missed the plan caches: plan it now, or run whole while
-    /// it is planned ahead (the caller starts that on [`Miss::Start`], once per node and
-    /// device count until it is done).
-    pub fn on_miss(&self, node: u32, devices: u8) -> Miss {
+    /// A split of `node` over `devices` missed the plan caches; the launch would take
+    /// `whole_ns` whole. Plan it now, or run whole while it is planned ahead (the caller starts
+    /// that on [`Miss::Start`]). Where the whole launches queued since the plan ahead started
+    /// cover what it is still expected to take, this waits for it and says [`Miss::Plan`].
+    pub fn on_miss(&self, node: u32, devices: u8, whole_ns: f64) -> Miss {
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
-        match states.get(&(node, devices)) {
+        match states.get_mut(&(node, devices)) {
             Some(State::Done) => Miss::Plan,
-            Some(State::Planning) => Miss::Wait,
+            Some(State::Planning { since, queued_ns }) => {
+                *queued_ns += whole_ns;
+                let expected = EXPECTED_NS.load(Ordering::Relaxed) as f64;
+                let left = expected - since.elapsed().as_nanos() as f64;
+                if *queued_ns < left {
+                    return Miss::Whole;
+                }
+                while matches!(states.get(&(node, devices)), Some(State::Planning { .. })) {
+                    states = self.finished.wait(states).unwrap_or_else(|e| e.into_inner());
+                }
+                Miss::Plan
+            }
             None => {
-                states.insert((node, devices), State::Planning);
+                states.insert((node, devices), State::Planning { since: Instant::now(), queued_ns: whole_ns });
                 Miss::Start
             }
         }
+    }
+
+    /// Whether planning `node` over `devices` ahead should start now, before any launch wants
+    /// the split (none started or done yet); if so it counts as started.
+    pub fn speculate(&self, node: u32, devices: u8) -> bool {
+        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        if states.contains_key(&(node, devices)) {
+            return false;
+        }
+        states.insert((node, devices), State::Planning { since: Instant::now(), queued_ns: 0.0 });
+        true
     }
 
     /// A plan of `node` over `devices` made at a launch took `ns`: a slow one sends the next
@@ -97,6 +133,7 @@ impl Ahead {
 
     fn done(&self, node: u32, devices: u8) {
         self.states.lock().unwrap_or_else(|e| e.into_inner()).insert((node, devices), State::Done);
+        self.finished.notify_all();
     }
 }
 
@@ -114,33 +151,66 @@ pub(crate) struct Job {
     pub bindings: Bindings,
 }
 
-/// The thread plans ahead run on, one job after another: a pool of its own, so that the
-/// planning pool stays free for the plans launches make meanwhile (a launch running whole
-/// may need one: on simulated devices it waited 4.7 ms for the planning pool when a plan
-/// ahead shared it). Its ISL context and parsed maps are its own, as each planning thread's.
-fn pool() -> &'static rayon::ThreadPool {
-    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
-    POOL.get_or_init(|| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .thread_name(|_| "hpvm-plan-ahead".into())
-            .build()
-            .unwrap_or_else(|e| crate::fatal(&format!("cannot start the planning-ahead thread: {e}")))
+impl Job {
+    /// The job for `launch` of unit `u`, whose pointers bind `bindings`.
+    pub fn new(u: &super::Unit, launch: &Launch<'_>, bindings: Bindings) -> Job {
+        Job {
+            module: u.module,
+            ahead: &u.plans.ahead,
+            node: u.node,
+            shape: u.shape,
+            args: launch.args.to_vec(),
+            parent: launch.parent,
+            grid: launch.grid,
+            order: launch.order.to_vec(),
+            per_device: launch.per_device,
+            bindings,
+        }
+    }
+}
+
+type Work = Box<dyn FnOnce() + Send>;
+
+/// The background thread: one job after another, each computed on the planning pool (in
+/// parallel over its partitions, with the maps its threads parsed when the module loaded),
+/// which the thread waits for without running anything else.
+fn queue() -> &'static Mutex<Sender<Work>> {
+    static QUEUE: OnceLock<Mutex<Sender<Work>>> = OnceLock::new();
+    QUEUE.get_or_init(|| {
+        let (tx, rx) = channel::<Work>();
+        std::thread::Builder::new()
+            .name("hpvm-plan-ahead".into())
+            .spawn(move || {
+                for work in rx {
+                    work();
+                }
+            })
+            .unwrap_or_else(|e| crate::fatal(&format!("cannot start the planning-ahead thread: {e}")));
+        Mutex::new(tx)
     })
 }
 
-/// Queues `job`'s ISL work; the node's state becomes [`State::Done`] when it is finished.
+/// Queues `job`'s ISL work; its node's state becomes [`State::Done`] when it has finished.
 pub(crate) fn start(job: Job) {
-    pool().spawn(move || {
-        let t = std::time::Instant::now();
+    let work = move || {
+        let t = Instant::now();
         let Job { module, ahead, node, shape, args, parent, grid, order, per_device, bindings } = job;
         let launch = Launch { module, node, shape, args: &args, parent, grid, order: &order, per_device };
-        super::split::warm(&launch, &bindings);
+        // A panic is ISL's or ours, and the launch that made the plan at last reports it;
+        // those waiting for this one must not wait forever.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            super::memo::planner().install(|| super::split::warm(&launch, &bindings))
+        }));
+        let ns = t.elapsed().as_nanos() as u64;
         let st = &module.stats[node as usize];
         st.plans_ahead.fetch_add(1, Ordering::Relaxed);
-        st.nanos_plan_ahead.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        st.nanos_plan_ahead.fetch_add(ns, Ordering::Relaxed);
+        let old = EXPECTED_NS.load(Ordering::Relaxed);
+        EXPECTED_NS.store((old + ns) / 2, Ordering::Relaxed);
         ahead.done(node, order.len() as u8);
-    });
+    };
+    // The thread lives as long as the process: the send cannot fail.
+    let _ = queue().lock().unwrap_or_else(|e| e.into_inner()).send(Box::new(work));
 }
 
 #[cfg(test)]
@@ -150,17 +220,34 @@ mod tests {
     #[test]
     fn a_miss_starts_one_plan_ahead_and_runs_whole_until_it_is_done() {
         let a = Ahead::default();
-        assert_eq!(a.on_miss(3, 2), Miss::Start);
-        assert_eq!(a.on_miss(3, 2), Miss::Wait, "one plan ahead in flight per node and device count");
+        // Launches far shorter than a plan ahead run whole while it is in flight.
+        assert_eq!(a.on_miss(3, 2, 1_000.0), Miss::Start);
+        assert_eq!(a.on_miss(3, 2, 1_000.0), Miss::Whole, "one plan ahead in flight per node and device count");
         // Another device count is another plan.
-        assert_eq!(a.on_miss(3, 4), Miss::Start);
+        assert_eq!(a.on_miss(3, 4, 1_000.0), Miss::Start);
         a.done(3, 2);
-        assert_eq!(a.on_miss(3, 2), Miss::Plan);
-        assert_eq!(a.on_miss(3, 4), Miss::Wait);
+        assert_eq!(a.on_miss(3, 2, 1_000.0), Miss::Plan);
+        assert_eq!(a.on_miss(3, 4, 1_000.0), Miss::Whole);
         // A fast plan at the launch keeps planning there; a slow one sends the next miss ahead.
         a.planned(3, 2, SLOW_PLAN_NS / 2);
-        assert_eq!(a.on_miss(3, 2), Miss::Plan);
+        assert_eq!(a.on_miss(3, 2, 1_000.0), Miss::Plan);
         a.planned(3, 2, SLOW_PLAN_NS * 2);
-        assert_eq!(a.on_miss(3, 2), Miss::Start);
+        assert_eq!(a.on_miss(3, 2, 1_000.0), Miss::Start);
+        // Speculation starts once, and not where a plan ahead is in flight or done.
+        assert!(a.speculate(5, 2));
+        assert!(!a.speculate(5, 2));
+        assert!(!a.speculate(3, 4));
+    }
+
+    #[test]
+    fn a_launch_waits_for_the_plan_ahead_once_queued_work_covers_it() {
+        let a: &'static Ahead = Box::leak(Box::default());
+        assert!(a.speculate(7, 2));
+        // Queued whole launches longer than any plan: this one waits, and plans once it is done.
+        let waiter = std::thread::spawn(move || a.on_miss(7, 2, 1e12));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(!waiter.is_finished(), "it returned before the plan ahead finished");
+        a.done(7, 2);
+        assert_eq!(waiter.join().unwrap(), Miss::Plan);
     }
 }

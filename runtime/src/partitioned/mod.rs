@@ -150,8 +150,8 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
 
     // How many devices this launch gets (see `policy`).
     let blocks = kernel::blocks_of(shape, module.node(n).dims, grid);
-    let (devices_given, mut probe) = match indirect {
-        Some(_) => (1, None),
+    let (devices_given, mut probe, likely) = match indirect {
+        Some(_) => (1, None, Likely::NONE),
         None => decide(u, blocks, gpu_launch.as_ref().map(|(k, ptx, p)| (&k.name, *ptx, p))),
     };
     let mut order = &devs.order[..devices_given];
@@ -167,15 +167,35 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
     let mut planning = (devices_given > 1 && policy::mode() == policy::Mode::Auto)
         .then(|| (std::time::Instant::now(), closed_form_nanos()));
     // A split whose plan would ask ISL runs whole while it is planned ahead (see `ahead`).
-    let may_defer = devices_given > 1 && policy::mode() == policy::Mode::Auto && ahead::enabled();
-    let (plan, plan_hit) = match plan_of(u, &key, order, &mut table, &t0, may_defer) {
+    let ahead = (policy::mode() == policy::Mode::Auto && ahead::enabled()).then_some(likely);
+    let (plan, plan_hit) = match plan_of(u, &key, order, &mut table, &t0, ahead.filter(|_| devices_given > 1)) {
         Some(planned) => planned,
         None => {
             st.whole_while_planning.fetch_add(1, Ordering::Relaxed);
             (order, key.devices, planning) = (&order[..1], 1, None);
-            plan_of(u, &key, order, &mut table, &t0, false).expect("a whole launch is planned at once")
+            plan_of(u, &key, order, &mut table, &t0, None).expect("a whole launch is planned at once")
         }
     };
+    // A split likely soon: ISL's part of its plan starts now, in the background, at a node's
+    // first launches (they miss the caches).
+    if let (false, Some(Likely { split: Some(k), .. })) = (plan_hit, ahead) {
+        if devices_given == 1 && k > 1 && plans.ahead.speculate(n, k as u8) {
+            let launch = bindings::Launch {
+                module,
+                node: n,
+                shape,
+                args: &key.args,
+                parent: key.parent,
+                grid,
+                order: &devs.order[..k],
+                per_device: partitions_per_device(),
+            };
+            match bindings::bindings(&launch, &mut table) {
+                Ok(b) => ahead::start(ahead::Job::new(u, &launch, b)),
+                Err(_) => plans.ahead.planned(n, k as u8, u64::MAX),
+            }
+        }
+    }
     let lp = match &*plan {
         Outcome::Host(reason) => {
             st.note_host(reason);
@@ -323,7 +343,7 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
 /// Step 1 of a launch (see the module's doc): its plan, from the caches or made, and whether
 /// it came from the caches. A plan for any scalars (one device) is looked up first, then one
 /// for the launch's map inputs; a miss is made here where it needs no maps, else on the
-/// planning pool, and cached. `may_defer`: a miss that needs the maps may instead be planned
+/// planning pool, and cached. `ahead`: a miss that needs the maps may instead be planned
 /// ahead ([`ahead`]), and then there is no plan (`None`): the launch runs whole.
 fn plan_of(
     u: &Unit,
@@ -331,7 +351,7 @@ fn plan_of(
     order: &[usize],
     table: &mut Table,
     t0: &Stopwatch,
-    may_defer: bool,
+    ahead: Option<Likely>,
 ) -> Option<(Arc<Outcome>, bool)> {
     let Unit { module, plans, node: n, shape, grid, .. } = *u;
     let st = &module.stats[n as usize];
@@ -387,9 +407,9 @@ fn plan_of(
             };
             let first = match bindings::plan_direct(&launch, table) {
                 Ok(outcome) => outcome,
-                Err(bindings) if may_defer => {
+                Err(bindings) if ahead.is_some() => {
                     let devices = order.len() as u8;
-                    match plans.ahead.on_miss(n, devices) {
+                    match plans.ahead.on_miss(n, devices, ahead.map_or(0.0, |l| l.whole_ns)) {
                         ahead::Miss::Plan => {
                             let t = std::time::Instant::now();
                             let outcome = split_now(&launch, *bindings, table);
@@ -397,21 +417,10 @@ fn plan_of(
                             outcome
                         }
                         ahead::Miss::Start => {
-                            ahead::start(ahead::Job {
-                                module,
-                                ahead: &plans.ahead,
-                                node: n,
-                                shape,
-                                args: key.args.clone(),
-                                parent: key.parent,
-                                grid,
-                                order: order.to_vec(),
-                                per_device,
-                                bindings: *bindings,
-                            });
+                            ahead::start(ahead::Job::new(u, &launch, *bindings));
                             return None;
                         }
-                        ahead::Miss::Wait => return None,
+                        ahead::Miss::Whole => return None,
                     }
                 }
                 Err(bindings) => split_now(&launch, *bindings, table),
@@ -604,22 +613,22 @@ fn decide(
     u: &Unit,
     blocks: u64,
     gpu: Option<(&String, &'static std::ffi::CStr, &kernel::Prepared)>,
-) -> (usize, Option<policy::Probe>) {
+) -> (usize, Option<policy::Probe>, Likely) {
     let devs = devices();
     let all = devs.order.len();
     match policy::mode() {
         // Whole on device 0: planned as one device's launch (`bindings::plan_direct`), not
         // through the split planner, which would only find the setting and run it whole.
-        policy::Mode::Off => return (1, None),
-        _ if all <= 1 => return (1, None),
-        policy::Mode::Always => return (all, None),
+        policy::Mode::Off => return (1, None, Likely::NONE),
+        _ if all <= 1 => return (1, None, Likely::NONE),
+        policy::Mode::Always => return (all, None, Likely::NONE),
         policy::Mode::Auto => {}
     }
     let nodes = u.module.stats.len();
     let st = &u.module.stats[u.node as usize];
     if gpu.is_some() && u.plans.policy.take_settled(u.node, nodes, blocks) {
         st.note_declined_again();
-        return (1, None);
+        return (1, None, Likely::NONE);
     }
     let record = u.plans.policy.of(u.node);
     // A node timed once and not measured yet: this launch's decision needs that measure, which
@@ -695,6 +704,17 @@ fn decide(
             (1, true)
         }
     };
+    let likely = Likely {
+        // A wave takes a GPU at least a microsecond: the floor for a kernel not measured yet.
+        whole_ns: m.ns_per_block.map_or_else(|| blocks as f64 / m.wave.unwrap_or(1).max(1) as f64 * 1e3, |p| {
+            p * blocks as f64
+        }),
+        split: match &decision {
+            policy::Decision::Whole(policy::Why::Unmeasured { .. }) => Some(all),
+            policy::Decision::Split(k) if *k > given => Some(*k),
+            _ => None,
+        },
+    };
     let before = m.last_devices;
     m.last_devices = given;
     if chosen {
@@ -727,7 +747,21 @@ fn decide(
         started: std::time::Instant::now(),
         gpus: gpu.is_some(),
     });
-    (given, probe)
+    (given, probe, likely)
+}
+
+/// What the policy expects of a launch beyond its decision.
+#[derive(Clone, Copy)]
+struct Likely {
+    /// The launch's kernel time whole, predicted (ns).
+    whole_ns: f64,
+    /// A split over this many devices is likely soon (a first launch, measured before any
+    /// split; a split waiting for GPUs to open): its planning may start ahead.
+    split: Option<usize>,
+}
+
+impl Likely {
+    const NONE: Likely = Likely { whole_ns: 0.0, split: None };
 }
 
 /// The outputs of a blocks unit, each one of its inputs (`KernelKind::Blocks::outputs`), for
