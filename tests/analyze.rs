@@ -145,6 +145,26 @@ fn grid_stride_loops_that_do_not_split_say_why() {
     }
 }
 
+/// A tiled stencil whose halo is loaded one thread per side: Polly dismissed it for the
+/// complexity of its thread tests until the analysis made each such test hold for every
+/// thread with the thread's index replaced (`analysis/src/loosen.rs`). The block then reads
+/// exactly what it did: its reads are exact, the halo columns and rows included.
+#[test]
+fn halo_loads_by_one_thread_per_side_are_analysed_exactly() {
+    let o = hpvm_mgpu(&["analyze", "tests/cuda/tiled.cu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let at = out.find("node jacobi (tests/cuda/tiled.cu:22)").unwrap_or_else(|| panic!("{out}"));
+    let end = out[at + 1..].find("\nnode ").map_or(out.len(), |e| at + 1 + e);
+    let text = &out[at..end];
+    assert!(text.lines().next().unwrap().contains("): partitionable, splittable along y"), "{text}");
+    assert!(text.contains("reads exactly"), "{text}");
+    // The right halo (thread 15's x + 1) and the bottom one (thread row 7's y + 1).
+    assert!(text.contains("-> in[-boffy + 8bidy + y, 16 + 16bidx]"), "{text}");
+    assert!(text.contains("-> in[8 + 8bidy, -boffx + 16bidx + x]"), "{text}");
+    assert!(text.contains("writes exactly"), "{text}");
+}
+
 /// Atomic updates that combine (add, min, max, and, or, xor on 32- and 64-bit integers, float
 /// sums) are reductions; atomics whose old value is used, or on an argument also read
 /// plainly, keep the node whole and say why at the user's line.

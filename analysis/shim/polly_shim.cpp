@@ -533,7 +533,9 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
         if (!MA->isArrayKind())
           continue;
         const Instruction *AI = MA->getAccessInstruction();
-        const char *kind = MA->isRead() ? (AI && AI->getMetadata("hpvm.approx") ? "approx-read" : "read")
+        const char *kind = MA->isRead() ? (AI && AI->getMetadata("hpvm.loosened")  ? "loosened-read"
+                                           : AI && AI->getMetadata("hpvm.approx") ? "approx-read"
+                                                                                   : "read")
                            : MA->isMustWrite() ? "must-write"
                                                : "may-write";
         out += std::string("access\t") + Stmt.getBaseName() + "\t" + kind + "\t" + (MA->isAffine() ? "affine" : "non-affine") + "\t" +

@@ -39,6 +39,8 @@ pub struct Cropped {
     pub broken: bool,
     /// Loads were split on clamps ([`split_selected_addresses`]).
     pub split: bool,
+    /// Thread tests loosened where they guard only reads ([`crate::loosen`]).
+    pub loosened: usize,
 }
 
 /// One atomic update found by [`crop`].

@@ -21,6 +21,7 @@
 pub mod bounds;
 pub mod crop;
 pub mod guards;
+pub mod loosen;
 pub mod maps;
 pub mod offsets;
 pub mod polly;
@@ -196,17 +197,26 @@ pub fn analyze_program(
     // too complex for Polly, which then dismisses the whole node: such a node is analysed
     // again, from this copy, without unfolding.
     let plain = m.clone();
-    let crop_and_widen = |f: inkwell::values::FunctionValue<'_>, w: &wrap::Wrapper<'_>, shared: &[u32], split: bool| {
-        // Cropping first: the clamps it unfolds compare and index with narrowed values too.
-        let c = crop::crop(f, shared, split);
-        let narrow = widen::widen(f, &|counter| w.counter_bound(counter), &w.narrowed);
-        (c, narrow)
-    };
+    // And a node Polly dismissed for the complexity of its thread tests is analysed again,
+    // from this copy, with the tests that guard only reads loosened (`loosen`).
+    let loose = m.clone();
+    let crop_and_widen =
+        |f: inkwell::values::FunctionValue<'_>, w: &wrap::Wrapper<'_>, shared: &[u32], split: bool, threads: bool| {
+            // Cropping first: the clamps it unfolds compare and index with narrowed values too.
+            let mut c = crop::crop(f, shared, split);
+            if threads {
+                let counters = w.thread_counters(f);
+                // SAFETY: `f` belongs to a live module; the counters are its instructions.
+                c.loosened = unsafe { loosen::thread_tests(inkwell::values::AsValueRef::as_value_ref(&f), &counters) };
+            }
+            let narrow = widen::widen(f, &|counter| w.counter_bound(counter), &w.narrowed);
+            (c, narrow)
+        };
     let mut cropped = Vec::new();
     for (leaf, shape, w) in &wrappers {
         if let (Ok(w), false) = (w, failed.iter().any(|(l, _)| l == leaf)) {
             let shared = shape.map_or(vec![], |(p, alloc)| shared_params(graph, p, *leaf, alloc));
-            let (c, narrow) = crop_and_widen(w.function, w, &shared, true);
+            let (c, narrow) = crop_and_widen(w.function, w, &shared, true, false);
             cropped.push((*leaf, c, narrow));
         }
     }
@@ -300,9 +310,24 @@ pub fn analyze_program(
         let dismissed = scops.as_ref().map_or(true, |s| s.unmodeled.iter().any(|u| u.kind == "write"));
         if crop.split && (crop.broken || dismissed) {
             if let Some(f) = plain.get_function(&name) {
-                fallback = crop_and_widen(f, w, &shared, false);
+                fallback = crop_and_widen(f, w, &shared, false, false);
                 (crop, narrow) = (&fallback.0, &fallback.1);
                 scops = polly::analyze(&plain, &name, careful);
+            }
+        }
+        let loosened;
+        let dismissed = scops.as_ref().map_or(true, |s| s.unmodeled.iter().any(|u| u.kind == "write"));
+        if dismissed && !crop.broken {
+            if let Some(f) = loose.get_function(&name) {
+                let again = crop_and_widen(f, w, &shared, false, true);
+                if again.0.loosened > 0 && !again.0.broken {
+                    let s = polly::analyze(&loose, &name, careful);
+                    if s.as_ref().is_ok_and(|s| !s.unmodeled.iter().any(|u| u.kind == "write")) {
+                        loosened = again;
+                        (crop, narrow) = (&loosened.0, &loosened.1);
+                        scops = s;
+                    }
+                }
             }
         }
         if crop.broken {

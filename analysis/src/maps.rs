@@ -243,6 +243,15 @@ pub fn accesses_of(
                     acc.location.clone(),
                 ));
                 ReadKind::OverApproximated
+            } else if acc.loosened {
+                a.notes.push((
+                    format!(
+                        "reads of `{shown}` are over-approximated (every thread of the block is taken to read what \
+                         one thread reads under a test of its thread index)"
+                    ),
+                    acc.location.clone(),
+                ));
+                ReadKind::OverApproximated
             } else if stmt.region || over {
                 a.notes.push((
                     format!("reads of `{shown}` are over-approximated (under a condition or bound the analysis cannot express)"),

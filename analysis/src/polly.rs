@@ -50,6 +50,9 @@ pub struct Access {
     /// A read in a loop the shim let run to the end of its affine range (a search that may
     /// exit early): the relation is a superset of what it reads.
     pub approximate: bool,
+    /// A read under a thread test loosened to hold for every thread of the block
+    /// ([`crate::loosen`]): the relation is a superset of what the block reads.
+    pub loosened: bool,
     /// For a write at a data-dependent index: the load in the same statement its index is,
     /// when Polly models that load exactly.
     pub through: Option<Through>,
@@ -195,8 +198,9 @@ fn parse(text: &str) -> Result<Scops> {
             ["access", stmt, kind, affine, rel, loc] => s.accesses.push(Access {
                 statement: stmt.to_string(),
                 approximate: *kind == "approx-read",
+                loosened: *kind == "loosened-read",
                 kind: match *kind {
-                    "read" | "approx-read" => AccessKind::Read,
+                    "read" | "approx-read" | "loosened-read" => AccessKind::Read,
                     "must-write" => AccessKind::MustWrite,
                     _ => AccessKind::MayWrite,
                 },

@@ -291,6 +291,26 @@ impl<'ctx> Wrapper<'ctx> {
         }
     }
 
+    /// The counters of the loops over a thread block's threads (`iv.t0`...) in `f`, this
+    /// wrapper or a copy of it, for a leaf that is a thread block (none for a leaf over its own
+    /// instances, whose counters are global coordinates).
+    pub fn thread_counters(&self, f: FunctionValue<'_>) -> Vec<llvm_sys::prelude::LLVMValueRef> {
+        use inkwell::values::AsValueRef;
+        if !matches!(self.coords, Coords::Blocks { .. }) {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for bb in f.get_basic_blocks() {
+            for i in bb.get_instructions() {
+                let named = i.get_name().is_some_and(|n| matches!(n.to_bytes(), b"iv.t0" | b"iv.t1" | b"iv.t2"));
+                if named && i.get_opcode() == inkwell::values::InstructionOpcode::Phi {
+                    out.push(i.as_value_ref());
+                }
+            }
+        }
+        out
+    }
+
     /// The grid dimensions whose block size is known only at the launch.
     pub fn runtime_blocks(&self) -> Vec<usize> {
         match &self.coords {

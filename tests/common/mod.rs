@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 59] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 60] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -206,6 +206,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 59] = [
     ("tests/cuda/thrust.cu", &[&["1"], &["1000"], &["70001"]]),
     // Warp shuffles and votes: on simulated devices the block's threads run as fibers.
     ("tests/cuda/warps.cu", &[&["1"], &["300"], &["10000"]]),
+    // Tiles staged in shared memory with their halos, one thread per side.
+    ("tests/cuda/tiled.cu", &[&["3", "1"], &["37", "2"], &["150", "3"]]),
     ("bench/programs/matmul.cu", &[&["1"], &["37"], &["100"]]),
     ("bench/programs/stencil.cu", &[&["3", "1"], &["37", "3"], &["130", "4"]]),
     ("bench/programs/nbody.cu", &[&["1", "1"], &["100", "2"], &["1100", "2"]]),

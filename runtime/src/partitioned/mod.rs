@@ -706,9 +706,9 @@ fn decide(
     };
     let likely = Likely {
         // A wave takes a GPU at least a microsecond: the floor for a kernel not measured yet.
-        whole_ns: m.ns_per_block.map_or_else(|| blocks as f64 / m.wave.unwrap_or(1).max(1) as f64 * 1e3, |p| {
-            p * blocks as f64
-        }),
+        whole_ns: m
+            .ns_per_block
+            .map_or_else(|| blocks as f64 / m.wave.unwrap_or(1).max(1) as f64 * 1e3, |p| p * blocks as f64),
         split: match &decision {
             policy::Decision::Whole(policy::Why::Unmeasured { .. }) => Some(all),
             policy::Decision::Split(k) if *k > given => Some(*k),
