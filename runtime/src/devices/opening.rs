@@ -10,7 +10,7 @@
 //! have split over GPUs not open yet run over the open ones, and what they would have saved
 //! split is counted ([`forgo`]), each valued by the node's measured kernel (those before the
 //! first measurement once it comes); once that comes to what opening the
-//! closed GPUs costs ([`OPEN_EACH`] each), they open. Buying once renting has cost as much
+//! closed GPUs costs ([`OPEN_PRICE`] each), they open. Buying once renting has cost as much
 //! bounds what a run can lose to its other GPUs: a program that never splits never opens
 //! them, and one that does pays for the opening at most once what splitting already proved
 //! worth. The rule it replaces opened them once the program's buffers came to 512 MiB: on two
@@ -92,9 +92,19 @@ static OPENING: Mutex<Option<(Instant, Instant)>> = Mutex::new(None);
 /// the others opened ([`worth_waiting`]).
 static BUSY_UNTIL: Mutex<Option<Instant>> = Mutex::new(None);
 
-/// About what the driver takes to open one GPU's context (on two H200s, 103-142 ms:
-/// `bench/probes/open_probe.c`).
-const OPEN_EACH: Duration = Duration::from_millis(130);
+/// About what opening one more GPU takes, with the program's modules loaded on it: on two
+/// H200s the context alone took 103-142 ms (`bench/probes/open_probe.c`), the whole opening in
+/// a program 238-255 ms (`ms_gpu_opening`, `bench/results/2026-11-26-h200x2-tiled.json`). Launches
+/// that would wait for it are weighed against this ([`worth_waiting`]): with 130 ms assumed, a
+/// launch of the tiled stencil waited 127 ms for GPU 1 with GPU 0 idle.
+const OPEN_EACH: Duration = Duration::from_millis(260);
+
+/// What opening one more GPU costs a run in all, which the savings it forgoes must reach
+/// first ([`pays`]): the opening, the driver holding the open GPU's launches meanwhile, and
+/// the context's teardown at exit. On two H200s the tiled stencil (`bench/cuda/tiled.cu
+/// 16384 500`) ran 0.38 s longer in wall on two GPUs than on one once GPU 1 opened, its
+/// kernels 67 ms shorter: about 450 ms for the opening, against the 130 ms then assumed.
+const OPEN_PRICE: Duration = Duration::from_millis(450);
 
 /// Whether a launch the policy would split over GPUs still opening should wait for them
 /// ([`wait`]), its kernel predicted to take `kernel_ns` whole. Only while the open GPUs
@@ -136,7 +146,7 @@ pub fn forgo(saved_ns: f64) {
 
 /// Whether `forgone_ns` of savings pay for opening `closed` GPUs.
 fn pays(forgone_ns: u64, closed: usize) -> bool {
-    closed > 0 && u128::from(forgone_ns) >= OPEN_EACH.as_nanos() * closed as u128
+    closed > 0 && u128::from(forgone_ns) >= OPEN_PRICE.as_nanos() * closed as u128
 }
 
 /// The run will want its other GPUs: opens those not yet open, in the devices' order, on a
@@ -226,7 +236,7 @@ mod tests {
 
     #[test]
     fn closed_gpus_open_once_forgone_savings_pay_for_them() {
-        let each = OPEN_EACH.as_nanos() as u64;
+        let each = OPEN_PRICE.as_nanos() as u64;
         assert!(!pays(0, 1));
         assert!(!pays(each - 1, 1));
         assert!(pays(each, 1));

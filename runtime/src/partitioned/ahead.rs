@@ -151,24 +151,6 @@ pub(crate) struct Job {
     pub bindings: Bindings,
 }
 
-impl Job {
-    /// The job for `launch` of unit `u`, whose pointers bind `bindings`.
-    pub fn new(u: &super::Unit, launch: &Launch<'_>, bindings: Bindings) -> Job {
-        Job {
-            module: u.module,
-            ahead: &u.plans.ahead,
-            node: u.node,
-            shape: u.shape,
-            args: launch.args.to_vec(),
-            parent: launch.parent,
-            grid: launch.grid,
-            order: launch.order.to_vec(),
-            per_device: launch.per_device,
-            bindings,
-        }
-    }
-}
-
 type Work = Box<dyn FnOnce() + Send>;
 
 /// The background thread: one job after another, each computed on the planning pool (in

@@ -191,7 +191,7 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
                 per_device: partitions_per_device(),
             };
             match bindings::bindings(&launch, &mut table) {
-                Ok(b) => ahead::start(ahead::Job::new(u, &launch, b)),
+                Ok(b) => ahead::start(ahead_job(u, &launch, b)),
                 Err(_) => plans.ahead.planned(n, k as u8, u64::MAX),
             }
         }
@@ -417,7 +417,7 @@ fn plan_of(
                             outcome
                         }
                         ahead::Miss::Start => {
-                            ahead::start(ahead::Job::new(u, &launch, *bindings));
+                            ahead::start(ahead_job(u, &launch, *bindings));
                             return None;
                         }
                         ahead::Miss::Whole => return None,
@@ -748,6 +748,22 @@ fn decide(
         gpus: gpu.is_some(),
     });
     (given, probe, likely)
+}
+
+/// The plan ahead of `launch` of unit `u`, whose pointers bind `bindings`.
+fn ahead_job(u: &Unit, launch: &bindings::Launch<'_>, bindings: bindings::Bindings) -> ahead::Job {
+    ahead::Job {
+        module: u.module,
+        ahead: &u.plans.ahead,
+        node: u.node,
+        shape: u.shape,
+        args: launch.args.to_vec(),
+        parent: launch.parent,
+        grid: launch.grid,
+        order: launch.order.to_vec(),
+        per_device: launch.per_device,
+        bindings,
+    }
 }
 
 /// What the policy expects of a launch beyond its decision.
