@@ -165,6 +165,19 @@ fn halo_loads_by_one_thread_per_side_are_analysed_exactly() {
     assert!(text.contains("writes exactly"), "{text}");
 }
 
+/// Warp operations and inline PTX that moves no memory are no accesses: a kernel reducing
+/// through CUB's BlockReduce, whose shuffles are inline PTX, is analysed (it ran whole: "a call
+/// the analysis cannot see into"). `tile_max` stays whole for another reason, its result's
+/// index `blockIdx.y * gridDim.x + blockIdx.x`, a product of two launch values.
+#[test]
+fn register_only_warp_and_ptx_operations_are_no_accesses() {
+    let o = hpvm_mgpu(&["analyze", "tests/cuda/blockreduce.cu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("node row_sums (tests/cuda/blockreduce.cu:17): partitionable, splittable along"), "{out}");
+    assert!(!out.contains("a call the analysis cannot see into"), "{out}");
+}
+
 /// Atomic updates that combine (add, min, max, and, or, xor on 32- and 64-bit integers, float
 /// sums) are reductions; atomics whose old value is used, or on an argument also read
 /// plainly, keep the node whole and say why at the user's line.

@@ -25,6 +25,7 @@ pub mod loosen;
 pub mod maps;
 pub mod offsets;
 pub mod polly;
+pub mod register_only;
 pub mod report;
 pub mod split;
 pub mod stride;
@@ -126,6 +127,8 @@ pub fn analyze_program(
         graph.nodes.iter().filter(|(_, n)| n.leaf().is_some_and(|l| !l.is_allocation)).map(|(id, _)| id).collect();
 
     let m = module.clone();
+    // Warp operations and inline PTX that moves no memory are no accesses (`register_only`).
+    register_only::declare_memory_free(&m);
     let ctx = m.get_context();
     let b = ctx.create_builder();
     let mut wrappers = Vec::new();
