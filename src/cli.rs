@@ -137,6 +137,8 @@ pub enum Lang {
     C,
     #[value(name = "c++")]
     Cxx,
+    /// `cu` is nvcc's name.
+    #[value(name = "cuda", alias = "cu")]
     Cuda,
 }
 

@@ -111,18 +111,21 @@ fn inline_ptx_without_a_cpu_equivalent_stops_at_its_line() {
     assert!(err.contains("runs only on GPUs"), "{err}");
 }
 
-/// nvcc's spelling of the architecture and `-x cuda` for a file named otherwise.
+/// nvcc's spelling of the architecture and `-x cuda` (nvcc's `-x cu`) for a file named
+/// otherwise.
 #[test]
 fn nvcc_flags_and_language_override() {
     let dir = TempDir::new("cuda-flags");
     let renamed = dir.join("kernels.cpp");
     std::fs::copy(root().join("tests/cuda/kernels.cu"), &renamed).unwrap();
     let exe = dir.join("kernels");
-    let out =
-        hpvm_mgpu(&["build", "-arch=sm_90", "-x", "cuda", renamed.to_str().unwrap(), "-o", exe.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let run = run_program(&exe, &["100"], &[("HPVM_MGPU_DEVICES", "cpu:2")]);
-    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
+    for lang in ["cuda", "cu"] {
+        let out =
+            hpvm_mgpu(&["build", "-arch=sm_90", "-x", lang, renamed.to_str().unwrap(), "-o", exe.to_str().unwrap()]);
+        assert!(out.status.success(), "-x {lang}: {}", stderr(&out));
+        let run = run_program(&exe, &["100"], &[("HPVM_MGPU_DEVICES", "cpu:2")]);
+        assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
+    }
 }
 
 /// Warp functions compile for the GPU (the PTX shuffles and votes) and run on simulated

@@ -47,9 +47,7 @@ pub fn declare_memory_free(m: &Module<'_>) -> usize {
             // SAFETY: as above; the blocks are deleted with their instructions.
             unsafe { bb.delete() }.ok();
         }
-        for attr in ["noinline"] {
-            f.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id(attr));
-        }
+        f.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("noinline"));
         // `memory(none)`: the enum attribute `memory` with no location accessed.
         f.add_attribute(
             AttributeLoc::Function,
