@@ -174,7 +174,7 @@ fn register_only_warp_and_ptx_operations_are_no_accesses() {
     let o = hpvm_mgpu(&["analyze", "tests/cuda/blockreduce.cu"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("node row_sums (tests/cuda/blockreduce.cu:17): partitionable, splittable along"), "{out}");
+    assert!(out.contains("node row_sums (tests/cuda/blockreduce.cu:22): partitionable, splittable along"), "{out}");
     assert!(!out.contains("a call the analysis cannot see into"), "{out}");
 }
 

@@ -14,6 +14,11 @@
 
 #define THREADS 128
 
+// The maximum as a functor of its own: CUDA 13's CCCL no longer has `cub::Max`.
+struct Larger {
+  __device__ int operator()(int a, int b) const { return a > b ? a : b; }
+};
+
 __global__ void row_sums(const int *m, long long *sums, int cols) {
   typedef cub::BlockReduce<long long, THREADS> Reduce;
   __shared__ typename Reduce::TempStorage scratch;
@@ -28,7 +33,7 @@ __global__ void tile_max(const int *m, int *maxima, int rows, int cols) {
   __shared__ typename Reduce::TempStorage scratch;
   int x = blockIdx.x * 16 + threadIdx.x, y = blockIdx.y * 8 + threadIdx.y;
   int v = (x < cols && y < rows) ? m[(size_t)y * cols + x] : -1;
-  int best = Reduce(scratch).Reduce(v, cub::Max());
+  int best = Reduce(scratch).Reduce(v, Larger());
   if (threadIdx.x == 0 && threadIdx.y == 0) maxima[blockIdx.y * gridDim.x + blockIdx.x] = best;
 }
 
