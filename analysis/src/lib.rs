@@ -485,6 +485,23 @@ pub fn analyze_program(
         if node.dims == 0 && entry.block.is_none() {
             entry.reasons.push(reason("it runs as a single instance: there is nothing to split", &entry.location));
         }
+        // Maps that depend on where a pointer points (CUB tests an input's alignment to pick
+        // vector loads): no launch can give that value, which differs between devices' copies.
+        let pointers: Vec<&String> = node
+            .params
+            .iter()
+            .zip(&entry.param_names)
+            .filter(|(p, _)| p.ty.is_pointer())
+            .map(|(_, name)| name)
+            .collect();
+        for a in &entry.args {
+            if let Some(p) = a.params.iter().find(|p| pointers.contains(p)) {
+                entry.reasons.push(reason(
+                    format!("where it accesses `{}` depends on the address `{p}` holds (its alignment, say)", a.name),
+                    &entry.location,
+                ));
+            }
+        }
         // Whatever the notes said: a write the analysis could not bound keeps the node whole,
         // with a reason (the database's own rule, `dashdb::validate`).
         if entry.reasons.is_empty() {

@@ -115,9 +115,14 @@ pub fn run_unit(u: &Unit, args: &Args, run_box: &RunBox<'_>) -> bool {
     false
 }
 
+/// A unit's compiled GPU kernel, its module and its launch shape, where it runs on GPUs.
+type GpuKernel = (&'static crate::desc::KernelDesc, &'static std::ffi::CStr, kernel::Prepared);
+
 /// [`run_unit`] on the devices. `indirect`: why the leaf keeps pointers in memory; it then
 /// runs whole on one device, every buffer current there and translated by its address table
-/// ([`devices::addresses`]), or not at all (false) before anything moved.
+/// ([`devices::addresses`]), or not at all (false) before anything moved. The steps are the
+/// module's: the plan ([`plan_of`]), the copy plan, the copies and partitions
+/// ([`run_on_gpus`], [`run_on_sims`], [`run_rounds`]), the counts ([`count_launch`]).
 fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&String>) -> bool {
     let Unit { module, plans, node: n, shape, parent, grid, outs, .. } = *u;
     let devs = devices();
@@ -127,24 +132,7 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
         st.note_host("its instances get different arguments through one-to-one edges");
         return false;
     };
-    // On a GPU, a unit runs as its compiled kernel, if it has one that can launch; that is
-    // decided before anything moves.
-    let gpu_launch = match (devs.on_gpus(), &module.node(n).kernel, module.ptx) {
-        (false, _, _) => None,
-        (true, Some(kernel), Some(ptx)) => match kernel::prepare(module, n, kernel, &base, parent, grid) {
-            Some(prepared) => Some((kernel, ptx, prepared)),
-            None => {
-                st.note_host(
-                    "its launch does not fit the GPU (block size, grid, or arguments that differ per instance)",
-                );
-                return false;
-            }
-        },
-        (true, _, _) => {
-            st.note_host("it has no GPU kernel (the build said why)");
-            return false;
-        }
-    };
+    let Ok(gpu_kernel) = gpu_kernel(u, &base) else { return false };
     // SAFETY: the parent context outlives this call (it is the caller's).
     let (pid, pdim) = unsafe { parent.get().as_ref() }.map_or(([0; 3], [1; 3]), |p| (p.id, p.dim));
 
@@ -152,7 +140,7 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
     let blocks = kernel::blocks_of(shape, module.node(n).dims, grid);
     let (devices_given, mut probe, likely) = match indirect {
         Some(_) => (1, None, Likely::NONE),
-        None => decide(u, blocks, gpu_launch.as_ref().map(|(k, ptx, p)| (&k.name, *ptx, p))),
+        None => decide(u, blocks, gpu_kernel.as_ref().map(|(k, ptx, p)| (&k.name, *ptx, p))),
     };
     let mut order = &devs.order[..devices_given];
     let mut key = cache::Key { node: n, grid, parent: (pid, pdim), devices: devices_given as u8, args: base };
@@ -160,6 +148,7 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
         crate::ranks::note_launch(&key.without_pointers(module.node(n)));
     }
 
+    // Step 1: the plan.
     let mut table = memory::table();
     let t0 = Stopwatch::start();
     // The policy's clock on a split's planning (the statistics' may be off).
@@ -176,24 +165,9 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
             plan_of(u, &key, order, &mut table, &t0, None).expect("a whole launch is planned at once")
         }
     };
-    // A split likely soon: ISL's part of its plan starts now, in the background, at a node's
-    // first launches (they miss the caches).
     if let (false, Some(Likely { split: Some(k), .. })) = (plan_hit, ahead) {
-        if devices_given == 1 && k > 1 && plans.ahead.speculate(n, k as u8) {
-            let launch = bindings::Launch {
-                module,
-                node: n,
-                shape,
-                args: &key.args,
-                parent: key.parent,
-                grid,
-                order: &devs.order[..k],
-                per_device: partitions_per_device(),
-            };
-            match bindings::bindings(&launch, &mut table) {
-                Ok(b) => ahead::start(ahead_job(u, &launch, b)),
-                Err(_) => plans.ahead.planned(n, k as u8, u64::MAX),
-            }
+        if devices_given == 1 {
+            speculate(u, &key, k, &mut table);
         }
     }
     let lp = match &*plan {
@@ -206,41 +180,24 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
     if let Some(reason) = &lp.unpartitioned {
         st.note_unpartitioned(reason);
     }
-    // A translated leaf: its device holds every buffer, alone after it, and translates by
-    // its table (simulated devices: this one, while it lives).
     let _addresses = match indirect {
         None => None,
-        Some(why) => {
-            let k = lp.parts.first().map_or(order[0], |p| p.device);
-            let installed = table.all_current_on(k).and_then(|a| {
-                st.note_unpartitioned(&format!("{why}: it runs whole on one device"));
-                match &gpu_launch {
-                    Some((_, ptx, _)) => devs.gpu(k).write_address_table(ptx, &a).map(|()| None),
-                    None => Ok(Some(crate::devices::addresses::activate(a))),
-                }
-            });
-            match installed {
-                Ok(active) => active,
-                Err(e) => {
-                    st.note_host(&format!("{why}: device {k} cannot hold every buffer: {e}"));
-                    return false;
-                }
-            }
-        }
+        Some(why) => match install_addresses(u, lp, order[0], &mut table, gpu_kernel.as_ref().map(|g| g.1), why) {
+            Ok(active) => active,
+            Err(()) => return false,
+        },
     };
     if !lp.rounds.is_empty() {
-        let gpu = gpu_launch.as_ref().map(|(k, ptx, p)| (*k, *ptx, p));
+        let gpu = gpu_kernel.as_ref().map(|(k, ptx, p)| (*k, *ptx, p));
         run_rounds(u, lp, &key.args, &mut table, run_box, gpu);
         drop(table);
         pass_outputs_through(module, n, shape, &args.for_instance(0), total, outs);
-        st.unit_launches.fetch_add(1, Ordering::Relaxed);
-        st.partitioned.fetch_add(u64::from(used_devices(lp) > 1), Ordering::Relaxed);
-        st.max_devices.fetch_max(used_devices(lp) as u64, Ordering::Relaxed);
+        count_launch(u, lp);
         st.max_rounds.fetch_max(lp.rounds.len() as u64, Ordering::Relaxed);
         return true;
     }
-    let part_args: Vec<std::borrow::Cow<'_, [u8]>> = lp.parts.iter().map(|p| lp.part_args(p, &key.args)).collect();
 
+    // Step 2: the copies that make every partition's device current on what it reads.
     // Sparse copies: every partition's device backs what it reads and writes before the
     // copies into it are planned.
     if memory::residency::sparse() {
@@ -252,7 +209,6 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
     lp.account_host_writes(&mut table);
     let t1 = Stopwatch::start();
     let (copy_plan, hit) = lp.copies(&mut table);
-    let (copies, sources) = (&copy_plan.copies, &copy_plan.sources);
     st.nanos_copy_plan.fetch_add(t1.nanos(), Ordering::Relaxed);
     if hit { &st.copy_hits } else { &st.copy_misses }.fetch_add(1, Ordering::Relaxed);
     if plan_hit && hit {
@@ -266,78 +222,174 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
         plans.policy.of(n).lock().unwrap_or_else(|e| e.into_inner()).record_plan(ns);
     }
 
-    match &gpu_launch {
-        Some((kernel, ptx, prepared)) => {
-            let node = module.node(n);
-            let name = match (&kernel.nc_name, lp.read_only_cache) {
-                (Some(nc), true) => {
-                    st.read_only_cache_launches.fetch_add(1, Ordering::Relaxed);
-                    nc
-                }
-                _ => &kernel.name,
-            };
-            if let Some(p) = &mut probe {
-                p.used = used_devices(lp);
-                // Its overhead is the launch's, not the planning's.
-                p.started = std::time::Instant::now();
-            }
-            let launch = gpu::Launch { lp, part_args: &part_args, copies, sources, probe: probe.take() };
-            let kernel_grid = lp.virtual_grid.unwrap_or(grid);
-            gpu::run(module, n, launch, kernel, name, prepared, ptx, parent, kernel_grid, outs, u.asynchronous)
-                .unwrap_or_else(|err| {
-                    crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc))
-                });
-            share_outputs(module, n, shape, lp, grid, outs);
-        }
-        None => {
-            let t2 = Stopwatch::start();
-            let started = probe.as_mut().map(|p| {
-                p.started = std::time::Instant::now();
-                p.started
-            });
-            memory::execute(copies).unwrap_or_else(|err| {
-                crate::fatal(&format!(
-                    "node {} ({}): copying its inputs: {err}",
-                    module.node(n).shown(),
-                    module.node(n).loc
-                ))
-            });
-            for c in copies {
-                st.count_bytes(c);
-            }
-            st.nanos_copies.fetch_add(t2.nanos(), Ordering::Relaxed);
-            let copied = started.map(|t| t.elapsed().as_nanos() as f64);
-            let t3 = Stopwatch::start();
-            let reduced = |what: &str, r: Result<(), String>| {
-                r.unwrap_or_else(|err| {
-                    crate::fatal(&format!(
-                        "node {} ({}): {what} its reductions: {err}",
-                        module.node(n).shown(),
-                        module.node(n).loc
-                    ))
-                })
-            };
-            reduced("starting", reduce::start(&lp.reductions));
-            let slowest = run_parts(lp, &part_args, run_box, probe.is_some());
-            reduced("combining", reduce::finish(&lp.reductions));
-            share_outputs(module, n, shape, lp, grid, outs);
-            st.nanos_kernels.fetch_add(t3.nanos(), Ordering::Relaxed);
-            if let (Some(mut p), Some(copy_ns)) = (probe.take(), copied) {
-                p.used = used_devices(lp);
-                p.finish(slowest, copy_ns, copy_ns + slowest, true);
-            }
-        }
+    // Step 3: the copies, then the partitions, each on its device.
+    let part_args: Vec<std::borrow::Cow<'_, [u8]>> = lp.parts.iter().map(|p| lp.part_args(p, &key.args)).collect();
+    match &gpu_kernel {
+        Some(gpu) => run_on_gpus(u, lp, &part_args, &copy_plan, gpu, probe.take()),
+        None => run_on_sims(u, lp, &part_args, &copy_plan.copies, run_box, probe.take()),
     }
+    // Step 4 was the copy plan's: the state after the launch came with it.
     drop(table);
     pass_outputs_through(module, n, shape, &args.for_instance(0), total, outs);
+    count_launch(u, lp);
+    true
+}
 
+/// Where the unit runs on GPUs, its compiled kernel, module and launch shape (`None` on
+/// simulated devices); `Err` where it must run on the host (said in the statistics). Decided
+/// before anything moves.
+fn gpu_kernel(u: &Unit, base: &[u8]) -> Result<Option<GpuKernel>, ()> {
+    let (module, n) = (u.module, u.node);
+    let st = &module.stats[n as usize];
+    match (devices().on_gpus(), &module.node(n).kernel, module.ptx) {
+        (false, _, _) => Ok(None),
+        (true, Some(kernel), Some(ptx)) => match kernel::prepare(module, n, kernel, base, u.parent, u.grid) {
+            Some(prepared) => Ok(Some((kernel, ptx, prepared))),
+            None => {
+                st.note_host(
+                    "its launch does not fit the GPU (block size, grid, or arguments that differ per instance)",
+                );
+                Err(())
+            }
+        },
+        (true, _, _) => {
+            st.note_host("it has no GPU kernel (the build said why)");
+            Err(())
+        }
+    }
+}
+
+/// A split over `k` devices is likely soon (the policy said so at a launch that missed the
+/// caches, a node's first): ISL's part of its plan starts now, in the background
+/// ([`ahead`]), unless it has started before.
+fn speculate(u: &Unit, key: &cache::Key, k: usize, table: &mut Table) {
+    if k <= 1 || !u.plans.ahead.speculate(u.node, k as u8) {
+        return;
+    }
+    let launch = bindings::Launch {
+        module: u.module,
+        node: u.node,
+        shape: u.shape,
+        args: &key.args,
+        parent: key.parent,
+        grid: u.grid,
+        order: &devices().order[..k],
+        per_device: partitions_per_device(),
+    };
+    match bindings::bindings(&launch, table) {
+        Ok(b) => ahead::start(ahead_job(u, &launch, b)),
+        // A pointer the table does not track: the launch runs on the host; nothing to plan.
+        Err(_) => u.plans.ahead.planned(u.node, k as u8, u64::MAX),
+    }
+}
+
+/// A translated leaf (its pointers in memory hold the program's addresses, `why`): its device
+/// (the plan's, else `first`) is made to hold every buffer, alone after it, and translates by
+/// its address table: on a GPU written into the module `ptx`, on a simulated device activated
+/// for as long as the value returned lives. `Err` (said in the statistics) where the device
+/// cannot hold every buffer: the leaf then runs on the host.
+fn install_addresses(
+    u: &Unit,
+    lp: &LaunchPlan,
+    first: usize,
+    table: &mut Table,
+    ptx: Option<&'static std::ffi::CStr>,
+    why: &str,
+) -> Result<Option<crate::devices::addresses::Active>, ()> {
+    let st = &u.module.stats[u.node as usize];
+    let k = lp.parts.first().map_or(first, |p| p.device);
+    let installed = table.all_current_on(k).and_then(|a| {
+        st.note_unpartitioned(&format!("{why}: it runs whole on one device"));
+        match ptx {
+            Some(ptx) => devices().gpu(k).write_address_table(ptx, &a).map(|()| None),
+            None => Ok(Some(crate::devices::addresses::activate(a))),
+        }
+    });
+    installed.map_err(|e| st.note_host(&format!("{why}: device {k} cannot hold every buffer: {e}")))
+}
+
+/// Step 3 on GPUs: the copies and the partitions' kernels, enqueued (and, unless the launch
+/// is asynchronous, waited for); `probe` times them for the policy.
+fn run_on_gpus(
+    u: &Unit,
+    lp: &LaunchPlan,
+    part_args: &[std::borrow::Cow<'_, [u8]>],
+    copy_plan: &plan::CopyPlan,
+    (kernel, ptx, prepared): &GpuKernel,
+    mut probe: Option<policy::Probe>,
+) {
+    let (module, n) = (u.module, u.node);
+    let st = &module.stats[n as usize];
+    let node = module.node(n);
+    let name = match (&kernel.nc_name, lp.read_only_cache) {
+        (Some(nc), true) => {
+            st.read_only_cache_launches.fetch_add(1, Ordering::Relaxed);
+            nc
+        }
+        _ => &kernel.name,
+    };
+    if let Some(p) = &mut probe {
+        p.used = used_devices(lp);
+        // Its overhead is the launch's, not the planning's.
+        p.started = std::time::Instant::now();
+    }
+    let launch = gpu::Launch { lp, part_args, copies: &copy_plan.copies, sources: &copy_plan.sources, probe };
+    let kernel_grid = lp.virtual_grid.unwrap_or(u.grid);
+    gpu::run(module, n, launch, kernel, name, prepared, ptx, u.parent, kernel_grid, u.outs, u.asynchronous)
+        .unwrap_or_else(|err| crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc)));
+    share_outputs(module, n, u.shape, lp, u.grid, u.outs);
+}
+
+/// Step 3 on simulated devices: the copies, then the partitions with their reductions, each
+/// on its device's pool; `probe` times them for the policy.
+fn run_on_sims(
+    u: &Unit,
+    lp: &LaunchPlan,
+    part_args: &[std::borrow::Cow<'_, [u8]>],
+    copies: &[crate::devices::Copy],
+    run_box: &RunBox<'_>,
+    mut probe: Option<policy::Probe>,
+) {
+    let (module, n) = (u.module, u.node);
+    let st = &module.stats[n as usize];
+    let node = module.node(n);
+    let t2 = Stopwatch::start();
+    let started = probe.as_mut().map(|p| {
+        p.started = std::time::Instant::now();
+        p.started
+    });
+    memory::execute(copies).unwrap_or_else(|err| {
+        crate::fatal(&format!("node {} ({}): copying its inputs: {err}", node.shown(), node.loc))
+    });
+    for c in copies {
+        st.count_bytes(c);
+    }
+    st.nanos_copies.fetch_add(t2.nanos(), Ordering::Relaxed);
+    let copied = started.map(|t| t.elapsed().as_nanos() as f64);
+    let t3 = Stopwatch::start();
+    let reduced = |what: &str, r: Result<(), String>| {
+        r.unwrap_or_else(|err| {
+            crate::fatal(&format!("node {} ({}): {what} its reductions: {err}", node.shown(), node.loc))
+        })
+    };
+    reduced("starting", reduce::start(&lp.reductions));
+    let slowest = run_parts(lp, part_args, run_box, probe.is_some());
+    reduced("combining", reduce::finish(&lp.reductions));
+    share_outputs(module, n, u.shape, lp, u.grid, u.outs);
+    st.nanos_kernels.fetch_add(t3.nanos(), Ordering::Relaxed);
+    if let (Some(mut p), Some(copy_ns)) = (probe, copied) {
+        p.used = used_devices(lp);
+        p.finish(slowest, copy_ns, copy_ns + slowest, true);
+    }
+}
+
+/// The statistics' counts of a launch that ran on the devices.
+fn count_launch(u: &Unit, lp: &LaunchPlan) {
+    let st = &u.module.stats[u.node as usize];
     st.unit_launches.fetch_add(1, Ordering::Relaxed);
     let used = used_devices(lp) as u64;
-    if used > 1 {
-        st.partitioned.fetch_add(1, Ordering::Relaxed);
-    }
+    st.partitioned.fetch_add(u64::from(used > 1), Ordering::Relaxed);
     st.max_devices.fetch_max(used, Ordering::Relaxed);
-    true
 }
 
 /// Step 1 of a launch (see the module's doc): its plan, from the caches or made, and whether
