@@ -178,6 +178,19 @@ fn register_only_warp_and_ptx_operations_are_no_accesses() {
     assert!(!out.contains("a call the analysis cannot see into"), "{out}");
 }
 
+/// The fields of a struct passed by value are not named as Polly names the parameters it
+/// makes (`p_<n>`): `blockIdx.y * p.width` was taken for the field `p_7`, and a write map
+/// called exact put every partition's writes in row 0 (a wrong result on several devices).
+#[test]
+fn struct_fields_are_not_taken_for_pollys_parameters() {
+    let o = hpvm_mgpu(&["analyze", "tests/cuda/struct_fields.cu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(!out.contains("writes exactly"), "{out}");
+    assert!(out.contains("p_0_"), "{out}");
+    assert!(!out.contains(" p_7]") && !out.contains(" p_7,"), "{out}");
+}
+
 /// Atomic updates that combine (add, min, max, and, or, xor on 32- and 64-bit integers, float
 /// sums) are reductions; atomics whose old value is used, or on an argument also read
 /// plainly, keep the node whole and say why at the user's line.

@@ -79,7 +79,19 @@ fn isl_name(name: &str, index: usize, taken: &[String]) -> String {
         "floor", "ceil", "min",
     ];
     let block_param = |s: &str| BLOCK_SIZES.contains(&s) || BLOCK_IDS.contains(&s) || BLOCK_OFFSETS.contains(&s);
-    while RESERVED.contains(&s.as_str()) || block_param(&s) || s == "max" || s == "I" || taken.contains(&s) {
+    // Polly names the parameters it makes of values without a name (a product of two
+    // scalars, a loaded invariant) `p_<n>`: a kernel parameter of that name (the fields of a
+    // struct `p` passed by value are `p_0`, `p_1`...) would be taken for one of them, and the
+    // runtime would give it the field's value. Seen in HeCBench dpid: a write map whose `p_7`
+    // stood for `blockIdx.y * p.oWidth`.
+    let pollys = |s: &str| s.strip_prefix("p_").is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+    while RESERVED.contains(&s.as_str())
+        || block_param(&s)
+        || pollys(&s)
+        || s == "max"
+        || s == "I"
+        || taken.contains(&s)
+    {
         s.push('_');
     }
     s
