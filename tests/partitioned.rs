@@ -485,10 +485,11 @@ fn a_first_split_is_planned_ahead_while_its_launch_runs_whole() {
     let count = |k: &str| n[k].as_u64().unwrap_or_else(|| panic!("{k} in {n}"));
     assert_eq!(count("unit_launches"), 24, "{n}");
     // The first launch ran whole; the plan ahead (milliseconds) finished long before the last
-    // of 24 launches of tens of milliseconds each, which then split.
+    // of 24 launches of tens of milliseconds each, which the policy then split (or, on a
+    // machine too loaded for a split to pay, declined by measure: never left waiting).
     assert!(count("whole_while_planning") >= 1, "{n}");
     assert!(count("plans_ahead") >= 1, "{n}");
-    assert!(count("partitioned_launches") >= 1, "{n}");
+    assert!(count("partitioned_launches") + count("split_declined") >= 1, "{n}");
     assert!(count("partitioned_launches") + count("whole_while_planning") <= 24, "{n}");
     // A bad value is refused by name.
     let out = run_program(&exe, &args, &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_PLAN_AHEAD", "maybe")]);

@@ -62,6 +62,7 @@ pub fn crop(f: FunctionValue<'_>, shared: &[u32], split_clamps: bool) -> Cropped
     // SAFETY: every instruction touched belongs to `f`, which the caller owns; uses are
     // replaced before anything is erased.
     unsafe {
+        see_through_aggregates(f);
         let builder = LLVMCreateBuilderInContext(LLVMGetTypeContext(LLVMTypeOf(f)));
         let mut sinks: Vec<(LLVMTypeRef, LLVMValueRef)> = Vec::new();
         for inst in instructions(f) {
@@ -152,6 +153,60 @@ pub fn crop(f: FunctionValue<'_>, shared: &[u32], split_clamps: bool) -> Cropped
         ) != 0;
     }
     out
+}
+
+/// Values taken out of aggregates they were just put into become the values themselves.
+/// Thrust wraps every pointer in layers of structs (`device_ptr`, `normal_iterator`,
+/// `device_reference`), and after SROA an address reaches its store through chains of
+/// `insertvalue` into `poison` and `extractvalue`, which neither Polly nor
+/// [`hpvm_core::pointer_param`] follows: every Thrust `fill`, `transform` and `for_each`
+/// kernel wrote "through a pointer the analysis cannot trace". An `extractvalue` is replaced
+/// only where the element it names was inserted whole (nested extractions' indices composed,
+/// insertions elsewhere in the aggregate passed over).
+unsafe fn see_through_aggregates(f: LLVMValueRef) {
+    let indices = |v: LLVMValueRef| -> Vec<u32> {
+        let n = LLVMGetNumIndices(v) as usize;
+        let p = LLVMGetIndices(v);
+        if n == 0 || p.is_null() {
+            return Vec::new();
+        }
+        std::slice::from_raw_parts(p, n).to_vec()
+    };
+    let is = |v: LLVMValueRef, op: LLVMOpcode| !LLVMIsAInstruction(v).is_null() && LLVMGetInstructionOpcode(v) == op;
+    for e in instructions(f) {
+        if !is(e, LLVMOpcode::LLVMExtractValue) {
+            continue;
+        }
+        let mut agg = LLVMGetOperand(e, 0);
+        let mut path = indices(e);
+        let found = loop {
+            if is(agg, LLVMOpcode::LLVMExtractValue) {
+                let mut outer = indices(agg);
+                outer.extend(&path);
+                path = outer;
+                agg = LLVMGetOperand(agg, 0);
+            } else if is(agg, LLVMOpcode::LLVMInsertValue) {
+                let at = indices(agg);
+                if at == path {
+                    break Some(LLVMGetOperand(agg, 1));
+                } else if path.starts_with(&at) {
+                    path.drain(..at.len());
+                    agg = LLVMGetOperand(agg, 1);
+                } else if at.starts_with(&path) {
+                    // Part of the aggregate extracted was inserted: no one value.
+                    break None;
+                } else {
+                    agg = LLVMGetOperand(agg, 0);
+                }
+            } else {
+                break None;
+            }
+        };
+        if let Some(v) = found.filter(|&v| LLVMTypeOf(v) == LLVMTypeOf(e)) {
+            LLVMReplaceAllUsesWith(e, v);
+            LLVMInstructionEraseFromParent(e);
+        }
+    }
 }
 
 /// The most selects one load's address may be split on: each doubles its copies.

@@ -532,7 +532,10 @@ fn split(
                         (ctx.rects(m, &fixed, shape, "writes", false)?.ok_or_else(too_fragmented)?, false)
                     }
                     (WriteKind::May, Some(m)) => {
-                        (ctx.rects(m, &fixed, shape, "may write", false)?.ok_or_else(too_fragmented)?, true)
+                        // A may-write is a superset of what is written (Thrust's `for_each` over
+                        // whole tiles, whose last one the items end inside): past the buffer it
+                        // is clipped without a word, as a superset of reads is.
+                        (ctx.rects(m, &fixed, shape, "", false)?.ok_or_else(too_fragmented)?, true)
                     }
                     (WriteKind::Indirect, _) => {
                         // Where the indices are; their values are read after this pass.
