@@ -1188,3 +1188,56 @@ unsafe fn fold_empty_diamonds(f: LLVMValueRef) -> bool {
     }
     changed
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inkwell::context::Context;
+    use inkwell::values::AnyValue;
+
+    /// `@f` of `ir` after [`see_through_aggregates`], as text.
+    fn seen_through(ir: &str) -> String {
+        let ctx = Context::create();
+        let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "t");
+        let m = ctx.create_module_from_ir(buf).unwrap();
+        let f = m.get_function("f").unwrap();
+        // SAFETY: `f` belongs to the live module `m`.
+        unsafe { see_through_aggregates(f.as_value_ref()) };
+        assert!(m.verify().is_ok(), "{}", m.print_to_string());
+        f.print_to_string().to_string()
+    }
+
+    #[test]
+    fn a_pointer_wrapped_in_structs_is_stored_through_as_itself() {
+        // Thrust's shape: the address put into nested structs and taken out layer by layer.
+        let text = seen_through(
+            "%inner = type { ptr }
+             %outer = type { %inner, i32 }
+             define void @f(ptr %out, i64 %i) {
+               %p = getelementptr float, ptr %out, i64 %i
+               %a = insertvalue %outer poison, ptr %p, 0, 0
+               %b = insertvalue %outer %a, i32 7, 1
+               %c = extractvalue %outer %b, 0
+               %d = extractvalue %inner %c, 0
+               store float 1.0, ptr %d
+               ret void
+             }",
+        );
+        assert!(text.contains("store float 1.000000e+00, ptr %p"), "{text}");
+    }
+
+    #[test]
+    fn an_element_not_inserted_whole_is_left_alone() {
+        // `%c` takes the inner struct, into which only its pointer was put: no one value.
+        let text = seen_through(
+            "%inner = type { ptr, i32 }
+             %outer = type { %inner }
+             define %inner @f(ptr %p) {
+               %a = insertvalue %outer poison, ptr %p, 0, 0
+               %c = extractvalue %outer %a, 0
+               ret %inner %c
+             }",
+        );
+        assert!(text.contains("%c = extractvalue %outer %a, 0"), "{text}");
+    }
+}
