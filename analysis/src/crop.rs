@@ -377,7 +377,7 @@ unsafe fn same_kind(a: LLVMValueRef, b: LLVMValueRef) -> bool {
 }
 
 /// The blocks that branch to `bb`.
-unsafe fn predecessors(bb: LLVMBasicBlockRef) -> Vec<LLVMBasicBlockRef> {
+pub(crate) unsafe fn predecessors(bb: LLVMBasicBlockRef) -> Vec<LLVMBasicBlockRef> {
     let mut out = Vec::new();
     let mut u = LLVMGetFirstUse(LLVMBasicBlockAsValue(bb));
     while !u.is_null() {
@@ -750,7 +750,7 @@ unsafe fn constant_branch(term: LLVMValueRef) -> Option<u32> {
 
 /// Arithmetic that cannot trap or touch memory, so it may be computed before the branch
 /// that guarded it.
-unsafe fn hoistable(i: LLVMValueRef) -> bool {
+pub(crate) unsafe fn hoistable(i: LLVMValueRef) -> bool {
     use LLVMOpcode::*;
     matches!(
         LLVMGetInstructionOpcode(i),

@@ -24,6 +24,7 @@
 //!   are reported as over-approximated (never exact, never checked against the buffer's end);
 //! - it is tried only where Polly dismissed the node with its tests as written (`lib.rs`).
 
+use crate::crop::{hoistable, predecessors};
 use llvm_sys::core::*;
 use llvm_sys::prelude::*;
 use llvm_sys::LLVMIntPredicate;
@@ -198,7 +199,8 @@ impl Substitution {
         if let Some(&c) = self.memo.get(&v) {
             return Some(c);
         }
-        if !pure(v) {
+        // Arithmetic that cannot trap or touch memory: a copy computes the same.
+        if !hoistable(v) {
             return None;
         }
         let ops: Vec<LLVMValueRef> = (0..LLVMGetNumOperands(v) as u32)
@@ -213,34 +215,6 @@ impl Substitution {
         self.memo.insert(v, copy);
         Some(copy)
     }
-}
-
-/// Arithmetic a copy of which computes the same from the same operands.
-unsafe fn pure(v: LLVMValueRef) -> bool {
-    use LLVMOpcode::*;
-    matches!(
-        LLVMGetInstructionOpcode(v),
-        LLVMAdd
-            | LLVMSub
-            | LLVMMul
-            | LLVMUDiv
-            | LLVMSDiv
-            | LLVMURem
-            | LLVMSRem
-            | LLVMShl
-            | LLVMLShr
-            | LLVMAShr
-            | LLVMAnd
-            | LLVMOr
-            | LLVMXor
-            | LLVMTrunc
-            | LLVMZExt
-            | LLVMSExt
-            | LLVMICmp
-            | LLVMSelect
-            | LLVMGetElementPtr
-            | LLVMFreeze
-    )
 }
 
 unsafe fn strip_casts(mut v: LLVMValueRef) -> LLVMValueRef {
@@ -264,19 +238,6 @@ unsafe fn entered_only_from(way: &Way, entry: LLVMBasicBlockRef, from: LLVMBasic
     way.blocks
         .iter()
         .all(|&b| predecessors(b).into_iter().all(|p| if b == entry { p == from } else { way.blocks.contains(&p) }))
-}
-
-unsafe fn predecessors(bb: LLVMBasicBlockRef) -> Vec<LLVMBasicBlockRef> {
-    let mut out = Vec::new();
-    let mut u = LLVMGetFirstUse(LLVMBasicBlockAsValue(bb));
-    while !u.is_null() {
-        let user = LLVMGetUser(u);
-        if !LLVMIsAInstruction(user).is_null() {
-            out.push(LLVMGetInstructionParent(user));
-        }
-        u = LLVMGetNextUse(u);
-    }
-    out
 }
 
 /// The loads of the blocks reached from `start` before `join`, if they only read: every way
