@@ -77,3 +77,21 @@ pub fn analyze_module(
     let source = source_of(path)?;
     Ok(analysis::analyze_program(module, graph, source, &generator(), opts)?)
 }
+
+/// `hpvm-mgpu specialize`: node `node` of the analysis input on standard input (bitcode the
+/// build embedded, `transform::host`), analysed with `values` built in; the database of that
+/// node alone, as JSON. The runtime runs it in a process of its own and trusts only a
+/// database that validates.
+pub fn specialize(node: &str, values: Vec<(String, i64)>) -> Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::io::stdin().read_to_end(&mut bytes).map_err(|e| Error::io("standard input", e))?;
+    let ctx = Context::create();
+    let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(&bytes, "analysis input");
+    let module = Module::parse_bitcode_from_buffer(&buffer, &ctx)
+        .map_err(|e| Error::Usage(format!("standard input is not an analysis input: {e}")))?;
+    let graph = hpvm_core::graph_of_module(&module, "<analysis input>")?;
+    let opts = analysis::Options { only: Some(node.to_string()), fixed: values, ..Default::default() };
+    let source = dashdb::Source::new("<analysis input>".to_string(), &bytes);
+    Ok(analysis::analyze_program(&module, &graph, source, &generator(), &opts)?.to_json())
+}

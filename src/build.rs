@@ -165,6 +165,13 @@ fn compile_one(
             tracing::info!("{}: {} nodes, {} launches", input.display(), graph.nodes.len(), graph.launches.len());
             let db = analysis_of(&module, &graph, input, opts, scratch)?;
             let json = db.as_ref().map(|d| d.to_json());
+            // A node that wants its launch's values (`dashdb::Node::specializable`) is
+            // analysed again at run time, from the module as the analysis read it.
+            let compiler = std::env::current_exe().ok().map(|p| p.display().to_string());
+            let bitcode = (db.as_ref().is_some_and(|d| d.nodes.iter().any(|n| n.specializable))
+                && compiler.is_some()
+                && !opts.trace_accesses)
+                .then(|| module.write_bitcode_to_memory());
             let sass_dir = scratch.join(format!("sass-{}", out.file_name().unwrap_or_default().to_string_lossy()));
             std::fs::create_dir_all(&sass_dir).map_err(|e| Error::io(sass_dir.display().to_string(), e))?;
             let lowered = transform::lower(
@@ -177,6 +184,10 @@ fn compile_one(
                     scratch: Some(&sass_dir),
                     analysis: json.as_deref(),
                     trace_accesses: opts.trace_accesses,
+                    analysis_input: bitcode
+                        .as_ref()
+                        .zip(compiler.as_deref())
+                        .map(|(b, c)| transform::host::AnalysisInput { bitcode: b.as_slice(), compiler: c }),
                     math: match frontend::InputKind::detect(input, language)? {
                         InputKind::Source(Language::Cuda) => transform::gpu::Math::Cuda,
                         _ => transform::gpu::Math::C,

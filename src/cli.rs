@@ -47,6 +47,16 @@ pub enum Command {
     /// Work with analysis databases.
     #[command(subcommand)]
     Db(DbCommand),
+    /// For the runtime: analyse one node of a program (its analysis input, LLVM bitcode on
+    /// standard input) with one launch's values built in; print the database of that node.
+    #[command(hide = true)]
+    Specialize {
+        /// The node's symbol.
+        node: String,
+        /// Map parameters and their values (`n=4096`, `gx=64`).
+        #[arg(value_name = "NAME=VALUE")]
+        values: Vec<String>,
+    },
     /// Compile HPVM-C programs (and plain C/C++ files, objects) into an executable.
     Build {
         /// Source files (.c, .cpp...), LLVM IR (.ll/.bc), objects and archives (.o/.a).
@@ -399,6 +409,20 @@ pub fn run(cli: Cli, languages: Vec<Option<Language>>) -> Result<()> {
             if let Some(out) = output {
                 db.save(&out)?;
             }
+            Ok(())
+        }
+        Command::Specialize { node, values } => {
+            let values = values
+                .iter()
+                .map(|v| {
+                    let (name, value) =
+                        v.split_once('=').ok_or_else(|| Error::Usage(format!("`{v}`: expected NAME=VALUE")))?;
+                    let value =
+                        value.parse::<i64>().map_err(|_| Error::Usage(format!("`{v}`: the value is no integer")))?;
+                    Ok((name.to_string(), value))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            print!("{}", crate::analyze::specialize(&node, values)?);
             Ok(())
         }
         Command::Db(DbCommand::Show { file, node }) => {

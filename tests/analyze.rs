@@ -352,3 +352,51 @@ fn writes_on_both_ways_of_a_branch_are_exact() {
     let out = stdout(&o);
     assert!(out.contains("may write"), "{out}");
 }
+
+/// Indices that multiply or divide by run-time values (`i % width`, `j * cols`, `blockIdx.y *
+/// gridDim.x`) keep the build's maps inexact; the report says the runtime makes them again
+/// with each launch's values (`tests/partitioned.rs` runs them split).
+#[test]
+fn kernels_that_want_their_launchs_values_are_marked_so() {
+    let o = hpvm_mgpu(&["analyze", "tests/cuda/values.cu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for k in ["periodic", "layers", "flat"] {
+        let at = out.find(&format!("node {k} ")).unwrap_or_else(|| panic!("no node {k}: {out}"));
+        let section = &out[at..];
+        let end = section[1..].find("\nnode ").map_or(section.len(), |e| e + 1);
+        assert!(section[..end].contains("the runtime analyses the node again"), "{k}: {}", &section[..end]);
+    }
+    // A kernel not partitionable whatever the values (a data-dependent index) is not marked.
+    let o = hpvm_mgpu(&["analyze", "examples/histogram.c"]);
+    assert!(!stdout(&o).contains("analyses the node again"), "{}", stdout(&o));
+}
+
+/// `hpvm-mgpu specialize` (the runtime's) refuses what is not an analysis input, and values
+/// that are not NAME=INTEGER, with a message and exit 1.
+#[test]
+fn specialize_refuses_bad_input_plainly() {
+    use std::io::Write;
+    let run = |args: &[&str], input: &[u8]| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hpvm-mgpu"))
+            .arg("specialize")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the compiler runs");
+        let _ = child.stdin.take().expect("stdin").write_all(input);
+        child.wait_with_output().expect("it ends")
+    };
+    let o = run(&["kernel", "n=3"], b"not bitcode");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("standard input is not an analysis input"), "{}", stderr(&o));
+    let o = run(&["kernel", "n=three"], b"");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("`n=three`: the value is no integer"), "{}", stderr(&o));
+    let o = run(&["kernel", "n"], b"");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("expected NAME=VALUE"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"));
+}

@@ -101,6 +101,14 @@ fn differential(half: usize) {
                 );
                 continue;
             }
+            // Maps made at run time for the launch's values (`partitioned::special`) split
+            // where they prove the writes, else say why (values.cu asserts they split).
+            if n["analysis"].as_str().is_some_and(|a| a.contains("analysed again")) {
+                if n["partitioned_launches"].as_u64().unwrap() == 0 {
+                    assert!(n["unpartitioned_because"].is_string(), "{src}: no reason for {}", n["node"]);
+                }
+                continue;
+            }
             let proven = n["analysis"].as_str().is_some_and(|a| a.starts_with("partitionable"));
             // An indirect write splits only when this launch's indices send the parts apart
             // (jds.c's `Spread` repeats its keys on purpose).
@@ -125,6 +133,54 @@ fn differential(half: usize) {
         }
         let host = run_ok(&exe, largest, &[("HPVM_MGPU_DEVICES", "cpu")]);
         evicting_changes_nothing(&exe, src, largest, &dir, &host);
+    }
+}
+
+/// Kernels whose indices multiply or divide by run-time values (`i % width`, `j * cols`,
+/// `blockIdx.y * gridDim.x`) split once the runtime has their maps made with a launch's values
+/// built in; kept between runs; whole, saying why, where no compiler can make them.
+#[test]
+fn maps_made_for_a_launchs_values_split_kernels_the_build_could_not() {
+    let dir = TempDir::new("partitioned-special");
+    let exe = build(&dir, "tests/cuda/values.cu");
+    let args = ["64", "40", "3", "4"];
+    let host = run_ok(&exe, &args, &[("HPVM_MGPU_DEVICES", "cpu")]);
+    let cache = dir.path_str("cache");
+    let file = dir.path_str("special.json");
+    let run = |env: &[(&str, &str)]| {
+        let _ = std::fs::remove_file(&file);
+        let mut all =
+            vec![("HPVM_MGPU_DEVICES", "cpu:4"), ("HPVM_MGPU_PARTITION", "always"), ("HPVM_MGPU_STATS", &file)];
+        all.extend_from_slice(env);
+        assert_eq!(run_ok(&exe, &args, &all), host, "values.cu with {env:?}");
+        serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&file).expect("statistics")).unwrap()
+    };
+    let kernels = ["periodic", "layers", "flat"];
+    // Made by the compiler, then found in the cache.
+    for round in ["compiled", "cached"] {
+        let s = run(&[("HPVM_MGPU_SPECIALIZE_CACHE", &cache)]);
+        for k in kernels {
+            let n = node(&s, &format!("{k}.blocks"));
+            assert!(n["analysis"].as_str().unwrap().contains("analysed again"), "{k}: {}", n["analysis"]);
+            assert_eq!(n["partitioned_launches"], n["unit_launches"], "{k} ({round}): {}", n["unpartitioned_because"]);
+            assert_eq!(n["max_devices"], 4, "{k} ({round})");
+        }
+        let kept = std::fs::read_dir(&cache).map_or(0, |d| d.count());
+        assert_eq!(kept, 3, "one file per kernel and values after the {round} run");
+    }
+    // Without: whole, saying why.
+    for (env, why) in [
+        (("HPVM_MGPU_SPECIALIZE", "off"), "HPVM_MGPU_SPECIALIZE=off"),
+        (("HPVM_MGPU_COMPILER", "/nonexistent/hpvm-mgpu"), "could not run"),
+    ] {
+        let s = run(&[env, ("HPVM_MGPU_SPECIALIZE_CACHE", "off")]);
+        for k in kernels {
+            let n = node(&s, &format!("{k}.blocks"));
+            assert_eq!(n["partitioned_launches"], 0, "{k} with {env:?}");
+            let because = n["unpartitioned_because"].as_str().unwrap_or_default();
+            assert!(because.contains("not affine") || because.contains("may or may not"), "{k}: {because}");
+            assert!(because.contains(why), "{k} with {env:?}: {because}");
+        }
     }
 }
 

@@ -25,6 +25,7 @@ pub mod loosen;
 pub mod maps;
 pub mod offsets;
 pub mod polly;
+pub mod prune;
 pub mod register_only;
 pub mod report;
 pub mod split;
@@ -65,6 +66,13 @@ pub struct Options {
     /// aborted on them before: HeCBench pathfinder and grep (`position or range out of
     /// bounds` on a value of a loop used after it, once its exits were unified).
     pub careful: Vec<String>,
+    /// Only this node (by symbol) is analysed; the database holds it alone.
+    pub only: Option<String>,
+    /// Values built into the maps (`hpvm-mgpu specialize`, for one launch): each named map
+    /// parameter (a node parameter by its map name, or a grid parameter `gx`, `px`, `pnx`...)
+    /// becomes that constant before Polly sees the code. The maps then hold for launches
+    /// with exactly these values.
+    pub fixed: Vec<(String, i64)>,
 }
 
 fn loc_text(loc: &Option<SrcLoc>) -> String {
@@ -123,10 +131,23 @@ pub fn analyze_program(
             _ => None,
         })
     };
-    let leaves: Vec<NodeId> =
-        graph.nodes.iter().filter(|(_, n)| n.leaf().is_some_and(|l| !l.is_allocation)).map(|(id, _)| id).collect();
+    let leaves: Vec<NodeId> = graph
+        .nodes
+        .iter()
+        .filter(|(_, n)| n.leaf().is_some_and(|l| !l.is_allocation))
+        .filter(|(_, n)| opts.only.as_ref().is_none_or(|only| *only == n.name))
+        .map(|(id, _)| id)
+        .collect();
+    if let (Some(only), true) = (&opts.only, leaves.is_empty()) {
+        return Err(Error::Usage(format!("there is no leaf node `{only}`")));
+    }
 
     let m = module.clone();
+    // One node: only its code is inlined and prepared.
+    if opts.only.is_some() {
+        let roots: Vec<_> = leaves.iter().filter_map(|&l| m.get_function(&graph.nodes[l].name)).collect();
+        prune::prune(&m, &roots);
+    }
     // Warp operations and inline PTX that moves no memory are no accesses (`register_only`).
     register_only::declare_memory_free(&m);
     let ctx = m.get_context();
@@ -164,6 +185,12 @@ pub fn analyze_program(
                 }
             }
             Err(why) => failed.push((*leaf, why.clone())),
+        }
+    }
+    // One launch's values, once every query reads the wrapper's parameters.
+    if !opts.fixed.is_empty() {
+        for w in wrappers.iter().filter_map(|(_, _, w)| w.as_ref().ok()) {
+            w.fix(&opts.fixed);
         }
     }
     // Polly's preparation while the values are still used (LLVM deletes unused loads, and
@@ -243,6 +270,7 @@ pub fn analyze_program(
             valid_when: None,
             bounds: vec![],
             partitionable: false,
+            specializable: false,
             reasons: vec![],
             split: Split { dims: vec![], chosen_by: SplitChoice::Analysis },
             args: vec![],
@@ -526,6 +554,10 @@ pub fn analyze_program(
         }
         entry.reasons.dedup();
         entry.partitionable = entry.reasons.is_empty();
+        entry.specializable = !entry.partitionable
+            && opts.fixed.is_empty()
+            && entry.block.is_some()
+            && entry.reasons.iter().all(|r| wants_values(&r.message));
         if entry.partitionable {
             entry.split = match opts.split.iter().find(|(n, _)| hpvm_core::names::names(n, &node.name)) {
                 Some((_, dims)) => {
@@ -543,6 +575,25 @@ pub fn analyze_program(
         db.nodes.push(entry);
     }
     Ok(db)
+}
+
+/// Whether a reason not to split may go away with the launch's values built in (see
+/// `dashdb::Node::specializable`): indices and conditions that multiply or divide run-time
+/// values, narrow arithmetic whose range depends on them, assumptions on derived values, and
+/// writes Polly could not model for the same causes. Data-dependent indices, atomics, calls
+/// and untraceable pointers stay what they are whatever the values.
+fn wants_values(message: &str) -> bool {
+    const VALUE_BOUND: [&str; 7] = [
+        "not affine",
+        "may or may not be written",
+        "cannot bound",
+        "cannot follow the write",
+        "may wrap around",
+        "values the code derives",
+        "several instances write the same element",
+    ];
+    const NEVER: [&str; 3] = ["data-dependent", "atomic", "grid-stride loop cannot be split"];
+    VALUE_BOUND.iter().any(|p| message.contains(p)) && !NEVER.iter().any(|p| message.contains(p))
 }
 
 /// Records where each indirect write's indices come from, or makes the write unanalysable

@@ -40,6 +40,13 @@ fn node(s: &mut String, n: &Node) {
                 }
             }
         }
+        if n.specializable {
+            let _ = writeln!(
+                s,
+                "  each launch's values (scalars, grid, block) may make these exact: the runtime analyses the node \
+                 again with them built in, and splits where that proves its writes"
+            );
+        }
     }
     if let Some(b) = &n.block {
         let size: Vec<String> =

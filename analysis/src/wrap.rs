@@ -323,6 +323,23 @@ impl<'ctx> Wrapper<'ctx> {
         out
     }
 
+    /// Builds `values` into the wrapper: each integer parameter named there becomes that
+    /// constant (for `hpvm-mgpu specialize`). A run-time block size may be fixed too (then
+    /// `block id × size` is affine in the id); the block ids and offsets stay parameters: they
+    /// range over a partition's blocks. Called once every query is resolved, so no later use
+    /// refers to the parameter again.
+    pub fn fix(&self, values: &[(String, i64)]) {
+        let ranged = |n: &str| BLOCK_IDS.contains(&n) || BLOCK_OFFSETS.contains(&n);
+        for (i, name) in self.params.iter().enumerate() {
+            let Some((_, v)) = values.iter().find(|(n, _)| n == name && !ranged(n)) else { continue };
+            let Some(inkwell::values::BasicValueEnum::IntValue(p)) = self.function.get_nth_param(i as u32) else {
+                continue;
+            };
+            let c = p.get_type().const_int(*v as u64, true);
+            p.replace_all_uses_with(c);
+        }
+    }
+
     /// The grid dimensions whose block size is known only at the launch.
     pub fn runtime_blocks(&self) -> Vec<usize> {
         match &self.coords {

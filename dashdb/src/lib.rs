@@ -60,7 +60,7 @@ pub use schema::{
 pub use show::show;
 
 /// The version of the JSON schema this crate reads and writes.
-pub const SCHEMA_VERSION: u32 = 7;
+pub const SCHEMA_VERSION: u32 = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

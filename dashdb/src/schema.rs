@@ -76,6 +76,14 @@ pub struct Node {
     pub partitionable: bool,
     /// Why the node is not partitionable; empty exactly when it is.
     pub reasons: Vec<Reason>,
+    /// Not partitionable only for want of the values of its launch: each reason is an index
+    /// or condition that multiplies or divides by run-time values (a scalar, the grid), which
+    /// the analysis may prove exact once those values are constants. The runtime may analyse
+    /// the node again with one launch's values built in (`hpvm-mgpu specialize`) and use the
+    /// maps that gives for launches with exactly those values. Never true of a partitionable
+    /// node.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub specializable: bool,
     /// The grid dimensions to cut along when partitioning.
     pub split: Split,
     /// The name each parameter of the node function has in the maps, by position (scalar

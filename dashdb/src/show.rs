@@ -102,6 +102,9 @@ fn fmt_node(f: &mut Formatter<'_>, node: &Node) -> fmt::Result {
                 None => writeln!(f, "    - {}", r.message)?,
             }
         }
+        if node.specializable {
+            writeln!(f, "  specializable: analysed again at run time with each launch's values built in")?;
+        }
     }
     if node.split.dims.is_empty() {
         writeln!(f, "  split: none")?;
@@ -192,7 +195,7 @@ mod tests {
         assert!(text.starts_with("analysis database of examples/matmul.c\n"), "{text}");
         for part in [
             &db.source.hash,
-            "schema version: 7",
+            "schema version: 8",
             "node matmul (examples/matmul.c:12)",
             "grid: x: N, y: N (2 dimensions)",
             "  partitionable\n",

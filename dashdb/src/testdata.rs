@@ -45,6 +45,7 @@ pub fn sample() -> Database {
         valid_when: None,
         bounds: vec![],
         partitionable: true,
+        specializable: false,
         reasons: vec![],
         split: Split { dims: vec![1], chosen_by: SplitChoice::Analysis },
         args: vec![
@@ -79,6 +80,7 @@ pub fn sample() -> Database {
         valid_when: None,
         bounds: vec![],
         partitionable: false,
+        specializable: false,
         reasons: vec![Reason {
             message: "`bins` is written at an index read from `data` (may-write)".into(),
             location: Some("examples/matmul.c:33:5".into()),

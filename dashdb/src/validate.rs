@@ -87,6 +87,9 @@ fn check_node(node: &Node, problems: &mut Vec<String>) {
         if !node.reasons.is_empty() {
             bad(format!("partitionable but has {} reason(s) not to be", node.reasons.len()));
         }
+        if node.specializable {
+            bad("partitionable but also marked specializable".to_string());
+        }
         for arg in &node.args {
             let may_with_map = arg.write == WriteKind::May && arg.write_map.is_some();
             if !matches!(arg.write, WriteKind::None | WriteKind::Exact | WriteKind::Indirect | WriteKind::Reduce)
@@ -256,6 +259,7 @@ mod tests {
             db.nodes[0].reasons.push(reason);
         });
         fails("not partitionable but has split dimensions", |db| db.nodes[1].split.dims = vec![0]);
+        fails("partitionable but also marked specializable", |db| db.nodes[0].specializable = true);
         fails("partitionable but argument `C` has a may write", |db| {
             db.nodes[0].args[2].write = WriteKind::May;
             db.nodes[0].args[2].write_map = None;

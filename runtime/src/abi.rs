@@ -74,6 +74,31 @@ pub unsafe extern "C" fn hpvm_rt_module(
     guard("registering the program's modules", || unsafe { launch::register(desc, entries, n_entries, ptx, sass) })
 }
 
+/// Names the analysis input of the module described by `desc`: `len` bytes of LLVM bitcode
+/// at `bitcode`, and the compiler that built it (see `partitioned::special`).
+///
+/// # Safety
+/// All three are constants of the executable: `bitcode` holds `len` bytes, `compiler` is
+/// NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn hpvm_rt_analysis_input(
+    desc: *const c_char,
+    bitcode: *const u8,
+    len: u64,
+    compiler: *const c_char,
+) {
+    guard("registering the program's analysis input", || {
+        if bitcode.is_null() || compiler.is_null() {
+            return;
+        }
+        let input = crate::module::AnalysisInput {
+            bitcode: unsafe { std::slice::from_raw_parts(bitcode, len as usize) },
+            compiler: unsafe { std::ffi::CStr::from_ptr(compiler) },
+        };
+        launch::register_analysis_input(desc, input)
+    })
+}
+
 /// Starts a launch; replaces `__hpvm__launch` in compiled host code.
 ///
 /// # Safety

@@ -27,6 +27,17 @@ pub struct Module {
     pub stats: std::sync::Arc<[NodeStats]>,
     /// The analysis database the build embedded (validated, of this schema version).
     pub analysis: Option<dashdb::Database>,
+    /// Where a node of the database is `specializable`: the analysis's input and the compiler
+    /// (`partitioned::special`).
+    pub analysis_input: Option<AnalysisInput>,
+}
+
+/// The module as the analysis read it (LLVM bitcode) and the compiler that built it:
+/// constants of the executable (`transform::host::AnalysisInput`).
+#[derive(Clone, Copy, Debug)]
+pub struct AnalysisInput {
+    pub bitcode: &'static [u8],
+    pub compiler: &'static std::ffi::CStr,
 }
 
 #[derive(Default)]
@@ -167,7 +178,7 @@ impl Module {
                 })?),
                 None => None,
             };
-        Ok(Module { program, entries, ptx, order, stats, analysis })
+        Ok(Module { program, entries, ptx, order, stats, analysis, analysis_input: None })
     }
 
     /// Parses the description `json` and makes its module.

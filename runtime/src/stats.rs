@@ -386,6 +386,9 @@ pub fn collect() -> Report {
             let analysis = m.analysis.as_ref().and_then(|db| db.node(analysed)).map(|n| {
                 let dims: Vec<&str> = n.split.dims.iter().map(|&d| ["x", "y", "z"][d as usize]).collect();
                 match n.split.chosen_by {
+                    _ if n.specializable => {
+                        "not partitionable for all values; analysed again with each launch's values".to_string()
+                    }
                     _ if !n.partitionable || dims.is_empty() => "not partitionable".to_string(),
                     dashdb::SplitChoice::Analysis => format!("partitionable along {}", dims.join(" or ")),
                     dashdb::SplitChoice::User => format!("partitionable, split along {}", dims.join(" and ")),

@@ -14,16 +14,37 @@ pub const LAUNCH_FN: &str = "hpvm_rt_launch";
 pub const MODULE_FN: &str = "hpvm_rt_module";
 /// Registers the host's addresses of the functions GPU code calls through pointers.
 pub const FUNCTIONS_FN: &str = "hpvm_rt_gpu_functions";
+/// Registers the module's analysis input ([`AnalysisInput`]).
+pub const ANALYSIS_INPUT_FN: &str = "hpvm_rt_analysis_input";
+
+/// What the runtime needs to analyse a node again with one launch's values built in
+/// (`hpvm-mgpu specialize`): the module as the analysis read it (LLVM bitcode), and the
+/// compiler that built the program (an absolute path).
+#[derive(Clone, Copy, Debug)]
+pub struct AnalysisInput<'a> {
+    pub bitcode: &'a [u8],
+    pub compiler: &'a str,
+}
+
+/// What the executable carries beside the description and entry points.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Carried<'a> {
+    /// The kernels' PTX and machine code.
+    pub ptx: Option<&'a str>,
+    pub sass: Option<&'a [u8]>,
+    /// The functions GPU code calls through pointers.
+    pub functions: &'a [String],
+    pub input: Option<AnalysisInput<'a>>,
+}
 
 pub fn rewrite<'ctx>(
     module: &Module<'ctx>,
     graph: &Graph,
     program: &Program,
     entries: &[FunctionValue<'ctx>],
-    ptx: Option<&str>,
-    sass: Option<&[u8]>,
-    functions: &[String],
+    carried: Carried<'_>,
 ) -> Result<()> {
+    let Carried { ptx, sass, functions, input } = carried;
     let ctx = module.get_context();
     let ptr = ctx.ptr_type(AddressSpace::default());
     let i32t = ctx.i32_type();
@@ -109,7 +130,13 @@ pub fn rewrite<'ctx>(
         call.erase_from_basic_block();
     }
 
-    register(module, [desc.as_pointer_value(), table.as_pointer_value(), ptx, sass], entries.len() as u32, functions)?;
+    register(
+        module,
+        [desc.as_pointer_value(), table.as_pointer_value(), ptx, sass],
+        entries.len() as u32,
+        functions,
+        input,
+    )?;
 
     // Internal node functions only described the graph, which now lives in the description.
     let internal: Vec<FunctionValue> = graph
@@ -141,6 +168,7 @@ fn register<'ctx>(
     [desc, table, ptx, sass]: [inkwell::values::PointerValue<'ctx>; 4],
     n_entries: u32,
     functions: &[String],
+    input: Option<AnalysisInput<'_>>,
 ) -> Result<()> {
     let ctx = module.get_context();
     let ptr = ctx.ptr_type(AddressSpace::default());
@@ -178,6 +206,28 @@ fn register<'ctx>(
         });
         let count = i32t.const_int(list.len() as u64, false);
         b.build_call(rt, &[ptx.into(), g.as_pointer_value().into(), count.into()], "")?;
+    }
+    if let Some(input) = input {
+        let i64t = ctx.i64_type();
+        let bytes = ctx.const_string(input.bitcode, false);
+        let g = module.add_global(bytes.get_type(), None, "hpvm.analysis_input");
+        g.set_initializer(&bytes);
+        g.set_constant(true);
+        g.set_linkage(Linkage::Private);
+        let compiler = ctx.const_string(input.compiler.as_bytes(), true);
+        let c = module.add_global(compiler.get_type(), None, "hpvm.compiler");
+        c.set_initializer(&compiler);
+        c.set_constant(true);
+        c.set_linkage(Linkage::Private);
+        let rt = module.get_function(ANALYSIS_INPUT_FN).unwrap_or_else(|| {
+            module.add_function(
+                ANALYSIS_INPUT_FN,
+                void.fn_type(&[ptr.into(), ptr.into(), i64t.into(), ptr.into()], false),
+                None,
+            )
+        });
+        let len = i64t.const_int(input.bitcode.len() as u64, false);
+        b.build_call(rt, &[desc.into(), g.as_pointer_value().into(), len.into(), c.as_pointer_value().into()], "")?;
     }
     b.build_return(None)?;
     hpvm_core::ctors::add_constructor(module, ctor);

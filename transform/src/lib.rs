@@ -83,6 +83,9 @@ pub struct LowerOptions<'a> {
     pub trace_accesses: bool,
     /// The semantics of math functions in GPU code (a CUDA source follows clang's).
     pub math: gpu::Math,
+    /// What the runtime needs to analyse a node again with a launch's values built in
+    /// (`dashdb::Node::specializable`): the analysis's input and the compiler to run.
+    pub analysis_input: Option<host::AnalysisInput<'a>>,
 }
 
 /// Lowers every node of `graph` to CPU code, GPU-hinted nodes also to PTX kernels, and the
@@ -138,9 +141,12 @@ pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, opts: &Lower
         graph,
         &program,
         &entries,
-        lowered.ptx.as_deref(),
-        lowered.sass.blob.as_deref(),
-        &lowered.gpu_functions,
+        host::Carried {
+            ptx: lowered.ptx.as_deref(),
+            sass: lowered.sass.blob.as_deref(),
+            functions: &lowered.gpu_functions,
+            input: opts.analysis_input,
+        },
     )?;
     module.verify().map_err(|e| Error::Internal(format!("lowered module does not verify: {}", e.to_string())))?;
     Ok(lowered)

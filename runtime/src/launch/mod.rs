@@ -58,7 +58,13 @@ pub unsafe fn load(
     let json = unsafe { CStr::from_ptr(desc) }.to_string_lossy();
     let entries = unsafe { std::slice::from_raw_parts(entries, n_entries as usize) }.to_vec();
     let ptx = (!ptx.is_null()).then(|| unsafe { CStr::from_ptr(ptx) });
-    let module = Module::load(&json, entries, ptx).unwrap_or_else(|e| fatal(&e));
+    let mut module = Module::load(&json, entries, ptx).unwrap_or_else(|e| fatal(&e));
+    module.analysis_input = ANALYSIS_INPUTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(d, _)| *d == desc as usize)
+        .map(|(_, input)| *input);
     if let Some(db) = &module.analysis {
         partitioned::prefetch(db);
     }
@@ -88,6 +94,15 @@ pub unsafe fn register(
 ) {
     let mut r = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
     r.push((desc as usize, entries as usize, n_entries, ptx as usize, sass as usize));
+}
+
+/// Analysis inputs by module description ([`register_analysis_input`]).
+static ANALYSIS_INPUTS: Mutex<Vec<(usize, crate::module::AnalysisInput)>> = Mutex::new(Vec::new());
+
+/// Remembers the analysis input of the module described by `desc` (called before `main`,
+/// after the module's [`register`]).
+pub fn register_analysis_input(desc: *const c_char, input: crate::module::AnalysisInput) {
+    ANALYSIS_INPUTS.lock().unwrap_or_else(|e| e.into_inner()).push((desc as usize, input));
 }
 
 /// Loads the registered modules and compiles their kernels on every GPU (in parallel, one

@@ -96,6 +96,12 @@ pub(crate) fn plan_direct(l: &Launch<'_>, table: &mut Table) -> Result<Outcome, 
 pub(crate) fn named_params(module: &Module, leaf: u32) -> Vec<u32> {
     let desc = &module.program.nodes[leaf as usize];
     let Some(dn) = module.analysis.as_ref().and_then(|db| db.node(&desc.name)) else { return Vec::new() };
+    // Maps made for one launch's values (`special`) build every integer parameter in.
+    if dn.specializable {
+        return (0..dn.param_names.len() as u32)
+            .filter(|&i| desc.params.get(i as usize).is_some_and(|p| p.kind == ScalarKind::Int))
+            .collect();
+    }
     let mut texts: Vec<&str> = Vec::new();
     texts.extend(dn.valid_when.as_deref());
     texts.extend(dn.bounds.iter().map(String::as_str));

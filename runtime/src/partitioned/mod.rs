@@ -40,6 +40,7 @@ pub(crate) mod plan;
 pub(crate) mod policy;
 pub(crate) mod reduce;
 pub(crate) mod settings;
+mod special;
 pub(crate) mod split;
 
 pub use cache::Launches;
@@ -67,6 +68,7 @@ pub fn check_settings() {
     crate::devices::held::enabled();
     crate::devices::opening::open_at();
     ahead::enabled();
+    special::mode();
 }
 
 /// One launch of a launch unit, as the engine hands it over.
@@ -495,7 +497,10 @@ fn plan_of(
             }
             let scalar_free = matches!(&*p, Outcome::Devices(lp) if lp.scalar_free);
             let at = if scalar_free { general.clone() } else { specific.take().unwrap_or_else(specific_key) };
-            plans.insert(at, p.clone());
+            // A whole launch while the node's maps for its values are made is not the plan.
+            if !matches!(&*p, Outcome::Devices(lp) if lp.provisional) {
+                plans.insert(at, p.clone());
+            }
             p
         }
     };

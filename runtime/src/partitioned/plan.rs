@@ -49,6 +49,9 @@ pub(crate) struct LaunchPlan {
     /// The plan holds for any scalar arguments (one device running the whole grid): it is
     /// cached under the unit's pointers alone ([`cache::Key::pointers_only`]).
     pub scalar_free: bool,
+    /// Made while the node's maps for this launch's values were being made
+    /// ([`super::special`]): whole, and not cached, so a later launch splits once they are.
+    pub provisional: bool,
     /// Where a device's memory holds less than its partitions need together (sparse copies
     /// under a limit, [`memory::residency`]): the partitions in rounds, each round at most
     /// one partition per device, run one after another, each with its own copy plans.
@@ -120,6 +123,7 @@ impl LaunchPlan {
             rounds: Vec::new(),
             virtual_grid: None,
             reductions: Vec::new(),
+            provisional: false,
         }
     }
 

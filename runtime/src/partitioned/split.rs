@@ -58,7 +58,9 @@ pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outc
     let unit = &program.nodes[l.node as usize];
     let leaf_desc = &program.nodes[leaf as usize];
     let mut inspections = Vec::new();
-    let split = split(l, leaf_desc, &leaf_args, block, &args, &buffers, Some(&mut *table), &mut inspections);
+    let mut pending = false;
+    let split =
+        split(l, leaf_desc, &leaf_args, block, &args, &buffers, Some(&mut *table), &mut inspections, &mut pending);
     let mut outcome = match split {
         Ok((parts, mut reductions)) => {
             let t = std::time::Instant::now();
@@ -130,6 +132,7 @@ pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outc
     if let Outcome::Devices(plan) = &mut outcome {
         plan.inspections = inspections;
         plan.pointer_slots = unit_ptrs.iter().map(|&(offset, _)| offset).collect();
+        plan.provisional = pending;
     }
     outcome
 }
@@ -140,7 +143,7 @@ pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outc
 /// reads them from the buffer as it is then.
 pub(crate) fn warm(l: &Launch<'_>, b: &Bindings) {
     let leaf = &l.module.program.nodes[b.leaf as usize];
-    let _ = split(l, leaf, &b.leaf_args, b.block, &b.args, &b.buffers, None, &mut Vec::new());
+    let _ = split(l, leaf, &b.leaf_args, b.block, &b.args, &b.buffers, None, &mut Vec::new(), &mut false);
 }
 
 /// An indirect write of one partition whose index values are still to be read.
@@ -219,6 +222,42 @@ fn inspect(
 
 type Parts = Vec<Part>;
 
+/// What maps made for one launch (`special`) build in: [`map_values`] and the block sizes
+/// known only at the launch.
+fn special_values(
+    l: &Launch<'_>,
+    dn: &dashdb::Node,
+    leaf: &NodeDesc,
+    leaf_args: &[u8],
+    block: Option<[i64; 3]>,
+) -> Vec<(String, i64)> {
+    let mut values = map_values(l, dn, leaf, leaf_args);
+    if let (Some(b), Some(analysed)) = (block, &dn.block) {
+        values.extend(analysed.runtime.iter().map(|r| (r.size.clone(), b[r.dim as usize % 3])));
+    }
+    values
+}
+
+/// The values of a launch's map parameters: the grid and the parent, then the node's integer
+/// parameters by their map names.
+fn map_values(l: &Launch<'_>, dn: &dashdb::Node, leaf: &NodeDesc, leaf_args: &[u8]) -> Vec<(String, i64)> {
+    let mut values: Vec<(String, i64)> = Vec::new();
+    // `gx`...: the unit's grid (blocks of a blocks launch, instances of a grid-shaped leaf).
+    for (d, name) in ["gx", "gy", "gz"].iter().enumerate() {
+        values.push((name.to_string(), l.grid[d]));
+    }
+    for (d, (id, n)) in ["px", "py", "pz"].iter().zip(["pnx", "pny", "pnz"]).enumerate() {
+        values.push((id.to_string(), l.parent.0[d]));
+        values.push((n.to_string(), l.parent.1[d]));
+    }
+    for (i, name) in dn.param_names.iter().enumerate() {
+        if let Some(v) = int_param(leaf, leaf_args, i as u32) {
+            values.push((name.clone(), v));
+        }
+    }
+    values
+}
+
 /// The partitions and their accesses, or why the launch may not be split. Without the table
 /// (planning ahead) indirect writes are left out.
 #[allow(clippy::too_many_arguments)]
@@ -231,6 +270,7 @@ fn split(
     buffers: &[(u64, u64)],
     mut table: Option<&mut Table>,
     inspections: &mut Vec<Inspection>,
+    pending: &mut bool,
 ) -> Result<(Parts, Vec<Reduce>), String> {
     if super::settings::partitioning_off() {
         return Err("HPVM_MGPU_PARTITION=off".into());
@@ -238,11 +278,25 @@ fn split(
     let module = l.module;
     let db = module.analysis.as_ref().ok_or("the executable has no analysis database")?;
     let dn = db.node(&leaf.name).ok_or_else(|| format!("the analysis did not cover node {}", leaf.shown()))?;
-    if !dn.partitionable {
-        let why = dn.reasons.first().map_or("the analysis found it not partitionable".to_string(), |r| {
+    let first_reason = |dn: &dashdb::Node| {
+        dn.reasons.first().map_or("the analysis found it not partitionable".to_string(), |r| {
             format!("{}{}", r.message, r.location.as_ref().map(|l| format!(" ({l})")).unwrap_or_default())
-        });
-        return Err(why);
+        })
+    };
+    // Maps not exact for want of this launch's values: made again with them built in.
+    let dn = match (dn.partitionable, dn.specializable) {
+        (false, true) => match super::special::for_launch(module, dn, &special_values(l, dn, leaf, leaf_args, block)) {
+            super::special::Found::Ready(n) => n,
+            super::special::Found::Pending => {
+                *pending = true;
+                return Err(format!("{}; its maps for this launch's values are being made", first_reason(dn)));
+            }
+            super::special::Found::No(why) => return Err(format!("{} ({why})", first_reason(dn))),
+        },
+        _ => dn,
+    };
+    if !dn.partitionable {
+        return Err(first_reason(dn));
     }
     let dims = dn.dims as usize;
     if dims == 0 || dn.split.dims.is_empty() {
@@ -275,21 +329,7 @@ fn split(
         }
         _ => return Err("the analysis modelled another launch shape".into()),
     };
-    // Parameter values of the maps: grid and parent, then the node's integer parameters.
-    let mut values: Vec<(String, i64)> = Vec::new();
-    // `gx`...: the unit's grid (blocks of a blocks launch, instances of a grid-shaped leaf).
-    for (d, name) in ["gx", "gy", "gz"].iter().enumerate() {
-        values.push((name.to_string(), l.grid[d]));
-    }
-    for (d, (id, n)) in ["px", "py", "pz"].iter().zip(["pnx", "pny", "pnz"]).enumerate() {
-        values.push((id.to_string(), l.parent.0[d]));
-        values.push((n.to_string(), l.parent.1[d]));
-    }
-    for (i, name) in dn.param_names.iter().enumerate() {
-        if let Some(v) = int_param(leaf, leaf_args, i as u32) {
-            values.push((name.clone(), v));
-        }
-    }
+    let mut values = map_values(l, dn, leaf, leaf_args);
     // A block size known only now: the maps speak of one block, through parameters ranged
     // over the blocks of each partition (`dashdb::RuntimeBlock`).
     let runtime_blocks: Vec<&dashdb::RuntimeBlock> = dn.block.iter().flat_map(|b| &b.runtime).collect();
