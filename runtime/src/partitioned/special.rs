@@ -179,7 +179,19 @@ fn make(input: AnalysisInput, original: &dashdb::Node, values: &[(String, i64)])
     let db =
         dashdb::Database::from_json(&json).map_err(|e| format!("the compiler's maps are not a valid database: {e}"))?;
     let node = db.nodes.into_iter().find(|n| n.name == original.name).ok_or("the compiler gave no maps for it")?;
-    if node.param_names != original.param_names || node.dims != original.dims || node.block != original.block {
+    // The same node: parameters, dimensions and block. Whether a grid-stride loop is taken
+    // by iterations may differ: with the grid built in, its step is a constant that Polly
+    // models as written.
+    let shape = |n: &dashdb::Node| {
+        let b = n.block.as_ref().map(|b| {
+            (
+                b.size.clone(),
+                b.runtime.iter().map(|r| (r.dim, r.size.clone(), r.id.clone(), r.offset.clone())).collect::<Vec<_>>(),
+            )
+        });
+        (n.param_names.clone(), n.dims, b)
+    };
+    if shape(&node) != shape(original) {
         return Err("the compiler's maps describe another node".into());
     }
     if !node.partitionable {
