@@ -167,7 +167,13 @@ fn compile_one(
             let json = db.as_ref().map(|d| d.to_json());
             // A node that wants its launch's values (`dashdb::Node::specializable`) is
             // analysed again at run time, from the module as the analysis read it.
-            let compiler = std::env::current_exe().ok().map(|p| p.display().to_string());
+            // Its path, then what tells this compiler from a rebuilt one (size and time): the
+            // runtime keeps the maps it makes under that, even where the compiler is absent.
+            let compiler = std::env::current_exe().ok().and_then(|p| {
+                let meta = std::fs::metadata(&p).ok()?;
+                let at = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos();
+                Some(format!("{}\n{}-{at}", p.display(), meta.len()))
+            });
             let bitcode = (db.as_ref().is_some_and(|d| d.nodes.iter().any(|n| n.specializable))
                 && compiler.is_some()
                 && !opts.trace_accesses)

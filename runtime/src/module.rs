@@ -37,7 +37,17 @@ pub struct Module {
 #[derive(Clone, Copy, Debug)]
 pub struct AnalysisInput {
     pub bitcode: &'static [u8],
+    /// The compiler's path, a newline, and what identifies that build of it.
     pub compiler: &'static std::ffi::CStr,
+}
+
+impl AnalysisInput {
+    /// The compiler's path and its identity.
+    pub fn compiler(&self) -> (std::path::PathBuf, String) {
+        let text = self.compiler.to_string_lossy();
+        let (path, id) = text.split_once('\n').unwrap_or((&text, ""));
+        (std::path::PathBuf::from(path), id.to_string())
+    }
 }
 
 #[derive(Default)]

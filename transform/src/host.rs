@@ -23,6 +23,7 @@ pub const ANALYSIS_INPUT_FN: &str = "hpvm_rt_analysis_input";
 #[derive(Clone, Copy, Debug)]
 pub struct AnalysisInput<'a> {
     pub bitcode: &'a [u8],
+    /// Its path, a newline, and what identifies it (the runtime's cache key).
     pub compiler: &'a str,
 }
 

@@ -162,10 +162,9 @@ fn patience() -> std::time::Duration {
 /// The node `original` specialized for `values`: from the cache of earlier runs
 /// ([`cached`]) or from the compiler, where its maps are exact and it matches the original.
 fn make(input: AnalysisInput, original: &dashdb::Node, values: &[(String, i64)]) -> Result<dashdb::Node, String> {
-    let compiler = std::env::var_os("HPVM_MGPU_COMPILER")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::PathBuf::from(input.compiler.to_string_lossy().into_owned()));
-    let file = cached(input, &compiler, &original.name, values);
+    let (built_by, identity) = input.compiler();
+    let compiler = std::env::var_os("HPVM_MGPU_COMPILER").map_or(built_by, std::path::PathBuf::from);
+    let file = cached(input, &compiler, &identity, &original.name, values);
     let json = match file.as_ref().and_then(|f| std::fs::read_to_string(f).ok()) {
         Some(json) => json,
         None => {
@@ -204,11 +203,14 @@ fn make(input: AnalysisInput, original: &dashdb::Node, values: &[(String, i64)])
 /// Where the compiler's answer for these inputs is kept between runs (a program's second run
 /// pays nothing): `HPVM_MGPU_SPECIALIZE_CACHE` (a folder, or `off`), by default
 /// `$XDG_CACHE_HOME/hpvm-mgpu/specialized` or `~/.cache/...`. The file is named by a hash of
-/// the analysis input, the compiler (its path, size and time), the node and the values; what
-/// it holds is checked as the compiler's output is. `None`: no cache.
+/// the analysis input, the compiler (the one that built the program, by the identity the build
+/// recorded, which holds where that compiler is absent; another, `HPVM_MGPU_COMPILER`, by its
+/// path, size and time), the node and the values; what it holds is checked as the compiler's
+/// output is. `None`: no cache.
 fn cached(
     input: AnalysisInput,
     compiler: &std::path::Path,
+    identity: &str,
     node: &str,
     values: &[(String, i64)],
 ) -> Option<std::path::PathBuf> {
@@ -220,9 +222,14 @@ fn cached(
             None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".cache/hpvm-mgpu/specialized"),
         },
     };
-    let meta = std::fs::metadata(compiler).ok()?;
-    let modified = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos();
-    let mut key = format!("{}\n{}\n{}\n{modified}\n{node}\n", input_hash(input), compiler.display(), meta.len());
+    let who = if std::env::var_os("HPVM_MGPU_COMPILER").is_some() || identity.is_empty() {
+        let meta = std::fs::metadata(compiler).ok()?;
+        let modified = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos();
+        format!("{}\n{}-{modified}", compiler.display(), meta.len())
+    } else {
+        format!("{}\n{identity}", compiler.display())
+    };
+    let mut key = format!("{}\n{who}\n{node}\n", input_hash(input));
     for (n, v) in values {
         key.push_str(&format!("{n}={v}\n"));
     }
