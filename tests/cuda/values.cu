@@ -124,10 +124,11 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < all; ++i) bad += got[i] != ref[i];
   sum = fnv(sum, got, all);
 
-  // Blocks numbered flat over a grid of 4 columns.
-  int blocks = (int)((all + 63) / 64);
+  // Blocks numbered flat over a grid of 4 columns (256 where there are many: a grid's y
+  // extent is at most 65535).
+  int blocks = (int)((all + 63) / 64), columns = blocks > 4 * 65535 ? 256 : 4;
   cudaMemcpy(a, h, all * 4, cudaMemcpyHostToDevice);
-  flat<<<dim3(4, (blocks + 3) / 4), 64>>>(b, a, (int)all);
+  flat<<<dim3(columns, (blocks + columns - 1) / columns), 64>>>(b, a, (int)all);
   cudaMemcpy(got, b, all * 4, cudaMemcpyDeviceToHost);
   for (size_t i = 0; i < all; ++i) bad += got[i] != h[i] * 2654435761u + (unsigned)(i / 64);
   sum = fnv(sum, got, all);
