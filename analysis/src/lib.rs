@@ -1015,3 +1015,31 @@ pub fn check_maps(db: &Database) -> std::result::Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::wants_values;
+
+    /// Reasons that values may lift, and those they never do, as the analysis words them.
+    #[test]
+    fn reasons_that_want_values() {
+        for yes in [
+            "`out` is written at an index that is not affine (it multiplies run-time values, as a grid-stride loop's \
+             step does)",
+            "`out` may or may not be written (under a condition the analysis cannot express)",
+            "`x` is written at an index computed in 32-bit `unsigned` arithmetic that may wrap around",
+            "`c` is written where the analysis cannot follow the write (it cannot be tied to the thread that runs it)",
+        ] {
+            assert!(wants_values(yes), "{yes}");
+        }
+        for no in [
+            "`C` is written at a data-dependent index",
+            "`X` is updated atomically and its old value is used: the updates of different devices could not be \
+             combined",
+            "a call the analysis cannot see into",
+            "its grid-stride loop cannot be split by iterations: not affine",
+        ] {
+            assert!(!wants_values(no), "{no}");
+        }
+    }
+}
