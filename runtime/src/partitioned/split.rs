@@ -233,7 +233,7 @@ fn special_values(
 ) -> Vec<(String, i64)> {
     let mut values = map_values(l, dn, leaf, leaf_args);
     if let (Some(b), Some(analysed)) = (block, &dn.block) {
-        values.extend(analysed.runtime.iter().map(|r| (r.size.clone(), b[r.dim as usize % 3])));
+        values.extend(analysed.runtime.iter().filter_map(|r| Some((r.size.clone(), *b.get(r.dim as usize)?))));
     }
     values
 }
