@@ -159,9 +159,25 @@ fn patience() -> std::time::Duration {
     std::time::Duration::from_secs(secs.filter(|&s| s > 0).unwrap_or(60))
 }
 
+/// The values to build in: all but the parameters the build's maps already use as array
+/// extents (`[*][width]`). Polly delinearizes by parameters; with such an extent a constant it
+/// splits the index by the constant's factors instead (HeCBench zoom's `[*][8][16][16][16]`
+/// for rows of 256), and those maps cost the planner a second per launch.
+fn to_build_in(original: &dashdb::Node, values: &[(String, i64)]) -> Vec<(String, i64)> {
+    let extents: std::collections::HashSet<&str> = original
+        .args
+        .iter()
+        .flat_map(|a| &a.shape)
+        .flat_map(|e| e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+        .filter(|w| !w.is_empty())
+        .collect();
+    values.iter().filter(|(n, _)| !extents.contains(n.as_str())).cloned().collect()
+}
+
 /// The node `original` specialized for `values`: from the cache of earlier runs
 /// ([`cached`]) or from the compiler, where its maps are exact and it matches the original.
 fn make(input: AnalysisInput, original: &dashdb::Node, values: &[(String, i64)]) -> Result<dashdb::Node, String> {
+    let values = &to_build_in(original, values)[..];
     let (built_by, identity) = input.compiler();
     let compiler = std::env::var_os("HPVM_MGPU_COMPILER").map_or(built_by, std::path::PathBuf::from);
     let file = cached(input, &compiler, &identity, &original.name, values);
