@@ -332,3 +332,22 @@ fn compile(
     }
     String::from_utf8(out).map_err(|_| "the compiler's output is not text".to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::to_build_in;
+
+    /// The build's `matmul` node names `N` as an array extent: every value but `N` is built in.
+    #[test]
+    fn extents_stay_parameters() {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/snapshots/matmul.dashdb.json"))
+                .expect("the snapshot");
+        let db = dashdb::Database::from_json(&text).expect("a valid database");
+        let node = &db.nodes[0];
+        let values: Vec<(String, i64)> =
+            [("gx", 4), ("N", 64), ("bytesA", 16384)].iter().map(|(n, v)| (n.to_string(), *v)).collect();
+        let kept: Vec<String> = to_build_in(node, &values).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(kept, ["gx", "bytesA"]);
+    }
+}
