@@ -99,6 +99,43 @@ pub unsafe extern "C" fn hpvm_rt_analysis_input(
     })
 }
 
+/// Locks of 128-bit strong accesses, by address: CUB's tile states are read and written two
+/// words at once by blocks running side by side (`ld.relaxed.gpu.v2.u64`), which x86-64 does
+/// without a lock only with `cmpxchg16b`.
+static STRONG_128: [std::sync::Mutex<()>; 64] = [const { std::sync::Mutex::new(()) }; 64];
+
+fn strong_lock(at: *const u64) -> std::sync::MutexGuard<'static, ()> {
+    STRONG_128[(at as usize >> 4) % STRONG_128.len()].lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A strong (relaxed, acquire or volatile) load of 128 bits at `at` into `out[0..2]`.
+///
+/// # Safety
+/// `at` and `out` point to two readable (writable) words, as the asm statement's do.
+#[no_mangle]
+pub unsafe extern "C" fn hpvm_rt_strong_load128(at: *const u64, out: *mut u64) {
+    let _held = strong_lock(at);
+    // SAFETY: as the caller's.
+    unsafe {
+        *out = std::ptr::read_volatile(at);
+        *out.add(1) = std::ptr::read_volatile(at.add(1));
+    }
+}
+
+/// A strong store of the 128 bits `lo`, `hi` at `at`.
+///
+/// # Safety
+/// `at` points to two writable words.
+#[no_mangle]
+pub unsafe extern "C" fn hpvm_rt_strong_store128(at: *mut u64, lo: u64, hi: u64) {
+    let _held = strong_lock(at);
+    // SAFETY: as the caller's.
+    unsafe {
+        std::ptr::write_volatile(at, lo);
+        std::ptr::write_volatile(at.add(1), hi);
+    }
+}
+
 /// Starts a launch; replaces `__hpvm__launch` in compiled host code.
 ///
 /// # Safety

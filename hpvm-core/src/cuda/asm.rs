@@ -302,8 +302,12 @@ fn memory_access<'ctx>(
         unsafe { b.build_in_bounds_gep(ctx.i8_type(), base, &[off], "elem") }.map_err(llvm)
     };
     let total = lanes * bits;
+    if order.is_some() && total == 128 && bits == 64 {
+        // 128 bits at once (CUB's tile states, `{status, value}`): the runtime's, under a
+        // lock of the address (x86-64 has no 128-bit atomic load or store without cmpxchg16b).
+        return strong_128(dev, b, load, base, &values, param, &out_types, ret).map(|()| true);
+    }
     if order.is_some() && total > 64 {
-        // No 128-bit atomic access without a library call: the GPU's alone.
         return Ok(false);
     }
     let whole = ctx
@@ -374,6 +378,57 @@ fn memory_access<'ctx>(
         b.build_return(None).map_err(llvm)?;
     }
     Ok(true)
+}
+
+/// Runtime entry points of 128-bit strong accesses (`runtime/src/abi.rs`).
+pub const STRONG_LOAD_128: &str = "hpvm_rt_strong_load128";
+pub const STRONG_STORE_128: &str = "hpvm_rt_strong_store128";
+
+/// The body of a strong 128-bit access of two 64-bit lanes at `base`: a call of the runtime's
+/// load (into a stack slot, then the asm's two outputs) or store (`values`' parameters).
+#[allow(clippy::too_many_arguments)]
+fn strong_128<'ctx>(
+    dev: &Module<'ctx>,
+    b: &Builder<'ctx>,
+    load: bool,
+    base: inkwell::values::PointerValue<'ctx>,
+    values: &[usize],
+    param: impl Fn(usize) -> Option<BasicValueEnum<'ctx>>,
+    out_types: &[BasicTypeEnum<'ctx>],
+    ret: AnyTypeEnum<'ctx>,
+) -> Result<()> {
+    let ctx = dev.get_context();
+    let (i64t, ptr) = (ctx.i64_type(), ctx.ptr_type(inkwell::AddressSpace::default()));
+    let declare = |name: &str, ty: inkwell::types::FunctionType<'ctx>| {
+        dev.get_function(name).unwrap_or_else(|| dev.add_function(name, ty, Some(Linkage::External)))
+    };
+    if load {
+        let f = declare(STRONG_LOAD_128, ctx.void_type().fn_type(&[ptr.into(), ptr.into()], false));
+        let slot = b.build_array_alloca(i64t, i64t.const_int(2, false), "strong").map_err(llvm)?;
+        b.build_call(f, &[base.into(), slot.into()], "").map_err(llvm)?;
+        let AnyTypeEnum::StructType(st) = ret else { return Err(Error::Llvm("a 128-bit load of no pair".into())) };
+        let mut agg: inkwell::values::AggregateValueEnum = st.get_undef().into();
+        for (k, &t) in out_types.iter().enumerate() {
+            // SAFETY: within the two-word slot.
+            let at =
+                unsafe { b.build_in_bounds_gep(i64t, slot, &[i64t.const_int(k as u64, false)], "") }.map_err(llvm)?;
+            let v = b.build_load(i64t, at, "").map_err(llvm)?;
+            let v = if t.is_int_type() { v } else { b.build_bit_cast(v, t, "").map_err(llvm)? };
+            agg = b.build_insert_value(agg, v, k as u32, "").map_err(llvm)?;
+        }
+        b.build_return(Some(&agg.as_basic_value_enum())).map_err(llvm)?;
+    } else {
+        let f = declare(STRONG_STORE_128, ctx.void_type().fn_type(&[ptr.into(), i64t.into(), i64t.into()], false));
+        let mut words: Vec<BasicMetadataValueEnum<'ctx>> = vec![base.into()];
+        for &k in values {
+            let v = param(k).ok_or_else(|| Error::Llvm("a 128-bit store without its value".into()))?;
+            let v = if v.is_int_value() { v } else { b.build_bit_cast(v, i64t, "").map_err(llvm)? };
+            words.push(v.into());
+        }
+        b.build_call(f, &words, "").map_err(llvm)?;
+        b.build_return(None).map_err(llvm)?;
+    }
+    Ok(())
 }
 
 /// Whether a statement only hints the GPU's caches (`prefetch`, `prefetchu`, as CUB's
