@@ -136,6 +136,12 @@ pub unsafe extern "C" fn hpvm_rt_strong_store128(at: *mut u64, lo: u64, hi: u64)
     }
 }
 
+/// `fma.rn.bf16` in CPU code (`crate::bf16`): `a × b + c` rounded once, on bf16 bits.
+#[no_mangle]
+pub extern "C" fn hpvm_rt_bf16_fma(a: u16, b: u16, c: u16) -> u16 {
+    crate::bf16::fma(a, b, c)
+}
+
 /// Starts a launch; replaces `__hpvm__launch` in compiled host code.
 ///
 /// # Safety

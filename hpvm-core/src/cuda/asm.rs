@@ -104,6 +104,8 @@ pub(super) fn lower<'ctx>(
     let ret_ty = unsafe { AnyTypeEnum::new(LLVMGetReturnType(fn_ty.as_type_ref())) };
     if let Some(v) = half_arithmetic(dev, &fb, &shown, &params, ret_ty)? {
         fb.build_return(Some(&v)).map_err(llvm)?;
+    } else if let Some(v) = bf16_arithmetic(dev, &fb, &shown, &params, ret_ty)? {
+        fb.build_return(Some(&v)).map_err(llvm)?;
     } else if is_hint(&shown) && ret_ty.is_void_type() {
         // A hint to the GPU's memory system changes no value: nothing to do on the CPU.
         fb.build_return(None).map_err(llvm)?;
@@ -378,6 +380,97 @@ fn memory_access<'ctx>(
         b.build_return(None).map_err(llvm)?;
     }
     Ok(true)
+}
+
+/// The runtime's `fma.rn.bf16` on bf16 bits (`runtime/src/bf16.rs`).
+pub const BF16_FMA: &str = "hpvm_rt_bf16_fma";
+
+/// CUDA's bf16 arithmetic (`cuda_bf16.hpp`), exact on the CPU through the runtime's
+/// `fma.rn.bf16`: `fma.rn.bf16[x2] $0,X,Y,Z`, `add`, `sub`, `mul` (`.rn` or not), each as the
+/// fma PTX defines it (`x × 1 + y`, `y × -1 + x`, `x × y + -0`), and the header's blocks for
+/// GPUs before sm_90 that name their constant in a register first (`.reg .b16 c; mov.b16 c,
+/// 0x8000U; fma.rn.bf16 $0,$1,$2,c`). Pairs (`x2`) per half. `None` for anything else.
+fn bf16_arithmetic<'ctx>(
+    dev: &Module<'ctx>,
+    b: &Builder<'ctx>,
+    stmt: &str,
+    args: &[BasicValueEnum<'ctx>],
+    result: AnyTypeEnum<'ctx>,
+) -> Result<Option<BasicValueEnum<'ctx>>> {
+    let statements: Vec<&str> = stmt.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
+    let Some((last, before)) = statements.split_last() else { return Ok(None) };
+    let mut registers: Vec<(&str, u64)> = Vec::new();
+    for s in before {
+        if s.starts_with(".reg ") {
+            continue;
+        }
+        let Some(rest) = s.strip_prefix("mov.b16 ").or_else(|| s.strip_prefix("mov.b32 ")) else { return Ok(None) };
+        let Some((name, value)) = rest.split_once(',') else { return Ok(None) };
+        let value = value.trim().trim_end_matches(['U', 'u']);
+        let Some(v) = value.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok()) else { return Ok(None) };
+        registers.push((name.trim(), v));
+    }
+    let Some((op, operands)) = last.split_once(' ') else { return Ok(None) };
+    let (op, pair) = match op.strip_suffix(".bf16x2") {
+        Some(op) => (op, true),
+        None => match op.strip_suffix(".bf16") {
+            Some(op) => (op, false),
+            None => return Ok(None),
+        },
+    };
+    let ctx = dev.get_context();
+    let (i16t, bits) = (ctx.i16_type(), if pair { ctx.i32_type() } else { ctx.i16_type() });
+    if result != bits.as_any_type_enum()
+        || args.iter().any(|a| !a.is_int_value() || a.into_int_value().get_type() != bits)
+    {
+        return Ok(None);
+    }
+    let ops: Vec<&str> = operands.split(',').map(str::trim).collect();
+    if ops.first() != Some(&"$0") {
+        return Ok(None);
+    }
+    let operand = |o: &str| -> Option<IntValue<'ctx>> {
+        if let Some(k) = o.strip_prefix('$').and_then(|k| k.parse::<usize>().ok()) {
+            return args.get(k.checked_sub(1)?).map(|a| a.into_int_value());
+        }
+        let (_, v) = registers.iter().find(|(n, _)| *n == o)?;
+        Some(bits.const_int(*v, false))
+    };
+    let constant = |half: u64| bits.const_int(if pair { half | half << 16 } else { half }, false);
+    let (x, y, z) = match (op, &ops[1..]) {
+        ("fma.rn", [x, y, z]) => (operand(x), operand(y), operand(z)),
+        ("add" | "add.rn", [x, y]) => (operand(x), Some(constant(0x3f80)), operand(y)),
+        ("sub" | "sub.rn", [x, y]) => (operand(y), Some(constant(0xbf80)), operand(x)),
+        ("mul" | "mul.rn", [x, y]) => (operand(x), operand(y), Some(constant(0x8000))),
+        _ => return Ok(None),
+    };
+    let (Some(x), Some(y), Some(z)) = (x, y, z) else { return Ok(None) };
+    let fma = dev.get_function(BF16_FMA).unwrap_or_else(|| {
+        dev.add_function(
+            BF16_FMA,
+            i16t.fn_type(&[i16t.into(), i16t.into(), i16t.into()], false),
+            Some(Linkage::External),
+        )
+    });
+    let half = |v: IntValue<'ctx>, k: u64| -> Result<IntValue<'ctx>> {
+        let v =
+            if k == 0 { v } else { b.build_right_shift(v, bits.const_int(16 * k, false), false, "").map_err(llvm)? };
+        b.build_int_truncate_or_bit_cast(v, i16t, "").map_err(llvm)
+    };
+    let mut out = bits.const_zero();
+    for k in 0..if pair { 2 } else { 1 } {
+        let r = b
+            .build_call(fma, &[half(x, k)?.into(), half(y, k)?.into(), half(z, k)?.into()], "bf16")
+            .map_err(llvm)?
+            .try_as_basic_value()
+            .basic()
+            .expect("i16")
+            .into_int_value();
+        let r = b.build_int_z_extend_or_bit_cast(r, bits, "").map_err(llvm)?;
+        let r = if k == 0 { r } else { b.build_left_shift(r, bits.const_int(16 * k, false), "").map_err(llvm)? };
+        out = b.build_or(out, r, "").map_err(llvm)?;
+    }
+    Ok(Some(out.into()))
 }
 
 /// Runtime entry points of 128-bit strong accesses (`runtime/src/abi.rs`).
