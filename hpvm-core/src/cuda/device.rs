@@ -222,6 +222,20 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
                 })?;
         }
     }
+    // Device functions the leaves reach only through pointers (a function handed to a
+    // template: `cg::reduce(warp, v, op)`) were not inlined: their libdevice math becomes
+    // libm's too.
+    let mut called_through_pointers: Vec<FunctionValue<'ctx>> = Vec::new();
+    for Leaf { function: leaf, .. } in &leaves {
+        for f in reachable(*leaf).into_iter().skip(1) {
+            if !leaves.iter().any(|l| l.function == f) && !called_through_pointers.contains(&f) {
+                called_through_pointers.push(f);
+            }
+        }
+    }
+    for f in called_through_pointers {
+        retarget_math(dev, f);
+    }
     // Parameters out of their stack slots (clang's unoptimized code keeps each in one), so
     // that what the kernel does with each pointer shows in its uses.
     run("function(sroa)")?;
@@ -317,6 +331,7 @@ fn leaf_of<'ctx>(
         params.push(Param { ty, by_value: by_value.is_some(), scalars });
     }
     // The GPU variables the kernel reaches, in the order it first reaches them.
+    const BUILTIN_VARS: [&str; 5] = ["threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize"];
     let mut vars: Vec<(GlobalValue<'ctx>, Var)> = Vec::new();
     for f in reachable(k) {
         for inst in Val(f.as_value_ref()).instructions() {
@@ -330,6 +345,10 @@ fn leaf_of<'ctx>(
                     let name = g.get_name().to_string_lossy().into_owned();
                     let var = match space {
                         0 => continue,
+                        // clang's empty builtin structs (`threadIdx`...), reached only as the
+                        // `this` of their conversions (`dim3(threadIdx)`, as cooperative groups'
+                        // `thread_rank` takes it), which read nothing of them.
+                        _ if BUILTIN_VARS.contains(&name.as_str()) && g.is_declaration() => continue,
                         3 if g.is_declaration() => Var::Dynamic,
                         3 => Var::Shared,
                         1 | 4 if host.get_global(&name).is_some() => Var::Symbol,
@@ -490,22 +509,40 @@ pub(super) unsafe fn is_pointer(ty: LLVMTypeRef) -> bool {
     LLVMGetTypeKind(ty) == llvm_sys::LLVMTypeKind::LLVMPointerTypeKind
 }
 
+/// libdevice's math calls of `f` retargeted to libm's (as [`resolve`] does in a leaf).
+fn retarget_math<'ctx>(dev: &Module<'ctx>, f: FunctionValue<'ctx>) {
+    for inst in Val(f.as_value_ref()).instructions() {
+        if unsafe { LLVMIsACallInst(inst.0).is_null() } {
+            continue;
+        }
+        let callee = unsafe { LLVMGetCalledValue(inst.0) };
+        if unsafe { LLVMIsAFunction(callee).is_null() } {
+            continue;
+        }
+        let name = Val(callee).name();
+        if let Some(libm) = crate::libm::of_libdevice(&name) {
+            retarget(dev, inst.0, callee, libm);
+        }
+    }
+}
+
 /// `k` and every defined function it calls, directly or not.
 fn reachable(k: FunctionValue<'_>) -> Vec<FunctionValue<'_>> {
     let mut seen = vec![k];
     let mut at = 0;
     while at < seen.len() {
         for inst in Val(seen[at].as_value_ref()).instructions() {
-            if unsafe { LLVMIsACallInst(inst.0).is_null() } {
-                continue;
-            }
-            let callee = unsafe { LLVMGetCalledValue(inst.0) };
-            if unsafe { LLVMIsAFunction(callee).is_null() || LLVMIsDeclaration(callee) != 0 } {
-                continue;
-            }
-            let f = unsafe { FunctionValue::new(callee) }.expect("a function");
-            if !seen.contains(&f) {
-                seen.push(f);
+            // Called, or named as a value (a device function handed to a template, as
+            // `cg::reduce(warp, v, op)` takes `op`, and called through that pointer).
+            for i in 0..inst.num_operands() {
+                let v = inst.operand(i).0;
+                if unsafe { LLVMIsAFunction(v).is_null() || LLVMIsDeclaration(v) != 0 } {
+                    continue;
+                }
+                let f = unsafe { FunctionValue::new(v) }.expect("a function");
+                if !seen.contains(&f) {
+                    seen.push(f);
+                }
             }
         }
         at += 1;
