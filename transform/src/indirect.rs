@@ -76,7 +76,11 @@ pub fn pointers_in_memory_inlined(module: &inkwell::module::Module<'_>, leaf: &s
     let machine = hpvm_core::frontend::host_machine().ok()?;
     let options = inkwell::passes::PassBuilderOptions::create();
     if copy
-        .run_passes("always-inline,function(sroa,early-cse,instcombine,simplifycfg,sroa)", &machine, options)
+        .run_passes(
+            "always-inline,function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,sroa)",
+            &machine,
+            options,
+        )
         .is_err()
     {
         return Some(first);

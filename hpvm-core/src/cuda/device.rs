@@ -602,6 +602,8 @@ const RUNTIME_NV: &[&str] = &[
     "__nv_fast_powf",
     "__nv_fast_sinf",
     "__nv_fast_cosf",
+    "__nv_fast_tanf",
+    "__nv_fast_sincosf",
     "__nv_fast_fdividef",
     "__nv_umul24",
     "__nv_mul24",

@@ -53,6 +53,20 @@ unary! {
     __nv_fast_log10f: f32 => |a| a.log10();
     __nv_fast_sinf: f32 => |a| a.sin();
     __nv_fast_cosf: f32 => |a| a.cos();
+    __nv_fast_tanf: f32 => |a| a.tan();
+}
+
+/// `__sincosf`: the sine and cosine of `a` through `s` and `c`, exactly on the CPU.
+///
+/// # Safety
+/// `s` and `c` point to writable floats (the kernel's locals).
+#[no_mangle]
+pub unsafe extern "C" fn __nv_fast_sincosf(a: f32, s: *mut f32, c: *mut f32) {
+    // SAFETY: as the caller's.
+    unsafe {
+        *s = a.sin();
+        *c = a.cos();
+    }
 }
 
 // Integer and bit functions (`__byte_perm`, `__umul24`, `__ffs`...), exactly as PTX defines
