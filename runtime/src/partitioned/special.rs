@@ -118,6 +118,7 @@ pub(crate) fn for_launch(module: &Module, dn: &dashdb::Node, values: &[(String, 
         return found;
     }
     let original = dn.clone();
+    let kept = key.clone();
     let job = move || {
         let made = make(input, &original, &key.values);
         with(|s| {
@@ -135,16 +136,16 @@ pub(crate) fn for_launch(module: &Module, dn: &dashdb::Node, values: &[(String, 
     };
     match mode {
         Mode::Background => {
-            let spawned = std::thread::Builder::new().name("hpvm-specialize".into()).spawn(job);
-            if spawned.is_err() {
-                return Found::No("no thread to make its maps on".into());
+            if std::thread::Builder::new().name("hpvm-specialize".into()).spawn(job).is_err() {
+                let why = "no thread to make its maps on".to_string();
+                with(|s| s.by_values.insert(kept, State::No(why.clone())));
+                return Found::No(why);
             }
             Found::Pending
         }
         _ => {
             job();
-            let key = Key { source, node: dn.name.clone(), values: values.to_vec() };
-            with(|s| match s.by_values.get(&key) {
+            with(|s| match s.by_values.get(&kept) {
                 Some(State::Ready(n)) => Found::Ready(n),
                 Some(State::No(why)) => Found::No(why.clone()),
                 _ => Found::Pending,
