@@ -117,14 +117,16 @@ pub(crate) fn named_params(module: &Module, leaf: u32) -> Vec<u32> {
         texts.extend(a.read_valid_when.as_deref());
         texts.extend(a.write_through.as_ref().map(|t| t.map.as_str()));
     }
-    let mut names = std::collections::HashSet::new();
-    for t in texts {
-        names.extend(t.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| !w.is_empty()));
-    }
+    let names: std::collections::HashSet<&str> = texts.into_iter().flat_map(identifiers).collect();
     (0..dn.param_names.len() as u32)
         .filter(|&i| desc.params.get(i as usize).is_some_and(|p| p.kind == ScalarKind::Int))
         .filter(|&i| names.contains(dn.param_names[i as usize].as_str()))
         .collect()
+}
+
+/// The identifiers of a map, condition or extent text (every name it may use as a parameter).
+pub(crate) fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| !w.is_empty())
 }
 
 /// What a plan of launch `l` depends on beyond its node, grid, parent and the unit's

@@ -165,13 +165,8 @@ fn patience() -> std::time::Duration {
 /// splits the index by the constant's factors instead (HeCBench zoom's `[*][8][16][16][16]`
 /// for rows of 256), and those maps cost the planner a second per launch.
 fn to_build_in(original: &dashdb::Node, values: &[(String, i64)]) -> Vec<(String, i64)> {
-    let extents: std::collections::HashSet<&str> = original
-        .args
-        .iter()
-        .flat_map(|a| &a.shape)
-        .flat_map(|e| e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
-        .filter(|w| !w.is_empty())
-        .collect();
+    let extents: std::collections::HashSet<&str> =
+        original.args.iter().flat_map(|a| &a.shape).flat_map(|e| super::bindings::identifiers(e)).collect();
     values.iter().filter(|(n, _)| !extents.contains(n.as_str())).cloned().collect()
 }
 
