@@ -632,6 +632,7 @@ const RUNTIME_NV: &[&str] = &[
     "__nv_fsqrt_rn",
     "__nv_dsqrt_rn",
     "__nv_frcp_rn",
+    "__nv_frsqrt_rn",
     "__nv_drcp_rn",
     "__nv_ffsll",
     "__nv_popcll",

@@ -262,6 +262,15 @@ pub extern "C" fn cudaDeviceEnablePeerAccess(peer: c_int, _flags: c_uint) -> Err
     })
 }
 
+/// As enabling: the one device the program sees has no peer.
+#[no_mangle]
+pub extern "C" fn cudaDeviceDisablePeerAccess(peer: c_int) -> Error {
+    api("cudaDeviceDisablePeerAccess", || {
+        let _ = peer;
+        ret(INVALID_DEVICE)
+    })
+}
+
 /// As the synchronous copy: every call of this runtime but a launch completes in program
 /// order before it returns, which satisfies the stream's order.
 #[no_mangle]

@@ -106,6 +106,52 @@ unary! {
     __nv_drcp_rn: f64 => |a| 1.0 / a;
 }
 
+/// `__frsqrt_rn`: `1 / sqrt(a)` rounded to the nearest float. The double's estimate is within
+/// an ulp of it; the two midpoints around that float decide, exactly, whether the neighbour
+/// above or below is nearer (`m² × a` against 1, in integers: a midpoint has 25 bits).
+#[no_mangle]
+pub extern "C" fn __nv_frsqrt_rn(a: f32) -> f32 {
+    if a.is_nan() || a < 0.0 {
+        return f32::NAN;
+    }
+    if a == 0.0 {
+        return if a.is_sign_negative() { f32::NEG_INFINITY } else { f32::INFINITY };
+    }
+    if a.is_infinite() {
+        return 0.0;
+    }
+    let y = (1.0 / f64::from(a).sqrt()) as f32;
+    // a = ma × 2^ea and y = my × 2^ey, integers (y is always a normal float here).
+    let split = |v: f32| -> (u128, i32) {
+        let b = v.to_bits();
+        let (e, f) = ((b >> 23) & 0xff, b & 0x7f_ffff);
+        if e == 0 {
+            (u128::from(f), -149)
+        } else {
+            (u128::from(f | 0x80_0000), e as i32 - 150)
+        }
+    };
+    let (ma, ea) = split(a);
+    // Whether (m × 2^e)² × a is below 1, for the midpoint m × 2^e.
+    let below_one = |m: u128, e: i32| -> bool {
+        let p = m * m * ma;
+        let k = 2 * e + ea;
+        if k >= 0 {
+            return false;
+        }
+        -k >= 128 || p < (1u128 << -k)
+    };
+    let (my, ey) = split(y);
+    // Midpoints above and below y: (2 my ± 1) × 2^(ey - 1).
+    if below_one(2 * my + 1, ey - 1) {
+        f32::from_bits(y.to_bits() + 1)
+    } else if !below_one(2 * my - 1, ey - 1) {
+        f32::from_bits(y.to_bits() - 1)
+    } else {
+        y
+    }
+}
+
 #[no_mangle]
 pub extern "C" fn __nv_ffsll(a: i64) -> i32 {
     if a == 0 {
@@ -308,6 +354,25 @@ pub extern "C" fn __nv_uint2float_rz(a: u32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Exact where the result is a float (powers of four), and the nearest float elsewhere:
+    /// no float nearer to the true value than the one returned, checked by the same squares.
+    #[test]
+    fn frsqrt_rn_is_the_nearest_float() {
+        assert_eq!(__nv_frsqrt_rn(4.0), 0.5);
+        assert_eq!(__nv_frsqrt_rn(0.25), 2.0);
+        assert_eq!(__nv_frsqrt_rn(0.0), f32::INFINITY);
+        assert_eq!(__nv_frsqrt_rn(f32::INFINITY), 0.0);
+        assert!(__nv_frsqrt_rn(-1.0).is_nan());
+        let mut x = 1.0e-40f32;
+        while x < 1.0e38 {
+            let y = __nv_frsqrt_rn(x);
+            let err = |v: f32| ((f64::from(v) * f64::from(v) * f64::from(x)).sqrt() - 1.0).abs();
+            let (down, up) = (f32::from_bits(y.to_bits() - 1), f32::from_bits(y.to_bits() + 1));
+            assert!(err(y) <= err(down) && err(y) <= err(up), "{x}: {y}");
+            x *= 1.37;
+        }
+    }
 
     #[test]
     fn bit_functions_as_ptx_defines_them() {
