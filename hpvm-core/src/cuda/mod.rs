@@ -41,6 +41,10 @@ use std::process::Command;
 /// nvcc's host overloads of `min` and `max`, which clang's CUDA headers lack (see the file).
 const HOST_MINMAX_H: &str = include_str!("host_minmax.h");
 
+/// `__NVCC__`, which programs test, defined after NVIDIA's headers have told clang from nvcc
+/// (see the file).
+const NVCC_MACROS_H: &str = include_str!("nvcc_macros.h");
+
 /// The GPU architecture device code is compiled for when none is given (`__CUDA_ARCH__`).
 pub const DEFAULT_ARCH: &str = "sm_80";
 
@@ -56,6 +60,8 @@ pub fn load<'ctx>(ctx: &'ctx Context, path: &Path, opts: &ClangOptions) -> Resul
     let (dev_ll, host_bc) = (scratch.path().join("device.ll"), scratch.path().join("host.bc"));
     let minmax = scratch.path().join("hpvm_host_minmax.h");
     std::fs::write(&minmax, HOST_MINMAX_H).map_err(|e| Error::io("temporary hpvm_host_minmax.h", e))?;
+    let nvcc = scratch.path().join("hpvm_nvcc_macros.h");
+    std::fs::write(&nvcc, NVCC_MACROS_H).map_err(|e| Error::io("temporary hpvm_nvcc_macros.h", e))?;
     // `k<< <grid, block>> >(...)`, which nvcc takes: compiled from a respelled copy that
     // `#line` keeps at the user's file and lines, its directory searched first for quoted
     // includes as the original's would be.
@@ -74,8 +80,9 @@ pub fn load<'ctx>(ctx: &'ctx Context, path: &Path, opts: &ClangOptions) -> Resul
         }
         None => (path.to_path_buf(), opts),
     };
-    compile_half(&src, opts, Half::Device, &dev_ll, &minmax)?;
-    compile_half(&src, opts, Half::Host, &host_bc, &minmax)?;
+    let pre = [minmax.as_path(), nvcc.as_path()];
+    compile_half(&src, opts, Half::Device, &dev_ll, &pre)?;
+    compile_half(&src, opts, Half::Host, &host_bc, &pre)?;
     let host = read_ir(ctx, &host_bc)?;
     let (dev, kernels) = device::read(ctx, &dev_ll)?;
     let symbols = device::symbols(&dev, &host);
@@ -130,7 +137,7 @@ fn respell_launches(text: &str) -> Option<String> {
 /// One half of a CUDA source to LLVM IR, as [`crate::frontend::compile_source`] does for C.
 /// libdevice is not linked (`-nocudalib`): math calls stay calls of `__nv_*` functions, which
 /// [`device`] maps to what both backends know.
-fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path, minmax: &Path) -> Result<()> {
+fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path, pre_include: &[&Path]) -> Result<()> {
     let cuda =
         crate::toolchain::cuda_path().filter(|p| p.join("include/cuda_runtime.h").is_file()).ok_or_else(|| {
             Error::Cuda(format!(
@@ -162,7 +169,9 @@ fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path, minmax:
     if half == Half::Host {
         cmd.args(crate::frontend::GCC_FOLDS_MATH);
     }
-    cmd.arg("-include").arg(minmax);
+    for header in pre_include {
+        cmd.arg("-include").arg(header);
+    }
     add_ir_flags(&mut cmd, opts);
     cmd.arg(if half == Half::Device { "-S" } else { "-c" });
     cmd.arg(src).arg("-o").arg(out);

@@ -1,0 +1,12 @@
+/* Force-included into both halves of every CUDA source by hpvm-mgpu (hpvm-core/src/cuda/),
+ * after clang's CUDA headers: nvcc defines __NVCC__, and programs test it to mark their
+ * functions __host__ __device__ (HeCBench's xsbench defines __host__ and __device__ empty
+ * without it; gpp, lr and ssim choose their qualifiers by it). NVIDIA's own headers test it to
+ * tell nvcc from other compilers: their tests are read first, here, so that they still see
+ * clang, and __NVCC__ is defined after them. */
+#if defined(__cplusplus) && !defined(__NVCC__)
+#include <cuda/std/__cccl/compiler.h>
+#include <nv/target>
+#include <cooperative_groups/details/info.h>
+#define __NVCC__ 1
+#endif
