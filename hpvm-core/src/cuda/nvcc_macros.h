@@ -3,10 +3,13 @@
  * functions __host__ __device__ (HeCBench's xsbench defines __host__ and __device__ empty
  * without it; gpp, lr and ssim choose their qualifiers by it). NVIDIA's own headers test it to
  * tell nvcc from other compilers: their tests are read first, here, so that they still see
- * clang, and __NVCC__ is defined after them. */
+ * clang, and __NVCC__ is defined after them. nvcc's __CUDACC__ is 1, clang's wrapper leaves
+ * it empty: `#if __CUDACC__` (HeCBench ssim) wants a value. */
 #if defined(__cplusplus) && !defined(__NVCC__)
 #include <cuda/std/__cccl/compiler.h>
 #include <nv/target>
 #include <cooperative_groups/details/info.h>
 #define __NVCC__ 1
+#undef __CUDACC__
+#define __CUDACC__ 1
 #endif
