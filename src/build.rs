@@ -5,7 +5,7 @@
 //! optimized at the user's `-O` level and emitted as an object. Then one link with the runtime
 //! library. Intermediate files live in a scratch directory removed at the end; the output is
 //! written under a temporary name and renamed, so an existing file is only ever replaced by a
-//! complete new one.
+//! complete new one (a device or pipe, `-o /dev/null`, is written into instead).
 
 use crate::error::{Error, Result};
 use crate::isolate;
@@ -269,10 +269,7 @@ fn compile_one(
         return Err(e);
     }
     if user_visible {
-        std::fs::rename(&tmp, out).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            Error::io(out.display().to_string(), e)
-        })?;
+        install(&tmp, out)?;
     }
     Ok(())
 }
@@ -397,10 +394,38 @@ fn codegen_machine(opt_level: u8) -> Result<TargetMachine> {
         .ok_or_else(|| Error::Llvm("no target machine for the host".into()))
 }
 
-/// `<dir>/.<name>.tmp-<pid>`: same directory, so the final rename is atomic.
+/// Where an output is made before [`install`] puts it at `out`: `<dir>/.<name>.tmp-<pid>`, in
+/// the same directory so the final rename is atomic; for a device or pipe (`-o /dev/null`),
+/// which is written into rather than replaced, the temporary directory.
 fn temp_beside(out: &Path) -> PathBuf {
     let name = out.file_name().map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
-    out.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+    let name = format!(".{name}.tmp-{}", std::process::id());
+    if written_into(out) {
+        std::env::temp_dir().join(name)
+    } else {
+        out.with_file_name(name)
+    }
+}
+
+/// Whether `out` exists and is not a regular file (a device, a pipe): such an output is
+/// written into, never renamed over. As root a rename replaces `/dev/null` itself with a
+/// regular file, and every later reader of `/dev/null` on the machine reads our output.
+fn written_into(out: &Path) -> bool {
+    std::fs::metadata(out).is_ok_and(|m| !m.is_file())
+}
+
+/// Puts the complete file `tmp` (made at [`temp_beside`]) at `out`, and removes `tmp`.
+fn install(tmp: &Path, out: &Path) -> Result<()> {
+    let result = if written_into(out) {
+        std::fs::File::open(tmp).and_then(|mut from| {
+            let mut to = std::fs::OpenOptions::new().write(true).truncate(true).open(out)?;
+            std::io::copy(&mut from, &mut to).map(drop)
+        })
+    } else {
+        std::fs::rename(tmp, out)
+    };
+    let _ = std::fs::remove_file(tmp);
+    result.map_err(|e| Error::io(out.display().to_string(), e))
 }
 
 /// The runtime library: `$HPVM_MGPU_RUNTIME`, else the newest `libhpvm_runtime.a` beside this
@@ -545,10 +570,7 @@ fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
         return Err(Error::LinkFailed(output.display().to_string()));
     }
-    std::fs::rename(&tmp, output).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(output.display().to_string(), e)
-    })
+    install(&tmp, output)
 }
 
 #[cfg(test)]

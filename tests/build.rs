@@ -210,6 +210,38 @@ fn an_output_that_is_an_input_is_refused() {
     }
 }
 
+/// `-o /dev/null` (configure scripts, Makefiles' probes) and `-o` a pipe are written into, as
+/// gcc and nvcc write them. Renaming a complete file over them, as regular outputs are
+/// replaced, would swap a root user's /dev/null for our output (every later reader of
+/// /dev/null then read it). A pipe needs no privileges, so it stands in for the device.
+#[test]
+fn an_output_that_is_a_device_or_pipe_is_written_into() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = TempDir::new("output-is-pipe");
+    let fifo = dir.join("out.fifo");
+    for args in [vec!["build", "-c", "examples/vecadd.c"], vec!["analyze", "examples/vecadd.c"]] {
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap().len())
+        };
+        let mut argv = args.clone();
+        argv.extend(["-o", fifo.to_str().unwrap()]);
+        let out = hpvm_mgpu(&argv);
+        assert!(out.status.success(), "{argv:?}: {}", stderr(&out));
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo(), "{argv:?} replaced the pipe");
+        assert!(reader.join().unwrap() > 0, "{argv:?} wrote nothing into the pipe");
+        std::fs::remove_file(&fifo).unwrap();
+    }
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.starts_with(".out.fifo.tmp-"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
 #[test]
 fn runtime_errors_name_the_node() {
     // The count `n - 10` is only known at run time, where it is negative: the runtime stops

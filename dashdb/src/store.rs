@@ -59,7 +59,7 @@ impl Database {
     /// Validates the database, then writes it to `path` atomically: the JSON goes to a
     /// temporary file in the same directory (same file system, so the rename is atomic),
     /// which is synced and renamed over `path`. On error the temporary file is removed and
-    /// `path` is untouched.
+    /// `path` is untouched. A `path` that is a device or pipe (`/dev/null`) is written into.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
         let name = path.display().to_string();
@@ -68,6 +68,11 @@ impl Database {
             other => other,
         })?;
         let io = |e| Error::Io { path: name.clone(), source: e };
+        // A device or pipe (`-o /dev/null`) is written into: as root, a rename would replace
+        // the machine's /dev/null with our JSON.
+        if fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+            return fs::write(path, self.to_json()).map_err(io);
+        }
         let file_name = path.file_name().ok_or_else(|| {
             io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name to save a database to"))
         })?;
