@@ -303,6 +303,15 @@ pub extern "C" fn hpvm_rt_thread_exit() {
     )
 }
 
+/// Before a strong load in compiled CPU leaf code (`ld.acquire`, `ld.relaxed`, `ld.volatile`
+/// in inline PTX): a thread that reads a flag in a loop waits for another thread to set it
+/// (cooperative groups' barriers between warps), and in a fiber that thread runs only when
+/// this one lets it ([`crate::fiber::spin`]).
+#[no_mangle]
+pub extern "C" fn hpvm_rt_spin() {
+    crate::fiber::spin();
+}
+
 /// `__syncwarp(mask)` in compiled CPU leaf code.
 #[no_mangle]
 pub extern "C" fn hpvm_rt_warp_sync(mask: u32) {

@@ -8,8 +8,12 @@
 //! (CUDA counts a thread that has returned as arrived), and the last to arrive releases them.
 //! A warp operation ([`exchange`]) waits until every lane of its mask still running in its
 //! warp (32 consecutive instances, x fastest, as CUDA numbers a block's threads) has given its
-//! value to the same operation; values go to slots by the operation's parity, since no lane
-//! can be two operations ahead of a lane of its warp. A pass of the scheduler in which no
+//! value to the same operation. Operations are counted per lane and mask: lanes of a subset
+//! of the warp may run operations of their own between two of the whole warp's (cooperative
+//! groups' tiles wider than a warp reduce their warps' sums in a tile of two or four lanes),
+//! and every lane a mask names runs the same sequence of that mask's operations. Values go to
+//! slots by the operation's parity within its mask, since no lane can be two of a mask's
+//! operations ahead of another lane of that mask. A pass of the scheduler in which no
 //! instance arrives, exchanges or returns is a deadlock, and stops the program with a message.
 //!
 //! Stacks and switches come from `corosensei` (guard pages, x86-64, AArch64, RISC-V and more);
@@ -64,13 +68,26 @@ mod imp {
         total: [Cell<u64>; 2],
         /// How many arrived at each generation, by parity.
         arrivals: [Cell<u64>; 2],
-        /// Per instance, the warp operations it has entered; and the values they gave, by the
-        /// operation's parity (an instance is never two operations ahead of its warp).
-        entered: RefCell<Vec<u64>>,
-        slots: [RefCell<Vec<u64>>; 2],
+        /// Per instance, its warp operations by mask: how many it has entered, and the values
+        /// it gave, by the operation's parity (an instance is never two of a mask's
+        /// operations ahead of another lane of that mask).
+        lanes: RefCell<Vec<Vec<MaskOps>>>,
         /// Counts every arrival, warp operation and return: a pass of the scheduler that
         /// changes it not is a deadlock.
         progress: Cell<u64>,
+    }
+
+    /// One lane's warp operations under one mask.
+    #[derive(Clone, Copy)]
+    struct MaskOps {
+        mask: u32,
+        entered: u64,
+        values: [u64; 2],
+    }
+
+    /// The operations of `mask` among a lane's (none entered if it never used the mask).
+    fn ops_of(lane: &[MaskOps], mask: u32) -> MaskOps {
+        lane.iter().find(|o| o.mask == mask).copied().unwrap_or(MaskOps { mask, entered: 0, values: [0; 2] })
     }
 
     impl Sched {
@@ -133,8 +150,7 @@ mod imp {
             tally: [Cell::new(0), Cell::new(0)],
             total: [Cell::new(0), Cell::new(0)],
             arrivals: [Cell::new(0), Cell::new(0)],
-            entered: RefCell::new(vec![0; n]),
-            slots: [RefCell::new(vec![0; n]), RefCell::new(vec![0; n])],
+            lanes: RefCell::new(vec![Vec::new(); n]),
             progress: Cell::new(0),
         };
         let outer = YIELDER.with(|c| c.get());
@@ -210,6 +226,19 @@ mod imp {
         }
     }
 
+    /// In a fiber: lets the other instances of the block run once, as a GPU runs the other
+    /// warps while one spins on a flag. Counts as progress: a spin loop the program never
+    /// ends waits forever, as it would on a GPU. Outside fibers, a spin-loop hint.
+    pub fn spin() {
+        match sched() {
+            Some(s) => {
+                s.progress.set(s.progress.get() + 1);
+                suspend();
+            }
+            None => std::hint::spin_loop(),
+        }
+    }
+
     /// In a fiber: back to the scheduler until every instance still running reached the
     /// barrier. Returns false outside fibers.
     pub fn barrier() -> bool {
@@ -258,43 +287,55 @@ mod imp {
         let t = s.current.get();
         let (warp, lane) = (t / 32, (t % 32) as u32);
         let g = {
-            let mut entered = s.entered.borrow_mut();
-            let g = entered[t];
-            entered[t] = g + 1;
+            let mut lanes = s.lanes.borrow_mut();
+            let mine = &mut lanes[t];
+            let at = match mine.iter().position(|o| o.mask == mask) {
+                Some(at) => at,
+                None => {
+                    mine.push(MaskOps { mask, entered: 0, values: [0; 2] });
+                    mine.len() - 1
+                }
+            };
+            let ops = &mut mine[at];
+            let g = ops.entered;
+            ops.values[(g & 1) as usize] = value;
+            ops.entered = g + 1;
             g
         };
-        s.slots[(g & 1) as usize].borrow_mut()[t] = value;
         s.progress.set(s.progress.get() + 1);
         let first = warp * 32;
         let last = (first + 32).min(s.n);
-        let members = loop {
+        loop {
             let done = s.done.borrow();
-            let entered = s.entered.borrow();
+            let lanes = s.lanes.borrow();
             let mut members = 1u32 << lane;
             let mut ready = true;
             for m in first..last {
                 let bit = 1u32 << (m - first);
+                if mask & bit == 0 {
+                    continue;
+                }
                 // A lane that gave its value to this operation takes part even if it has
                 // returned since; one that returned before it does not.
-                if mask & bit != 0 && (!done[m] || entered[m] > g) {
+                let theirs = ops_of(&lanes[m], mask);
+                if !done[m] || theirs.entered > g {
                     members |= bit;
-                    ready &= entered[m] > g;
+                    ready &= theirs.entered > g;
+                    values[m - first] = theirs.values[(g & 1) as usize];
                 }
             }
             if ready {
-                break members;
+                values[lane as usize] = value;
+                break (lane, values, members);
             }
-            drop((done, entered));
+            drop((done, lanes));
             suspend();
-        };
-        let slots = s.slots[(g & 1) as usize].borrow();
-        values[..last - first].copy_from_slice(&slots[first..last]);
-        (lane, values, members)
+        }
     }
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))]
-pub use imp::{count_barrier, exchange, exchange_lane, exit_instance};
+pub use imp::{count_barrier, exchange, exchange_lane, exit_instance, spin};
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))]
 pub use imp::{barrier, run};
@@ -307,6 +348,11 @@ pub fn run(_n: usize, _task: &(dyn Fn(usize) + Sync)) {
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
 pub fn barrier() -> bool {
     false
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
+pub fn spin() {
+    std::hint::spin_loop()
 }
 
 /// Without fibers every instance is a warp of one lane (warp operations of leaves with
@@ -378,6 +424,50 @@ mod tests {
         }
         assert_eq!(finished.load(Ordering::SeqCst), 3 * (40 - 14));
         assert!(!super::exit_instance(), "no fibers outside run");
+    }
+
+    /// Lanes 0 and 1 of each warp exchange among themselves between two exchanges of the
+    /// whole warp (cooperative groups' wide tiles), and every exchange sees its own mask's
+    /// values, whichever lane the scheduler resumes first.
+    #[test]
+    fn lanes_of_a_subset_run_operations_of_their_own() {
+        let got = Mutex::new(vec![(0u64, 0u64, 0u64); 64]);
+        super::run(64, &|i| {
+            let (lane, all, _) = super::exchange(100 + i as u64, u32::MAX);
+            let mut pair = 0;
+            if lane < 2 {
+                for round in 0..3u64 {
+                    let (_, v, members) = super::exchange(1000 * round + i as u64, 0b11);
+                    assert_eq!(members, 0b11);
+                    pair += v[0] + v[1];
+                }
+            }
+            let (_, after, _) = super::exchange(200 + i as u64, u32::MAX);
+            got.lock().unwrap()[i] = (all[31 - lane as usize], pair, after[(lane as usize + 1) % 32]);
+        });
+        for (i, &(before, pair, after)) in got.into_inner().unwrap().iter().enumerate() {
+            let (lane, base) = (i % 32, (i - i % 32) as u64);
+            assert_eq!(before, 100 + base + 31 - lane as u64, "lane {i}");
+            let want_pair = if lane < 2 { (0..3).map(|r| 2 * 1000 * r + 2 * base + 1).sum() } else { 0 };
+            assert_eq!(pair, want_pair, "lane {i}");
+            assert_eq!(after, 200 + base + ((lane + 1) % 32) as u64, "lane {i}");
+        }
+    }
+
+    /// A thread spinning on a flag another thread of its block sets lets that thread run.
+    #[test]
+    fn a_spinning_instance_lets_the_others_run() {
+        let flag = AtomicUsize::new(0);
+        super::run(8, &|i| {
+            if i == 0 {
+                while flag.load(Ordering::Acquire) < 7 {
+                    super::spin();
+                }
+            } else {
+                flag.fetch_add(1, Ordering::Release);
+            }
+        });
+        assert_eq!(flag.load(Ordering::SeqCst), 7);
     }
 
     #[test]

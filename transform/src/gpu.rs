@@ -915,6 +915,12 @@ fn resolve<'ctx>(
             },
             // libdevice's own functions, once called (they have bodies).
             n if n.starts_with("__nv_") => {}
+            // A recursive function of values alone, which the CUDA frontend kept as a call
+            // and marked as touching no memory (cooperative groups' `log2`): PTX calls it.
+            _ if callee.count_basic_blocks() > 0
+                && callee
+                    .get_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("memory"))
+                    .is_some_and(|a| a.get_enum_value() == 0) => {}
             n => return Err(format!("it calls `{n}`, which could not be inlined (recursion?)")),
         }
     }

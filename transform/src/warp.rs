@@ -104,6 +104,21 @@ fn is_exit(f: FunctionValue<'_>) -> bool {
         })
 }
 
+/// Whether `f` is an inline PTX strong load (`ld.acquire`, `ld.relaxed`, `ld.volatile`): a
+/// thread reading a flag in a loop, which another thread of its block sets (cooperative
+/// groups' barriers between warps). Its instance lets the others run first, so the leaf's
+/// instances must run as fibers.
+fn is_strong_load(f: FunctionValue<'_>) -> bool {
+    f.get_name().to_bytes().starts_with(hpvm_core::cuda::ASM_PREFIX.as_bytes())
+        && f.get_string_attribute(AttributeLoc::Function, hpvm_core::cuda::ASM_TEXT).is_some_and(|t| {
+            t.get_string_value().to_str().is_ok_and(|t| {
+                let op = t.trim().trim_start_matches('{').split_whitespace().next().unwrap_or("");
+                let mut parts = op.split('.');
+                parts.next() == Some("ld") && parts.any(|p| matches!(p, "acquire" | "relaxed" | "volatile"))
+            })
+        })
+}
+
 /// The statements of `f`, an inline PTX block that shuffles, if the CPU runs them.
 fn cpu_ptx(f: FunctionValue<'_>) -> Option<ptx::Block> {
     let name = f.get_name().to_str().ok()?;
@@ -120,7 +135,7 @@ pub fn uses_warps(f: FunctionValue<'_>) -> bool {
             && inkwell::values::CallSiteValue::try_from(inst)
                 .ok()
                 .and_then(|c| c.get_called_fn_value())
-                .is_some_and(|c| cpu_op(c).is_some() || cpu_ptx(c).is_some() || is_exit(c))
+                .is_some_and(|c| cpu_op(c).is_some() || cpu_ptx(c).is_some() || is_exit(c) || is_strong_load(c))
     })
 }
 
@@ -142,6 +157,15 @@ pub fn define(module: &Module<'_>) -> Result<()> {
         };
         f.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("noinline"));
         crate::intrinsics::make_inline(&ctx, f);
+    }
+    // Strong loads let the block's other instances run first (`hpvm_rt_spin`), then load as
+    // the frontend's CPU body does.
+    for f in module.get_functions().filter(|&f| is_strong_load(f) && f.count_basic_blocks() > 0) {
+        let Some(first) = f.get_first_basic_block().and_then(|bb| bb.get_first_instruction()) else { continue };
+        b.position_before(&first);
+        let saved = SavedContext::save(module, &b)?;
+        b.build_call(runtime(module, "hpvm_rt_spin", ctx.void_type().fn_type(&[], false)), &[], "")?;
+        saved.restore(&b)?;
     }
     let blocks: Vec<(FunctionValue, _)> = module.get_functions().filter_map(|f| Some((f, cpu_ptx(f)?))).collect();
     for (f, (regs, stmts)) in blocks {

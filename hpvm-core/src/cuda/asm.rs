@@ -56,6 +56,143 @@ fn normalize(text: &str) -> String {
     body.split_whitespace().collect::<Vec<_>>().join(" ").replace(" ,", ",")
 }
 
+/// `atom.OP[.SEM][.SCOPE][.SPACE].TYPE $0, [$1], $2` and `red.OP... [$0], $1` (cooperative
+/// groups' barriers between warps: `atom.or.acq_rel.cta.b32`, `red.and.release.cta.b32`): one
+/// atomic read-modify-write, sequentially consistent (the strongest of the semantics PTX
+/// names, which every scope contains). `Some(Some(old))` for `atom`, `Some(None)` for `red`,
+/// `None` for other statements or operand types.
+fn atomic<'ctx>(
+    dev: &Module<'ctx>,
+    b: &Builder<'ctx>,
+    stmt: &str,
+    params: &[BasicValueEnum<'ctx>],
+    ret: AnyTypeEnum<'ctx>,
+) -> Result<Option<Option<BasicValueEnum<'ctx>>>> {
+    use llvm_sys::LLVMAtomicRMWBinOp::*;
+    let ctx = dev.get_context();
+    let Some((op, operands)) = stmt.split_once(' ') else { return Ok(None) };
+    let mut parts = op.split('.');
+    let returns = match parts.next() {
+        Some("atom") => true,
+        Some("red") => false,
+        _ => return Ok(None),
+    };
+    let (mut rmw, mut ty) = (None, None);
+    for p in parts {
+        match p {
+            "relaxed" | "acquire" | "release" | "acq_rel" | "cta" | "gpu" | "sys" | "cluster" | "global" | "shared" => {
+            }
+            "add" | "or" | "and" | "xor" | "exch" | "min" | "max" if rmw.is_none() => rmw = Some(p),
+            "u32" | "s32" | "b32" | "u64" | "s64" | "b64" | "f32" | "f64" if ty.is_none() => ty = Some(p),
+            _ => return Ok(None),
+        }
+    }
+    let (Some(rmw), Some(ty)) = (rmw, ty) else { return Ok(None) };
+    let float = ty.starts_with('f');
+    let signed = ty.starts_with('s');
+    let bin = match (rmw, float) {
+        ("add", false) => LLVMAtomicRMWBinOpAdd,
+        ("add", true) => LLVMAtomicRMWBinOpFAdd,
+        (_, true) => return Ok(None),
+        ("or", _) => LLVMAtomicRMWBinOpOr,
+        ("and", _) => LLVMAtomicRMWBinOpAnd,
+        ("xor", _) => LLVMAtomicRMWBinOpXor,
+        ("exch", _) => LLVMAtomicRMWBinOpXchg,
+        ("min", _) if signed => LLVMAtomicRMWBinOpMin,
+        ("max", _) if signed => LLVMAtomicRMWBinOpMax,
+        ("min", _) => LLVMAtomicRMWBinOpUMin,
+        _ => LLVMAtomicRMWBinOpUMax,
+    };
+    let ops = split_operands(operands);
+    let index = |o: &str| o.trim().strip_prefix('$').and_then(|n| n.parse::<usize>().ok());
+    let address = |o: &str| o.trim().strip_prefix('[').and_then(|a| a.strip_suffix(']')).and_then(index);
+    // The result, if any, is the asm's operand 0 and the function's return value; the
+    // inputs are the function's parameters, numbered after it.
+    let (addr, value) = match (returns, ops.as_slice()) {
+        (true, [d, a, v]) if index(d) == Some(0) => (address(a), index(v)),
+        (false, [a, v]) => (address(a), index(v)),
+        _ => return Ok(None),
+    };
+    let first = usize::from(returns);
+    let param = |k: Option<usize>| k.and_then(|k| k.checked_sub(first)).and_then(|i| params.get(i)).copied();
+    let (Some(addr), Some(value)) = (param(addr), param(value)) else { return Ok(None) };
+    let bits = if ty.ends_with("64") { 64 } else { 32 };
+    let fits = |t: BasicTypeEnum<'ctx>| match t {
+        BasicTypeEnum::IntType(i) => !float && i.get_bit_width() == bits,
+        BasicTypeEnum::FloatType(f) => float && f == if bits == 64 { ctx.f64_type() } else { ctx.f32_type() },
+        _ => false,
+    };
+    if !fits(value.get_type()) || returns == ret.is_void_type() {
+        return Ok(None);
+    }
+    if returns && BasicTypeEnum::try_from(ret).map_or(true, |t| t != value.get_type()) {
+        return Ok(None);
+    }
+    let ptr = match addr {
+        BasicValueEnum::PointerValue(p) => p,
+        BasicValueEnum::IntValue(i) => {
+            b.build_int_to_ptr(i, ctx.ptr_type(inkwell::AddressSpace::default()), "addr").map_err(llvm)?
+        }
+        _ => return Ok(None),
+    };
+    let seq = llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingSequentiallyConsistent;
+    // SAFETY: a pointer and a value of the width the statement names, in this builder's block.
+    let old = unsafe { LLVMBuildAtomicRMW(b.as_mut_ptr(), bin, ptr.as_value_ref(), value.as_value_ref(), seq, 0) };
+    Ok(Some(returns.then(|| unsafe { BasicValueEnum::new(old) })))
+}
+
+/// The statement cooperative groups use for the start of a block's reserved shared memory
+/// (`details::reserved_shared_ptr`, the scratch of tiles wider than a warp), normalized.
+const RESERVED_SHARED: &str = ".reg .u32 start; .reg .u64 extended; mov.u32 start, %reserved_smem_offset_1; \
+                               cvt.u64.u32 extended, start; cvta.shared.u64 $0, extended";
+/// The bytes of reserved shared memory CUDA promises cooperative groups (its `memory.h`
+/// asserts its scratch fits in 288).
+const RESERVED_SHARED_BYTES: u32 = 288;
+
+/// Gives the reserved shared memory cooperative groups reach through inline PTX
+/// ([`RESERVED_SHARED`]) a `__shared__` variable of its own, `hpvm.reserved_shared`: every
+/// `this_thread_block()` names it, and simulated devices have no region outside the
+/// program's. The statement becomes the variable's generic address, so each block gets its
+/// own copy as of any static `__shared__` variable, on both backends (on a GPU it costs 288
+/// bytes of the block's shared memory). Runs before kernels collect the variables they use.
+pub(super) fn reserve_shared(dev: &Module<'_>) -> Result<()> {
+    let ctx = dev.get_context();
+    let b = ctx.create_builder();
+    let mut calls = Vec::new();
+    for f in dev.get_functions() {
+        for inst in Val(f.as_value_ref()).instructions() {
+            if !inst.is_call() {
+                continue;
+            }
+            let callee = unsafe { LLVMGetCalledValue(inst.0) };
+            if unsafe { !LLVMIsAInlineAsm(callee).is_null() }
+                && normalize(&unsafe { parts(callee) }.0) == RESERVED_SHARED
+            {
+                calls.push(inst);
+            }
+        }
+    }
+    if calls.is_empty() {
+        return Ok(());
+    }
+    let ty = ctx.i8_type().array_type(RESERVED_SHARED_BYTES);
+    let g = dev.add_global(ty, Some(inkwell::AddressSpace::from(3)), "hpvm.reserved_shared");
+    g.set_linkage(Linkage::Internal);
+    g.set_alignment(16);
+    g.set_initializer(&ty.get_undef());
+    for call in calls {
+        b.position_before(&unsafe { InstructionValue::new(call.0) });
+        let generic = b
+            .build_address_space_cast(g.as_pointer_value(), ctx.ptr_type(inkwell::AddressSpace::default()), "reserved")
+            .map_err(llvm)?;
+        unsafe {
+            LLVMReplaceAllUsesWith(call.0, generic.as_value_ref());
+            LLVMInstructionEraseFromParent(call.0);
+        }
+    }
+    Ok(())
+}
+
 /// Rewrites the inline asm call `call` of the leaf: portable code where the statement has
 /// it, else a call of a two-bodied function (see the module's documentation). `lane` gives
 /// the thread's linear index in its block, built before `call`.
@@ -111,6 +248,11 @@ pub(super) fn lower<'ctx>(
         fb.build_return(None).map_err(llvm)?;
     } else if memory_access(dev, &fb, &shown, &params, ret_ty)? {
         // Built: a load or store with a cache operator, which the CPU has not.
+    } else if let Some(v) = atomic(dev, &fb, &shown, &params, ret_ty)? {
+        match v {
+            Some(v) => fb.build_return(Some(&v)).map_err(llvm)?,
+            None => fb.build_return(None).map_err(llvm)?,
+        };
     } else if let Some(v) = bit_field(&fb, &shown, &params, ret_ty)? {
         fb.build_return(Some(&v)).map_err(llvm)?;
     } else if shown == "exit" && ret_ty.is_void_type() {

@@ -198,6 +198,7 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
             f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(kind("alwaysinline"), 0));
         }
     }
+    super::asm::reserve_shared(dev)?;
     let mut out = Vec::new();
     let mut leaves = Vec::new();
     for symbol in kernels {
@@ -526,6 +527,61 @@ fn retarget_math<'ctx>(dev: &Module<'ctx>, f: FunctionValue<'ctx>) {
     }
 }
 
+/// Whether the defined function `f` computes from its values alone: scalar parameters and
+/// result, memory touched only in its own stack slots, and calls only to functions of the
+/// same kind (itself, when recursive) or to LLVM's debug and lifetime markers.
+fn computes_only(f: LLVMValueRef) -> bool {
+    let scalar = |t: LLVMTypeRef| unsafe {
+        matches!(
+            LLVMGetTypeKind(t),
+            llvm_sys::LLVMTypeKind::LLVMIntegerTypeKind
+                | llvm_sys::LLVMTypeKind::LLVMFloatTypeKind
+                | llvm_sys::LLVMTypeKind::LLVMDoubleTypeKind
+                | llvm_sys::LLVMTypeKind::LLVMHalfTypeKind
+                | llvm_sys::LLVMTypeKind::LLVMVoidTypeKind
+        )
+    };
+    let local = |p: Val| unsafe { !LLVMIsAAllocaInst(p.0).is_null() };
+    let mut seen = vec![f];
+    let mut at = 0;
+    while at < seen.len() {
+        let g = Val(seen[at]);
+        at += 1;
+        if !scalar(g.return_type()) || g.params().iter().any(|p| !scalar(p.ty())) {
+            return false;
+        }
+        for inst in g.instructions() {
+            use llvm_sys::LLVMOpcode::*;
+            match inst.opcode() {
+                Some(LLVMLoad) if local(inst.operand(0)) => {}
+                Some(LLVMStore) if local(inst.operand(1)) => {}
+                Some(LLVMCall) => {
+                    let callee = unsafe { LLVMGetCalledValue(inst.0) };
+                    if unsafe { LLVMIsAFunction(callee).is_null() } {
+                        return false;
+                    }
+                    let name = Val(callee).name();
+                    if name.starts_with("llvm.dbg.") || name.starts_with("llvm.lifetime.") {
+                        continue;
+                    }
+                    if unsafe { LLVMIsDeclaration(callee) } != 0 {
+                        return false;
+                    }
+                    if !seen.contains(&callee) {
+                        seen.push(callee);
+                    }
+                }
+                Some(
+                    LLVMLoad | LLVMStore | LLVMAtomicRMW | LLVMAtomicCmpXchg | LLVMFence | LLVMInvoke | LLVMCallBr
+                    | LLVMVAArg,
+                ) => return false,
+                _ => {}
+            }
+        }
+    }
+    true
+}
+
 /// `k` and every defined function it calls, directly or not.
 fn reachable(k: FunctionValue<'_>) -> Vec<FunctionValue<'_>> {
     let mut seen = vec![k];
@@ -814,6 +870,16 @@ fn resolve<'ctx>(
                 inst.loc(),
                 format!("kernel `{shown}` uses {what}, which the CUDA frontend does not take yet"),
             ));
+        } else if unsafe { LLVMIsDeclaration(callee) } == 0 && computes_only(callee) {
+            // A recursive function of values alone (cooperative groups' `constexpr log2`,
+            // which clang calls at run time without optimization): a call both backends
+            // make, marked as touching no memory so the analysis sees through it.
+            let none = ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("memory"), 0).as_mut_ptr();
+            unsafe {
+                LLVMAddAttributeAtIndex(callee, llvm_sys::LLVMAttributeFunctionIndex, none);
+                LLVMAddCallSiteAttribute(inst.0, llvm_sys::LLVMAttributeFunctionIndex, none);
+            }
+            None
         } else if unsafe { LLVMIsDeclaration(callee) } == 0 {
             return Err(cuda_err(
                 inst.loc(),
