@@ -192,6 +192,15 @@ pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessor(
     cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, func, block_size, dynamic_shared, 0)
 }
 
+/// The flags a device starts with: automatic scheduling, mapped host memory allowed (the
+/// default since CUDA 4 on 64-bit hosts).
+const DEVICE_FLAGS: c_uint = 0x08;
+
+#[no_mangle]
+pub extern "C" fn cudaGetDeviceFlags(flags: *mut c_uint) -> Error {
+    api("cudaGetDeviceFlags", || put(flags, DEVICE_FLAGS))
+}
+
 #[no_mangle]
 pub extern "C" fn cudaSetDeviceFlags(_flags: c_uint) -> Error {
     api("cudaSetDeviceFlags", || SUCCESS)
@@ -250,6 +259,18 @@ pub extern "C" fn cudaDeviceCanAccessPeer(can: *mut c_int, device: c_int, peer: 
         }
         put(can, 0);
         let _ = (device, peer);
+        ret(INVALID_DEVICE)
+    })
+}
+
+/// As [`cudaDeviceCanAccessPeer`]: no pair of devices the program sees is a pair of peers.
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetP2PAttribute(value: *mut c_int, attr: c_int, src: c_int, dst: c_int) -> Error {
+    api("cudaDeviceGetP2PAttribute", || {
+        if value.is_null() || !(1..=4).contains(&attr) {
+            return ret(INVALID_VALUE);
+        }
+        let _ = (src, dst);
         ret(INVALID_DEVICE)
     })
 }

@@ -41,6 +41,7 @@
 pub mod config;
 mod launch;
 mod libdevice;
+mod pools;
 mod printf;
 
 use crate::abi::guard;
@@ -132,12 +133,19 @@ enum Kind {
     PageLocked,
 }
 
+/// What a created stream was made with, for the calls that ask.
+#[derive(Clone, Copy, Default)]
+struct Stream {
+    flags: c_uint,
+    priority: c_int,
+}
+
 #[derive(Default)]
 struct State {
     /// Allocations by address: layout and kind.
     allocations: HashMap<usize, (Layout, Kind)>,
-    /// Streams by address (made by `cudaStreamCreate`).
-    streams: HashMap<usize, ()>,
+    /// Streams by address (made by `cudaStreamCreate`): their flags and priority.
+    streams: HashMap<usize, Stream>,
     /// Events by address: when last recorded.
     events: HashMap<usize, Option<Instant>>,
 }
@@ -328,6 +336,43 @@ pub extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> Error {
 #[no_mangle]
 pub extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, _flags: c_uint) -> Error {
     api("cudaHostAlloc", || ret(allocate(ptr, size, Kind::PageLocked)))
+}
+
+/// `cudaPointerAttributes` (CUDA 11 and later).
+#[repr(C)]
+pub struct PointerAttributes {
+    kind: c_int,
+    device: c_int,
+    device_pointer: *mut c_void,
+    host_pointer: *mut c_void,
+}
+
+/// What `ptr` points into, as CUDA tells it: device memory (no host address), managed or
+/// page-locked memory (the same address on both sides), or memory CUDA does not know
+/// (`cudaMemoryTypeUnregistered`, no error since CUDA 11). Pointers into an allocation's
+/// middle are its too.
+#[no_mangle]
+pub extern "C" fn cudaPointerGetAttributes(attributes: *mut PointerAttributes, ptr: *const c_void) -> Error {
+    guard("cudaPointerGetAttributes", || {
+        if attributes.is_null() {
+            return ret(INVALID_VALUE);
+        }
+        let at = ptr as usize;
+        let kind = state()
+            .allocations
+            .iter()
+            .find(|(&base, (layout, _))| (base..base + layout.size()).contains(&at))
+            .map(|(_, &(_, kind))| kind);
+        let p = ptr as *mut c_void;
+        let null = std::ptr::null_mut();
+        let a = match kind {
+            Some(Kind::Device) => PointerAttributes { kind: 2, device: 0, device_pointer: p, host_pointer: null },
+            Some(Kind::Managed) => PointerAttributes { kind: 3, device: 0, device_pointer: p, host_pointer: p },
+            Some(Kind::PageLocked) => PointerAttributes { kind: 1, device: 0, device_pointer: p, host_pointer: p },
+            None => PointerAttributes { kind: 0, device: -2, device_pointer: null, host_pointer: null },
+        };
+        put(attributes, a)
+    })
 }
 
 #[no_mangle]
@@ -557,7 +602,7 @@ pub extern "C" fn cudaDeviceReset() -> Error {
             release(p as *mut c_void, &[k]);
         }
         let mut st = state();
-        for (s, ()) in st.streams.drain() {
+        for (s, _) in st.streams.drain() {
             // SAFETY: made by `cudaStreamCreate`, in the table until now.
             drop(unsafe { Box::from_raw(s as *mut u8) });
         }
@@ -655,9 +700,90 @@ fn destroy<T>(handle: *mut c_void, table: Handles<T>) -> Error {
     SUCCESS
 }
 
+/// `cudaStreamDefault` and `cudaStreamNonBlocking`.
+const STREAM_FLAGS: c_uint = 0x1;
+
+/// Stream priorities as an H100 has them: 0 (the default, the lowest) to -5 (the highest).
+/// Work runs in program order whatever its stream's priority (see the module's doc).
+const PRIORITIES: (c_int, c_int) = (0, -5);
+
 #[no_mangle]
-pub extern "C" fn cudaStreamCreateWithFlags(stream: *mut *mut c_void, _flags: c_uint) -> Error {
-    api("cudaStreamCreate", || create(stream, |st| &mut st.streams, ()))
+pub extern "C" fn cudaStreamCreateWithFlags(stream: *mut *mut c_void, flags: c_uint) -> Error {
+    cudaStreamCreateWithPriority(stream, flags, 0)
+}
+
+/// A priority outside the range is clamped to it, as CUDA does.
+#[no_mangle]
+pub extern "C" fn cudaStreamCreateWithPriority(stream: *mut *mut c_void, flags: c_uint, priority: c_int) -> Error {
+    api("cudaStreamCreate", || {
+        if flags & !STREAM_FLAGS != 0 {
+            return ret(INVALID_VALUE);
+        }
+        let priority = priority.clamp(PRIORITIES.1, PRIORITIES.0);
+        create(stream, |st| &mut st.streams, Stream { flags, priority })
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDeviceGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int) -> Error {
+    api("cudaDeviceGetStreamPriorityRange", || {
+        // Either may be null: the caller asks for one end only.
+        if !least.is_null() {
+            put(least, PRIORITIES.0);
+        }
+        if !greatest.is_null() {
+            put(greatest, PRIORITIES.1);
+        }
+        SUCCESS
+    })
+}
+
+/// A stream's creation settings; the built-in streams have the defaults.
+fn stream_info(stream: *mut c_void) -> Option<Stream> {
+    if BUILTIN_STREAMS.contains(&(stream as usize)) {
+        return Some(Stream::default());
+    }
+    state().streams.get(&(stream as usize)).copied()
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamGetPriority(stream: *mut c_void, priority: *mut c_int) -> Error {
+    guard("cudaStreamGetPriority", || match (stream_info(stream), priority.is_null()) {
+        (_, true) => ret(INVALID_VALUE),
+        (Some(s), false) => put(priority, s.priority),
+        (None, false) => ret(INVALID_RESOURCE_HANDLE),
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaStreamGetFlags(stream: *mut c_void, flags: *mut c_uint) -> Error {
+    guard("cudaStreamGetFlags", || match (stream_info(stream), flags.is_null()) {
+        (_, true) => ret(INVALID_VALUE),
+        (Some(s), false) => put(flags, s.flags),
+        (None, false) => ret(INVALID_RESOURCE_HANDLE),
+    })
+}
+
+/// `cudaStreamAttrID`: the L2 access policy window (1) and the synchronization policy (3),
+/// hints about caching and waiting that change no result.
+const STREAM_ATTRIBUTES: [c_int; 2] = [1, 3];
+
+#[no_mangle]
+pub extern "C" fn cudaStreamSetAttribute(stream: *mut c_void, attr: c_int, value: *const c_void) -> Error {
+    guard("cudaStreamSetAttribute", || {
+        if value.is_null() || !STREAM_ATTRIBUTES.contains(&attr) {
+            return ret(INVALID_VALUE);
+        }
+        ret(if stream_ok(stream) { SUCCESS } else { INVALID_RESOURCE_HANDLE })
+    })
+}
+
+/// `cudaStreamCopyAttributes`: there is nothing to copy (attributes are hints).
+#[no_mangle]
+pub extern "C" fn cudaStreamCopyAttributes(dst: *mut c_void, src: *mut c_void) -> Error {
+    guard("cudaStreamCopyAttributes", || {
+        ret(if stream_ok(dst) && stream_ok(src) { SUCCESS } else { INVALID_RESOURCE_HANDLE })
+    })
 }
 
 #[no_mangle]
@@ -771,6 +897,16 @@ pub extern "C" fn cudaEventRecord(event: *mut c_void, stream: *mut c_void) -> Er
             None => ret(INVALID_RESOURCE_HANDLE),
         }
     })
+}
+
+/// `cudaEventRecordDefault` (0) and `cudaEventRecordExternal` (1, for graphs; as the default
+/// outside them).
+#[no_mangle]
+pub extern "C" fn cudaEventRecordWithFlags(event: *mut c_void, stream: *mut c_void, flags: c_uint) -> Error {
+    if flags > 1 {
+        return guard("cudaEventRecordWithFlags", || ret(INVALID_VALUE));
+    }
+    cudaEventRecord(event, stream)
 }
 
 #[no_mangle]
