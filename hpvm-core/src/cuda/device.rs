@@ -199,6 +199,7 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
         }
     }
     super::asm::reserve_shared(dev)?;
+    unsigned_scoped_min_max(dev);
     let mut out = Vec::new();
     let mut leaves = Vec::new();
     for symbol in kernels {
@@ -965,11 +966,64 @@ fn scoped_atomic(name: &str) -> Option<Option<llvm_sys::LLVMAtomicRMWBinOp>> {
         ("and", "i") => Op::LLVMAtomicRMWBinOpAnd,
         ("or", "i") => Op::LLVMAtomicRMWBinOpOr,
         ("xor", "i") => Op::LLVMAtomicRMWBinOpXor,
+        // Signed: the unsigned operations never get here ([`unsigned_scoped_min_max`]).
+        ("max", "i") => Op::LLVMAtomicRMWBinOpMax,
+        ("min", "i") => Op::LLVMAtomicRMWBinOpMin,
         ("inc", "i") => Op::LLVMAtomicRMWBinOpUIncWrap,
         ("dec", "i") => Op::LLVMAtomicRMWBinOpUDecWrap,
         ("cas", "i") => return Some(None),
         _ => return None,
     }))
+}
+
+/// Unsigned `atomicMax_system`, `atomicMin_block`... as unsigned atomics. clang gives the
+/// signed and unsigned builtins the same intrinsic (`llvm.nvvm.atomic.max.gen.i.sys`), which
+/// NVPTX selects as a signed `atom.max.s32`: only the wrapper that clang's headers call for
+/// unsigned operands (`__uAtomicMax_system`, `__ullAtomicMin_block`...) still tells them
+/// apart, so its intrinsic becomes an unsigned `atomicrmw`, before the wrappers are inlined.
+fn unsigned_scoped_min_max(dev: &Module<'_>) {
+    use llvm_sys::LLVMAtomicRMWBinOp::{LLVMAtomicRMWBinOpUMax, LLVMAtomicRMWBinOpUMin};
+    let b = dev.get_context().create_builder();
+    for f in dev.get_functions() {
+        let name = f.get_name().to_string_lossy();
+        // `atomicMax_system(unsigned int *, unsigned int)` is `_ZL16atomicMax_systemPjj`: an
+        // unsigned int, long or long long (`j`, `m`, `y`) pointer first.
+        let unsigned = |op: &str| {
+            ["_system", "_block"].iter().any(|scope| {
+                let whole = format!("{op}{scope}");
+                name.contains(&format!("__u{whole}"))
+                    || name.contains(&format!("__ull{whole}"))
+                    || name
+                        .split_once(&whole)
+                        .is_some_and(|(_, rest)| ["Pj", "Pm", "Py"].iter().any(|t| rest.starts_with(t)))
+            })
+        };
+        let op = if unsigned("AtomicMax") || unsigned("atomicMax") {
+            LLVMAtomicRMWBinOpUMax
+        } else if unsigned("AtomicMin") || unsigned("atomicMin") {
+            LLVMAtomicRMWBinOpUMin
+        } else {
+            continue;
+        };
+        for inst in Val(f.as_value_ref()).instructions() {
+            let Some(callee) = inst.called_function() else { continue };
+            let callee = callee.name();
+            if !(callee.starts_with("llvm.nvvm.atomic.max.gen.i.") || callee.starts_with("llvm.nvvm.atomic.min.gen.i."))
+            {
+                continue;
+            }
+            let args = inst.call_args();
+            let seq = llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingSequentiallyConsistent;
+            b.position_before(&unsafe { inkwell::values::InstructionValue::new(inst.0) });
+            // SAFETY: the intrinsic's pointer and value operands; the call is replaced and erased.
+            unsafe {
+                let rmw = llvm_sys::core::LLVMBuildAtomicRMW(b.as_mut_ptr(), op, args[0].0, args[1].0, seq, 0);
+                LLVMInstructionSetDebugLoc(rmw, LLVMInstructionGetDebugLoc(inst.0));
+                LLVMReplaceAllUsesWith(inst.0, rmw);
+                LLVMInstructionEraseFromParent(inst.0);
+            }
+        }
+    }
 }
 
 /// The constant `v` is, through the stack slots unoptimized code keeps values in (an inlined
