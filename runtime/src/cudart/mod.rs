@@ -1057,12 +1057,24 @@ pub extern "C" fn cudaDeviceGetAttribute(value: *mut c_int, attribute: c_int, de
             8 => d.shared_per_block,
             9 => d.constant_memory,
             10 => d.warp_size as u64,
+            // As `cudaDeviceProp`'s `memPitch` and `textureAlignment`.
+            11 => i32::MAX as u64,
             12 => d.registers_per_block as u64,
             13 => d.clock_khz as u64,
+            14 => 512,
+            // Copies overlap kernels (`deviceOverlap`), there is no watchdog, the device is
+            // not integrated with the host, and host memory can be mapped.
+            15 | 19 => 1,
+            17 | 18 => 0,
             16 => d.multiprocessors as u64,
             // cudaComputeModeDefault: the one device is shared, as `cudaDeviceProp` says (CUDA's
             // samples ask before they choose a device).
             20 => 0,
+            // Concurrent kernels and two copy engines, as `cudaDeviceProp` says; no ECC, TCC
+            // or PCI location to report (the device is several, or none).
+            31 => 1,
+            32..=35 | 50 => 0,
+            40 => 2,
             36 => d.memory_clock_khz as u64,
             37 => d.memory_bus_bits as u64,
             38 => d.l2_bytes as u64,
@@ -1071,9 +1083,23 @@ pub extern "C" fn cudaDeviceGetAttribute(value: *mut c_int, attribute: c_int, de
             41 | 83 => 1,
             75 => d.capability.0 as u64,
             76 => d.capability.1 as u64,
+            // Stream priorities (`cudaDeviceGetStreamPriorityRange`), caching of globals and
+            // locals in L1.
+            78..=80 => 1,
             81 => d.shared_per_multiprocessor,
             82 => d.registers_per_multiprocessor as u64,
+            // One board, one group.
+            84 | 85 => 0,
+            // Managed memory the host may touch only after a synchronization (as on a GPU
+            // without concurrent managed access), registered host memory, memory pools.
+            86 | 88 | 89 | 91 | 100 | 101 => 0,
+            90 | 99 | 115 => 1,
+            // Cooperative launches are not taken (`cudaLaunchCooperativeKernel`).
+            95 | 96 => 0,
             97 => d.shared_per_block_optin,
+            106 => (d.max_threads_per_multiprocessor / 64).max(1) as u64,
+            // No persisting L2 lines or access-policy windows (the hint is taken and ignored).
+            108 | 109 => 0,
             _ => return ret(INVALID_VALUE),
         };
         put(value, v.min(i32::MAX as u64) as c_int)
