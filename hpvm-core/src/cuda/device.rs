@@ -854,6 +854,9 @@ fn resolve<'ctx>(
             None
         } else if RUNTIME_NV.contains(&name.as_str()) {
             None
+        } else if let Some((call, decl, sync)) = synced_shuffle(dev, &b, &name, inst)? {
+            retarget_to_warp(dev, call, decl, warp_function(&sync).expect("a shuffle"));
+            Some(call)
         } else if let Some(rest) = warp_function(&name) {
             retarget_to_warp(dev, inst.0, callee, rest);
             None
@@ -1060,6 +1063,38 @@ fn warp_function(name: &str) -> Option<&str> {
         || rest == "read.ptx.sreg.laneid"
         || rest == "read.ptx.sreg.warpsize";
     warp.then_some(rest)
+}
+
+/// A shuffle of CUDA before 9 (`__shfl_down(v, d)`: `llvm.nvvm.shfl.down.f32`), which PTX
+/// no longer has for Volta and later, as the synchronizing shuffle of the whole warp
+/// (`__shfl_down_sync(0xffffffff, v, d)`), built before `inst`: that call, the intrinsic it
+/// calls and its name; `None` for other calls. Code written for warps that run in lockstep meant all of
+/// the warp's lanes that are running, which is what a full mask names.
+fn synced_shuffle(
+    dev: &Module<'_>,
+    b: &inkwell::builder::Builder<'_>,
+    name: &str,
+    inst: Val,
+) -> Result<Option<(LLVMValueRef, LLVMValueRef, String)>> {
+    let Some(rest) = name.strip_prefix("llvm.nvvm.shfl.") else { return Ok(None) };
+    if rest.starts_with("sync.") {
+        return Ok(None);
+    }
+    let sync = format!("llvm.nvvm.shfl.sync.{rest}");
+    let Some(decl) = inkwell::intrinsics::Intrinsic::find(&sync).and_then(|i| i.get_declaration(dev, &[])) else {
+        return Ok(None);
+    };
+    let ctx = dev.get_context();
+    let mut args: Vec<inkwell::values::BasicMetadataValueEnum> = vec![ctx.i32_type().const_all_ones().into()];
+    for a in inst.call_args() {
+        // SAFETY: the call's operands are first-class values.
+        args.push(unsafe { BasicValueEnum::new(a.0) }.into());
+    }
+    b.position_before(&unsafe { inkwell::values::InstructionValue::new(inst.0) });
+    let call = b.build_call(decl, &args, "shfl").map_err(llvm)?;
+    let call = call.try_as_basic_value().basic().expect("a value").as_value_ref();
+    unsafe { LLVMInstructionSetDebugLoc(call, LLVMInstructionGetDebugLoc(inst.0)) };
+    Ok(Some((call, decl.as_value_ref(), sync)))
 }
 
 /// Makes the call `inst` of a warp operation call `hpvm.warp.<rest>` instead: a function whose
