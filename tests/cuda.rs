@@ -77,6 +77,20 @@ fn the_analysis_proves_kernels_and_names_what_stops_it_at_the_users_line() {
     assert!(text.contains("updates atomically (add on i32; each device a private copy) anywhere in bins[*]"), "{text}");
 }
 
+/// A class with out-of-line constructors builds for the GPU with nothing of the host in its
+/// code (no note of a kernel falling back, no `ptxas` failure), and runs.
+#[test]
+fn classes_with_constructors_keep_host_code_out_of_the_gpus() {
+    let dir = TempDir::new("cuda-classes");
+    let exe = dir.join("app");
+    let out = hpvm_mgpu(&["build", "tests/inputs/cuda/classes.cu", "-o", exe.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("note:"), "{err}");
+    let run = run_program(&exe, &[], &[("HPVM_MGPU_DEVICES", "cpu:2")]);
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
+}
+
 /// What the frontend does not take fails the build with the user's file:line, exit 1, and
 /// no executable.
 #[test]

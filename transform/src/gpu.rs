@@ -188,6 +188,17 @@ pub fn compile(
         }
         g = global.get_next_global();
     }
+    // Aliases too (clang names a C++ class's complete-object constructor as an alias of its
+    // base-object one): an external alias would keep host code alive, which LLVM's global
+    // optimizer then gives the alias's name and linkage, and `ptxas` meets its host calls.
+    // SAFETY: the aliases of this module, visited in order; setting a linkage keeps the list.
+    unsafe {
+        let mut a = llvm_sys::core::LLVMGetFirstGlobalAlias(gpu.as_mut_ptr());
+        while !a.is_null() {
+            llvm_sys::core::LLVMSetLinkage(a, llvm_sys::LLVMLinkage::LLVMInternalLinkage);
+            a = llvm_sys::core::LLVMGetNextGlobalAlias(a);
+        }
+    }
     define_common(&gpu)?;
     define_address_table(&gpu)?;
     let leaves: Vec<FunctionValue> =

@@ -36,9 +36,14 @@ pub fn tls_pointer<'ctx>(module: &Module<'ctx>, name: &str) -> GlobalValue<'ctx>
     g
 }
 
-/// Marks a function we define as private to the module and always inlined.
+/// Marks a function as private to the module and always inlined. Unoptimized code (clang's
+/// -O0 host half, which the GPU module copies) marks every function `noinline optnone`;
+/// those go, as LLVM's verifier takes neither beside `alwaysinline`.
 pub fn make_inline(ctx: &ContextRef<'_>, f: FunctionValue<'_>) {
     f.set_linkage(Linkage::Internal);
+    for stops in ["optnone", "noinline"] {
+        f.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id(stops));
+    }
     let kind = Attribute::get_named_enum_kind_id("alwaysinline");
     f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(kind, 0));
 }
