@@ -355,6 +355,14 @@ fn leaf_of<'ctx>(
                         3 => Var::Shared,
                         1 | 4 if host.get_global(&name).is_some() => Var::Symbol,
                         1 | 4 if g.is_constant() => continue,
+                        // A variable of the device half alone (a `static __device__` table of a
+                        // header that host code never names, as cuRAND's
+                        // `precalc_xorwow_matrix`): a shadow of its own, which the kernel's
+                        // launcher binds and which takes its initial value below.
+                        1 | 4 if !g.is_declaration() => {
+                            add_shadow(host, g);
+                            Var::Symbol
+                        }
                         _ => {
                             return Err(cuda_err(
                                 inst.loc(),
@@ -1184,6 +1192,29 @@ fn names_globals(c: LLVMValueRef, depth: u32) -> bool {
             return false;
         }
         (0..LLVMGetNumOperands(c).max(0) as u32).any(|i| names_globals(LLVMGetOperand(c, i), depth + 1))
+    }
+}
+
+/// A host shadow for the device variable `g`, which the host half lacks: the same name, type
+/// and initial value, private to the program. A value that names device functions or
+/// variables is given after the link ([`move_read_only_data`], [`initialize_shadows`]), so
+/// `g` must outlive the dead-code pass that would drop it, unused, before then.
+fn add_shadow<'ctx>(host: &Module<'ctx>, g: GlobalValue<'ctx>) {
+    let name = g.get_name().to_string_lossy().into_owned();
+    // SAFETY: `g` is a global variable; its value type belongs to the shared context.
+    let ty = unsafe { BasicTypeEnum::new(LLVMGlobalGetValueType(g.as_value_ref())) };
+    let shadow = host.add_global(ty, None, &name);
+    shadow.set_linkage(Linkage::Internal);
+    shadow.set_alignment(g.get_alignment().max(16));
+    match g.get_initializer() {
+        Some(init) if !names_globals(init.as_value_ref(), 0) && unsafe { LLVMIsUndef(init.as_value_ref()) } == 0 => {
+            shadow.set_initializer(&init)
+        }
+        Some(_) => {
+            shadow.set_initializer(&ty.const_zero());
+            g.set_linkage(Linkage::External);
+        }
+        None => shadow.set_initializer(&ty.const_zero()),
     }
 }
 
