@@ -255,6 +255,13 @@ pub(super) fn lower<'ctx>(
         };
     } else if let Some(v) = bit_field(&fb, &shown, &params, ret_ty)? {
         fb.build_return(Some(&v)).map_err(llvm)?;
+    } else if matches!(shown.as_str(), "mov.u32 $0, %envreg0" | "mov.u32 $0, %envreg1" | "mov.u32 $0, %envreg2")
+        && ret_ty.is_int_type()
+    {
+        // The driver's environment registers: cooperative groups' `this_grid()` finds the
+        // grid's workspace there, which only a cooperative launch has (the registers are 0
+        // otherwise, as here: no launch on simulated devices is cooperative).
+        fb.build_return(Some(&ret_ty.into_int_type().const_zero())).map_err(llvm)?;
     } else if shown == "exit" && ret_ty.is_void_type() {
         // The thread ends here (CUB's radix sort ends its threads early): the runtime stops
         // the instance's fiber, which never comes back.
