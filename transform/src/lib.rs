@@ -135,6 +135,9 @@ pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, opts: &Lower
     }
     intrinsics::define(module)?;
     warp::define(module)?;
+    for (_, node) in graph.nodes.iter().filter(|(_, n)| matches!(n.kind, hpvm_core::graph::NodeKind::Leaf(_))) {
+        warp::lockstep(module, describe::function(module, &node.name)?)?;
+    }
     let entries = entry::build_all(module, graph, &program)?;
     host::rewrite(
         module,

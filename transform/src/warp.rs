@@ -127,16 +127,47 @@ fn cpu_ptx(f: FunctionValue<'_>) -> Option<ptx::Block> {
     ptx::parse(text.get_string_value().to_str().ok()?)
 }
 
-/// Whether the leaf function `f` calls a warp operation the CPU runs: its instances must then
-/// run together, as fibers.
+/// Whether the leaf function `f` calls a warp operation the CPU runs, or accesses memory
+/// through `volatile` ([`lockstep`]): its instances must then run together, as fibers.
 pub fn uses_warps(f: FunctionValue<'_>) -> bool {
     f.get_basic_block_iter().flat_map(|bb| bb.get_instructions()).any(|inst| {
-        inst.get_opcode() == InstructionOpcode::Call
-            && inkwell::values::CallSiteValue::try_from(inst)
-                .ok()
-                .and_then(|c| c.get_called_fn_value())
-                .is_some_and(|c| cpu_op(c).is_some() || cpu_ptx(c).is_some() || is_exit(c) || is_strong_load(c))
+        is_volatile(inst)
+            || inst.get_opcode() == InstructionOpcode::Call
+                && inkwell::values::CallSiteValue::try_from(inst)
+                    .ok()
+                    .and_then(|c| c.get_called_fn_value())
+                    .is_some_and(|c| cpu_op(c).is_some() || cpu_ptx(c).is_some() || is_exit(c) || is_strong_load(c))
     })
+}
+
+/// A `volatile` load or store.
+fn is_volatile(inst: inkwell::values::InstructionValue<'_>) -> bool {
+    matches!(inst.get_opcode(), InstructionOpcode::Load | InstructionOpcode::Store)
+        && inst.get_volatile().unwrap_or(false)
+}
+
+/// Runs the `volatile` accesses of the leaf function `f` in lockstep across its instances.
+/// Warp-synchronous code written before Volta reduces through `volatile` shared memory with
+/// no sync between its steps (`s[tid] += s[tid + 16]; s[tid] += s[tid + 8]; ...`), counting
+/// on a warp's lanes making each access together: every lane reads before any lane writes.
+/// Fibers run one instance at a time, so each `volatile` access first lets every other
+/// instance of the block run up to its own next one (`hpvm_rt_spin`): the scheduler's passes
+/// then make the n-th accesses of all lanes before any lane's (n+1)-th, as a warp does.
+/// (Accesses without `volatile` between two syncs still run lane after lane: such code is a
+/// data race in CUDA's memory model, and on simulated devices may read what a lane before
+/// wrote.)
+pub fn lockstep(module: &Module<'_>, f: FunctionValue<'_>) -> Result<()> {
+    let ctx = module.get_context();
+    let b = ctx.create_builder();
+    let accesses: Vec<_> =
+        f.get_basic_block_iter().flat_map(|bb| bb.get_instructions()).filter(|&i| is_volatile(i)).collect();
+    for inst in accesses {
+        b.position_before(&inst);
+        let saved = SavedContext::save(module, &b)?;
+        b.build_call(runtime(module, "hpvm_rt_spin", ctx.void_type().fn_type(&[], false)), &[], "")?;
+        saved.restore(&b)?;
+    }
+    Ok(())
 }
 
 /// Gives every warp operation the module has and the CPU runs its CPU body.
