@@ -6,6 +6,7 @@
  *   pointer attributes         cudaPointerGetAttributes of device, managed, page-locked and
  *                              plain host memory (an address inside an allocation included)
  *   stream queries             priority, flags, an L2 access-policy attribute
+ *   peer copies                cudaMemcpyPeer on the one device, and to a device there is not
  * A kernel squares a buffer allocated in stream order; checked against the host exactly.
  * Usage: pools [N]   (default 1000)
  * Prints `checksum <hex>` of the results, then PASS or FAIL.
@@ -80,6 +81,14 @@ int main(int argc, char **argv) {
   int *result = (int *)malloc(n * sizeof(int));
   EXPECT(cudaMemcpyAsync(result, out, n * sizeof(int), cudaMemcpyDeviceToHost, s) == cudaSuccess);
   EXPECT(cudaStreamSynchronize(s) == cudaSuccess);
+  // A peer copy on the one device there is, and one naming a device there is not.
+  int *again = (int *)malloc(n * sizeof(int));
+  EXPECT(cudaMemcpyPeer(in, 0, out, 0, n * sizeof(int)) == cudaSuccess);
+  EXPECT(cudaMemcpy(again, in, n * sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (int i = 0; i < n; ++i)
+    EXPECT(again[i] == result[i] || failures > 10);
+  EXPECT(cudaMemcpyPeerAsync(in, 1, out, 0, sizeof(int), s) == cudaErrorInvalidDevice);
+  cudaGetLastError();
 
   // Pointer attributes of every kind of memory.
   int *managed, *pinned, plain = 0;

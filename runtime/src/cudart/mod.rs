@@ -401,6 +401,40 @@ pub extern "C" fn cudaMemcpyAsync(
     api("cudaMemcpyAsync", || ret(if stream_ok(stream) { copy(dst, src, n, kind) } else { INVALID_RESOURCE_HANDLE }))
 }
 
+/// A copy between two devices' memory: the program sees one device, so both must be it (a
+/// device-to-device copy), else `cudaErrorInvalidDevice`, as CUDA answers for a device that
+/// does not exist.
+#[no_mangle]
+pub extern "C" fn cudaMemcpyPeer(
+    dst: *mut c_void,
+    dst_device: c_int,
+    src: *const c_void,
+    src_device: c_int,
+    n: usize,
+) -> Error {
+    cudaMemcpyPeerAsync(dst, dst_device, src, src_device, n, std::ptr::null_mut())
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpyPeerAsync(
+    dst: *mut c_void,
+    dst_device: c_int,
+    src: *const c_void,
+    src_device: c_int,
+    n: usize,
+    stream: *mut c_void,
+) -> Error {
+    api("cudaMemcpyPeer", || {
+        if dst_device != 0 || src_device != 0 {
+            return ret(INVALID_DEVICE);
+        }
+        if !stream_ok(stream) {
+            return ret(INVALID_RESOURCE_HANDLE);
+        }
+        ret(copy(dst, src, n, DEVICE_TO_DEVICE))
+    })
+}
+
 /// `__constant__` and `__device__` variables: the host's shadow variable is the data. A copy
 /// is checked as CUDA checks it before a byte moves: the address must be a registered symbol
 /// (`INVALID_SYMBOL`) and `offset + n` within it (`INVALID_VALUE`).
