@@ -127,7 +127,20 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
         b.build_call(hpvm.wait, &[graph.into()], "").map_err(llvm)?;
         b.build_return(Some(&i32t.const_zero())).map_err(llvm)?;
         if let Some(stub) = stub_of(host, &k.symbol) {
-            registrations.push((stub, launcher));
+            // The bytes of each parameter, for the runtime to copy a launch's arguments
+            // (a launch captured into a CUDA graph runs after the caller's values are gone).
+            let data = inkwell::targets::TargetData::create(&host.get_data_layout().as_str().to_string_lossy());
+            let sizes: Vec<_> = k
+                .params
+                .iter()
+                .map(|p| i64t.const_int(data.get_abi_size(&unsafe { BasicTypeEnum::new(p.ty) }), false))
+                .collect();
+            let table =
+                host.add_global(i64t.array_type(sizes.len() as u32), None, &format!("__hpvm_cuda_params.{}", k.symbol));
+            table.set_linkage(Linkage::Private);
+            table.set_constant(true);
+            table.set_initializer(&i64t.const_array(&sizes));
+            registrations.push((stub, launcher, table, sizes.len()));
         }
     }
     let shadows: Vec<_> = symbols.iter().filter_map(|(name, bytes)| Some((host.get_global(name)?, *bytes))).collect();
@@ -141,10 +154,17 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
     );
     let ctor = host.add_function("__hpvm_cuda_register", ctx.void_type().fn_type(&[], false), Some(Linkage::Internal));
     b.position_at_end(ctx.append_basic_block(ctor, "entry"));
-    for (stub, launcher) in registrations {
-        let args =
-            [stub.as_global_value().as_pointer_value().into(), launcher.as_global_value().as_pointer_value().into()];
-        b.build_call(register, &args, "").map_err(llvm)?;
+    let register_params = host.add_function(
+        "hpvm_rt_cuda_register_params",
+        ctx.void_type().fn_type(&[ptr.into(), i64t.into(), ptr.into()], false),
+        None,
+    );
+    for (stub, launcher, table, count) in registrations {
+        let stub = stub.as_global_value().as_pointer_value();
+        b.build_call(register, &[stub.into(), launcher.as_global_value().as_pointer_value().into()], "")
+            .map_err(llvm)?;
+        let args = [stub.into(), i64t.const_int(count as u64, false).into(), table.as_pointer_value().into()];
+        b.build_call(register_params, &args, "").map_err(llvm)?;
     }
     for (shadow, bytes) in shadows {
         let args = [shadow.as_pointer_value().into(), i64t.const_int(bytes, false).into()];

@@ -206,6 +206,10 @@ pub unsafe extern "C" fn cudaLaunchKernel(
     if shmem as u64 > max_dynamic_shared() {
         return ret(INVALID_VALUE);
     }
+    if let Some(graph) = super::graphs::capture_of(stream) {
+        // SAFETY: the caller's argument array, as this function's contract says.
+        return unsafe { super::graphs::record_kernel(graph, func, g, b, args, shmem) };
+    }
     let dim = |v: c_uint| v as i64;
     // SAFETY: the compiler's launcher for this kernel, with the caller's argument array. Not
     // inside `guard`: the launch reports the user's errors itself and ends the process.

@@ -39,6 +39,7 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 pub mod config;
+mod graphs;
 mod launch;
 mod libdevice;
 mod pools;
@@ -398,7 +399,15 @@ pub extern "C" fn cudaMemcpyAsync(
     kind: c_int,
     stream: *mut c_void,
 ) -> Error {
-    api("cudaMemcpyAsync", || ret(if stream_ok(stream) { copy(dst, src, n, kind) } else { INVALID_RESOURCE_HANDLE }))
+    api("cudaMemcpyAsync", || {
+        if !stream_ok(stream) {
+            return ret(INVALID_RESOURCE_HANDLE);
+        }
+        match graphs::capture_of(stream) {
+            Some(graph) => graphs::record_copy(graph, dst, src, n, kind),
+            None => ret(copy(dst, src, n, kind)),
+        }
+    })
 }
 
 /// A copy between two devices' memory: the program sees one device, so both must be it (a
@@ -546,7 +555,15 @@ pub extern "C" fn cudaMemset(ptr: *mut c_void, value: c_int, n: usize) -> Error 
 
 #[no_mangle]
 pub extern "C" fn cudaMemsetAsync(ptr: *mut c_void, value: c_int, n: usize, stream: *mut c_void) -> Error {
-    api("cudaMemsetAsync", || ret(if stream_ok(stream) { set(ptr, value, n) } else { INVALID_RESOURCE_HANDLE }))
+    api("cudaMemsetAsync", || {
+        if !stream_ok(stream) {
+            return ret(INVALID_RESOURCE_HANDLE);
+        }
+        match graphs::capture_of(stream) {
+            Some(graph) => graphs::record_set(graph, ptr, value, n),
+            None => ret(set(ptr, value, n)),
+        }
+    })
 }
 
 /// Rows of `width` bytes at a pitch that keeps each row 512-byte aligned (CUDA's texture
@@ -838,6 +855,9 @@ pub extern "C" fn cudaLaunchHostFunc(
         if !stream_ok(stream) {
             return ret(INVALID_RESOURCE_HANDLE);
         }
+        if let Some(graph) = graphs::capture_of(stream) {
+            return graphs::record_host(graph, f, data);
+        }
         inflight::drain();
         synchronize_managed();
         f(data);
@@ -896,6 +916,8 @@ pub extern "C" fn cudaStreamWaitEvent(stream: *mut c_void, event: *mut c_void, _
         if !stream_ok(stream) || !state().events.contains_key(&(event as usize)) {
             return ret(INVALID_RESOURCE_HANDLE);
         }
+        // An event of a capture joins the waiting stream to it.
+        graphs::join(stream, event);
         SUCCESS
     })
 }
@@ -920,6 +942,14 @@ pub extern "C" fn cudaEventRecord(event: *mut c_void, stream: *mut c_void) -> Er
     api("cudaEventRecord", || {
         if !stream_ok(stream) {
             return ret(INVALID_RESOURCE_HANDLE);
+        }
+        if let Some(graph) = graphs::capture_of(stream) {
+            // Recorded into the capture: a stream that waits for it joins.
+            if !state().events.contains_key(&(event as usize)) {
+                return ret(INVALID_RESOURCE_HANDLE);
+            }
+            graphs::record_event(graph, event);
+            return SUCCESS;
         }
         // The host's clock once all work before the event has finished.
         inflight::drain();
