@@ -312,7 +312,7 @@ fn leaf_of<'ctx>(
             return Err(cuda_err(
                 at,
                 format!(
-                    "kernel `{shown}`: parameter {} holds a vector or an empty type, which the CUDA frontend does not take yet",
+                    "kernel `{shown}`: parameter {} holds a vector, an empty type or an array of more than 256 elements, which the CUDA frontend does not take yet",
                     i + 1
                 ),
             ));

@@ -145,6 +145,10 @@ struct Stream {
 struct State {
     /// Allocations by address: layout and kind.
     allocations: HashMap<usize, (Layout, Kind)>,
+    /// The same addresses in the order they were allocated: what every rank visits alike
+    /// (a map's order differs from process to process, and under ranks a managed buffer
+    /// made current on the host may be sent between them).
+    order: Vec<usize>,
     /// Streams by address (made by `cudaStreamCreate`): their flags and priority.
     streams: HashMap<usize, Stream>,
     /// Events by address: when last recorded.
@@ -182,7 +186,10 @@ fn allocate(out: *mut *mut c_void, size: usize, kind: Kind) -> Error {
         Kind::Managed => memory::track(p as usize, size),
         Kind::PageLocked => {}
     }
-    state().allocations.insert(p as usize, (layout, kind));
+    let mut st = state();
+    st.allocations.insert(p as usize, (layout, kind));
+    st.order.push(p as usize);
+    drop(st);
     // SAFETY: as above.
     unsafe { *out = p as *mut c_void };
     SUCCESS
@@ -197,6 +204,9 @@ fn release(ptr: *mut c_void, kinds: &[Kind]) -> Error {
         return INVALID_VALUE;
     };
     st.allocations.remove(&(ptr as usize));
+    if let Some(at) = st.order.iter().rposition(|&p| p == ptr as usize) {
+        st.order.remove(at);
+    }
     drop(st);
     if kind != Kind::PageLocked {
         memory::discard(ptr as usize);
@@ -302,12 +312,13 @@ fn stream_ok(stream: *mut c_void) -> bool {
 /// Makes the host current on managed memory, which the program may read after a
 /// synchronization.
 fn synchronize_managed() {
-    let managed: Vec<(usize, usize)> = state()
-        .allocations
+    let st = state();
+    let managed: Vec<(usize, usize)> = st
+        .order
         .iter()
-        .filter(|(_, (_, k))| *k == Kind::Managed)
-        .map(|(&p, (l, _))| (p, l.size()))
+        .filter_map(|p| st.allocations.get(p).filter(|(_, k)| *k == Kind::Managed).map(|(l, _)| (*p, l.size())))
         .collect();
+    drop(st);
     for (p, size) in managed {
         memory::request(p, size);
     }
@@ -648,7 +659,9 @@ pub extern "C" fn cudaThreadExit() -> Error {
 #[no_mangle]
 pub extern "C" fn cudaDeviceReset() -> Error {
     guard("cudaDeviceReset", || {
-        let all: Vec<(usize, Kind)> = state().allocations.iter().map(|(&p, &(_, k))| (p, k)).collect();
+        let st = state();
+        let all: Vec<(usize, Kind)> = st.order.iter().map(|p| (*p, st.allocations[p].1)).collect();
+        drop(st);
         for (p, k) in all {
             release(p as *mut c_void, &[k]);
         }
