@@ -165,6 +165,36 @@ int main(int argc, char **argv) {
     sum = (sum ^ (uint32_t)got[i]) * 1099511628211ull;
   }
   EXPECT(host_calls == 5);
+  // cudaMemcpy3D: a box of 5 rows of 7 floats from a host matrix of rows of 9 into a device
+  // one of rows of 8, starting at column 1 and row 2, and back.
+  {
+    float src[9 * 8], back[8 * 6] = {0};
+    for (int k = 0; k < 9 * 8; ++k)
+      src[k] = (float)k;
+    float *dev;
+    EXPECT(cudaMalloc(&dev, 8 * 6 * sizeof(float)) == cudaSuccess);
+    cudaMemset(dev, 0, 8 * 6 * sizeof(float));
+    cudaMemcpy3DParms in = {};
+    in.srcPtr = make_cudaPitchedPtr(src, 9 * sizeof(float), 9, 8);
+    in.srcPos = make_cudaPos(1 * sizeof(float), 2, 0);
+    in.dstPtr = make_cudaPitchedPtr(dev, 8 * sizeof(float), 8, 6);
+    in.extent = make_cudaExtent(7 * sizeof(float), 5, 1);
+    in.kind = cudaMemcpyHostToDevice;
+    EXPECT(cudaMemcpy3D(&in) == cudaSuccess);
+    cudaMemcpy3DParms out = {};
+    out.srcPtr = make_cudaPitchedPtr(dev, 8 * sizeof(float), 8, 6);
+    out.dstPtr = make_cudaPitchedPtr(back, 8 * sizeof(float), 8, 6);
+    out.extent = make_cudaExtent(8 * sizeof(float), 6, 1);
+    out.kind = cudaMemcpyDeviceToHost;
+    EXPECT(cudaMemcpy3D(&out) == cudaSuccess);
+    for (int r = 0; r < 6; ++r)
+      for (int c = 0; c < 8; ++c) {
+        float want3d = r < 5 && c < 7 ? src[(r + 2) * 9 + c + 1] : 0.0f;
+        EXPECT(back[r * 8 + c] == want3d || failures > 10);
+        sum = (sum ^ (uint32_t)back[r * 8 + c]) * 1099511628211ull;
+      }
+    cudaFree(dev);
+  }
   cudaGraphExecDestroy(bexec);
   cudaGraphDestroy(built);
   cudaGraphDestroy(cloned);

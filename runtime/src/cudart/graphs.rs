@@ -502,9 +502,35 @@ pub struct Memcpy3DParms {
     kind: c_int,
 }
 
-/// Copies between linear memory (no CUDA arrays: `cudaErrorInvalidValue` for those): the
-/// extent's width in bytes, its height rows at the pointers' pitches, its depth slices of
-/// `ysize` rows, from the positions given.
+/// A 3-D copy between linear memory as rows (no CUDA arrays: `cudaErrorInvalidValue` for
+/// those): the extent's width in bytes, its height rows at the pointers' pitches, its depth
+/// slices of `ysize` rows, from the positions given. Slices are rows too where each slice is
+/// `height` rows (slice z starts `ysize` rows after slice z - 1).
+fn copy_3d(params: *const Memcpy3DParms) -> Result<Work, Error> {
+    // SAFETY: the caller's parameters, checked non-null.
+    let p = unsafe { params.as_ref() }.ok_or(INVALID_VALUE)?;
+    if !p.src_array.is_null() || !p.dst_array.is_null() || p.src_ptr.ptr.is_null() || p.dst_ptr.ptr.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    let (e, s, d) = (&p.extent, &p.src_ptr, &p.dst_ptr);
+    if e.height > 1 && (s.pitch < e.width || d.pitch < e.width) {
+        return Err(INVALID_VALUE);
+    }
+    if e.depth > 1 && (s.ysize != e.height || d.ysize != e.height) {
+        return Err(INVALID_VALUE);
+    }
+    let at = |q: &PitchedPtr, pos: &Pos| q.ptr as usize + (pos.z * q.ysize + pos.y) * q.pitch + pos.x;
+    Ok(Work::Copy {
+        dst: at(d, &p.dst_pos),
+        dst_pitch: d.pitch.max(e.width),
+        src: at(s, &p.src_pos),
+        src_pitch: s.pitch.max(e.width),
+        width: e.width,
+        height: e.height.max(1) * e.depth.max(1),
+        kind: p.kind,
+    })
+}
+
 #[no_mangle]
 pub extern "C" fn cudaGraphAddMemcpyNode(
     node: *mut *mut c_void,
@@ -513,30 +539,28 @@ pub extern "C" fn cudaGraphAddMemcpyNode(
     n: usize,
     params: *const Memcpy3DParms,
 ) -> Error {
-    add_node("cudaGraphAddMemcpyNode", node, graph, deps, n, |_| {
-        // SAFETY: the caller's parameters, checked non-null.
-        let p = unsafe { params.as_ref() }.ok_or(INVALID_VALUE)?;
-        if !p.src_array.is_null() || !p.dst_array.is_null() || p.src_ptr.ptr.is_null() || p.dst_ptr.ptr.is_null() {
-            return Err(INVALID_VALUE);
+    add_node("cudaGraphAddMemcpyNode", node, graph, deps, n, |_| copy_3d(params))
+}
+
+/// `cudaMemcpy3D` between linear memory ([`copy_3d`]).
+#[no_mangle]
+pub extern "C" fn cudaMemcpy3D(params: *const Memcpy3DParms) -> Error {
+    cudaMemcpy3DAsync(params, std::ptr::null_mut())
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemcpy3DAsync(params: *const Memcpy3DParms, stream: *mut c_void) -> Error {
+    api("cudaMemcpy3D", || {
+        if !stream_ok(stream) {
+            return ret(super::INVALID_RESOURCE_HANDLE);
         }
-        let (e, s, d) = (&p.extent, &p.src_ptr, &p.dst_ptr);
-        if e.depth > 1 && (s.ysize == 0 || d.ysize == 0) || e.height > 1 && (s.pitch < e.width || d.pitch < e.width) {
-            return Err(INVALID_VALUE);
+        match copy_3d(params) {
+            Ok(work) => match capture_of(stream) {
+                Some(graph) => record(graph, work),
+                None => run(&work, stream),
+            },
+            Err(e) => ret(e),
         }
-        // Depth slices are rows too: slice z starts `ysize` rows after slice z - 1.
-        if e.depth > 1 && (s.ysize != e.height || d.ysize != e.height) {
-            return Err(INVALID_VALUE);
-        }
-        let at = |q: &PitchedPtr, pos: &Pos| q.ptr as usize + (pos.z * q.ysize + pos.y) * q.pitch + pos.x;
-        Ok(Work::Copy {
-            dst: at(d, &p.dst_pos),
-            dst_pitch: d.pitch.max(e.width),
-            src: at(s, &p.src_pos),
-            src_pitch: s.pitch.max(e.width),
-            width: e.width,
-            height: e.height.max(1) * e.depth.max(1),
-            kind: p.kind,
-        })
     })
 }
 
