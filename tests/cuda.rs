@@ -77,6 +77,26 @@ fn the_analysis_proves_kernels_and_names_what_stops_it_at_the_users_line() {
     assert!(text.contains("updates atomically (add on i32; each device a private copy) anywhere in bins[*]"), "{text}");
 }
 
+/// The README's main example: at -O0 and -O2, on one and three simulated devices, PASS with
+/// one checksum.
+#[test]
+fn the_cuda_example_passes_everywhere_with_one_result() {
+    let dir = TempDir::new("cuda-example");
+    let mut sums = Vec::new();
+    for opt in ["-O0", "-O2"] {
+        let exe = dir.join(&format!("matmul{opt}"));
+        let out = hpvm_mgpu(&["build", opt, "examples/cuda/matmul.cu", "-o", exe.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        for devices in ["cpu:1", "cpu:3"] {
+            let run = run_program(&exe, &["100"], &[("HPVM_MGPU_DEVICES", devices)]);
+            let text = stdout(&run);
+            assert!(run.status.success() && text.contains("PASS"), "{opt} {devices}: {text}{}", stderr(&run));
+            sums.push(checksum(&text).expect("a checksum"));
+        }
+    }
+    assert!(sums.iter().all(|s| *s == sums[0]), "{sums:?}");
+}
+
 /// A class with out-of-line constructors builds for the GPU with nothing of the host in its
 /// code (no note of a kernel falling back, no `ptxas` failure), and runs.
 #[test]

@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 73] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 74] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -229,6 +229,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 73] = [
     ("tests/cuda/lockstep.cu", &[&["1"], &["9"]]),
     // CUDA graphs: stream capture and graphs built node by node.
     ("tests/cuda/capture.cu", &[&["1"], &["1000"]]),
+    // The README's main example.
+    ("examples/cuda/matmul.cu", &[&["1"], &["40"], &["129"]]),
     // bfloat16 arithmetic (cuda_bf16.h's inline PTX `fma.rn.bf16`), bit for bit.
     ("tests/cuda/bf16.cu", &[&["2"], &["1000"], &["10000"]]),
     // CUB's scan of 64-bit values and run-length encoding: 128-bit tile states between blocks.
