@@ -312,6 +312,30 @@ pub extern "C" fn hpvm_rt_spin() {
     crate::fiber::spin();
 }
 
+/// PTX's `fns.b32 d, mask, base, offset` (`__fns`) in compiled CPU leaf code: the position of
+/// the `|offset|`-th set bit of `mask` counting from bit `base` upwards (offset > 0) or
+/// downwards (offset < 0), `base` itself where offset is 0 and that bit is set; `0xffffffff`
+/// where there is none.
+#[no_mangle]
+pub extern "C" fn hpvm_rt_fns(mask: u32, base: u32, offset: i32) -> u32 {
+    if offset == 0 {
+        return if base < 32 && mask >> base & 1 == 1 { base } else { u32::MAX };
+    }
+    let mut left = offset.unsigned_abs();
+    let mut pos = i64::from(base);
+    let step = if offset > 0 { 1 } else { -1 };
+    while (0..32).contains(&pos) {
+        if mask >> pos & 1 == 1 {
+            left -= 1;
+            if left == 0 {
+                return pos as u32;
+            }
+        }
+        pos += step;
+    }
+    u32::MAX
+}
+
 /// `__syncwarp(mask)` in compiled CPU leaf code.
 #[no_mangle]
 pub extern "C" fn hpvm_rt_warp_sync(mask: u32) {
@@ -376,4 +400,26 @@ pub unsafe extern "C" fn hpvm_rt_gpu_functions(ptx: *const c_char, functions: *c
         let (ptx, list) = unsafe { (std::ffi::CStr::from_ptr(ptx), std::slice::from_raw_parts(functions, n as usize)) };
         crate::devices::cuda::function_table(ptx, list.to_vec());
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hpvm_rt_fns;
+
+    /// PTX's `fns`: the n-th set bit from the base (inclusive), up or down, or none.
+    #[test]
+    fn fns_finds_the_nth_set_bit_from_the_base() {
+        let mask = 0b1011_0100u32; // bits 2, 4, 5, 7
+        assert_eq!(hpvm_rt_fns(mask, 0, 1), 2);
+        assert_eq!(hpvm_rt_fns(mask, 0, 3), 5);
+        assert_eq!(hpvm_rt_fns(mask, 4, 1), 4);
+        assert_eq!(hpvm_rt_fns(mask, 4, 2), 5);
+        assert_eq!(hpvm_rt_fns(mask, 7, -2), 5);
+        assert_eq!(hpvm_rt_fns(mask, 6, -3), 2);
+        assert_eq!(hpvm_rt_fns(mask, 0, 5), u32::MAX);
+        assert_eq!(hpvm_rt_fns(mask, 5, 0), 5);
+        assert_eq!(hpvm_rt_fns(mask, 6, 0), u32::MAX);
+        assert_eq!(hpvm_rt_fns(u32::MAX, 31, 1), 31);
+        assert_eq!(hpvm_rt_fns(u32::MAX, 31, 2), u32::MAX);
+    }
 }

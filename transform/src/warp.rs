@@ -34,6 +34,9 @@ enum Op {
     BlockVote {
         mode: i32,
     },
+    /// `fns`: the position of a mask's n-th set bit from a base (`__fns`), a function of its
+    /// operands alone.
+    Fns,
     /// `read.ptx.sreg.laneid`, `read.ptx.sreg.warpsize`.
     Lane,
     WarpSize,
@@ -84,6 +87,7 @@ fn op(rest: &str) -> Option<Op> {
     match rest {
         "bar.warp.sync" => Some(Op::Sync),
         "read.ptx.sreg.laneid" => Some(Op::Lane),
+        "fns" => Some(Op::Fns),
         "read.ptx.sreg.warpsize" => Some(Op::WarpSize),
         _ => None,
     }
@@ -136,7 +140,12 @@ pub fn uses_warps(f: FunctionValue<'_>) -> bool {
                 && inkwell::values::CallSiteValue::try_from(inst)
                     .ok()
                     .and_then(|c| c.get_called_fn_value())
-                    .is_some_and(|c| cpu_op(c).is_some() || cpu_ptx(c).is_some() || is_exit(c) || is_strong_load(c))
+                    .is_some_and(|c| {
+                        cpu_op(c).is_some_and(|o| o != Op::Fns)
+                            || cpu_ptx(c).is_some()
+                            || is_exit(c)
+                            || is_strong_load(c)
+                    })
     })
 }
 
@@ -542,6 +551,11 @@ fn body<'ctx>(
             let rt = runtime(module, "hpvm_rt_warp_sync", ctx.void_type().fn_type(&[i32t.into()], false));
             b.build_call(rt, &[param(0)?.into()], "")?;
             None
+        }
+        Op::Fns => {
+            let rt = runtime(module, "hpvm_rt_fns", i32t.fn_type(&[i32t.into(), i32t.into(), i32t.into()], false));
+            let args = [param(0)?.into(), param(1)?.into(), param(2)?.into()];
+            Some(b.build_call(rt, &args, "fns")?.try_as_basic_value().basic().expect("i32"))
         }
         Op::Lane => {
             let rt = runtime(module, "hpvm_rt_warp_lane", i32t.fn_type(&[], false));

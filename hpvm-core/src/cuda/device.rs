@@ -1069,6 +1069,7 @@ fn warp_function(name: &str) -> Option<&str> {
         .iter()
         .any(|p| rest.starts_with(p))
         || rest == "read.ptx.sreg.laneid"
+        || rest == "fns"
         || rest == "read.ptx.sreg.warpsize";
     warp.then_some(rest)
 }
