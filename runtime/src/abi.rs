@@ -336,6 +336,13 @@ pub extern "C" fn hpvm_rt_fns(mask: u32, base: u32, offset: i32) -> u32 {
     u32::MAX
 }
 
+/// `__activemask()` in compiled CPU leaf code, at call site `site` (a number the compiler
+/// gives each): the lanes that reach it together ([`crate::fiber::active_mask`]).
+#[no_mangle]
+pub extern "C" fn hpvm_rt_warp_activemask(site: u64) -> u32 {
+    guard("__activemask", || crate::fiber::active_mask(site))
+}
+
 /// `__syncwarp(mask)` in compiled CPU leaf code.
 #[no_mangle]
 pub extern "C" fn hpvm_rt_warp_sync(mask: u32) {

@@ -75,6 +75,28 @@ mod imp {
         /// Counts every arrival, warp operation and return: a pass of the scheduler that
         /// changes it not is a deadlock.
         progress: Cell<u64>,
+        /// Per instance, what it is suspended in ([`active_mask`] asks who may still come).
+        waits: RefCell<Vec<Wait>>,
+        /// Per instance, its `__activemask` calls by site: how many it has made.
+        visits: RefCell<Vec<Vec<(u64, u64)>>>,
+        /// The groups `__activemask` formed and not yet read by all their lanes: warp, site,
+        /// visit, the lanes, and how many have yet to read it.
+        groups: RefCell<Vec<(usize, u64, u64, u32, u32)>>,
+    }
+
+    /// What a suspended instance waits for.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Wait {
+        /// Nothing: it runs, or is ready to.
+        Not,
+        /// The block's barrier of this generation.
+        Barrier(u64),
+        /// The `g`-th warp operation of `mask`.
+        Exchange(u32, u64),
+        /// `__activemask` at a site, on its n-th visit there.
+        Active(u64, u64),
+        /// A spin on a flag: it comes back whenever it is resumed.
+        Spin,
     }
 
     /// One lane's warp operations under one mask.
@@ -152,6 +174,9 @@ mod imp {
             arrivals: [Cell::new(0), Cell::new(0)],
             lanes: RefCell::new(vec![Vec::new(); n]),
             progress: Cell::new(0),
+            waits: RefCell::new(vec![Wait::Not; n]),
+            visits: RefCell::new(vec![Vec::new(); n]),
+            groups: RefCell::new(Vec::new()),
         };
         let outer = YIELDER.with(|c| c.get());
         let outer_sched = SCHED.with(|c| c.replace(&sched));
@@ -233,7 +258,9 @@ mod imp {
         match sched() {
             Some(s) => {
                 s.progress.set(s.progress.get() + 1);
+                s.waits.borrow_mut()[s.current.get()] = Wait::Spin;
                 suspend();
+                s.waits.borrow_mut()[s.current.get()] = Wait::Not;
             }
             None => std::hint::spin_loop(),
         }
@@ -263,9 +290,11 @@ mod imp {
         s.arrived.set(s.arrived.get() + 1);
         s.progress.set(s.progress.get() + 1);
         s.release_if_all_arrived();
+        s.waits.borrow_mut()[s.current.get()] = Wait::Barrier(generation);
         while s.generation.get() == generation {
             suspend();
         }
+        s.waits.borrow_mut()[s.current.get()] = Wait::Not;
         Some((s.total[parity].get(), s.arrivals[parity].get()))
     }
 
@@ -326,16 +355,123 @@ mod imp {
             }
             if ready {
                 values[lane as usize] = value;
+                s.waits.borrow_mut()[t] = Wait::Not;
                 break (lane, values, members);
             }
             drop((done, lanes));
+            s.waits.borrow_mut()[t] = Wait::Exchange(mask, g);
+            suspend();
+        }
+    }
+
+    /// Whether instance `m`, suspended, still waits (and so cannot reach an `__activemask`
+    /// before the instances that wait for it move).
+    fn blocked(s: &Sched, m: usize) -> bool {
+        match s.waits.borrow()[m] {
+            Wait::Not => false,
+            Wait::Barrier(g) => s.generation.get() == g,
+            Wait::Exchange(mask, g) => {
+                let (first, last) = (m / 32 * 32, (m / 32 * 32 + 32).min(s.n));
+                let (done, lanes) = (s.done.borrow(), s.lanes.borrow());
+                (first..last)
+                    .any(|o| mask & (1 << (o - first)) != 0 && ops_of(&lanes[o], mask).entered <= g && !done[o])
+            }
+            // Its group is formed once none of its warp may still come: until then it waits.
+            Wait::Active(site, k) => !s
+                .groups
+                .borrow()
+                .iter()
+                .any(|&(w, gs, gk, lanes, _)| w == m / 32 && gs == site && gk == k && lanes & (1 << (m % 32)) != 0),
+            Wait::Spin => true,
+        }
+    }
+
+    /// `__activemask` at call site `site`: the lanes of the running instance's warp that reach
+    /// this site together, as a warp's converged lanes execute it. It waits until every other
+    /// lane of its warp has either come here on the same visit, or waits elsewhere (a barrier,
+    /// another warp operation, a spin), or has returned; those here form the group, the same
+    /// mask for all of them. Outside fibers the instance is alone: lane 0.
+    pub fn active_mask(site: u64) -> u32 {
+        let Some(s) = sched() else { return 1 };
+        let t = s.current.get();
+        let (warp, lane) = (t / 32, t % 32);
+        let k = {
+            let mut visits = s.visits.borrow_mut();
+            let mine = &mut visits[t];
+            match mine.iter_mut().find(|(site_, _)| *site_ == site) {
+                Some((_, n)) => {
+                    *n += 1;
+                    *n
+                }
+                None => {
+                    mine.push((site, 0));
+                    0
+                }
+            }
+        };
+        s.progress.set(s.progress.get() + 1);
+        loop {
+            let formed = s
+                .groups
+                .borrow()
+                .iter()
+                .position(|&(w, gs, gk, lanes, _)| w == warp && gs == site && gk == k && lanes & (1 << lane) != 0);
+            if let Some(at) = formed {
+                let mut groups = s.groups.borrow_mut();
+                let lanes = groups[at].3;
+                groups[at].4 -= 1;
+                if groups[at].4 == 0 {
+                    groups.swap_remove(at);
+                }
+                s.waits.borrow_mut()[t] = Wait::Not;
+                return lanes;
+            }
+            let (first, last) = (warp * 32, (warp * 32 + 32).min(s.n));
+            let mut lanes = 1u32 << lane;
+            let mut settled = true;
+            for m in (first..last).filter(|&m| m != t) {
+                if s.done.borrow()[m] {
+                    continue;
+                }
+                let here =
+                    s.waits.borrow()[m] == Wait::Active(site, k)
+                        && !s.groups.borrow().iter().any(|&(w, gs, gk, g, _)| {
+                            w == warp && gs == site && gk == k && g & (1 << (m - first)) != 0
+                        });
+                if here {
+                    lanes |= 1 << (m - first);
+                } else if !blocked(s, m) {
+                    settled = false;
+                }
+            }
+            // Lanes waiting at other `__activemask` sites count as settled, but of all the
+            // sites lanes wait at, the least advanced goes first (fewest calls made, then
+            // the site earlier in the program): lanes that took a branch reach its site
+            // before the others reach the one after the branch, where a warp reconverges.
+            let calls = |m: usize| s.visits.borrow()[m].iter().map(|&(_, n)| n + 1).sum::<u64>();
+            let mine = (calls(t), site);
+            let earlier = (first..last).filter(|&m| m != t && !s.done.borrow()[m]).any(|m| match s.waits.borrow()[m] {
+                Wait::Active(other, _) if blocked(s, m) => (calls(m), other) < mine,
+                _ => false,
+            });
+            if settled && !earlier {
+                s.progress.set(s.progress.get() + 1);
+                // Read by this lane now, by the others as they resume.
+                let others = lanes.count_ones() - 1;
+                if others > 0 {
+                    s.groups.borrow_mut().push((warp, site, k, lanes, others));
+                }
+                s.waits.borrow_mut()[t] = Wait::Not;
+                return lanes;
+            }
+            s.waits.borrow_mut()[t] = Wait::Active(site, k);
             suspend();
         }
     }
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))]
-pub use imp::{count_barrier, exchange, exchange_lane, exit_instance, spin};
+pub use imp::{active_mask, count_barrier, exchange, exchange_lane, exit_instance, spin};
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))]
 pub use imp::{barrier, run};
@@ -348,6 +484,11 @@ pub fn run(_n: usize, _task: &(dyn Fn(usize) + Sync)) {
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
 pub fn barrier() -> bool {
     false
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
+pub fn active_mask(_site: u64) -> u32 {
+    1
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
@@ -451,6 +592,33 @@ mod tests {
             let want_pair = if lane < 2 { (0..3).map(|r| 2 * 1000 * r + 2 * base + 1).sum() } else { 0 };
             assert_eq!(pair, want_pair, "lane {i}");
             assert_eq!(after, 200 + base + ((lane + 1) % 32) as u64, "lane {i}");
+        }
+    }
+
+    /// `__activemask` in a branch some lanes take: those lanes, for each of them; in a loop,
+    /// each visit's group apart; lanes that returned are not named.
+    #[test]
+    fn the_active_mask_names_the_lanes_that_reach_it_together() {
+        let got = Mutex::new(vec![(0u32, 0u32); 40]);
+        super::run(40, &|i| {
+            let lane = i % 32;
+            if i >= 38 {
+                return;
+            }
+            let branch = if lane % 3 == 0 { super::active_mask(7) } else { 0 };
+            let mut looped = 0;
+            for _ in 0..3 {
+                looped = super::active_mask(8);
+            }
+            got.lock().unwrap()[i] = (branch, looped);
+        });
+        let got = got.into_inner().unwrap();
+        let thirds = (0..32).filter(|l| l % 3 == 0).fold(0u32, |m, l| m | 1 << l);
+        for (i, &(branch, looped)) in got.iter().enumerate().take(38) {
+            let lane = i % 32;
+            let (want_branch, want_loop) = if i < 32 { (thirds, u32::MAX) } else { (thirds & 0x3f, 0x3f) };
+            assert_eq!(branch, if lane % 3 == 0 { want_branch } else { 0 }, "lane {i}");
+            assert_eq!(looped, want_loop, "lane {i}");
         }
     }
 

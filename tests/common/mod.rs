@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 74] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 75] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -229,6 +229,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 74] = [
     ("tests/cuda/lockstep.cu", &[&["1"], &["9"]]),
     // CUDA graphs: stream capture and graphs built node by node.
     ("tests/cuda/capture.cu", &[&["1"], &["1000"]]),
+    // `__activemask` and `coalesced_threads()`, in divergent and converged code.
+    ("tests/cuda/active.cu", &[&["37"], &["5000"]]),
     // The README's main example.
     ("examples/cuda/matmul.cu", &[&["1"], &["40"], &["129"]]),
     // bfloat16 arithmetic (cuda_bf16.h's inline PTX `fma.rn.bf16`), bit for bit.

@@ -4,8 +4,9 @@
 //! and restored, as around a barrier: other instances run on this thread meanwhile. A leaf
 //! that calls one runs its instances as fibers ([`uses_warps`], the description's `barrier`).
 //!
-//! `__activemask` has no CPU body here: which lanes are active is the GPU's scheduling, which
-//! fibers do not reproduce. It keeps the frontend's body, which stops the program naming why.
+//! `__activemask` calls get a number per call site: the runtime groups the lanes that reach
+//! the same site on the same visit, waiting for the lanes of the warp that may still come
+//! (`hpvm_runtime::fiber::active_mask`), as converged lanes execute it together.
 
 use crate::intrinsics::SavedContext;
 use crate::Result;
@@ -99,6 +100,11 @@ fn cpu_op(f: FunctionValue<'_>) -> Option<Op> {
     op(name.strip_prefix(hpvm_core::cuda::WARP_PREFIX)?)
 }
 
+/// Whether `f` stands for `__activemask` (`llvm.nvvm.activemask`).
+fn is_activemask(f: FunctionValue<'_>) -> bool {
+    f.get_name().to_str().ok().and_then(|n| n.strip_prefix(hpvm_core::cuda::WARP_PREFIX)) == Some("activemask")
+}
+
 /// Whether `f` is the inline PTX statement `exit`, whose thread then ends: the runtime stops
 /// its fiber, so the leaf's instances must run as fibers.
 fn is_exit(f: FunctionValue<'_>) -> bool {
@@ -145,6 +151,7 @@ pub fn uses_warps(f: FunctionValue<'_>) -> bool {
                             || cpu_ptx(c).is_some()
                             || is_exit(c)
                             || is_strong_load(c)
+                            || is_activemask(c)
                     })
     })
 }
@@ -197,6 +204,32 @@ pub fn define(module: &Module<'_>) -> Result<()> {
         };
         f.remove_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("noinline"));
         crate::intrinsics::make_inline(&ctx, f);
+    }
+    // `__activemask`: each call the runtime's, with its site's number.
+    let mut site = 0u64;
+    for f in module.get_functions().filter(|&f| is_activemask(f)) {
+        use inkwell::values::AsValueRef;
+        let calls: Vec<_> = hpvm_core::Val(f.as_value_ref())
+            .users()
+            .into_iter()
+            .filter(|u| u.is_call())
+            // SAFETY: a call instruction of this module.
+            .map(|u| unsafe { inkwell::values::InstructionValue::new(u.0) })
+            .collect();
+        let i64t = ctx.i64_type();
+        let rt = runtime(module, "hpvm_rt_warp_activemask", ctx.i32_type().fn_type(&[i64t.into()], false));
+        for call in calls {
+            b.position_before(&call);
+            let saved = SavedContext::save(module, &b)?;
+            site += 1;
+            let mask = b.build_call(rt, &[i64t.const_int(site, false).into()], "activemask")?;
+            saved.restore(&b)?;
+            let mask = mask.try_as_basic_value().basic().expect("i32");
+            use inkwell::values::AsValueRef;
+            // SAFETY: the call's users take its i32; it is replaced, then erased.
+            unsafe { llvm_sys::core::LLVMReplaceAllUsesWith(call.as_value_ref(), mask.as_value_ref()) };
+            call.erase_from_basic_block();
+        }
     }
     // Strong loads let the block's other instances run first (`hpvm_rt_spin`), then load as
     // the frontend's CPU body does.

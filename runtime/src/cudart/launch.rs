@@ -251,15 +251,17 @@ extern "C" fn end_session() {
     }
 }
 
-/// The CPU body of CUDA's warp operations that the CPU does not run (`__activemask`,
-/// `__match_*_sync`, `__reduce_*_sync`; shuffles, votes and `__syncwarp` run: `crate::warp`):
-/// the compiler gives them their GPU instructions in GPU kernels; anywhere else the program
-/// stops, naming why, rather than compute something else.
+/// The CPU body of CUDA's warp operations that the CPU does not run (shuffles, votes,
+/// matches, reductions, `__syncwarp` and `__activemask` run: `crate::warp`, `crate::fiber`;
+/// votes without a mask, CUDA 8's, do not): the compiler gives them their GPU instructions in
+/// GPU kernels; anywhere else the program stops, naming why, rather than compute something
+/// else.
 #[no_mangle]
 pub extern "C" fn hpvm_rt_warp_unsupported() {
     crate::fatal(
-        "a kernel uses warp functions that only GPUs run (__activemask, __match_*_sync, __reduce_*_sync); \
-         this launch ran on the host or on simulated devices (run it on GPUs: HPVM_MGPU_DEVICES=cuda)",
+        "a kernel uses a warp function that only GPUs run (one simulated devices do not, such as a vote \
+         without a mask); this launch ran on the host or on simulated devices (run it on GPUs: \
+         HPVM_MGPU_DEVICES=cuda)",
     )
 }
 
