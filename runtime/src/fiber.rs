@@ -81,8 +81,11 @@ mod imp {
         visits: RefCell<Vec<Vec<(u64, u64)>>>,
         /// The groups `__activemask` formed and not yet read by all their lanes: warp, site,
         /// visit, the lanes, and how many have yet to read it.
-        groups: RefCell<Vec<(usize, u64, u64, u32, u32)>>,
+        groups: RefCell<Vec<Group>>,
     }
+
+    /// An `__activemask` group: warp, site, visit, its lanes, and how many have yet to read it.
+    type Group = (usize, u64, u64, u32, u32);
 
     /// What a suspended instance waits for.
     #[derive(Clone, Copy, PartialEq, Eq)]
