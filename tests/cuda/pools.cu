@@ -55,6 +55,18 @@ int main(int argc, char **argv) {
   EXPECT(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold) == cudaSuccess);
   EXPECT(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &got_threshold) == cudaSuccess);
   EXPECT(got_threshold == threshold);
+  cudaMemAccessDesc access = {};
+  access.location.type = cudaMemLocationTypeDevice;
+  access.location.id = 0;
+  access.flags = cudaMemAccessFlagsProtReadWrite;
+  EXPECT(cudaMemPoolSetAccess(pool, &access, 1) == cudaSuccess);
+  cudaMemAccessFlags flags_now = cudaMemAccessFlagsProtNone;
+  EXPECT(cudaMemPoolGetAccess(&flags_now, pool, &access.location) == cudaSuccess);
+  EXPECT(flags_now == cudaMemAccessFlagsProtReadWrite);
+  access.location.id = 1;
+  EXPECT(cudaMemPoolSetAccess(pool, &access, 1) == cudaErrorInvalidDevice);
+  cudaGetLastError();
+  EXPECT(cudaCtxResetPersistingL2Cache() == cudaSuccess);
 
   int *host = (int *)malloc(n * sizeof(int));
   for (int i = 0; i < n; ++i)

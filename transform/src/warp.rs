@@ -114,9 +114,9 @@ fn is_exit(f: FunctionValue<'_>) -> bool {
         })
 }
 
-/// Whether `f` is an inline PTX strong load (`ld.acquire`, `ld.relaxed`, `ld.volatile`): a
-/// thread reading a flag in a loop, which another thread of its block sets (cooperative
-/// groups' barriers between warps). Its instance lets the others run first, so the leaf's
+/// Whether `f` is an inline PTX strong load (`ld.acquire`, `ld.relaxed`, `ld.volatile`) or
+/// `nanosleep`: a thread reading a flag in a loop, which another thread of its block sets
+/// (cooperative groups' barriers between warps), or backing off in one. Its instance lets the others run first, so the leaf's
 /// instances must run as fibers.
 fn is_strong_load(f: FunctionValue<'_>) -> bool {
     f.get_name().to_bytes().starts_with(hpvm_core::cuda::ASM_PREFIX.as_bytes())
@@ -124,7 +124,9 @@ fn is_strong_load(f: FunctionValue<'_>) -> bool {
             t.get_string_value().to_str().is_ok_and(|t| {
                 let op = t.trim().trim_start_matches('{').split_whitespace().next().unwrap_or("");
                 let mut parts = op.split('.');
-                parts.next() == Some("ld") && parts.any(|p| matches!(p, "acquire" | "relaxed" | "volatile"))
+                // `nanosleep`, the back-off of spin loops, yields as a flag's load does.
+                op == "nanosleep.u32"
+                    || parts.next() == Some("ld") && parts.any(|p| matches!(p, "acquire" | "relaxed" | "volatile"))
             })
         })
 }

@@ -677,7 +677,13 @@ fn strong_128<'ctx>(
 /// transform writes `prefetch.global.L2 [$0]`): it reads and writes nothing.
 fn is_hint(stmt: &str) -> bool {
     let op = stmt.split_whitespace().next().unwrap_or("");
-    op == "prefetch" || op == "prefetchu" || op.starts_with("prefetch.") || op.starts_with("prefetchu.")
+    // `nanosleep` (`__nanosleep`, a back-off in spin loops): on the CPU the thread lets its
+    // block's others run instead (the CPU lowering adds that, `transform/src/warp.rs`).
+    op == "prefetch"
+        || op == "prefetchu"
+        || op.starts_with("prefetch.")
+        || op.starts_with("prefetchu.")
+        || op == "nanosleep.u32"
 }
 
 /// A CPU body that stops the program, naming the statement and its line.

@@ -192,6 +192,13 @@ pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessor(
     cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, func, block_size, dynamic_shared, 0)
 }
 
+/// Persisting L2 lines are a hint this runtime does not take (`cudaDevAttrMaxPersistingL2CacheSize`
+/// is 0): there are none to reset.
+#[no_mangle]
+pub extern "C" fn cudaCtxResetPersistingL2Cache() -> Error {
+    api("cudaCtxResetPersistingL2Cache", || SUCCESS)
+}
+
 /// The flags a device starts with: automatic scheduling, mapped host memory allowed (the
 /// default since CUDA 4 on 64-bit hosts).
 const DEVICE_FLAGS: c_uint = 0x08;

@@ -199,6 +199,55 @@ pub extern "C" fn cudaMemPoolGetAttribute(pool: *mut c_void, attr: c_int, value:
     })
 }
 
+/// `cudaMemAccessDesc`: a location (type 1, a device, and its ordinal) and the access flags
+/// (0 none, 1 read, 3 read and write).
+#[repr(C)]
+pub struct MemAccessDesc {
+    location_type: c_int,
+    location_id: c_int,
+    flags: c_int,
+}
+
+/// The one device the program sees reads and writes every pool's memory, and the access it is
+/// given cannot be less: a descriptor naming it with read-write access (or none given) is
+/// taken, any other device is `cudaErrorInvalidDevice`, any other access
+/// `cudaErrorInvalidValue`.
+#[no_mangle]
+pub extern "C" fn cudaMemPoolSetAccess(pool: *mut c_void, descs: *const MemAccessDesc, count: usize) -> Error {
+    guard("cudaMemPoolSetAccess", || {
+        if descs.is_null() && count > 0 {
+            return ret(INVALID_VALUE);
+        }
+        with_pool(pool, |_| {
+            // SAFETY: `count` descriptors, as the caller says.
+            let descs = if count == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(descs, count) } };
+            for d in descs {
+                if d.location_type != 1 || d.location_id != 0 {
+                    return ret(INVALID_DEVICE);
+                }
+                if d.flags != 3 {
+                    return ret(INVALID_VALUE);
+                }
+            }
+            SUCCESS
+        })
+    })
+}
+
+/// Read and write (3) for the one device; `cudaErrorInvalidDevice` for any other location.
+#[no_mangle]
+pub extern "C" fn cudaMemPoolGetAccess(flags: *mut c_int, pool: *mut c_void, location: *const c_int) -> Error {
+    guard("cudaMemPoolGetAccess", || {
+        // SAFETY: a `cudaMemLocation` (type, id), checked non-null.
+        let at = unsafe { location.as_ref().map(|t| (*t, *location.add(1))) };
+        match at {
+            None => ret(INVALID_VALUE),
+            Some((1, 0)) => with_pool(pool, |_| put(flags, 3)),
+            Some(_) => ret(INVALID_DEVICE),
+        }
+    })
+}
+
 /// Nothing is held back in a pool (see [`cudaMemPoolGetAttribute`]): there is nothing to trim.
 #[no_mangle]
 pub extern "C" fn cudaMemPoolTrimTo(pool: *mut c_void, _keep: usize) -> Error {
