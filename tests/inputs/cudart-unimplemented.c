@@ -4,8 +4,8 @@
 #include <stdio.h>
 
 int main(void) {
-  struct cudaPointerAttributes a;
-  cudaError_t e = cudaPointerGetAttributes(&a, (void *)0);
+  void *device = 0;
+  cudaError_t e = cudaHostGetDevicePointer(&device, (void *)0, 0);
   printf("%d\n", (int)e);
   return 0;
 }
