@@ -51,6 +51,7 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
     let b = ctx.create_builder();
     let llvm = |e: inkwell::builder::BuilderError| Error::Llvm(e.to_string());
     let mut registrations = Vec::new();
+    let data = inkwell::targets::TargetData::create(&host.get_data_layout().as_str().to_string_lossy());
     for k in kernels {
         let root = host.get_function(&k.root).expect("made by the device half");
         let fields: Vec<BasicTypeEnum> = root
@@ -129,7 +130,6 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
         if let Some(stub) = stub_of(host, &k.symbol) {
             // The bytes of each parameter, for the runtime to copy a launch's arguments
             // (a launch captured into a CUDA graph runs after the caller's values are gone).
-            let data = inkwell::targets::TargetData::create(&host.get_data_layout().as_str().to_string_lossy());
             let sizes: Vec<_> = k
                 .params
                 .iter()

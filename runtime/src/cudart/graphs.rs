@@ -19,6 +19,7 @@ use super::{api, guard, put, ret, stream_ok, Error, SUCCESS};
 use super::{INVALID_DEVICE_FUNCTION, INVALID_VALUE};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// `cudaErrorStreamCaptureUnsupported`: capture on the legacy stream.
@@ -134,8 +135,20 @@ pub unsafe extern "C" fn hpvm_rt_cuda_register_params(stub: *const c_void, count
     graphs().params.insert(stub as usize, sizes.iter().map(|&s| s as usize).collect());
 }
 
+/// How many streams are capturing: launches and copies, which ask [`capture_of`] each time,
+/// take no lock while none is.
+static CAPTURING: AtomicUsize = AtomicUsize::new(0);
+
+/// Keeps [`CAPTURING`] equal to the number of capturing streams.
+fn count_captures(g: &Graphs) {
+    CAPTURING.store(g.captures.len(), Ordering::Release);
+}
+
 /// The graph `stream` records into, if it is capturing.
 pub(super) fn capture_of(stream: *mut c_void) -> Option<usize> {
+    if CAPTURING.load(Ordering::Acquire) == 0 {
+        return None;
+    }
     graphs().captures.get(&(stream as usize)).copied()
 }
 
@@ -201,6 +214,7 @@ pub(super) fn join(stream: *mut c_void, event: *mut c_void) -> bool {
     match g.captured_events.get(&(event as usize)).copied() {
         Some(graph) if g.origins.contains_key(&graph) => {
             g.captures.insert(stream as usize, graph);
+            count_captures(&g);
             true
         }
         _ => false,
@@ -286,6 +300,7 @@ pub extern "C" fn cudaStreamBeginCapture(stream: *mut c_void, mode: c_int) -> Er
         g.graphs.insert(graph, Vec::new());
         g.captures.insert(stream as usize, graph);
         g.origins.insert(graph, stream as usize);
+        count_captures(&g);
         SUCCESS
     })
 }
@@ -302,6 +317,7 @@ pub extern "C" fn cudaStreamEndCapture(stream: *mut c_void, graph: *mut *mut c_v
             return ret(CAPTURE_UNMATCHED);
         }
         g.captures.retain(|_, v| *v != made);
+        count_captures(&g);
         g.captured_events.retain(|_, v| *v != made);
         g.origins.remove(&made);
         put(graph, made as *mut c_void)
