@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 75] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 76] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -227,6 +227,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 75] = [
     ("tests/cuda/rng.cu", &[&["1"], &["4096"]]),
     // Warp-synchronous steps through `volatile` shared memory (lanes in lockstep).
     ("tests/cuda/lockstep.cu", &[&["1"], &["9"]]),
+    // The same between tile syncs without `volatile` (NVIDIA's dxtc), float3 and int.
+    ("tests/cuda/tiles.cu", &[&["1"], &["7"]]),
     // CUDA graphs: stream capture and graphs built node by node.
     ("tests/cuda/capture.cu", &[&["1"], &["1000"]]),
     // `__activemask` and `coalesced_threads()`, in divergent and converged code.

@@ -133,10 +133,18 @@ pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, opts: &Lower
     if opts.trace_accesses {
         trace::instrument(module, graph, data)?;
     }
+    // Before the warp operations get their CPU bodies, which hide them.
+    let leaves: Vec<_> = graph
+        .nodes
+        .iter()
+        .filter(|(_, n)| matches!(n.kind, hpvm_core::graph::NodeKind::Leaf(_)))
+        .map(|(id, n)| Ok((id, describe::function(module, &n.name).map(warp::uses_warps)?)))
+        .collect::<Result<_>>()?;
     intrinsics::define(module)?;
     warp::define(module)?;
-    for (_, node) in graph.nodes.iter().filter(|(_, n)| matches!(n.kind, hpvm_core::graph::NodeKind::Leaf(_))) {
-        warp::lockstep(module, describe::function(module, &node.name)?)?;
+    for (id, warp_synchronous) in leaves {
+        let f = describe::function(module, &graph.nodes[id].name)?;
+        warp::lockstep(module, f, warp_synchronous, &shared_params(graph, id))?;
     }
     let entries = entry::build_all(module, graph, &program)?;
     host::rewrite(
@@ -153,4 +161,18 @@ pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, opts: &Lower
     )?;
     module.verify().map_err(|e| Error::Internal(format!("lowered module does not verify: {}", e.to_string())))?;
     Ok(lowered)
+}
+
+/// The parameters of the leaf `leaf` that its siblings' allocation node binds: its block's
+/// shared memory (a CUDA kernel's `__shared__` variables, HPVM-C's `__hpvm__malloc` per
+/// instance of the parent).
+fn shared_params(graph: &Graph, leaf: hpvm_core::graph::NodeId) -> Vec<u32> {
+    let Some(parent) = graph.nodes[leaf].parent.and_then(|p| graph.nodes[p].internal()) else { return Vec::new() };
+    parent
+        .edges
+        .iter()
+        .map(|&e| &graph.edges[e])
+        .filter(|e| e.dst == leaf && graph.nodes[e.src].leaf().is_some_and(|l| l.is_allocation))
+        .map(|e| e.dst_port)
+        .collect()
 }

@@ -14,7 +14,7 @@ use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
 use inkwell::module::Module;
 use inkwell::types::BasicTypeEnum;
-use inkwell::values::{BasicValue, BasicValueEnum, FunctionValue, InstructionOpcode};
+use inkwell::values::{AsValueRef, BasicValue, BasicValueEnum, FunctionValue, InstructionOpcode};
 
 /// A warp operation the CPU runs, from the name after `llvm.nvvm.`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,21 +164,34 @@ fn is_volatile(inst: inkwell::values::InstructionValue<'_>) -> bool {
         && inst.get_volatile().unwrap_or(false)
 }
 
-/// Runs the `volatile` accesses of the leaf function `f` in lockstep across its instances.
+/// Runs the `volatile` accesses of the leaf function `f` in lockstep across its instances,
+/// and, where the leaf uses warp operations (`warp_synchronous`), its accesses through the
+/// parameters in `shared` (its block's shared memory) too.
+///
 /// Warp-synchronous code written before Volta reduces through `volatile` shared memory with
 /// no sync between its steps (`s[tid] += s[tid + 16]; s[tid] += s[tid + 8]; ...`), counting
 /// on a warp's lanes making each access together: every lane reads before any lane writes.
-/// Fibers run one instance at a time, so each `volatile` access first lets every other
+/// Code written for tiles does the same without `volatile` between the tile's syncs
+/// (`sums[i] += sums[i ^ 8]; tile.sync(); ...`, NVIDIA's dxtc): a data race in CUDA's memory
+/// model, which a GPU's lanes still run as their author expects, all loads of a step before
+/// its stores. Fibers run one instance at a time, so each such access first lets every other
 /// instance of the block run up to its own next one (`hpvm_rt_spin`): the scheduler's passes
 /// then make the n-th accesses of all lanes before any lane's (n+1)-th, as a warp does.
-/// (Accesses without `volatile` between two syncs still run lane after lane: such code is a
-/// data race in CUDA's memory model, and on simulated devices may read what a lane before
-/// wrote.)
-pub fn lockstep(module: &Module<'_>, f: FunctionValue<'_>) -> Result<()> {
+/// Leaves without warp operations keep their plain shared accesses free (a tiled kernel's
+/// inner loop would pay a fiber switch per load); a race between two `__syncthreads` there
+/// still runs lane after lane on simulated devices.
+pub fn lockstep(module: &Module<'_>, f: FunctionValue<'_>, warp_synchronous: bool, shared: &[u32]) -> Result<()> {
     let ctx = module.get_context();
     let b = ctx.create_builder();
-    let accesses: Vec<_> =
-        f.get_basic_block_iter().flat_map(|bb| bb.get_instructions()).filter(|&i| is_volatile(i)).collect();
+    let shared: Vec<_> = match warp_synchronous {
+        true => shared.iter().filter_map(|&i| f.get_nth_param(i)).map(|p| p.as_value_ref()).collect(),
+        false => Vec::new(),
+    };
+    let accesses: Vec<_> = f
+        .get_basic_block_iter()
+        .flat_map(|bb| bb.get_instructions())
+        .filter(|&i| is_volatile(i) || !shared.is_empty() && accesses_one_of(i, &shared))
+        .collect();
     for inst in accesses {
         b.position_before(&inst);
         let saved = SavedContext::save(module, &b)?;
@@ -186,6 +199,39 @@ pub fn lockstep(module: &Module<'_>, f: FunctionValue<'_>) -> Result<()> {
         saved.restore(&b)?;
     }
     Ok(())
+}
+
+/// Whether `inst` is a load or store whose address may come from one of `bases` (through
+/// address arithmetic, casts, selects and phis; any operand counts).
+fn accesses_one_of(inst: inkwell::values::InstructionValue<'_>, bases: &[llvm_sys::prelude::LLVMValueRef]) -> bool {
+    use llvm_sys::core::*;
+    let address = match inst.get_opcode() {
+        InstructionOpcode::Load => 0,
+        InstructionOpcode::Store => 1,
+        _ => return false,
+    };
+    // SAFETY: operands of this module's instructions; a walk over values, nothing changed.
+    unsafe {
+        let mut seen = std::collections::HashSet::new();
+        let mut todo = vec![LLVMGetOperand(inst.as_value_ref(), address)];
+        while let Some(v) = todo.pop() {
+            if v.is_null() || !seen.insert(v) {
+                continue;
+            }
+            if bases.contains(&v) {
+                return true;
+            }
+            let through = !LLVMIsAGetElementPtrInst(v).is_null()
+                || !LLVMIsACastInst(v).is_null()
+                || !LLVMIsASelectInst(v).is_null()
+                || !LLVMIsAPHINode(v).is_null()
+                || !LLVMIsAConstantExpr(v).is_null();
+            if through {
+                todo.extend((0..LLVMGetNumOperands(v).max(0) as u32).map(|k| LLVMGetOperand(v, k)));
+            }
+        }
+    }
+    false
 }
 
 /// Gives every warp operation the module has and the CPU runs its CPU body.
@@ -626,6 +672,7 @@ fn body<'ctx>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use inkwell::values::AnyValue;
 
     #[test]
     fn the_operations_the_cpu_runs_are_known_by_name() {
@@ -644,6 +691,45 @@ mod tests {
         assert_eq!(op("redux.sync.xor"), Some(Op::Redux { op: 7 }));
         assert_eq!(op("redux.sync.fadd"), None);
         assert_eq!(op("shfl.sync.down.i64"), None);
+    }
+
+    /// Spins go before `volatile` accesses, and before accesses through shared memory (at
+    /// any offset, through a select) only in a leaf that uses warp operations.
+    #[test]
+    fn lockstep_spins_before_volatile_and_warp_synchronous_shared_accesses() {
+        let ir = r#"
+define void @leaf(ptr %s, ptr %g, i64 %i, i1 %c) {
+  %p = getelementptr float, ptr %s, i64 %i
+  %v = load float, ptr %p
+  %q = select i1 %c, ptr %p, ptr %s
+  store float %v, ptr %q
+  store float %v, ptr %g
+  %w = load volatile float, ptr %g
+  ret void
+}
+"#;
+        let spins = |warp_synchronous: bool| {
+            let ctx = inkwell::context::Context::create();
+            let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "leaf");
+            let m = ctx.create_module_from_ir(buf).expect("valid IR");
+            let f = m.get_function("leaf").expect("leaf");
+            lockstep(&m, f, warp_synchronous, &[0]).expect("lockstep");
+            let text = f.print_to_string().to_string();
+            let order: Vec<&str> = text
+                .lines()
+                .filter_map(|l| {
+                    let l = l.trim();
+                    (l.contains("hpvm_rt_spin")
+                        || l.starts_with("store float")
+                        || l.contains("= load float")
+                        || l.contains("= load volatile"))
+                    .then_some(l)
+                })
+                .collect();
+            order.iter().map(|l| if l.contains("hpvm_rt_spin") { "spin" } else { "access" }).collect::<Vec<_>>()
+        };
+        assert_eq!(spins(false), ["access", "access", "access", "spin", "access"]);
+        assert_eq!(spins(true), ["spin", "access", "spin", "access", "access", "spin", "access"]);
     }
 }
 
