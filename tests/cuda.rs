@@ -129,20 +129,48 @@ fn unsupported_cuda_is_a_build_error_at_the_users_line() {
     assert!(!exe.exists());
 }
 
-/// Inline PTX with no CPU equivalent (a texture fetch) builds, runs as written on GPUs, and on
+/// Inline PTX with no CPU equivalent (`%smid`) builds, runs as written on GPUs, and on
 /// simulated devices stops the program naming the statement and the user's line: never a
 /// silent wrong value.
 #[test]
 fn inline_ptx_without_a_cpu_equivalent_stops_at_its_line() {
-    let dir = TempDir::new("cuda-texture");
+    let dir = TempDir::new("cuda-smid");
     let exe = dir.join("app");
-    let out = hpvm_mgpu(&["build", "tests/inputs/cuda/texture.cu", "-o", exe.to_str().unwrap()]);
+    let out = hpvm_mgpu(&["build", "tests/inputs/cuda/smid.cu", "-o", exe.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let run = run_program(&exe, &[], &[("HPVM_MGPU_DEVICES", "cpu:1")]);
     assert_eq!(run.status.code(), Some(1));
     let err = stderr(&run);
-    assert!(err.contains("tests/inputs/cuda/texture.cu:5:22: inline PTX `tex.1d.v4.f32.s32"), "{err}");
+    assert!(err.contains("tests/inputs/cuda/smid.cu:7:3: inline PTX `mov.u32 $0, %smid"), "{err}");
     assert!(err.contains("runs only on GPUs"), "{err}");
+}
+
+/// Texture statements the software fetch does not take (a gather, a cube map) fail the build
+/// at the user's line: a GPU's texture unit would read the runtime's texture objects, which
+/// are descriptions in memory, as its own.
+#[test]
+fn texture_gathers_fail_to_build_at_their_line() {
+    let dir = TempDir::new("cuda-gather");
+    let src = dir.join("gather.cu");
+    std::fs::write(
+        &src,
+        "#include <cuda_runtime.h>\n\
+         __global__ void g(cudaTextureObject_t t, float4 *out) {\n\
+         \x20 out[0] = tex2Dgather<float4>(t, 0.5f, 0.5f, 0);\n\
+         }\n\
+         int main() { g<<<1, 1>>>(0, nullptr); return 0; }\n",
+    )
+    .unwrap();
+    let exe = dir.join("gather");
+    let out = hpvm_mgpu(&["build", src.to_str().unwrap(), "-o", exe.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("gather.cu:3:") && err.contains("is not supported: textures are fetched in software"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!exe.exists());
 }
 
 /// nvcc's spelling of the architecture and `-x cuda` (nvcc's `-x cu`) for a file named

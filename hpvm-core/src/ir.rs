@@ -208,6 +208,20 @@ impl Val {
         first
     }
 
+    /// Whether the instruction's code comes from a file named `name` (anywhere along its
+    /// `inlinedAt` chain).
+    pub fn comes_from(self, name: &str) -> bool {
+        let mut dl = unsafe { LLVMInstructionGetDebugLoc(self.0) };
+        while !dl.is_null() {
+            let file = scope_file(unsafe { LLVMDILocationGetScope(dl) });
+            if file.is_some_and(|f| std::path::Path::new(&f).file_name().is_some_and(|n| n == name)) {
+                return true;
+            }
+            dl = unsafe { LLVMDILocationGetInlinedAt(dl) };
+        }
+        false
+    }
+
     /// For an instruction that inlining put here: the call site it was inlined from, in the
     /// function it now belongs to (the outermost `inlinedAt`); `None` if it was not inlined.
     pub fn inlined_at(self) -> Option<SrcLoc> {

@@ -30,7 +30,10 @@ pub fn show(loc: &Option<SrcLoc>) -> String {
 /// clang's resource headers (its CUDA wrappers among them), the CUDA folder's, `/usr/include`.
 pub fn is_system_header(file: &str) -> bool {
     let cuda = crate::toolchain::cuda_path();
-    file.contains("/lib/clang/")
+    // hpvm-mgpu's own headers, force-included from a temporary folder (`cuda/*.h`).
+    let ours = std::path::Path::new(file).file_name().is_some_and(|n| n.to_string_lossy().starts_with("hpvm_"))
+        && file.contains("hpvm-mgpu-cuda-");
+    ours || file.contains("/lib/clang/")
         || file.starts_with("/usr/include/")
         || cuda.is_some_and(|c| std::path::Path::new(file).starts_with(c))
 }
@@ -49,6 +52,8 @@ mod tests {
     fn headers_of_the_compiler_are_not_the_users() {
         assert!(super::is_system_header("/usr/lib/llvm-19/lib/clang/19/include/__clang_cuda_math.h"));
         assert!(super::is_system_header("/usr/include/stdio.h"));
+        assert!(super::is_system_header("/tmp/hpvm-mgpu-build-1-2-0/hpvm-mgpu-cuda-3-4-1/hpvm_textures.h"));
+        assert!(!super::is_system_header("/home/me/hpvm_textures.h"));
         assert!(!super::is_system_header("/home/me/app/kernels.cu"));
         assert!(!super::is_system_header("kernels.cu"));
     }

@@ -31,6 +31,9 @@ pub fn pointers_in_memory(f: Val) -> Option<String> {
     while let Some(f) = todo.pop() {
         for inst in f.instructions() {
             if let Some(why) = why(inst) {
+                // The software texture fetch (`hpvm-core/src/cuda/textures.h`) reads the
+                // texture's description and texels through addresses kept in memory.
+                let why = if inst.comes_from("hpvm_textures.h") { "it fetches from a texture object" } else { why };
                 return Some(format!("{why} ({})", loc::show(&inst.loc().or_else(|| f.function_loc()))));
             }
             if let Some(callee) = inst.called_function().filter(|c| !c.is_declaration()) {

@@ -7,6 +7,8 @@
 //!   the lane and warp of a thread, the warp size, conversions between `f16`, `f32` and `f64`
 //!   in round-to-nearest, packing two halves into 32 bits and back, `min`/`max`/`neg`/`abs`,
 //!   the cycle counter; the NVPTX backend turns these back into the same instructions;
+//! - **a call of portable code** for texture fetches (`tex.*`), which run in software on both
+//!   backends (`textures.h`, [`texture`]);
 //! - **a two-bodied function** `hpvm.asm.<n>` for every other form: the GPU backend gives it
 //!   the statement as written (`transform/src/gpu.rs`); its CPU body stops the program naming
 //!   the statement and its line (`hpvm_rt_asm_unsupported`), since running a CPU device
@@ -207,13 +209,20 @@ pub(super) fn lower<'ctx>(
     let (text, constraints, side_effects) = unsafe { parts(asm) };
     let here = unsafe { InstructionValue::new(call) };
     b.position_before(&here);
+    // What replaces the statement is where it was (a call without a location cannot be
+    // inlined into a function with debug information).
+    // SAFETY: the builder's own state and the call's location.
+    unsafe { LLVMSetCurrentDebugLocation2(b.as_mut_ptr(), LLVMInstructionGetDebugLoc(call)) };
     let args: Vec<BasicValueEnum<'ctx>> =
         Val(call).call_args().into_iter().map(|a| unsafe { BasicValueEnum::new(a.0) }).collect();
     let result_ty = unsafe { AnyTypeEnum::new(LLVMTypeOf(call)) };
     let stmt = normalize(&text);
     let exact = match portable(dev, b, &stmt, &args, result_ty, lane)? {
         Some(v) => Some(v),
-        None => block(dev, b, &stmt, &args, result_ty, lane)?,
+        None => match texture(dev, b, &stmt, &args, result_ty)? {
+            Some(v) => Some(v),
+            None => block(dev, b, &stmt, &args, result_ty, lane)?,
+        },
     };
     if let Some(v) = exact {
         unsafe {
@@ -221,6 +230,17 @@ pub(super) fn lower<'ctx>(
             LLVMInstructionEraseFromParent(call);
         }
         return Ok(());
+    }
+    // A texture or surface statement left as written would hand a GPU's texture unit a
+    // texture object it never made (the runtime's are descriptions in memory).
+    let op = stmt.split(['.', ' ']).next().unwrap_or("");
+    if matches!(op, "tex" | "tld4" | "txq" | "suld" | "sust" | "sured" | "suq") {
+        return Err(Error::Cuda(format!(
+            "{}: error: `{stmt}` is not supported: textures are fetched in software (1-D, 2-D, 3-D and layered \
+             fetches, `tex1Dfetch`, `tex2D`, `tex3D`, `tex2DLayered`...); cube maps, gathers, texture queries and \
+             surfaces are not",
+            crate::loc::show(&Val(call).loc())
+        )));
     }
     let name = format!("{ASM_PREFIX}{counter}");
     *counter += 1;
@@ -845,6 +865,113 @@ fn portable<'ctx>(
     // The statement's declared result must be what was built (a `=h` output is an i16...).
     let fits = unsafe { LLVMTypeOf(v.as_value_ref()) == result.as_type_ref() };
     Ok(fits.then_some(v))
+}
+
+/// The name inside the (mangled) name of the software texture fetch that every CUDA source's
+/// device half carries (`textures.h`).
+const TEX_FETCH: &str = "__hpvm_mgpu_tex_fetch";
+
+/// The software texture fetch of a device half (`textures.h`), by the name inside its
+/// mangled one.
+pub(super) fn texture_fetch<'ctx>(dev: &Module<'ctx>) -> Option<inkwell::values::FunctionValue<'ctx>> {
+    dev.get_functions().find(|f| f.count_basic_blocks() > 0 && f.get_name().to_string_lossy().contains(TEX_FETCH))
+}
+
+/// A texture fetch as clang's texture functions write it, `tex[.level|.grad].GEOM.v4.DTYPE.CTYPE
+/// {$0, $1, $2, $3}, [$4, {coordinates}]...` (GEOM `1d`, `2d`, `3d`, `a1d`, `a2d`; the
+/// layered ones name the layer first): a call of the software fetch (`textures.h`, the same
+/// code on both backends) into four words of the stack, which become the statement's four
+/// results. Levels and gradients are not read: the runtime makes no mipmapped textures.
+/// `None` for any other statement (cube maps, sparse fetches with their extra predicate).
+fn texture<'ctx>(
+    dev: &Module<'ctx>,
+    b: &Builder<'ctx>,
+    stmt: &str,
+    args: &[BasicValueEnum<'ctx>],
+    result: AnyTypeEnum<'ctx>,
+) -> Result<Option<BasicValueEnum<'ctx>>> {
+    let op = stmt.split_whitespace().next().unwrap_or("");
+    let mut parts: Vec<&str> = op.split('.').collect();
+    if parts.first() != Some(&"tex") {
+        return Ok(None);
+    }
+    parts.retain(|p| !matches!(*p, "level" | "grad"));
+    let (geometry, dtype, ctype) = match parts[..] {
+        [_, g, "v4", d, c] => (g, d, c),
+        _ => return Ok(None),
+    };
+    let (dims, layered) = match geometry {
+        "1d" => (1, false),
+        "2d" => (2, false),
+        "3d" => (3, false),
+        "a1d" => (1, true),
+        "a2d" => (2, true),
+        _ => return Ok(None),
+    };
+    let AnyTypeEnum::StructType(st) = result else { return Ok(None) };
+    let ctx = dev.get_context();
+    let (i32t, i64t, f32t) = (ctx.i32_type(), ctx.i64_type(), ctx.f32_type());
+    let word = |t: BasicTypeEnum<'ctx>| t == i32t.into() || t == f32t.into();
+    if st.count_fields() != 4 || !st.get_field_types().into_iter().all(word) || !matches!(dtype, "f32" | "s32" | "u32")
+    {
+        return Ok(None);
+    }
+    let Some(fetch) = texture_fetch(dev) else { return Ok(None) };
+    let Some(object) = args.first().filter(|a| a.is_int_value()) else { return Ok(None) };
+    let (layer, coords) = match layered {
+        true => (args.get(1).copied(), args.get(2..2 + dims)),
+        false => (None, args.get(1..1 + dims)),
+    };
+    let Some(coords) = coords else { return Ok(None) };
+    let integer = ctype == "s32";
+    let expected: BasicTypeEnum = if integer { i32t.into() } else { f32t.into() };
+    if coords.iter().any(|c| c.get_type() != expected) || layer.is_some_and(|l| l.get_type() != i32t.into()) {
+        return Ok(None);
+    }
+    // Integer coordinates beyond the first dimension address texels: their centres.
+    let (mut ix, mut xyz) = (i32t.const_zero(), [f32t.const_zero(); 3]);
+    for (k, c) in coords.iter().enumerate() {
+        if integer && k == 0 {
+            ix = c.into_int_value();
+        } else if integer {
+            let f = b.build_signed_int_to_float(c.into_int_value(), f32t, "").map_err(llvm)?;
+            xyz[k] = b.build_float_add(f, f32t.const_float(0.5), "").map_err(llvm)?;
+        } else {
+            xyz[k] = c.into_float_value();
+        }
+    }
+    let single = integer && dims == 1;
+    let object = b.build_int_z_extend_or_bit_cast(object.into_int_value(), i64t, "").map_err(llvm)?;
+    // The slot in the entry block, so that it is one slot however often the fetch runs.
+    let function =
+        b.get_insert_block().and_then(|bb| bb.get_parent()).ok_or(Error::Llvm("a fetch outside a function".into()))?;
+    let entry = function.get_first_basic_block().ok_or(Error::Llvm("a function without blocks".into()))?;
+    let eb = ctx.create_builder();
+    match entry.get_first_instruction() {
+        Some(first) => eb.position_before(&first),
+        None => eb.position_at_end(entry),
+    }
+    let slot = eb.build_alloca(i32t.array_type(4), "texels").map_err(llvm)?;
+    let call_args: Vec<BasicMetadataValueEnum> = vec![
+        object.into(),
+        i32t.const_int(dims as u64, false).into(),
+        i32t.const_int(single as u64, false).into(),
+        ix.into(),
+        xyz[0].into(),
+        xyz[1].into(),
+        xyz[2].into(),
+        layer.map(|l| l.into_int_value()).unwrap_or(i32t.const_zero()).into(),
+        slot.into(),
+    ];
+    b.build_call(fetch, &call_args, "").map_err(llvm)?;
+    let mut agg: inkwell::values::AggregateValueEnum = st.get_undef().into();
+    for (k, t) in st.get_field_types().into_iter().enumerate() {
+        // SAFETY: within the four-word slot.
+        let at = unsafe { b.build_in_bounds_gep(i32t, slot, &[i32t.const_int(k as u64, false)], "") }.map_err(llvm)?;
+        let v = b.build_load(t, at, "texel").map_err(llvm)?;
+        agg = b.build_insert_value(agg, v, k as u32, "").map_err(llvm)?;
+    }
+    Ok(Some(agg.as_basic_value_enum()))
 }
 
 /// A block of statements over `.f16` registers of its own, as CUDA's `cuda_fp16.hpp` writes

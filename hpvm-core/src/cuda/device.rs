@@ -213,6 +213,12 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
         dev.run_passes(passes, &tm, inkwell::passes::PassBuilderOptions::create())
             .map_err(|e| Error::Llvm(e.to_string()))
     };
+    // The software texture fetch has no callers until the leaves' `tex.*` statements become
+    // its calls (`resolve`): it must outlive the inliner's removal of unused functions.
+    let fetch = super::asm::texture_fetch(dev);
+    if let Some(f) = fetch {
+        f.set_linkage(Linkage::External);
+    }
     run("always-inline")?;
     let mut asm_counter = 0;
     for Leaf { function: leaf, vars, handles } in &leaves {
@@ -222,6 +228,12 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
                 .map_err(|(inst, why)| {
                     cuda_err(Val(inst).loc(), format!("`{}` {why}", Val(g.as_value_ref()).name()))
                 })?;
+        }
+    }
+    if let Some(f) = fetch {
+        f.set_linkage(Linkage::Internal);
+        if !Val(f.as_value_ref()).users().is_empty() {
+            run("always-inline")?;
         }
     }
     // Device functions the leaves reach only through pointers (a function handed to a

@@ -45,6 +45,10 @@ const HOST_MINMAX_H: &str = include_str!("host_minmax.h");
 /// (see the file).
 const NVCC_MACROS_H: &str = include_str!("nvcc_macros.h");
 
+/// Texture fetches in software, which the device half's `tex.*` statements become (see the
+/// file and [`asm`]).
+const TEXTURES_H: &str = include_str!("textures.h");
+
 /// The GPU architecture device code is compiled for when none is given (`__CUDA_ARCH__`).
 pub const DEFAULT_ARCH: &str = "sm_80";
 
@@ -80,7 +84,9 @@ pub fn load<'ctx>(ctx: &'ctx Context, path: &Path, opts: &ClangOptions) -> Resul
         }
         None => (path.to_path_buf(), opts),
     };
-    let pre = [minmax.as_path(), nvcc.as_path()];
+    let textures = scratch.path().join("hpvm_textures.h");
+    std::fs::write(&textures, TEXTURES_H).map_err(|e| Error::io("temporary hpvm_textures.h", e))?;
+    let pre = [minmax.as_path(), nvcc.as_path(), textures.as_path()];
     compile_half(&src, opts, Half::Device, &dev_ll, &pre)?;
     compile_half(&src, opts, Half::Host, &host_bc, &pre)?;
     let host = read_ir(ctx, &host_bc)?;

@@ -485,6 +485,7 @@ pub extern "C" fn cudaGraphAddMemcpyNode1D(
 
 /// `cudaPos`, `cudaPitchedPtr`, `cudaExtent` and `cudaMemcpy3DParms`.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct Pos {
     x: usize,
     y: usize,
@@ -492,6 +493,7 @@ pub struct Pos {
 }
 
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct PitchedPtr {
     ptr: *mut c_void,
     pitch: usize,
@@ -500,10 +502,11 @@ pub struct PitchedPtr {
 }
 
 #[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Extent {
-    width: usize,
-    height: usize,
-    depth: usize,
+    pub(super) width: usize,
+    pub(super) height: usize,
+    pub(super) depth: usize,
 }
 
 #[repr(C)]
@@ -518,17 +521,46 @@ pub struct Memcpy3DParms {
     kind: c_int,
 }
 
-/// A 3-D copy between linear memory as rows (no CUDA arrays: `cudaErrorInvalidValue` for
-/// those): the extent's width in bytes, its height rows at the pointers' pitches, its depth
-/// slices of `ysize` rows, from the positions given. Slices are rows too where each slice is
-/// `height` rows (slice z starts `ysize` rows after slice z - 1).
+/// A 3-D copy between linear memory and CUDA arrays, as rows: the extent's width in bytes
+/// (in elements where either side is an array, as are that side's `x` position), its height
+/// rows at the pointers' pitches (an array's rows have no padding), its depth slices of
+/// `ysize` rows (an array's height), from the positions given. Slices are rows too where
+/// each slice is `height` rows (slice z starts `ysize` rows after slice z - 1).
 fn copy_3d(params: *const Memcpy3DParms) -> Result<Work, Error> {
     // SAFETY: the caller's parameters, checked non-null.
     let p = unsafe { params.as_ref() }.ok_or(INVALID_VALUE)?;
-    if !p.src_array.is_null() || !p.dst_array.is_null() || p.src_ptr.ptr.is_null() || p.dst_ptr.ptr.is_null() {
+    let array = |a: *mut c_void| (!a.is_null()).then(|| super::textures::array(a).ok_or(INVALID_VALUE)).transpose();
+    let (src_array, dst_array) = (array(p.src_array)?, array(p.dst_array)?);
+    // An array as a pitched pointer, its element size, and the position in bytes.
+    let side = |a: Option<super::textures::Array>, ptr: &PitchedPtr, pos: &Pos| match a {
+        Some(a) => (
+            PitchedPtr { ptr: a.data as *mut c_void, pitch: a.pitch(), xsize: a.pitch(), ysize: a.rows() },
+            Pos { x: pos.x * a.element(), ..*pos },
+            a.element(),
+        ),
+        None => (*ptr, *pos, 1),
+    };
+    let (s, src_pos, s_element) = side(src_array, &p.src_ptr, &p.src_pos);
+    let (d, dst_pos, d_element) = side(dst_array, &p.dst_ptr, &p.dst_pos);
+    if s.ptr.is_null() || d.ptr.is_null() {
         return Err(INVALID_VALUE);
     }
-    let (e, s, d) = (&p.extent, &p.src_ptr, &p.dst_ptr);
+    let element = match (src_array, dst_array) {
+        (Some(_), Some(_)) if s_element != d_element => return Err(INVALID_VALUE),
+        (Some(_), _) => s_element,
+        (_, Some(_)) => d_element,
+        (None, None) => 1,
+    };
+    let e = Extent { width: p.extent.width.checked_mul(element).ok_or(INVALID_VALUE)?, ..p.extent };
+    let inside = |a: Option<super::textures::Array>, q: &PitchedPtr, pos: &Pos| {
+        a.is_none()
+            || pos.x + e.width <= q.pitch
+                && (pos.z * q.ysize + pos.y + (e.depth.max(1) - 1) * q.ysize + e.height.max(1))
+                    <= q.ysize * a.map_or(1, |a| a.slices())
+    };
+    if !inside(src_array, &s, &src_pos) || !inside(dst_array, &d, &dst_pos) {
+        return Err(INVALID_VALUE);
+    }
     if e.height > 1 && (s.pitch < e.width || d.pitch < e.width) {
         return Err(INVALID_VALUE);
     }
@@ -537,9 +569,9 @@ fn copy_3d(params: *const Memcpy3DParms) -> Result<Work, Error> {
     }
     let at = |q: &PitchedPtr, pos: &Pos| q.ptr as usize + (pos.z * q.ysize + pos.y) * q.pitch + pos.x;
     Ok(Work::Copy {
-        dst: at(d, &p.dst_pos),
+        dst: at(&d, &dst_pos),
         dst_pitch: d.pitch.max(e.width),
-        src: at(s, &p.src_pos),
+        src: at(&s, &src_pos),
         src_pitch: s.pitch.max(e.width),
         width: e.width,
         height: e.height.max(1) * e.depth.max(1),
@@ -558,7 +590,7 @@ pub extern "C" fn cudaGraphAddMemcpyNode(
     add_node("cudaGraphAddMemcpyNode", node, graph, deps, n, |_| copy_3d(params))
 }
 
-/// `cudaMemcpy3D` between linear memory ([`copy_3d`]).
+/// `cudaMemcpy3D` between linear memory and arrays ([`copy_3d`]).
 #[no_mangle]
 pub extern "C" fn cudaMemcpy3D(params: *const Memcpy3DParms) -> Error {
     cudaMemcpy3DAsync(params, std::ptr::null_mut())

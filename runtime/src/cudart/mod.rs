@@ -44,6 +44,7 @@ mod launch;
 mod libdevice;
 mod pools;
 mod printf;
+mod textures;
 
 use crate::abi::guard;
 use crate::devices::{devices, inflight, DeviceLimits};
