@@ -1240,10 +1240,61 @@ pub(super) fn initialize_shadows(host: &Module<'_>) {
         let full = g.get_name().to_string_lossy().into_owned();
         let name = &full[..full.len() - SHADOW_INIT.len()];
         if let (Some(shadow), Some(init)) = (host.get_global(name), g.get_initializer()) {
-            shadow.set_initializer(&init);
+            // SAFETY: a constant and a type of the module's context.
+            if let Some(v) = unsafe { retype(init.as_value_ref(), LLVMGlobalGetValueType(shadow.as_value_ref())) } {
+                shadow.set_initializer(&unsafe { BasicValueEnum::new(v) });
+            }
         }
         // SAFETY: nothing uses it (it was kept only for its value).
         unsafe { g.delete() };
+    }
+}
+
+/// The constant `c` as a value of type `to` where the two types differ only in their structs'
+/// names (the same fields, recursively); `None` where they differ otherwise. Every value of
+/// `c` is kept: a shadow initialized to less would read zero where the GPU read the value.
+///
+/// # Safety
+/// `c` is a constant and `to` a type of the same context.
+unsafe fn retype(c: LLVMValueRef, to: LLVMTypeRef) -> Option<LLVMValueRef> {
+    use llvm_sys::LLVMTypeKind as K;
+    let from = LLVMTypeOf(c);
+    if from == to {
+        return Some(c);
+    }
+    if LLVMIsNull(c) != 0 {
+        return Some(LLVMConstNull(to));
+    }
+    if LLVMIsUndef(c) != 0 {
+        return Some(LLVMGetUndef(to));
+    }
+    match (LLVMGetTypeKind(from), LLVMGetTypeKind(to)) {
+        (K::LLVMStructTypeKind, K::LLVMStructTypeKind) => {
+            let n = LLVMCountStructElementTypes(to);
+            if LLVMCountStructElementTypes(from) != n || LLVMIsPackedStruct(from) != LLVMIsPackedStruct(to) {
+                return None;
+            }
+            let mut fields = (0..n)
+                .map(|i| retype(LLVMGetAggregateElement(c, i), LLVMStructGetTypeAtIndex(to, i)))
+                .collect::<Option<Vec<_>>>()?;
+            Some(match LLVMGetStructName(to).is_null() {
+                true => {
+                    LLVMConstStructInContext(LLVMGetTypeContext(to), fields.as_mut_ptr(), n, LLVMIsPackedStruct(to))
+                }
+                false => LLVMConstNamedStruct(to, fields.as_mut_ptr(), n),
+            })
+        }
+        (K::LLVMArrayTypeKind, K::LLVMArrayTypeKind) => {
+            let n = LLVMGetArrayLength2(to);
+            if LLVMGetArrayLength2(from) != n {
+                return None;
+            }
+            let element = LLVMGetElementType(to);
+            let mut items =
+                (0..n).map(|i| retype(LLVMGetAggregateElement(c, i as u32), element)).collect::<Option<Vec<_>>>()?;
+            Some(LLVMConstArray2(element, items.as_mut_ptr(), n))
+        }
+        _ => None,
     }
 }
 
@@ -1260,9 +1311,18 @@ fn move_read_only_data<'ctx>(dev: &Module<'ctx>, host: &Module<'ctx>) -> Result<
         let name = g.get_name().to_string_lossy().into_owned();
         let uses: Vec<LLVMValueRef> = Val(g.as_value_ref()).users().into_iter().map(|v| v.0).collect();
         if let (Some(shadow), Some(init)) = (host.get_global(&name), g.get_initializer()) {
-            let same_type =
-                unsafe { LLVMGlobalGetValueType(shadow.as_value_ref()) == LLVMGlobalGetValueType(g.as_value_ref()) };
-            if same_type && unsafe { LLVMIsUndef(init.as_value_ref()) } == 0 {
+            // The two halves name their struct types apart (`%struct.float3` and
+            // `%struct.float3.0` in one context): the value is rebuilt in the shadow's type.
+            let retyped = unsafe { retype(init.as_value_ref(), LLVMGlobalGetValueType(shadow.as_value_ref())) }
+                .map(|v| unsafe { BasicValueEnum::new(v) });
+            if retyped.is_none() && !uses.is_empty() {
+                // Never a shadow left at zero where the GPU would read the value.
+                return Err(cuda_err(
+                    None,
+                    format!("`{name}`: its initial value does not fit the host's copy of the variable"),
+                ));
+            }
+            if let Some(init) = retyped.filter(|i| unsafe { LLVMIsUndef(i.as_value_ref()) } == 0) {
                 if names_globals(init.as_value_ref(), 0) {
                     // The value names device functions or variables (a table of function
                     // pointers), which are this module's until it is linked into the host's:

@@ -311,7 +311,9 @@ fn stream_ok(stream: *mut c_void) -> bool {
 }
 
 /// Makes the host current on managed memory, which the program may read after a
-/// synchronization.
+/// synchronization: any call that waits for the device's work (a synchronization, an event's,
+/// a blocking copy: after `kernel<<<...>>>(out); cudaMemcpy(...)` the kernel has finished,
+/// and programs read managed `out` then, as CUDA lets them).
 fn synchronize_managed() {
     let st = state();
     let managed: Vec<(usize, usize)> = st
@@ -400,7 +402,16 @@ pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> Error {
 
 #[no_mangle]
 pub extern "C" fn cudaMemcpy(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int) -> Error {
-    api("cudaMemcpy", || ret(copy(dst, src, n, kind)))
+    api("cudaMemcpy", || blocking(copy(dst, src, n, kind)))
+}
+
+/// The end of a blocking call: its error, or success with managed memory made current on
+/// the host ([`synchronize_managed`]).
+fn blocking(e: Error) -> Error {
+    if e == SUCCESS {
+        synchronize_managed();
+    }
+    ret(e)
 }
 
 #[no_mangle]
@@ -476,7 +487,7 @@ pub extern "C" fn cudaMemcpyToSymbol(
     kind: c_int,
 ) -> Error {
     api("cudaMemcpyToSymbol", || {
-        ret(match kind {
+        blocking(match kind {
             HOST_TO_DEVICE | DEVICE_TO_DEVICE | DEFAULT => match symbol_range(symbol, offset, n) {
                 Ok(at) => {
                     let kind = if kind == DEVICE_TO_DEVICE { DEVICE_TO_HOST } else { HOST_TO_HOST };
@@ -498,7 +509,7 @@ pub extern "C" fn cudaMemcpyFromSymbol(
     kind: c_int,
 ) -> Error {
     api("cudaMemcpyFromSymbol", || {
-        ret(match kind {
+        blocking(match kind {
             DEVICE_TO_HOST | DEVICE_TO_DEVICE | DEFAULT => match symbol_range(symbol, offset, n) {
                 Ok(at) => {
                     let kind = if kind == DEVICE_TO_DEVICE { HOST_TO_DEVICE } else { HOST_TO_HOST };
@@ -606,7 +617,7 @@ pub extern "C" fn cudaMemcpy2D(
     height: usize,
     kind: c_int,
 ) -> Error {
-    api("cudaMemcpy2D", || ret(copy_2d(dst, dpitch, src, spitch, width, height, kind)))
+    api("cudaMemcpy2D", || blocking(copy_2d(dst, dpitch, src, spitch, width, height, kind)))
 }
 
 #[no_mangle]
@@ -991,7 +1002,7 @@ pub extern "C" fn cudaEventRecordWithFlags(event: *mut c_void, stream: *mut c_vo
 pub extern "C" fn cudaEventSynchronize(event: *mut c_void) -> Error {
     api("cudaEventSynchronize", || {
         inflight::drain();
-        ret(if state().events.contains_key(&(event as usize)) { SUCCESS } else { INVALID_RESOURCE_HANDLE })
+        blocking(if state().events.contains_key(&(event as usize)) { SUCCESS } else { INVALID_RESOURCE_HANDLE })
     })
 }
 
