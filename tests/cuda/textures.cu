@@ -15,8 +15,16 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <cuda_fp16.h>
 #include <vector>
+
+/* A float's bits (memcpy: reading a float through an integer pointer is undefined). */
+static uint32_t bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
 
 #define CHECK(call)                                                                          \
   do {                                                                                       \
@@ -123,7 +131,7 @@ int main(int argc, char **argv) {
     for (int x = 0; x < ew; ++x) {
       float want = texel(img, w, h, x - 2, y - 2), got = he[y * ew + x];
       ok &= got == want;
-      mix(*(uint32_t *)&got);
+      mix(bits(got));
       // Wrapped, filtered: texels at (x - 2 + 0.25 - 0.5) and (y - 2 + 0.75 - 0.5).
       float u = (x - 2 + 0.25f) / w, v = (y - 2 + 0.75f) / h;
       u = (u - floorf(u)) * w - 0.5f, v = (v - floorf(v)) * h - 0.5f;
@@ -249,15 +257,15 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < w * h * d; ++i) {
     ok &= hv[i] == vol[i];
-    mix(*(uint32_t *)&hv[i]);
+    mix(bits(hv[i]));
   }
   for (int i = 0; i < w * h; ++i) {
     float n = shorts[i] / 32767.0f;
     n = n < -1.0f ? -1.0f : n;
     ok &= hr[i] == img[i] && fabsf(hn[i] - n) <= 1e-6f && hw[i] == __half2float(halves[i]);
-    mix(*(uint32_t *)&hr[i]);
+    mix(bits(hr[i]));
     mix((uint32_t)lrintf(hn[i] * 32767.0f));
-    mix(*(uint32_t *)&hw[i]);
+    mix(bits(hw[i]));
   }
 
   // The same volume as a layered 2-D array.
@@ -276,7 +284,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < w * h * (d + 1); ++i) {
     int z = i / (w * h) < d ? i / (w * h) : d - 1;
     ok &= hl[i] == vol[z * w * h + i % (w * h)];
-    mix(*(uint32_t *)&hl[i]);
+    mix(bits(hl[i]));
   }
 
   // Copies back out of an array, its description, the texture's.
