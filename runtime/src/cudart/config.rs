@@ -400,8 +400,13 @@ pub extern "C" fn cudaMemPrefetchAsync(ptr: *const c_void, count: usize, device:
 
 /// Host memory the program page-locks: copies from it are the runtime's to make fast, so
 /// registering only records the range (CUDA's errors for a range registered twice, or one
-/// never registered, kept).
-static REGISTERED: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+/// never registered, kept). Start and length.
+static REGISTERED: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether `at` lies in a registered range.
+pub(super) fn registered(at: usize) -> bool {
+    REGISTERED.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|&(p, n)| (p..p + n).contains(&at))
+}
 
 #[no_mangle]
 pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, _flags: c_uint) -> Error {
@@ -410,10 +415,10 @@ pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, _flags: c_uint
             return ret(INVALID_VALUE);
         }
         let mut r = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
-        if r.contains(&(ptr as usize)) {
+        if r.iter().any(|&(p, _)| p == ptr as usize) {
             return ret(super::HOST_MEMORY_ALREADY_REGISTERED);
         }
-        r.push(ptr as usize);
+        r.push((ptr as usize, size));
         SUCCESS
     })
 }
@@ -422,7 +427,7 @@ pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, _flags: c_uint
 pub extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> Error {
     api("cudaHostUnregister", || {
         let mut r = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
-        match r.iter().position(|&p| p == ptr as usize) {
+        match r.iter().position(|&(p, _)| p == ptr as usize) {
             Some(i) => {
                 r.swap_remove(i);
                 SUCCESS

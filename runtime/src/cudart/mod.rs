@@ -348,9 +348,40 @@ pub extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> Error {
     api("cudaMallocHost", || ret(allocate(ptr, size, Kind::PageLocked)))
 }
 
+/// `cudaHostAllocMapped`.
+const HOST_ALLOC_MAPPED: c_uint = 2;
+
+/// Page-locked memory; mapped memory (`cudaHostAllocMapped`, zero-copy: kernels read and
+/// write it through the pointer `cudaHostGetDevicePointer` gives) is tracked as managed memory
+/// is, so that kernels using it run on the devices, the host made current on it at each
+/// synchronization. (Other page-locked memory a kernel is given, which CUDA maps too, makes
+/// that launch run on the host: slower, never wrong.)
 #[no_mangle]
-pub extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, _flags: c_uint) -> Error {
-    api("cudaHostAlloc", || ret(allocate(ptr, size, Kind::PageLocked)))
+pub extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: c_uint) -> Error {
+    api("cudaHostAlloc", || {
+        ret(allocate(ptr, size, if flags & HOST_ALLOC_MAPPED != 0 { Kind::Managed } else { Kind::PageLocked }))
+    })
+}
+
+/// The device address of mapped host memory: the same address (one address space, as CUDA's
+/// unified addressing gives), for memory `cudaHostAlloc` or `cudaMallocHost` made (or a
+/// range `cudaHostRegister` registered); `cudaErrorInvalidValue` for other memory.
+#[no_mangle]
+pub extern "C" fn cudaHostGetDevicePointer(out: *mut *mut c_void, host: *mut c_void, flags: c_uint) -> Error {
+    api("cudaHostGetDevicePointer", || {
+        if flags != 0 {
+            return ret(INVALID_VALUE);
+        }
+        let at = host as usize;
+        let allocated = state().allocations.iter().any(|(&base, &(layout, kind))| {
+            matches!(kind, Kind::PageLocked | Kind::Managed) && (base..base + layout.size()).contains(&at)
+        });
+        if allocated || config::registered(at) {
+            put(out, host)
+        } else {
+            ret(INVALID_VALUE)
+        }
+    })
 }
 
 /// `cudaPointerAttributes` (CUDA 11 and later).
@@ -397,7 +428,7 @@ pub extern "C" fn cudaFree(ptr: *mut c_void) -> Error {
 
 #[no_mangle]
 pub extern "C" fn cudaFreeHost(ptr: *mut c_void) -> Error {
-    api("cudaFreeHost", || ret(release(ptr, &[Kind::PageLocked])))
+    api("cudaFreeHost", || ret(release(ptr, &[Kind::PageLocked, Kind::Managed])))
 }
 
 #[no_mangle]
