@@ -166,7 +166,8 @@ fn texture_gathers_fail_to_build_at_their_line() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("gather.cu:3:") && err.contains("is not supported: textures are fetched in software"),
+        err.contains("gather.cu:3:")
+            && err.contains("is not supported: textures are fetched and surfaces accessed in software"),
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");

@@ -4,7 +4,8 @@
  * normalized, wrapping coordinates; a uchar4 array read as normalized floats with a border;
  * tex1Dfetch over linear memory (ints, reading zero past the end); a 3-D array filled by
  * cudaMemcpy3D; pitched linear memory as a 2-D texture; signed 16-bit texels read
- * normalized; half-precision texels; a layered array; copies back out of an array; the descriptions asked
+ * normalized; half-precision texels; a layered array; a surface written and read (its
+ * boundary modes); copies back out of an array; the descriptions asked
  * back; and the errors of bad formats. Checked against the host: exactly where a texel is
  * read whole, within 1/256 of the range where texels are filtered (the texture unit holds
  * the weights in fixed point).
@@ -69,6 +70,20 @@ __global__ void layers(cudaTextureObject_t layered, float *out, int w, int h, in
   if (x < w && y < h)
     for (int z = 0; z < d + 1; ++z) // one layer past the last: clamped
       out[(z * h + y) * w + x] = tex2DLayered<float>(layered, x + 0.5f, y + 0.5f, z);
+}
+
+// Surfaces: one element written per thread (those outside dropped), then a neighbour read,
+// clamped at the edge.
+__global__ void paint(cudaSurfaceObject_t s, int w, int h) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x < w + 2 && y < h)
+    surf2Dwrite((float)(x * 1000 + y), s, (x - 1) * (int)sizeof(float), y, cudaBoundaryModeZero);
+}
+
+__global__ void look(cudaSurfaceObject_t s, float *seen, int w, int h) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x < w && y < h)
+    seen[y * w + x] = surf2Dread<float>(s, (x + 1) * (int)sizeof(float), y, cudaBoundaryModeClamp);
 }
 
 static float texel(const std::vector<float> &t, int w, int h, int x, int y) {
@@ -286,6 +301,31 @@ int main(int argc, char **argv) {
     ok &= hl[i] == vol[z * w * h + i % (w * h)];
     mix(bits(hl[i]));
   }
+
+  // A surface over a 2-D array: written, read back through the surface and by a copy.
+  cudaArray_t surfArr;
+  CHECK(cudaMallocArray(&surfArr, &fd, w, h, cudaArraySurfaceLoadStore));
+  cudaSurfaceObject_t surf;
+  cudaResourceDesc sr = of_array(surfArr);
+  CHECK(cudaCreateSurfaceObject(&surf, &sr));
+  float *seen;
+  CHECK(cudaMalloc(&seen, w * h * sizeof(float)));
+  dim3 sgrid((w + 2 + 15) / 16, (h + 7) / 8);
+  paint<<<sgrid, block>>>(surf, w, h);
+  look<<<sgrid, block>>>(surf, seen, w, h);
+  CHECK(cudaGetLastError());
+  std::vector<float> painted(w * h), hs(w * h);
+  CHECK(cudaMemcpy2DFromArray(painted.data(), w * sizeof(float), surfArr, 0, 0, w * sizeof(float), h,
+                              cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(hs.data(), seen, hs.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      int right = x + 1 < w ? x + 1 : w - 1;
+      ok &= painted[y * w + x] == (float)((x + 1) * 1000 + y) && hs[y * w + x] == (float)((right + 1) * 1000 + y);
+      mix(bits(hs[y * w + x]));
+    }
+  CHECK(cudaDestroySurfaceObject(surf));
+  CHECK(cudaFreeArray(surfArr));
 
   // Copies back out of an array, its description, the texture's.
   std::vector<float> back(w * h);

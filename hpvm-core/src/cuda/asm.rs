@@ -236,9 +236,9 @@ pub(super) fn lower<'ctx>(
     let op = stmt.split(['.', ' ']).next().unwrap_or("");
     if matches!(op, "tex" | "tld4" | "txq" | "suld" | "sust" | "sured" | "suq") {
         return Err(Error::Cuda(format!(
-            "{}: error: `{stmt}` is not supported: textures are fetched in software (1-D, 2-D, 3-D and layered \
-             fetches, `tex1Dfetch`, `tex2D`, `tex3D`, `tex2DLayered`...); cube maps, gathers, texture queries and \
-             surfaces are not",
+            "{}: error: `{stmt}` is not supported: textures are fetched and surfaces accessed in software (1-D, \
+             2-D, 3-D and layered fetches, `tex1Dfetch`, `tex2D`, `tex3D`, `tex2DLayered`..., CUDA's `surf*read` \
+             and `surf*write`); cube maps, gathers, texture queries and surface statements in inline PTX are not",
             crate::loc::show(&Val(call).loc())
         )));
     }

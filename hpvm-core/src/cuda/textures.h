@@ -16,8 +16,10 @@
  * addressing (wrap and mirror for normalized coordinates; others clamp); integer texels read
  * as normalized floats in [0, 1] or [-1, 1]; 16-bit float texels widened. Fetches from
  * linear memory (tex1Dfetch) take an integer index and read zero outside. Results are four
- * 32-bit words: floats, or the integers' values for element reads of integer texels. */
-#if defined(__CUDA_ARCH__) && !defined(HPVM_MGPU_TEXTURES)
+ * 32-bit words: floats, or the integers' values for element reads of integer texels.
+ * Surface objects are the same descriptions, over CUDA arrays; their reads and writes are
+ * the functions below, declared for both halves of the source. */
+#if defined(__cplusplus) && defined(__CUDACC__) && !defined(HPVM_MGPU_TEXTURES)
 #define HPVM_MGPU_TEXTURES
 
 struct __hpvm_mgpu_texture {
@@ -36,6 +38,99 @@ struct __hpvm_mgpu_texture {
   float border[4];
 };
 
+/* Surfaces (clang's CUDA headers declare none): CUDA's surface functions over the same
+ * descriptions, the x coordinate in bytes as CUDA's is. Out of range, `cudaBoundaryModeZero`
+ * reads zero and drops writes, `cudaBoundaryModeClamp` takes the nearest element, and
+ * `cudaBoundaryModeTrap` (the default) stops the kernel, as a GPU's does. */
+static __device__ void __hpvm_mgpu_surface(unsigned long long object, void *value, int size, int x, int y, int z,
+                                           int mode, int write) {
+  const __hpvm_mgpu_texture *t = (const __hpvm_mgpu_texture *)object;
+  int element = t->channels * t->bytes, row = t->size[0] * element;
+  int out = x < 0 || x + size > row || y < 0 || y >= t->size[1] || z < 0 || z >= t->size[2];
+  if (out) {
+    if (mode == 0) /* cudaBoundaryModeZero */ {
+      if (!write)
+        for (int k = 0; k < size; ++k)
+          ((unsigned char *)value)[k] = 0;
+      return;
+    }
+    if (mode != 1) /* cudaBoundaryModeTrap */
+      __builtin_trap();
+    x = x < 0 ? 0 : x + size > row ? row - element : x;
+    y = y < 0 ? 0 : y >= t->size[1] ? t->size[1] - 1 : y;
+    z = z < 0 ? 0 : z >= t->size[2] ? t->size[2] - 1 : z;
+  }
+  unsigned char *p = (unsigned char *)t->data + (unsigned long long)z * t->slice + (unsigned long long)y * t->pitch + x;
+  for (int k = 0; k < size; ++k) {
+    if (write)
+      p[k] = ((const unsigned char *)value)[k];
+    else
+      ((unsigned char *)value)[k] = p[k];
+  }
+}
+
+template <class T>
+static __device__ void surf1Dwrite(T v, unsigned long long s, int x, int mode = 2) {
+  __hpvm_mgpu_surface(s, &v, sizeof(T), x, 0, 0, mode, 1);
+}
+template <class T>
+static __device__ void surf2Dwrite(T v, unsigned long long s, int x, int y, int mode = 2) {
+  __hpvm_mgpu_surface(s, &v, sizeof(T), x, y, 0, mode, 1);
+}
+template <class T>
+static __device__ void surf3Dwrite(T v, unsigned long long s, int x, int y, int z, int mode = 2) {
+  __hpvm_mgpu_surface(s, &v, sizeof(T), x, y, z, mode, 1);
+}
+template <class T>
+static __device__ void surf1DLayeredwrite(T v, unsigned long long s, int x, int layer, int mode = 2) {
+  __hpvm_mgpu_surface(s, &v, sizeof(T), x, 0, layer, mode, 1);
+}
+template <class T>
+static __device__ void surf2DLayeredwrite(T v, unsigned long long s, int x, int y, int layer, int mode = 2) {
+  __hpvm_mgpu_surface(s, &v, sizeof(T), x, y, layer, mode, 1);
+}
+template <class T>
+static __device__ void surf1Dread(T *v, unsigned long long s, int x, int mode = 2) {
+  __hpvm_mgpu_surface(s, v, sizeof(T), x, 0, 0, mode, 0);
+}
+template <class T>
+static __device__ void surf2Dread(T *v, unsigned long long s, int x, int y, int mode = 2) {
+  __hpvm_mgpu_surface(s, v, sizeof(T), x, y, 0, mode, 0);
+}
+template <class T>
+static __device__ void surf3Dread(T *v, unsigned long long s, int x, int y, int z, int mode = 2) {
+  __hpvm_mgpu_surface(s, v, sizeof(T), x, y, z, mode, 0);
+}
+template <class T>
+static __device__ void surf2DLayeredread(T *v, unsigned long long s, int x, int y, int layer, int mode = 2) {
+  __hpvm_mgpu_surface(s, v, sizeof(T), x, y, layer, mode, 0);
+}
+template <class T>
+static __device__ T surf1Dread(unsigned long long s, int x, int mode = 2) {
+  T v;
+  __hpvm_mgpu_surface(s, &v, sizeof(T), x, 0, 0, mode, 0);
+  return v;
+}
+template <class T>
+static __device__ T surf2Dread(unsigned long long s, int x, int y, int mode = 2) {
+  T v;
+  __hpvm_mgpu_surface(s, &v, sizeof(T), x, y, 0, mode, 0);
+  return v;
+}
+template <class T>
+static __device__ T surf3Dread(unsigned long long s, int x, int y, int z, int mode = 2) {
+  T v;
+  __hpvm_mgpu_surface(s, &v, sizeof(T), x, y, z, mode, 0);
+  return v;
+}
+template <class T>
+static __device__ T surf2DLayeredread(unsigned long long s, int x, int y, int layer, int mode = 2) {
+  T v;
+  __hpvm_mgpu_surface(s, &v, sizeof(T), x, y, layer, mode, 0);
+  return v;
+}
+
+#if defined(__CUDA_ARCH__)
 static __device__ float __hpvm_mgpu_half_to_float(unsigned short h) {
   unsigned sign = (unsigned)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023;
   unsigned bits;
@@ -186,4 +281,5 @@ static __device__ __attribute__((used)) void __hpvm_mgpu_tex_fetch(unsigned long
     out[c] = __builtin_bit_cast(unsigned, sum);
   }
 }
+#endif /* __CUDA_ARCH__ */
 #endif

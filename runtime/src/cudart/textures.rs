@@ -14,9 +14,12 @@
 //! (`transform/src/indirect.rs`). Texels are never cached apart from their buffer, so a copy
 //! into an array or into a texture's linear memory is seen by the next launch.
 //!
-//! Mipmapped arrays and surfaces are not made here (their calls are not defined, so a program
-//! using them fails at link time naming them); cube maps are refused; kernels that gather,
-//! query a texture or use surfaces fail to build, naming the line.
+//! A surface object is the same description over an array, which kernels read and write
+//! through CUDA's surface functions (`textures.h` declares them: clang's headers have none).
+//!
+//! Mipmapped arrays are not made here (their calls are not defined, so a program using them
+//! fails at link time naming them); cube maps are refused; kernels that gather or query a
+//! texture fail to build, naming the line.
 
 use super::graphs::Extent;
 use super::{allocate, copy, copy_2d, put, ret, Error, Kind, INVALID_VALUE, SUCCESS};
@@ -199,15 +202,18 @@ pub extern "C" fn cudaMalloc3DArray(
 
 /// `cudaArrayLayered`: `depth` counts layers of 1-D (height 0) or 2-D arrays.
 const LAYERED: c_uint = 1;
+/// `cudaArraySurfaceLoadStore`: surfaces may be made over the array.
+const SURFACE_LOAD_STORE: c_uint = 2;
 
-/// An array of `extent` elements of `desc`'s format: 1-D, 2-D, 3-D or layered. Cube maps,
-/// surfaces and gathers are refused (`cudaErrorInvalidValue`): kernels cannot use them.
+/// An array of `extent` elements of `desc`'s format: 1-D, 2-D, 3-D or layered, for textures
+/// and surfaces. Cube maps and gathers are refused (`cudaErrorInvalidValue`): kernels cannot
+/// use them.
 fn make_array(out: *mut *mut c_void, desc: *const ChannelFormatDesc, extent: Extent, flags: c_uint) -> Error {
     // SAFETY: the caller's format, checked non-null.
     let Some(&desc) = (unsafe { desc.as_ref() }) else { return ret(INVALID_VALUE) };
-    let layered = flags == LAYERED && extent.depth > 0;
+    let layered = flags & LAYERED != 0 && extent.depth > 0;
     let shape = extent.width > 0 && (extent.height > 0 || extent.depth == 0 || layered);
-    if out.is_null() || !shape || flags & !LAYERED != 0 {
+    if out.is_null() || !shape || flags & !(LAYERED | SURFACE_LOAD_STORE) != 0 {
         return ret(INVALID_VALUE);
     }
     if desc.shape().is_none() {
@@ -433,24 +439,29 @@ pub extern "C" fn cudaCreateTextureObject(
         if out.is_null() {
             return ret(INVALID_VALUE);
         }
-        let described = match describe(&r, &t) {
-            Ok(d) => d,
-            Err(e) => return ret(e),
-        };
-        let size = std::mem::size_of::<Texture>();
-        let mut at = std::ptr::null_mut();
-        match allocate(&mut at, size, Kind::Device) {
-            SUCCESS => {}
-            e => return ret(e),
-        }
-        let e = copy(at, (&described as *const Texture).cast(), size, super::HOST_TO_DEVICE);
-        if e != SUCCESS {
-            release(at, &[Kind::Device]);
-            return ret(e);
-        }
-        textures().objects.insert(at as u64, (r, t));
-        put(out, at as u64)
+        make_object(out, r, t)
     })
+}
+
+/// A texture's or surface's description in device memory, its address the object.
+fn make_object(out: *mut u64, r: ResourceDesc, t: TextureDesc) -> Error {
+    let described = match describe(&r, &t) {
+        Ok(d) => d,
+        Err(e) => return ret(e),
+    };
+    let size = std::mem::size_of::<Texture>();
+    let mut at = std::ptr::null_mut();
+    match allocate(&mut at, size, Kind::Device) {
+        SUCCESS => {}
+        e => return ret(e),
+    }
+    let e = copy(at, (&described as *const Texture).cast(), size, super::HOST_TO_DEVICE);
+    if e != SUCCESS {
+        release(at, &[Kind::Device]);
+        return ret(e);
+    }
+    textures().objects.insert(at as u64, (r, t));
+    put(out, at as u64)
 }
 
 /// The device's description of a texture over resource `r` sampled as `t` says.
@@ -507,18 +518,46 @@ fn describe(r: &ResourceDesc, t: &TextureDesc) -> Result<Texture, Error> {
     })
 }
 
+/// A surface over an array: its description as a texture's, point-sampled.
 #[no_mangle]
-pub extern "C" fn cudaDestroyTextureObject(object: u64) -> Error {
-    api("cudaDestroyTextureObject", || {
-        if object == 0 {
-            return SUCCESS;
-        }
-        if textures().objects.remove(&object).is_none() {
+pub extern "C" fn cudaCreateSurfaceObject(out: *mut u64, resource: *const ResourceDesc) -> Error {
+    api("cudaCreateSurfaceObject", || {
+        // SAFETY: the caller's description, checked non-null.
+        let Some(&r) = (unsafe { resource.as_ref() }) else { return ret(INVALID_VALUE) };
+        if out.is_null() || r.kind != RESOURCE_ARRAY {
             return ret(INVALID_VALUE);
         }
-        super::inflight::drain();
-        ret(release(object as *mut c_void, &[Kind::Device]))
+        // SAFETY: all-zero is a valid `cudaTextureDesc` (wrap addressing, point sampling).
+        let t: TextureDesc = unsafe { std::mem::zeroed() };
+        make_object(out, r, t)
     })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDestroySurfaceObject(object: u64) -> Error {
+    api("cudaDestroySurfaceObject", || destroy(object))
+}
+
+#[no_mangle]
+pub extern "C" fn cudaGetSurfaceObjectResourceDesc(out: *mut ResourceDesc, object: u64) -> Error {
+    cudaGetTextureObjectResourceDesc(out, object)
+}
+
+#[no_mangle]
+pub extern "C" fn cudaDestroyTextureObject(object: u64) -> Error {
+    api("cudaDestroyTextureObject", || destroy(object))
+}
+
+/// Frees a texture's or surface's description, once the work in flight no longer reads it.
+fn destroy(object: u64) -> Error {
+    if object == 0 {
+        return SUCCESS;
+    }
+    if textures().objects.remove(&object).is_none() {
+        return ret(INVALID_VALUE);
+    }
+    super::inflight::drain();
+    ret(release(object as *mut c_void, &[Kind::Device]))
 }
 
 #[no_mangle]
