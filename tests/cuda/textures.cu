@@ -124,7 +124,7 @@ int main(int argc, char **argv) {
   // A 2-D float array, point-sampled (clamp) and filtered (wrap, normalized coordinates).
   std::vector<float> img(w * h);
   for (int i = 0; i < w * h; ++i)
-    img[i] = (float)((i * 7919) % 1000) / 8.0f;
+    img[i] = (float)(((long long)i * 7919) % 1000) / 8.0f;
   cudaChannelFormatDesc fd = cudaCreateChannelDesc<float>();
   cudaArray_t arr;
   CHECK(cudaMallocArray(&arr, &fd, w, h));
@@ -218,7 +218,7 @@ int main(int argc, char **argv) {
   std::vector<short> shorts(w * h);
   std::vector<__half> halves(w * h);
   for (int i = 0; i < w * h; ++i) {
-    shorts[i] = (short)((i * 977) % 65536 - 32768);
+    shorts[i] = (short)(((long long)i * 977) % 65536 - 32768);
     halves[i] = __float2half((float)(i % 200) / 16.0f - 3.0f);
   }
   cudaChannelFormatDesc sd = cudaCreateChannelDesc<short>(), hd = cudaCreateChannelDescHalf();
