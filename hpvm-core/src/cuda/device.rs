@@ -1656,6 +1656,37 @@ impl<'ctx> Hpvm<'ctx> {
 mod tests {
     use super::*;
 
+    /// A value of one half's struct type becomes the same value in the other half's
+    /// (`%struct.float3` and `%struct.float3.0`), nested structs and arrays included; types
+    /// that differ otherwise give none.
+    #[test]
+    fn initial_values_are_rebuilt_in_the_shadows_struct_types() {
+        let ctx = Context::create();
+        let f32t = ctx.f32_type();
+        let (host, dev) = (ctx.opaque_struct_type("struct.float3"), ctx.opaque_struct_type("struct.float3.0"));
+        host.set_body(&[f32t.into(), f32t.into(), f32t.into()], false);
+        dev.set_body(&[f32t.into(), f32t.into(), f32t.into()], false);
+        let value = dev.const_named_struct(&[
+            f32t.const_float(1.0).into(),
+            f32t.const_float(2.0).into(),
+            f32t.const_float(3.0).into(),
+        ]);
+        let array = dev.const_array(&[value, dev.const_zero()]);
+        // SAFETY: constants and types of one live context.
+        unsafe {
+            let v = retype(value.as_value_ref(), host.as_type_ref()).expect("same fields");
+            assert_eq!(LLVMTypeOf(v), host.as_type_ref());
+            let field = LLVMGetAggregateElement(v, 2);
+            assert_eq!(LLVMConstRealGetDouble(field, &mut 0), 3.0);
+            let a = retype(array.as_value_ref(), host.array_type(2).as_type_ref()).expect("same elements");
+            assert_eq!(LLVMTypeOf(a), host.array_type(2).as_type_ref());
+            assert_eq!(LLVMIsNull(LLVMGetAggregateElement(a, 1)), 1);
+            let pair = ctx.struct_type(&[f32t.into(), f32t.into()], false);
+            assert!(retype(value.as_value_ref(), pair.as_type_ref()).is_none());
+            assert!(retype(array.as_value_ref(), host.array_type(3).as_type_ref()).is_none());
+        }
+    }
+
     #[test]
     fn special_registers_are_ids_and_counts_of_two_levels() {
         assert_eq!(special_register("llvm.nvvm.read.ptx.sreg.tid.x"), Some((false, false, 0)));
