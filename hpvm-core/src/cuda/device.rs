@@ -253,6 +253,15 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
     // Parameters out of their stack slots (clang's unoptimized code keeps each in one), so
     // that what the kernel does with each pointer shows in its uses.
     run("function(sroa)")?;
+    for Leaf { function: leaf, vars, .. } in &leaves {
+        let shared: Vec<LLVMValueRef> = vars
+            .iter()
+            .filter(|(g, _)| unsafe { LLVMGetPointerAddressSpace(LLVMTypeOf(g.as_value_ref())) } == SHARED_SPACE)
+            .map(|(_, p)| p.as_value_ref())
+            .collect();
+        // SAFETY: the leaf and its parameters, live in `dev`.
+        unsafe { shared_indices_wrap(leaf.as_value_ref(), &shared) };
+    }
     for (kernel, Leaf { function: leaf, .. }) in out.iter_mut().zip(&leaves) {
         let params: Vec<Val> = Val(leaf.as_value_ref()).params();
         kernel.read_only = buffer_params(kernel).into_iter().filter(|&i| read_only(params[i])).collect();
@@ -1248,6 +1257,68 @@ pub(super) fn initialize_shadows(host: &Module<'_>) {
         // SAFETY: nothing uses it (it was kept only for its value).
         unsafe { g.delete() };
     }
+}
+
+/// The GPU's address space of `__shared__` memory.
+const SHARED_SPACE: u32 = 3;
+
+/// Unsigned 32-bit indices into shared memory wrap as the GPU's shared addresses do.
+///
+/// A GPU addresses shared memory with 32 bits, so an unsigned index past 2^31 wraps around to
+/// an element before the pointer: HeCBench's merge reads `BS[~Ax]` for `BS[-Ax - 1]`, which
+/// nvcc's 32-bit shared addressing makes right. Widened to 64 bits as C++ widens an unsigned
+/// index (`zext`), it would land gigabytes past the block's memory on a simulated device, and
+/// on a GPU through a 64-bit generic pointer. Every such index of an address derived from
+/// `shared` (the leaf's shared-memory parameters) is widened with its sign instead: the same
+/// address modulo 2^32 for every index, so identical wherever the access is valid.
+///
+/// # Safety
+/// `f` is a function of a live module and `shared` values of it.
+unsafe fn shared_indices_wrap(f: LLVMValueRef, shared: &[LLVMValueRef]) {
+    if shared.is_empty() {
+        return;
+    }
+    let derived = |p: LLVMValueRef| -> bool {
+        let mut seen = std::collections::HashSet::new();
+        let mut todo = vec![p];
+        while let Some(v) = todo.pop() {
+            if v.is_null() || !seen.insert(v) {
+                continue;
+            }
+            if shared.contains(&v) {
+                return true;
+            }
+            if !LLVMIsAGetElementPtrInst(v).is_null() || !LLVMIsACastInst(v).is_null() {
+                todo.push(LLVMGetOperand(v, 0));
+            } else if !LLVMIsAPHINode(v).is_null() || !LLVMIsASelectInst(v).is_null() {
+                let first = if LLVMIsASelectInst(v).is_null() { 0 } else { 1 };
+                todo.extend((first..LLVMGetNumOperands(v).max(0) as u32).map(|k| LLVMGetOperand(v, k)));
+            }
+        }
+        false
+    };
+    let b = LLVMCreateBuilderInContext(LLVMGetTypeContext(LLVMTypeOf(f)));
+    let mut bb = LLVMGetFirstBasicBlock(f);
+    while !bb.is_null() {
+        let mut inst = LLVMGetFirstInstruction(bb);
+        while !inst.is_null() {
+            if !LLVMIsAGetElementPtrInst(inst).is_null() && derived(LLVMGetOperand(inst, 0)) {
+                for k in 1..LLVMGetNumOperands(inst).max(0) as u32 {
+                    let index = LLVMGetOperand(inst, k);
+                    let unsigned32 = !LLVMIsAZExtInst(index).is_null()
+                        && LLVMGetIntTypeWidth(LLVMTypeOf(LLVMGetOperand(index, 0))) == 32;
+                    if unsigned32 {
+                        LLVMPositionBuilderBefore(b, inst);
+                        let signed = LLVMBuildSExt(b, LLVMGetOperand(index, 0), LLVMTypeOf(index), c"wrapped".as_ptr());
+                        LLVMSetOperand(inst, k, signed);
+                    }
+                }
+            }
+            inst = LLVMGetNextInstruction(inst);
+        }
+        bb = LLVMGetNextBasicBlock(bb);
+    }
+    LLVMDisposeBuilder(b);
 }
 
 /// The constant `c` as a value of type `to` where the two types differ only in their structs'
