@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Run ON A GPU MACHINE (device tool) after scripts/hecbench-carry here (carry hec.txz):
+#   bash scripts/device/hecbench.sh "GPU COUNTS" [NVCC]      e.g. "1 2" nvcc
+# Each carried HeCBench program with its run target's arguments, from its own folder: built by
+# hpvm-mgpu, on each GPU count (HPVM_MGPU_DEVICES=cuda:N); with NVCC also built there by the
+# machine's nvcc from its sources (`make` with its Makefile) and run alike. One JSON row per
+# run in $OUT/hecbench.jsonl: program, configuration, exit status, wall seconds, the output's
+# last lines (programs print PASS/FAIL or their results).
+set -u
+out=${OUT:-/tmp/out}
+counts=$1
+with_nvcc=${2:-}
+tar xJf carry/hec.txz -C carry
+nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
+for dir in carry/hec/*/; do
+  name=$(basename "$dir")
+  args=$(cat "$dir/args")
+  configs=""
+  for g in $counts; do configs="$configs hpvm:$g"; done
+  if [ -n "$with_nvcc" ] && [ -n "$nvcc" ]; then
+    program=$(sed -n 's/^program *= *//p' "$dir/src/Makefile" | head -1)
+    if (cd "$dir/src" && timeout 300 make -B CC="$nvcc" NVCC="$nvcc" ARCH=sm_90 >/tmp/nvcc-$name.log 2>&1); then
+      cp "$dir/src/${program:-main}" "$dir/nvcc_main" && configs="nvcc $configs"
+    fi
+  fi
+  for config in $configs; do
+    if [ "$config" = nvcc ]; then cmd=(./nvcc_main); else cmd=(env HPVM_MGPU_DEVICES=cuda:${config#hpvm:} ./main); fi
+    start=$(date +%s.%N)
+    text=$(cd "$dir/src" && timeout 120 "${cmd[@]/#.\//../}" $args 2>&1)
+    rc=$?
+    wall=$(awk "BEGIN{print $(date +%s.%N) - $start}")
+    python3 -c 'import json,sys; print(json.dumps({"program":sys.argv[1],"config":sys.argv[2],"rc":int(sys.argv[3]),"wall_s":float(sys.argv[4]),"tail":sys.argv[5].splitlines()[-4:]}))' \
+      "$name" "$config" "$rc" "$wall" "$text" >>"$out/hecbench.jsonl"
+  done
+done
