@@ -275,6 +275,8 @@ pub(super) fn lower<'ctx>(
         };
     } else if let Some(v) = bit_field(&fb, &shown, &params, ret_ty)? {
         fb.build_return(Some(&v)).map_err(llvm)?;
+    } else if let Some(v) = byte_sad(&fb, &shown, &params, ret_ty)? {
+        fb.build_return(Some(&v)).map_err(llvm)?;
     } else if matches!(shown.as_str(), "mov.u32 $0, %envreg0" | "mov.u32 $0, %envreg1" | "mov.u32 $0, %envreg2")
         && ret_ty.is_int_type()
     {
@@ -354,6 +356,45 @@ fn bit_field<'ctx>(
         b.build_or(kept, moved, "").map_err(llvm)?
     };
     Ok(Some(b.build_int_truncate(v, t, "").map_err(llvm)?.into()))
+}
+
+/// PTX's four-byte sum of absolute differences, `vabsdiff4.u32.u32.u32.add $0, $1, $2, $3`
+/// (`__usad4` as NVIDIA's stereoDisparity writes it): the absolute differences of the four
+/// unsigned bytes of `$1` and `$2`, summed, plus `$3`, in 32 bits. `None` for any other
+/// statement.
+fn byte_sad<'ctx>(
+    b: &Builder<'ctx>,
+    stmt: &str,
+    params: &[BasicValueEnum<'ctx>],
+    ret: AnyTypeEnum<'ctx>,
+) -> Result<Option<BasicValueEnum<'ctx>>> {
+    if stmt != "vabsdiff4.u32.u32.u32.add $0, $1, $2, $3"
+        || params.len() != 3
+        || params.iter().any(|p| !p.is_int_value() || p.into_int_value().get_type().get_bit_width() != 32)
+    {
+        return Ok(None);
+    }
+    let AnyTypeEnum::IntType(t) = ret else { return Ok(None) };
+    if t.get_bit_width() != 32 {
+        return Ok(None);
+    }
+    let (x, y) = (params[0].into_int_value(), params[1].into_int_value());
+    let mut sum = params[2].into_int_value();
+    for k in 0..4 {
+        let byte = |v: IntValue<'ctx>| -> Result<IntValue<'ctx>> {
+            let shifted = b.build_right_shift(v, t.const_int(8 * k, false), false, "").map_err(llvm)?;
+            b.build_and(shifted, t.const_int(255, false), "").map_err(llvm)
+        };
+        let (a, c) = (byte(x)?, byte(y)?);
+        let below = b.build_int_compare(inkwell::IntPredicate::ULT, a, c, "").map_err(llvm)?;
+        let (hi, lo) = (
+            b.build_select(below, c, a, "").map_err(llvm)?.into_int_value(),
+            b.build_select(below, a, c, "").map_err(llvm)?.into_int_value(),
+        );
+        let diff = b.build_int_sub(hi, lo, "").map_err(llvm)?;
+        sum = b.build_int_add(sum, diff, "sad").map_err(llvm)?;
+    }
+    Ok(Some(sum.into()))
 }
 
 /// A load or store with a cache operator or the read-only path, as CUB's `ThreadLoad` and
