@@ -128,6 +128,35 @@ impl Val {
         unsafe { LLVMGetNumOperands(self.0) as u32 }
     }
 
+    /// Whether this pointer may be computed from one of `bases`: through address arithmetic
+    /// (the pointer operand of GEPs, constant expressions included), casts, and every
+    /// incoming value of phis and selects.
+    pub fn derives_from(self, bases: &[LLVMValueRef]) -> bool {
+        let mut seen = std::collections::HashSet::new();
+        let mut todo = vec![self.0];
+        while let Some(v) = todo.pop() {
+            if v.is_null() || !seen.insert(v) {
+                continue;
+            }
+            if bases.contains(&v) {
+                return true;
+            }
+            // SAFETY: values of a live module; only their operands are read.
+            unsafe {
+                let address = !LLVMIsAGetElementPtrInst(v).is_null()
+                    || !LLVMIsACastInst(v).is_null()
+                    || !LLVMIsAConstantExpr(v).is_null() && LLVMGetNumOperands(v) > 0;
+                if address {
+                    todo.push(LLVMGetOperand(v, 0));
+                } else if !LLVMIsAPHINode(v).is_null() || !LLVMIsASelectInst(v).is_null() {
+                    let first = if LLVMIsASelectInst(v).is_null() { 0 } else { 1 };
+                    todo.extend((first..LLVMGetNumOperands(v).max(0) as u32).map(|k| LLVMGetOperand(v, k)));
+                }
+            }
+        }
+        false
+    }
+
     /// Instructions that use this value.
     pub fn users(self) -> Vec<Val> {
         let mut out = Vec::new();

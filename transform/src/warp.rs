@@ -201,37 +201,15 @@ pub fn lockstep(module: &Module<'_>, f: FunctionValue<'_>, warp_synchronous: boo
     Ok(())
 }
 
-/// Whether `inst` is a load or store whose address may come from one of `bases` (through
-/// address arithmetic, casts, selects and phis; any operand counts).
+/// Whether `inst` is a load or store whose address may come from one of `bases`.
 fn accesses_one_of(inst: inkwell::values::InstructionValue<'_>, bases: &[llvm_sys::prelude::LLVMValueRef]) -> bool {
-    use llvm_sys::core::*;
     let address = match inst.get_opcode() {
         InstructionOpcode::Load => 0,
         InstructionOpcode::Store => 1,
         _ => return false,
     };
-    // SAFETY: operands of this module's instructions; a walk over values, nothing changed.
-    unsafe {
-        let mut seen = std::collections::HashSet::new();
-        let mut todo = vec![LLVMGetOperand(inst.as_value_ref(), address)];
-        while let Some(v) = todo.pop() {
-            if v.is_null() || !seen.insert(v) {
-                continue;
-            }
-            if bases.contains(&v) {
-                return true;
-            }
-            let through = !LLVMIsAGetElementPtrInst(v).is_null()
-                || !LLVMIsACastInst(v).is_null()
-                || !LLVMIsASelectInst(v).is_null()
-                || !LLVMIsAPHINode(v).is_null()
-                || !LLVMIsAConstantExpr(v).is_null();
-            if through {
-                todo.extend((0..LLVMGetNumOperands(v).max(0) as u32).map(|k| LLVMGetOperand(v, k)));
-            }
-        }
-    }
-    false
+    // SAFETY: an operand of this module's instruction.
+    hpvm_core::Val(unsafe { llvm_sys::core::LLVMGetOperand(inst.as_value_ref(), address) }).derives_from(bases)
 }
 
 /// Gives every warp operation the module has and the CPU runs its CPU body.

@@ -1278,31 +1278,12 @@ unsafe fn shared_indices_wrap(f: LLVMValueRef, shared: &[LLVMValueRef]) {
     if shared.is_empty() {
         return;
     }
-    let derived = |p: LLVMValueRef| -> bool {
-        let mut seen = std::collections::HashSet::new();
-        let mut todo = vec![p];
-        while let Some(v) = todo.pop() {
-            if v.is_null() || !seen.insert(v) {
-                continue;
-            }
-            if shared.contains(&v) {
-                return true;
-            }
-            if !LLVMIsAGetElementPtrInst(v).is_null() || !LLVMIsACastInst(v).is_null() {
-                todo.push(LLVMGetOperand(v, 0));
-            } else if !LLVMIsAPHINode(v).is_null() || !LLVMIsASelectInst(v).is_null() {
-                let first = if LLVMIsASelectInst(v).is_null() { 0 } else { 1 };
-                todo.extend((first..LLVMGetNumOperands(v).max(0) as u32).map(|k| LLVMGetOperand(v, k)));
-            }
-        }
-        false
-    };
     let b = LLVMCreateBuilderInContext(LLVMGetTypeContext(LLVMTypeOf(f)));
     let mut bb = LLVMGetFirstBasicBlock(f);
     while !bb.is_null() {
         let mut inst = LLVMGetFirstInstruction(bb);
         while !inst.is_null() {
-            if !LLVMIsAGetElementPtrInst(inst).is_null() && derived(LLVMGetOperand(inst, 0)) {
+            if !LLVMIsAGetElementPtrInst(inst).is_null() && Val(LLVMGetOperand(inst, 0)).derives_from(shared) {
                 for k in 1..LLVMGetNumOperands(inst).max(0) as u32 {
                     let index = LLVMGetOperand(inst, k);
                     let unsigned32 = !LLVMIsAZExtInst(index).is_null()
