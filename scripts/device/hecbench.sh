@@ -26,7 +26,7 @@ for dir in carry/hec/*/; do
   for config in $configs; do
     if [ "$config" = nvcc ]; then cmd=(./nvcc_main); else cmd=(env HPVM_MGPU_DEVICES=cuda:${config#hpvm:} ./main); fi
     start=$(date +%s.%N)
-    text=$(cd "$dir/src" && timeout 120 "${cmd[@]/#.\//../}" $args 2>&1)
+    text=$(cd "$dir/src" && timeout 60 "${cmd[@]/#.\//../}" $args 2>&1)
     rc=$?
     wall=$(awk "BEGIN{print $(date +%s.%N) - $start}")
     python3 -c 'import json,sys; print(json.dumps({"program":sys.argv[1],"config":sys.argv[2],"rc":int(sys.argv[3]),"wall_s":float(sys.argv[4]),"tail":sys.argv[5].splitlines()[-4:]}))' \
