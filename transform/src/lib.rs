@@ -163,16 +163,12 @@ pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, opts: &Lower
     Ok(lowered)
 }
 
-/// The parameters of the leaf `leaf` that its siblings' allocation node binds: its block's
+/// The parameters of the leaf `leaf` that its sibling allocation node binds: its block's
 /// shared memory (a CUDA kernel's `__shared__` variables, HPVM-C's `__hpvm__malloc` per
 /// instance of the parent).
 fn shared_params(graph: &Graph, leaf: hpvm_core::graph::NodeId) -> Vec<u32> {
-    let Some(parent) = graph.nodes[leaf].parent.and_then(|p| graph.nodes[p].internal()) else { return Vec::new() };
-    parent
-        .edges
-        .iter()
-        .map(|&e| &graph.edges[e])
-        .filter(|e| e.dst == leaf && graph.nodes[e.src].leaf().is_some_and(|l| l.is_allocation))
-        .map(|e| e.dst_port)
-        .collect()
+    let Some(parent) = graph.nodes[leaf].parent else { return Vec::new() };
+    let Some(siblings) = graph.nodes[parent].internal() else { return Vec::new() };
+    let alloc = siblings.children.iter().copied().find(|&c| graph.nodes[c].leaf().is_some_and(|l| l.is_allocation));
+    hpvm_core::plan::shared_params(graph, parent, leaf, alloc)
 }
