@@ -154,6 +154,9 @@ struct State {
     streams: HashMap<usize, Stream>,
     /// Events by address: when last recorded.
     events: HashMap<usize, Option<Instant>>,
+    /// How many of the allocations are managed: every blocking call makes them current, and
+    /// with none it need not look through the allocations.
+    managed: usize,
 }
 
 fn state() -> MutexGuard<'static, State> {
@@ -190,6 +193,7 @@ fn allocate(out: *mut *mut c_void, size: usize, kind: Kind) -> Error {
     let mut st = state();
     st.allocations.insert(p as usize, (layout, kind));
     st.order.push(p as usize);
+    st.managed += usize::from(kind == Kind::Managed);
     drop(st);
     // SAFETY: as above.
     unsafe { *out = p as *mut c_void };
@@ -205,6 +209,7 @@ fn release(ptr: *mut c_void, kinds: &[Kind]) -> Error {
         return INVALID_VALUE;
     };
     st.allocations.remove(&(ptr as usize));
+    st.managed -= usize::from(kind == Kind::Managed);
     if let Some(at) = st.order.iter().rposition(|&p| p == ptr as usize) {
         st.order.remove(at);
     }
@@ -316,6 +321,9 @@ fn stream_ok(stream: *mut c_void) -> bool {
 /// and programs read managed `out` then, as CUDA lets them).
 fn synchronize_managed() {
     let st = state();
+    if st.managed == 0 {
+        return;
+    }
     let managed: Vec<(usize, usize)> = st
         .order
         .iter()
