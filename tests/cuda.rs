@@ -670,3 +670,28 @@ fn cuda_libraries_are_refused_by_name() {
         stderr(&out)
     );
 }
+
+/// The host updating managed memory that a kernel it has not waited for updates too is
+/// refused, never an update lost silently; the host writing other managed memory meanwhile,
+/// or waiting by polling `cudaStreamQuery`, runs right on every device count.
+#[test]
+fn host_writes_racing_a_kernel_stop_the_run() {
+    let dir = TempDir::new("cuda-managed-race");
+    let exe = build_cu(&dir, "tests/inputs/cuda/managed_race.cu");
+    for devices in ["cpu:1", "cpu:3"] {
+        let (out, report) = run_with_stats(&dir, &exe, &["apart", "1000"], devices);
+        assert_eq!(out.trim(), "250 250 250 250 | 1000 1000 1000 1000", "{devices}");
+        let (out, _) = run_with_stats(&dir, &exe, &["polled", "1000"], devices);
+        assert_eq!(out.trim(), "1250 1250 1250 1250 | 0 0 0 0", "{devices}");
+        // Seeing the race takes the host-write watch (Linux 6.7 and later).
+        if !report["host_writes"].as_str().unwrap().starts_with("watched") {
+            eprintln!("skipped the race: {}", report["host_writes"]);
+            continue;
+        }
+        let run = run_program(&exe, &["race", "1000"], &[("HPVM_MGPU_DEVICES", devices)]);
+        let err = stderr(&run);
+        assert!(!run.status.success(), "{devices}: {}{err}", stdout(&run));
+        assert!(err.contains("the host wrote bytes 0..16 of the buffer") && err.contains("race"), "{devices}: {err}");
+        assert!(stdout(&run).is_empty(), "{devices}: printed a result: {}", stdout(&run));
+    }
+}

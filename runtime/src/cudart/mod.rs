@@ -187,7 +187,7 @@ fn allocate(out: *mut *mut c_void, size: usize, kind: Kind) -> Error {
                 return MEMORY_ALLOCATION;
             }
         }
-        Kind::Managed => memory::track(p as usize, size),
+        Kind::Managed => memory::track_managed(p as usize, size),
         Kind::PageLocked => {}
     }
     let mut st = state();
@@ -968,7 +968,8 @@ pub extern "C" fn cudaStreamSynchronize(stream: *mut c_void) -> Error {
 pub extern "C" fn cudaStreamQuery(stream: *mut c_void) -> Error {
     guard("cudaStreamQuery", || {
         inflight::drain();
-        ret(if stream_ok(stream) { SUCCESS } else { INVALID_RESOURCE_HANDLE })
+        // Idle: the host may touch managed memory now, as after a synchronization.
+        blocking(if stream_ok(stream) { SUCCESS } else { INVALID_RESOURCE_HANDLE })
     })
 }
 

@@ -189,6 +189,19 @@ impl Coherence {
         self.update_runs(runs, |h| if h.has(Place::Host) { Holders::HOST } else { h });
     }
 
+    /// The pieces of `runs` (sorted, disjoint byte runs) that the host does not hold: where
+    /// a device's copy is newer than the host's. A host write there raced with the kernel
+    /// that made it newer (the host wrote without waiting for it), and one of the two writes
+    /// would be lost.
+    pub fn stale_for_host(&self, runs: &[(u64, u64)]) -> Vec<Segment> {
+        let mut cursor = self.cursor();
+        let mut stale = Vec::new();
+        for &(a, b) in runs {
+            stale.extend(cursor.query(a, b).filter(|s| !s.holders.has(Place::Host)));
+        }
+        stale
+    }
+
     /// Whether some byte the host holds is held by a device too (else host writes change
     /// nothing the runtime must know).
     pub fn holders_beside_host(&self) -> bool {
@@ -408,6 +421,20 @@ mod tests {
         }
         model_check(&c, &model);
         assert_eq!(c.segments().len(), 3, "neighbours merged: {:?}", c.segments());
+    }
+
+    #[test]
+    fn host_writes_where_a_device_is_newer_are_found() {
+        let mut c = Coherence::new(100, Holders::HOST);
+        c.add(0, 30, Place::Device(0));
+        c.set_only(50, 60, Place::Device(1));
+        // Writes where the host holds the bytes (alone or with a device) race with nothing.
+        assert_eq!(c.stale_for_host(&[(0, 10), (20, 50), (60, 100)]), []);
+        assert_eq!(c.stale_for_host(&[]), []);
+        // The pieces the host does not hold, clipped to the runs that reach them.
+        let d1 = Holders::device(1);
+        let stale = c.stale_for_host(&[(10, 20), (45, 55), (58, 70)]);
+        assert_eq!(stale, [Segment { start: 50, end: 55, holders: d1 }, Segment { start: 58, end: 60, holders: d1 }]);
     }
 
     #[test]

@@ -16,6 +16,8 @@ pub(crate) fn buffer(size: u64, devices: usize) -> Buffer {
         pinned: false,
         host_epoch: 0,
         host_stores: true,
+        races_refused: false,
+        runtime_wrote: Vec::new(),
         watch: super::Watch::NotYet,
         edge_bytes: Vec::new(),
         backing: Vec::new(),

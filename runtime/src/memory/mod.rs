@@ -124,6 +124,14 @@ pub struct Buffer {
     /// memory, which the host changes only through API calls that say which bytes
     /// ([`host_overwrites`]): launches then never resend it.
     pub host_stores: bool,
+    /// Whether a host store racing a kernel is refused (CUDA's managed memory, which the
+    /// host may touch only after waiting for the kernels that write it; see [`Buffer::raced`])
+    /// rather than lost to the kernel's copy (HPVM-C's rule: the host's copy counts only
+    /// where it holds the data).
+    races_refused: bool,
+    /// Absolute runs the runtime itself wrote into the host's pages since the last scan,
+    /// some of which the watch may report as the program's: no race is claimed there.
+    runtime_wrote: Vec<(u64, u64)>,
     /// Whether the host's stores into it are watched ([`watch`]).
     watch: Watch,
     /// While watched: the host's bytes in its partial pages ([`watch::edges`]) at the last
@@ -238,6 +246,8 @@ impl Table {
             pinned: false,
             host_epoch: HOST_EPOCH.load(Ordering::Relaxed),
             host_stores,
+            races_refused: false,
+            runtime_wrote: Vec::new(),
             watch: Watch::NotYet,
             edge_bytes: Vec::new(),
             backing: Vec::new(),
@@ -612,11 +622,52 @@ impl Buffer {
                     }
                 };
                 match agreed(seen) {
-                    Some(runs) => self.coherence.host_wins_in(runs),
+                    Some(runs) => {
+                        if self.races_refused {
+                            self.refuse_races(&runs);
+                        }
+                        self.runtime_wrote.clear();
+                        self.coherence.host_wins_in(runs)
+                    }
                     None => self.coherence.host_wins(),
                 }
             }
         }
+    }
+
+    /// Stops the run where the host wrote (`runs`, from the watch) bytes that a device holds
+    /// newer, except in pages the runtime wrote itself since the last scan (a copy back to
+    /// the host that ended inside a page leaves it marked written: a race claimed there could
+    /// be the runtime's own write).
+    fn refuse_races(&self, runs: &[(u64, u64)]) {
+        let page = |a: u64| a & !(watch::PAGE - 1);
+        let runtime_wrote = |s: &coherence::Segment| {
+            let (a, b) = (page(self.start + s.start), page(self.start + s.end - 1) + watch::PAGE);
+            self.runtime_wrote.iter().any(|&(x, y)| x < b && a < y)
+        };
+        if let Some(stale) = self.coherence.stale_for_host(runs).into_iter().find(|s| !runtime_wrote(s)) {
+            self.raced(stale);
+        }
+    }
+
+    /// The host wrote bytes of the buffer that a device holds newer (`stale`): it wrote them
+    /// while a kernel that writes them had not been waited for. CUDA's managed memory on a GPU
+    /// without concurrent managed access (which is what the runtime reports) forbids that; on
+    /// one with it, the two writes race. Either way one of them would be lost silently, so the
+    /// run stops here, saying where.
+    fn raced(&self, stale: coherence::Segment) -> ! {
+        let holder = match stale.holders.source() {
+            Some(Place::Device(k)) => devices().get(k).name().to_string(),
+            _ => "a device".to_string(),
+        };
+        crate::fatal(&format!(
+            "the host wrote bytes {}..{} of the buffer at {:#x} ({} bytes) while {holder} held a newer copy of them: \
+             a kernel that writes them had not been waited for, so the host's write and the kernel's race, and one \
+             would be lost. Managed memory here is as on a GPU without concurrent managed access \
+             (cudaDevAttrConcurrentManagedAccess is 0): wait for the kernel (cudaDeviceSynchronize, \
+             cudaStreamSynchronize, an event) before the host touches memory it writes",
+            stale.start, stale.end, self.start, self.size
+        ))
     }
 
     /// Makes the host current on `lo..hi` now.
@@ -638,6 +689,10 @@ impl Buffer {
         let mut copies = Vec::new();
         self.plan_run(Place::Host, lo, hi, &before, self.start, &mut copies, true);
         execute(&copies).unwrap_or_else(|e| crate::fatal(&format!("copying a buffer back to the host: {e}")));
+        if self.races_refused {
+            self.runtime_wrote
+                .extend(copies.iter().map(|c| (c.dst_addr, c.dst_addr + (c.rows - 1) * c.pitch + c.row_bytes)));
+        }
         if watched {
             if let Ok(w) = watch::watcher() {
                 for c in &copies {
@@ -803,9 +858,20 @@ fn enqueue_here(copies: &[Copy]) -> Result<u128, String> {
 }
 
 /// Tracks a buffer the host's code may store into between launches (HPVM-C's
-/// `llvm_hpvm_track_mem`, CUDA's managed memory).
+/// `llvm_hpvm_track_mem`).
 pub fn track(ptr: usize, bytes: usize) {
     table().track(ptr as u64, bytes as u64, true);
+    large_buffer(bytes);
+}
+
+/// Tracks CUDA managed (or mapped) memory: the host stores into it too, but only after it
+/// has waited for the kernels that write it; a store that races one stops the run
+/// ([`Buffer::raced`]) instead of being lost.
+pub fn track_managed(ptr: usize, bytes: usize) {
+    let mut t = table();
+    t.track(ptr as u64, bytes as u64, true);
+    t.buffers.get_mut(&(ptr as u64)).expect("tracked above").races_refused = true;
+    drop(t);
     large_buffer(bytes);
 }
 

@@ -27,7 +27,7 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 
-const PAGE: u64 = 4096;
+pub(crate) const PAGE: u64 = 4096;
 
 // The kernel's ABI (include/uapi/linux/userfaultfd.h and fs.h, Linux 6.7); Debian 12's
 // headers predate the scan, so the constants are spelled out here and checked by size.
