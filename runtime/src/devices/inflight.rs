@@ -105,17 +105,23 @@ impl Slots {
         let devs = devices();
         let mut f = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
         f.next.resize(devs.count(), 0);
-        // One more slot per busy GPU for the fence below.
-        if devs.local_gpus().any(|k| f.next[k] + need[k] + 1 > MAX_SLOTS) {
+        if devs.local_gpus().any(|k| f.next[k] + need[k] > MAX_SLOTS) {
             drain_locked(&mut f)?;
         }
         let busy = f.busy;
+        // Every fence is recorded before any stream waits: a fence recorded after its GPU's
+        // wait for another's would add that wait's latency to every GPU waiting on it. A split
+        // stencil's step on two H200s waited on such a chain, two cross-GPU hops of 10-15 µs
+        // each between one kernel and the next (scripts/device/timeline).
+        let mut fences = Vec::new();
         for d in devs.local_gpus().filter(|d| busy & (1 << d) != 0) {
             if used.iter().all(|&u| u == d) {
                 continue;
             }
-            let fence = devs.gpu(d).mark(f.next[d])?;
-            f.next[d] += 1;
+            // A join point (an event without timing, the cheapest to wait on), not a slot.
+            fences.push((d, devs.gpu(d).join_point()?));
+        }
+        for (d, fence) in fences {
             for &u in used.iter().filter(|&&u| u != d) {
                 devs.gpu(u).wait_for(fence)?;
             }
