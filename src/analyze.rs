@@ -51,11 +51,11 @@ pub fn analyze_file_isolated(path: &Path, clang: &ClangOptions, opts: &analysis:
     match outcome {
         crate::isolate::Outcome::Done(json) => Ok(dashdb::Database::from_json(&String::from_utf8_lossy(&json))?),
         crate::isolate::Outcome::Reported => Err(Error::Reported),
-        crate::isolate::Outcome::Crashed { how, doing, stderr } => {
+        crate::isolate::Outcome::Crashed { how, doing, stderr, .. } => {
             eprint!("{stderr}");
             Err(Error::Crashed(crate::isolate::crash_message(path, &how, doing.as_deref())))
         }
-        crate::isolate::Outcome::Stalled { after, doing, stderr } => {
+        crate::isolate::Outcome::Stalled { after, doing, stderr, .. } => {
             eprint!("{stderr}");
             let at = doing.map(|d| format!(", at {d}")).unwrap_or_default();
             Err(Error::Crashed(format!(

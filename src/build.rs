@@ -294,39 +294,58 @@ fn analysis_of(
     // analysed no more (it runs whole) and the others are analysed again; a crash elsewhere
     // leaves every node whole. An empty result: the analysis failed and said why.
     let mut analysis_opts = analysis::Options { split: opts.split.clone(), ..Default::default() };
+    // A file's analysis gets three nodes' patience in all: past that, a stall leaves the
+    // nodes not analysed yet whole (HeCBench's segsort has dozens of kernels ISL takes tens
+    // of seconds each on: its build took over 5 minutes).
+    let budget = 3 * isolate::analysis_patience();
+    let started = std::time::Instant::now();
     loop {
-        let outcome = isolate::run_with_patience(scratch, "analysis", Some(isolate::analysis_patience()), |ch| {
-            analysis::set_progress(Box::new(ch.writer()));
-            match crate::analyze::analyze_module(module, graph, input, &analysis_opts) {
-                Ok(db) => Ok(db.to_json().into_bytes()),
-                Err(Error::Analysis(analysis::Error::Usage(m))) => Err(Error::Usage(m)),
-                Err(e) => {
-                    eprintln!(
-                        "{}: note: the access analysis failed, every node will run on one device: {e}",
-                        input.display()
-                    );
-                    Ok(Vec::new())
+        let deadline = (!analysis_opts.out_of_time).then(|| started + budget);
+        let outcome =
+            isolate::run_with_limits(scratch, "analysis", Some(isolate::analysis_patience()), deadline, |ch| {
+                analysis::set_progress(Box::new(ch.writer()));
+                match crate::analyze::analyze_module(module, graph, input, &analysis_opts) {
+                    Ok(db) => Ok(db.to_json().into_bytes()),
+                    Err(Error::Analysis(analysis::Error::Usage(m))) => Err(Error::Usage(m)),
+                    Err(e) => {
+                        eprintln!(
+                            "{}: note: the access analysis failed, every node will run on one device: {e}",
+                            input.display()
+                        );
+                        Ok(Vec::new())
+                    }
                 }
-            }
-        })?;
+            })?;
         return match outcome {
             isolate::Outcome::Done(json) if json.is_empty() => Ok(None),
             isolate::Outcome::Done(json) => Ok(Some(dashdb::Database::from_json(&String::from_utf8_lossy(&json))?)),
             isolate::Outcome::Reported => Err(Error::Reported),
-            isolate::Outcome::Stalled { after, doing, stderr } => {
+            isolate::Outcome::Stalled { after, doing, stderr, heard } => {
                 eprint!("{stderr}");
+                keep_done(&mut analysis_opts, &heard);
+                if started.elapsed() >= budget && !analysis_opts.out_of_time {
+                    eprintln!(
+                        "{}: warning: the access analysis of this file took over {} s; the nodes not analysed yet \
+                         run whole, on one device (HPVM_MGPU_ANALYSIS_SECONDS sets the limit per node, three times \
+                         it the file's)",
+                        input.display(),
+                        budget.as_secs()
+                    );
+                    analysis_opts.out_of_time = true;
+                    continue;
+                }
                 let node = doing.as_deref().and_then(|d| d.strip_prefix(analysis::PROGRESS_NODE)?.split_once('\t'));
                 let why = format!(
                     "did not finish in {} s (HPVM_MGPU_ANALYSIS_SECONDS sets the limit)",
                     after.as_secs_f64().round()
                 );
                 match node {
-                    Some((symbol, shown)) if !analysis_opts.skip.iter().any(|s| s == symbol) => {
+                    Some((symbol, shown)) if !analysis_opts.slow.iter().any(|s| s == symbol) => {
                         eprintln!(
                             "{}: warning: the access analysis of {shown} {why}; it runs whole, on one device",
                             input.display()
                         );
-                        analysis_opts.skip.push(symbol.to_string());
+                        analysis_opts.slow.push(symbol.to_string());
                         continue;
                     }
                     _ => {
@@ -340,7 +359,8 @@ fn analysis_of(
                     }
                 }
             }
-            isolate::Outcome::Crashed { how, doing, stderr } => {
+            isolate::Outcome::Crashed { how, doing, stderr, heard } => {
+                keep_done(&mut analysis_opts, &heard);
                 let node = doing.as_deref().and_then(|d| d.strip_prefix(analysis::PROGRESS_NODE)?.split_once('\t'));
                 match node {
                     // Once more, with Polly careful on that node (`analysis::Options::careful`);
@@ -373,6 +393,19 @@ fn analysis_of(
                 }
             }
         };
+    }
+}
+
+/// Keeps the nodes an analysis that stalled or died finished before ([`analysis::PROGRESS_DONE`]
+/// lines of `heard`), so that the next attempt does not analyse them again.
+fn keep_done(opts: &mut analysis::Options, heard: &[String]) {
+    for line in heard {
+        let Some(json) = line.strip_prefix(analysis::PROGRESS_DONE) else { continue };
+        if let Ok(node) = serde_json::from_str::<dashdb::Node>(json) {
+            if !opts.done.iter().any(|n| n.name == node.name) {
+                opts.done.push(node);
+            }
+        }
     }
 }
 

@@ -22,9 +22,10 @@ pub enum Outcome {
     Reported,
     /// It died: how, and the last progress line it wrote (what it was doing). `stderr`: what
     /// it wrote there, held back (analysis stage only) for the caller, which may try again.
-    Crashed { how: String, doing: Option<String>, stderr: String },
+    /// `heard`: every progress line, in order (what it finished before it died).
+    Crashed { how: String, doing: Option<String>, stderr: String, heard: Vec<String> },
     /// It said nothing for `after` (its patience): it was stopped, doing `doing`.
-    Stalled { after: std::time::Duration, doing: Option<String>, stderr: String },
+    Stalled { after: std::time::Duration, doing: Option<String>, stderr: String, heard: Vec<String> },
 }
 
 /// The stage whose child's standard error is held back until it ends ([`Outcome`]): its
@@ -94,6 +95,18 @@ pub fn run_with_patience(
     patience: Option<std::time::Duration>,
     work: impl FnOnce(&mut Channel) -> Result<Vec<u8>>,
 ) -> Result<Outcome> {
+    run_with_limits(tmp, stage, patience, None, work)
+}
+
+/// [`run_with_patience`], also stopping the child at `deadline`, however much it says
+/// ([`Outcome::Stalled`], `after` the time it ran).
+pub fn run_with_limits(
+    tmp: &Path,
+    stage: &str,
+    patience: Option<std::time::Duration>,
+    deadline: Option<std::time::Instant>,
+    work: impl FnOnce(&mut Channel) -> Result<Vec<u8>>,
+) -> Result<Outcome> {
     let mut fds = [0i32; 2];
     // SAFETY: a fresh pipe into `fds`.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
@@ -158,9 +171,15 @@ pub fn run_with_patience(
     let mut stalled = None;
     let mut buf = [0u8; 8192];
     let mut heard = std::time::Instant::now();
+    let began = heard;
     loop {
-        let wait_ms =
-            patience.map_or(-1, |p| p.saturating_sub(heard.elapsed()).as_millis().min(i32::MAX as u128) as i32);
+        let quiet = patience.map(|p| p.saturating_sub(heard.elapsed()));
+        let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        let wait = match (quiet, left) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let wait_ms = wait.map_or(-1, |w| w.as_millis().min(i32::MAX as u128) as i32);
         let mut pfd = libc::pollfd { fd: fds[0], events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid descriptor of ours.
         let ready = unsafe { libc::poll(&mut pfd, 1, wait_ms) };
@@ -173,7 +192,8 @@ pub fn run_with_patience(
         if ready == 0 {
             // SAFETY: our child; killed once, waited for below.
             unsafe { libc::kill(pid, libc::SIGKILL) };
-            stalled = patience;
+            stalled =
+                if deadline.is_some_and(|d| std::time::Instant::now() >= d) { Some(began.elapsed()) } else { patience };
             break;
         }
         match from_child.read(&mut buf) {
@@ -201,9 +221,10 @@ pub fn run_with_patience(
             text
         })
         .unwrap_or_default();
-    let (doing, result) = split(&bytes);
+    let (heard, result) = split(&bytes);
+    let doing = heard.last().cloned();
     if let Some(after) = stalled {
-        return Ok(Outcome::Stalled { after, doing, stderr });
+        return Ok(Outcome::Stalled { after, doing, stderr, heard });
     }
     let done = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 && result.is_some();
     let reported = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == REPORTED;
@@ -225,25 +246,25 @@ pub fn run_with_patience(
             // LLVM's fatal errors print `LLVM ERROR: ...` and exit(1).
             format!("a fatal error of LLVM (exit status {})", libc::WEXITSTATUS(status))
         };
-        Outcome::Crashed { how, doing, stderr }
+        Outcome::Crashed { how, doing, stderr, heard }
     })
 }
 
-/// The last progress line and the result (after `R\n`), if the child got that far.
-fn split(bytes: &[u8]) -> (Option<String>, Option<&[u8]>) {
-    let mut doing = None;
+/// The progress lines and the result (after `R\n`), if the child got that far.
+fn split(bytes: &[u8]) -> (Vec<String>, Option<&[u8]>) {
+    let mut heard = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
         if bytes[at..].starts_with(b"R\n") {
-            return (doing, Some(&bytes[at + 2..]));
+            return (heard, Some(&bytes[at + 2..]));
         }
         let end = bytes[at..].iter().position(|&b| b == b'\n').map_or(bytes.len(), |p| at + p);
         if let Some(line) = bytes[at..end].strip_prefix(b"P ") {
-            doing = Some(String::from_utf8_lossy(line).into_owned());
+            heard.push(String::from_utf8_lossy(line).into_owned());
         }
         at = end + 1;
     }
-    (doing, None)
+    (heard, None)
 }
 
 fn signal_name(sig: i32) -> String {
@@ -288,11 +309,11 @@ mod tests {
 
     #[test]
     fn progress_and_result_are_told_apart() {
-        let (doing, result) = split(b"P one\nP two (a.c:3)\nR\n{\"x\": 1}\n");
-        assert_eq!(doing.as_deref(), Some("two (a.c:3)"));
+        let (heard, result) = split(b"P one\nP two (a.c:3)\nR\n{\"x\": 1}\n");
+        assert_eq!(heard, ["one", "two (a.c:3)"]);
         assert_eq!(result, Some(&b"{\"x\": 1}\n"[..]));
-        let (doing, result) = split(b"P only\n");
-        assert_eq!(doing.as_deref(), Some("only"));
+        let (heard, result) = split(b"P only\n");
+        assert_eq!(heard, ["only"]);
         assert_eq!(result, None);
     }
 
@@ -338,6 +359,27 @@ mod tests {
         // Nothing is left behind in the scratch directory.
         assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
         std::fs::remove_dir(&tmp).unwrap();
+    }
+
+    #[test]
+    fn a_child_past_its_deadline_is_stopped_however_much_it_says() {
+        let tmp = std::env::temp_dir();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(400);
+        let out = run_with_limits(&tmp, "test", Some(std::time::Duration::from_secs(30)), Some(deadline), |ch| {
+            for i in 0..100 {
+                ch.progress(&format!("step {i}"));
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Ok(Vec::new())
+        })
+        .unwrap();
+        match out {
+            Outcome::Stalled { after, heard, .. } => {
+                assert!(after >= std::time::Duration::from_millis(400), "{after:?}");
+                assert!(heard.len() >= 2 && heard[0] == "step 0", "{heard:?}");
+            }
+            _ => panic!("the deadline was not kept"),
+        }
     }
 
     #[test]

@@ -345,6 +345,42 @@ fn an_analysis_that_stalls_is_stopped_and_the_build_goes_on() {
     assert!(stderr(&out).contains("the access analysis did not finish in 1 s"), "{}", stderr(&out));
 }
 
+/// A stall on one node of a file costs that node alone: the nodes analysed before it are
+/// kept (not analysed again), the ones after it are analysed, and it runs whole, named.
+#[test]
+fn an_analysis_that_stalls_on_one_node_keeps_the_others() {
+    let dir = TempDir::new("stall-node");
+    let exe = dir.path_str("kernels");
+    let env = [("HPVM_MGPU_INJECT_CRASH", "analysis-stall-node:tiled_matmul"), ("HPVM_MGPU_ANALYSIS_SECONDS", "2")];
+    let out = hpvm_mgpu_env(&["build", "tests/cuda/kernels.cu", "-o", &exe], &env);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("warning: the access analysis of node `tiled_matmul`") && err.contains("did not finish in 2 s"),
+        "{err}"
+    );
+    let stats = dir.path_str("stats.json");
+    let run = run_program(
+        std::path::Path::new(&exe),
+        &["1000"],
+        &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_STATS", &stats), ("HPVM_MGPU_PARTITION", "always")],
+    );
+    assert!(run.status.success(), "{}", stderr(&run));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let analysis = |name: &str| {
+        let node =
+            report["nodes"].as_array().unwrap().iter().find(|n| n["node"] == name).unwrap_or_else(|| panic!("{name}"));
+        node["analysis"].as_str().unwrap_or_default().to_string()
+    };
+    // Before the stalled node and after it: analysed, and split.
+    for name in ["stencil2d.blocks", "reverse_block.blocks", "softplus.blocks"] {
+        assert!(analysis(name).starts_with("partitionable"), "{name}: {}", analysis(name));
+    }
+    let why =
+        report["nodes"].as_array().unwrap().iter().find(|n| n["node"] == "tiled_matmul.blocks").unwrap().to_string();
+    assert!(why.contains("did not finish in its time"), "{why}");
+}
+
 /// Host files build as nvcc's host compiler builds them: old-style C (implicit declarations,
 /// implicit int) with warnings, C given a C++ `-std`, and C++ including CUDA's headers
 /// without an `-I`.

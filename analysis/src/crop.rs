@@ -526,18 +526,12 @@ unsafe fn is_buffer_load(f: LLVMValueRef, i: LLVMValueRef, shared: &[u32]) -> bo
 /// The instructions an address is computed from by arithmetic, casts, comparisons, selects
 /// and GEPs (not through phis, loads or calls), each after those it uses.
 unsafe fn address_slice(addr: LLVMValueRef) -> Vec<LLVMValueRef> {
-    use LLVMOpcode::*;
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     // Iterative post-order: (value, operands pushed).
     let mut stack = vec![(addr, false)];
     while let Some((v, expanded)) = stack.pop() {
-        if LLVMIsAInstruction(v).is_null() {
-            continue;
-        }
-        // Copies run where the load is, after the guards: divisions may be cloned too.
-        let clonable = hoistable(v) || matches!(LLVMGetInstructionOpcode(v), LLVMSDiv | LLVMUDiv | LLVMSRem | LLVMURem);
-        if !clonable {
+        if !sliceable(v) {
             continue;
         }
         if expanded {
@@ -555,6 +549,14 @@ unsafe fn address_slice(addr: LLVMValueRef) -> Vec<LLVMValueRef> {
     out
 }
 
+/// Whether [`address_slice`] follows `v`: an instruction it may clone. Copies run where the
+/// load is, after the guards: divisions may be cloned too.
+unsafe fn sliceable(v: LLVMValueRef) -> bool {
+    use LLVMOpcode::*;
+    !LLVMIsAInstruction(v).is_null()
+        && (hoistable(v) || matches!(LLVMGetInstructionOpcode(v), LLVMSDiv | LLVMUDiv | LLVMSRem | LLVMURem))
+}
+
 /// The phis an address is computed from, through the operations [`address_slice`] follows.
 unsafe fn slice_through_phis(addr: LLVMValueRef) -> Vec<LLVMValueRef> {
     let mut out = Vec::new();
@@ -567,7 +569,9 @@ unsafe fn slice_through_phis(addr: LLVMValueRef) -> Vec<LLVMValueRef> {
         if LLVMGetInstructionOpcode(v) == LLVMOpcode::LLVMPHI {
             out.push(v);
         }
-        if address_slice(v).contains(&v) || LLVMGetInstructionOpcode(v) == LLVMOpcode::LLVMPHI {
+        // (Asking `sliceable` of each value, not slicing from each: that was quadratic in the
+        // slice, minutes on HeCBench's segsort.)
+        if sliceable(v) || LLVMGetInstructionOpcode(v) == LLVMOpcode::LLVMPHI {
             (0..LLVMGetNumOperands(v)).for_each(|k| stack.push(LLVMGetOperand(v, k as u32)));
         }
     }

@@ -68,6 +68,14 @@ pub struct Options {
     pub careful: Vec<String>,
     /// Only this node (by symbol) is analysed; the database holds it alone.
     pub only: Option<String>,
+    /// Nodes (by symbol) whose analysis did not finish in its time before: they run whole,
+    /// saying so.
+    pub slow: Vec<String>,
+    /// Nodes an earlier attempt analysed before it stalled or crashed on another
+    /// ([`PROGRESS_DONE`]): taken as they are, not analysed again.
+    pub done: Vec<dashdb::Node>,
+    /// The file's analysis ran out of time: nodes not in `done` run whole, saying so.
+    pub out_of_time: bool,
     /// Values built into the maps (`hpvm-mgpu specialize`, for one launch): each named map
     /// parameter (a node parameter by its map name, or a grid parameter `gx`, `px`, `pnx`...)
     /// becomes that constant before Polly sees the code. The maps then hold for launches
@@ -93,6 +101,11 @@ pub type Progress = Box<dyn FnMut(&str) + Send>;
 /// What the progress line before each node starts with: then the node's symbol, a tab, and
 /// `node `NAME` (FILE:LINE)` for people.
 pub const PROGRESS_NODE: &str = "analysing ";
+
+/// What the analysis says after each node, followed by the node's database entry as JSON:
+/// a caller whose analysis is stopped (a stall) or dies on a later node keeps these
+/// ([`Options::done`]) rather than analysing them again.
+pub const PROGRESS_DONE: &str = "analysed ";
 
 /// Makes `f` hear, before each node, what [`PROGRESS_NODE`] says.
 pub fn set_progress(f: Progress) {
@@ -244,6 +257,11 @@ pub fn analyze_program(
         };
     let mut cropped = Vec::new();
     for (leaf, shape, w) in &wrappers {
+        // Nodes taken from an earlier attempt, or not analysed for want of time, need none.
+        let name = &graph.nodes[*leaf].name;
+        if opts.out_of_time || opts.done.iter().any(|n| &n.name == name) {
+            continue;
+        }
         if let (Ok(w), false) = (w, failed.iter().any(|(l, _)| l == leaf)) {
             let shared = shape.map_or(vec![], |(p, alloc)| shared_params(graph, p, *leaf, alloc));
             let (c, narrow) = crop_and_widen(w.function, w, &shared, true, false);
@@ -255,8 +273,20 @@ pub fn analyze_program(
     }
 
     let isl = isl_glue::Isl::new();
+    let mut said = 0;
+    let mut say_done = |db: &Database| {
+        for n in &db.nodes[said..] {
+            progress(&format!("{PROGRESS_DONE}{}", serde_json::to_string(n).expect("a node serializes")));
+        }
+        said = db.nodes.len();
+    };
     for (leaf, shape, w) in &wrappers {
+        say_done(&db);
         let node = &graph.nodes[*leaf];
+        if let Some(done) = opts.done.iter().find(|n| n.name == node.name) {
+            db.nodes.push(done.clone());
+            continue;
+        }
         progress(&format!("{PROGRESS_NODE}{}\tnode `{}` ({})", node.name, node.display, loc_text(&node.def_loc)));
         let mut entry = Node {
             name: node.name.clone(),
@@ -276,9 +306,17 @@ pub fn analyze_program(
             args: vec![],
         };
         let shared = shape.map_or(vec![], |(p, alloc)| shared_params(graph, p, *leaf, alloc));
-        if opts.skip.contains(&node.name) {
+        if opts.skip.contains(&node.name) || opts.slow.contains(&node.name) || opts.out_of_time {
             entry.reasons.push(reason(
-                "the polyhedral analysis crashed on this node (an abort inside Polly or ISL, a bug of hpvm-mgpu)",
+                if opts.skip.contains(&node.name) {
+                    "the polyhedral analysis crashed on this node (an abort inside Polly or ISL, a bug of hpvm-mgpu)"
+                } else if opts.slow.contains(&node.name) {
+                    "the polyhedral analysis of this node did not finish in its time (HPVM_MGPU_ANALYSIS_SECONDS \
+                     sets the limit)"
+                } else {
+                    "the analysis of this file ran out of time before this node (HPVM_MGPU_ANALYSIS_SECONDS sets \
+                     the limit)"
+                },
                 &entry.location,
             ));
             entry.args = unknown_args(graph, *leaf, &shared);
@@ -326,6 +364,13 @@ pub fn analyze_program(
         let name = w.function.get_name().to_string_lossy().into_owned();
         // A function the cropping broke never reaches Polly (checked by LLVM's verifier).
         let careful = opts.careful.contains(&node.name);
+        // Tests: the analysis of one node stalling (`analysis-stall-node:NAME`, by its name as
+        // written).
+        if std::env::var("HPVM_MGPU_INJECT_CRASH")
+            .is_ok_and(|v| v.strip_prefix("analysis-stall-node:").is_some_and(|n| node.display.starts_with(n)))
+        {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
         // Tests: Polly aborting on a node's prepared loops (the command retries it carefully).
         if !careful && std::env::var("HPVM_MGPU_INJECT_CRASH").is_ok_and(|v| v == "polly-prepared") {
             std::process::abort();

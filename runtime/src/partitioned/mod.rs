@@ -104,7 +104,15 @@ pub fn run_unit(u: &Unit, args: &Args, run_box: &RunBox<'_>) -> bool {
         KernelKind::Grid => u.node,
     };
     let node = u.module.node(leaf);
-    let Some(why) = &node.indirect else { return on_devices(u, args, run_box, None) };
+    let Some(why) = &node.indirect else {
+        if policy::logging() {
+            eprintln!("hpvm-mgpu policy: {:.3} ms: {} launch starts", policy::log_ms(), u.module.node(u.node).shown());
+            let ran = on_devices(u, args, run_box, None);
+            eprintln!("hpvm-mgpu policy: {:.3} ms: {} launch returns", policy::log_ms(), u.module.node(u.node).shown());
+            return ran;
+        }
+        return on_devices(u, args, run_box, None);
+    };
     // Its pointers in memory hold the program's addresses (see `transform::indirect`): a
     // translated leaf runs whole on one device that holds every buffer; under ranks, and
     // where its code could not be translated, on the host's copies, which are at them.
@@ -167,6 +175,15 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
             plan_of(u, &key, order, &mut table, &t0, None).expect("a whole launch is planned at once")
         }
     };
+    if policy::logging() && !plan_hit {
+        eprintln!(
+            "hpvm-mgpu policy: {:.3} ms: {} planned over {} device(s) in {:.3} ms",
+            policy::log_ms(),
+            module.node(n).shown(),
+            key.devices,
+            t0.nanos() as f64 / 1e6
+        );
+    }
     if let (false, Some(Likely { split: Some(k), .. })) = (plan_hit, ahead) {
         if devices_given == 1 {
             speculate(u, &key, k, &mut table);
@@ -199,6 +216,9 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
         return true;
     }
 
+    if policy::logging() {
+        eprintln!("hpvm-mgpu policy: {:.3} ms: {} step 2 (copies) starts", policy::log_ms(), module.node(n).shown());
+    }
     // Step 2: the copies that make every partition's device current on what it reads.
     // Sparse copies: every partition's device backs what it reads and writes before the
     // copies into it are planned.
@@ -224,6 +244,9 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
         plans.policy.of(n).lock().unwrap_or_else(|e| e.into_inner()).record_plan(ns);
     }
 
+    if policy::logging() {
+        eprintln!("hpvm-mgpu policy: {:.3} ms: {} step 3 (run) starts", policy::log_ms(), module.node(n).shown());
+    }
     // Step 3: the copies, then the partitions, each on its device.
     let part_args: Vec<std::borrow::Cow<'_, [u8]>> = lp.parts.iter().map(|p| lp.part_args(p, &key.args)).collect();
     match &gpu_kernel {
@@ -231,6 +254,9 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
         None => run_on_sims(u, lp, &part_args, &copy_plan.copies, run_box, probe.take()),
     }
     // Step 4 was the copy plan's: the state after the launch came with it.
+    if policy::logging() {
+        eprintln!("hpvm-mgpu policy: {:.3} ms: {} step 3 (run) returns", policy::log_ms(), module.node(n).shown());
+    }
     drop(table);
     pass_outputs_through(module, n, shape, &args.for_instance(0), total, outs);
     count_launch(u, lp);
@@ -437,6 +463,16 @@ fn plan_of(
             p
         }
         None => {
+            // Planning may take milliseconds: the GPUs get what is held for them first.
+            crate::devices::inflight::submit_held();
+            if policy::logging() {
+                eprintln!(
+                    "hpvm-mgpu policy: {:.3} ms: {} plan miss over {} device(s)",
+                    policy::log_ms(),
+                    module.node(n).shown(),
+                    order.len()
+                );
+            }
             // Plans needing no maps are made here; the maps' ISL work runs on the planner
             // pool, reached from a plain thread (see the module's invariants).
             let split_now = |launch: &bindings::Launch<'_>, bindings: bindings::Bindings, table: &mut Table| {
@@ -698,7 +734,16 @@ fn decide(
             m.probing && m.ns_per_block.is_none()
         };
         if unmeasured {
+            let t = std::time::Instant::now();
             crate::devices::inflight::drain();
+            if policy::logging() {
+                eprintln!(
+                    "hpvm-mgpu policy: {:.3} ms: {} waited {:.3} ms for its first launch's time",
+                    policy::log_ms(),
+                    u.module.node(u.node).shown(),
+                    t.elapsed().as_secs_f64() * 1e3
+                );
+            }
         }
     }
     let mut m = record.lock().unwrap_or_else(|e| e.into_inner());
@@ -713,8 +758,9 @@ fn decide(
     let decision = policy::decide(&situation, &m, &policy::OVERHEADS);
     if policy::logging() {
         eprintln!(
-            "hpvm-mgpu policy: {} launch {}: {} blocks, wave {:?}, ns/block {:?}, copies {:?}, overhead(2) {:.0} ns, \
-             planning {:?} ns, before {:?}: {:?}",
+            "hpvm-mgpu policy: {:.3} ms: {} launch {}: {} blocks, wave {:?}, ns/block {:?}, copies {:?}, overhead(2) \
+             {:.0} ns, planning {:?} ns, before {:?}: {:?}",
+            policy::log_ms(),
             u.module.node(u.node).shown(),
             m.launches,
             blocks,

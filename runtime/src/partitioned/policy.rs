@@ -63,6 +63,13 @@ pub(crate) fn logging() -> bool {
     *LOG.get_or_init(|| matches!(std::env::var("HPVM_MGPU_POLICY_LOG").as_deref(), Ok("1" | "yes" | "on")))
 }
 
+/// Milliseconds since the policy's first log line, the stamp of each (to lay the host's
+/// decisions beside a GPU timeline, `scripts/device/timeline`).
+pub(crate) fn log_ms() -> f64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_secs_f64() * 1e3
+}
+
 pub(crate) fn mode() -> Mode {
     static MODE: std::sync::OnceLock<Mode> = std::sync::OnceLock::new();
     *MODE.get_or_init(|| match std::env::var("HPVM_MGPU_PARTITION").unwrap_or_default().trim() {

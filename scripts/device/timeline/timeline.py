@@ -2,7 +2,8 @@
 """Summarises a timeline.sh recording: per GPU, its kernels' durations and the gaps between
 consecutive kernels in the steady state (the last half of the run), and what ran in those
 gaps on that GPU (copies), as medians and percentiles in microseconds.
-    timeline.py TIMELINE.txt [KERNEL_SUBSTRING]"""
+    timeline.py TIMELINE.txt [KERNEL_SUBSTRING [FIRST_RECORDS]]
+With FIRST_RECORDS, the first records of every GPU are listed too."""
 import collections
 import statistics
 import sys
@@ -26,6 +27,8 @@ def main():
         per[dev].append((start, end, kind, stream, " ".join(rest)))
     t0 = min(r[0] for rs in per.values() for r in rs)
     api = sorted(per.pop(-1, []))
+    if len(sys.argv) > 3:
+        opening(per, t0, int(sys.argv[3]))
     for dev in sorted(per):
         rs = sorted(per[dev])
         ks = [r for r in rs if r[2] == "K" and want in r[4]]
@@ -57,6 +60,16 @@ def main():
         print(f"    next kernel +{(b[0]-a[1])/1e3:.1f} us")
         if dev == min(per):
             window(per, api, a[1] - 5000, b[0] + 2000, a[1], t0)
+
+
+def opening(per, t0, count):
+    """The run's first `count` records of every GPU, in time order, in microseconds from the
+    first record: how a run gets going (whole launches, the first split, the first copies)."""
+    first_kernel = min((r[0] for rs in per.values() for r in rs if r[2] == "K"), default=t0)
+    print(f"  the first {count} records of each GPU from the first kernel (us from the run's first record):")
+    rows = [(r[0], d, r) for d, rs in per.items() for r in [x for x in sorted(rs) if x[0] >= first_kernel][:count]]
+    for start, d, r in sorted(rows):
+        print(f"    {(start-t0)/1e3:10.1f} +{(r[1]-r[0])/1e3:8.1f}  GPU {d} {r[2]} s{r[3]} {r[4][:50]}")
 
 
 def window(per, api, lo, hi, at, t0):
