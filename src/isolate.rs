@@ -175,6 +175,8 @@ pub fn run_with_limits(
     loop {
         let quiet = patience.map(|p| p.saturating_sub(heard.elapsed()));
         let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        // Which limit this wait runs to: the deadline where it comes first.
+        let by_deadline = left.is_some_and(|b| quiet.is_none_or(|a| b <= a));
         let wait = match (quiet, left) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -192,8 +194,7 @@ pub fn run_with_limits(
         if ready == 0 {
             // SAFETY: our child; killed once, waited for below.
             unsafe { libc::kill(pid, libc::SIGKILL) };
-            stalled =
-                if deadline.is_some_and(|d| std::time::Instant::now() >= d) { Some(began.elapsed()) } else { patience };
+            stalled = if by_deadline { Some(began.elapsed()) } else { patience };
             break;
         }
         match from_child.read(&mut buf) {
