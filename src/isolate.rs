@@ -176,7 +176,7 @@ pub fn run_with_limits(
         let quiet = patience.map(|p| p.saturating_sub(heard.elapsed()));
         let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
         // Which limit this wait runs to: the deadline where it comes first.
-        let by_deadline = left.is_some_and(|b| quiet.is_none_or(|a| b <= a));
+        let by_deadline = left.is_some_and(|b| quiet.map_or(true, |a| b <= a));
         let wait = match (quiet, left) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
