@@ -695,3 +695,20 @@ fn host_writes_racing_a_kernel_stop_the_run() {
         assert!(stdout(&run).is_empty(), "{devices}: printed a result: {}", stdout(&run));
     }
 }
+
+/// Reasons name a kernel's parameters as the source does, never by the names clang gives the
+/// pieces of a struct passed by value (`out.0`).
+#[test]
+fn reasons_name_struct_parameters_as_the_source_does() {
+    let out = hpvm_mgpu(&["analyze", "tests/inputs/cuda/struct_param.cu"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reasons: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with("because")).collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|l| l.contains("`out` is written at a data-dependent index (tests/inputs/cuda/struct_param.cu:10)")),
+        "{text}"
+    );
+    assert!(reasons.iter().all(|l| !l.contains("`out.")), "{text}");
+}

@@ -440,7 +440,8 @@ pub fn analyze_program(
             if !p.ty.is_pointer() || shared.contains(&(i as u32)) {
                 continue;
             }
-            let acc = maps::accesses_of(&isl, &scops, w, &w.params[i], &p.name, &narrow.wrapping);
+            let shown = hpvm_core::names::param_name(&p.name);
+            let acc = maps::accesses_of(&isl, &scops, w, &w.params[i], shown, &narrow.wrapping);
             // Updated only through combining atomics: a reduction, whatever the maps say of the
             // atomics' loads and stores (they stand for the updates).
             match reduction_of(crop, i as u32, &w.params[i]) {
@@ -490,7 +491,7 @@ pub fn analyze_program(
                 } else {
                     "may be written by several instances at the same element"
                 };
-                entry.reasons.push(reason(format!("`{}` {why}", w.params[i]), &entry.location));
+                entry.reasons.push(reason(format!("`{shown}` {why}"), &entry.location));
             }
             entry.args.push(arg_record(&w.params[i], i as u32, &acc, &isl));
             read_in_bounds.push((i as u32, acc.read_in_bounds.clone()));
@@ -504,13 +505,13 @@ pub fn analyze_program(
                         continue;
                     }
                     entry.reasons.push(reason(
-                        format!("several instances write the same element of `{}`", w.params[i]),
+                        format!("several instances write the same element of `{shown}`"),
                         &entry.location,
                     ));
                 }
             }
         }
-        resolve_throughs(&mut entry, &indirect, &w.params);
+        resolve_throughs(&mut entry, &indirect, &w.params, node);
         for a in crop.atomics.iter().filter(|a| a.base.is_none()) {
             entry.reasons.push(reason("an atomic update through a pointer the analysis cannot trace", &a.location));
         }
@@ -570,7 +571,10 @@ pub fn analyze_program(
         for a in &entry.args {
             if let Some(p) = a.params.iter().find(|p| pointers.contains(p)) {
                 entry.reasons.push(reason(
-                    format!("where it accesses `{}` depends on the address `{p}` holds (its alignment, say)", a.name),
+                    format!(
+                        "where it accesses `{}` depends on the address `{p}` holds (its alignment, say)",
+                        source_name(node, a.index)
+                    ),
                     &entry.location,
                 ));
             }
@@ -584,7 +588,10 @@ pub fn analyze_program(
                     matches!(a.write, WriteKind::None | WriteKind::Exact | WriteKind::Indirect | WriteKind::Reduce);
                 if !fine && !may_with_map {
                     entry.reasons.push(reason(
-                        format!("`{}` is written where the analysis cannot tell which elements", a.name),
+                        format!(
+                            "`{}` is written where the analysis cannot tell which elements",
+                            source_name(node, a.index)
+                        ),
                         &entry.location,
                     ));
                 }
@@ -644,20 +651,31 @@ fn wants_values(message: &str) -> bool {
 /// Records where each indirect write's indices come from, or makes the write unanalysable
 /// (with a reason) when the runtime could not read them: the index argument is written by the
 /// node too, or its maps see it in another shape than the index map.
-fn resolve_throughs(entry: &mut Node, indirect: &[(u32, maps::Through)], params: &[String]) {
+/// How messages name the node's parameter `index`: as the source does ([`hpvm_core::names::param_name`]).
+fn source_name(node: &hpvm_core::graph::Node, index: u32) -> String {
+    node.params.get(index as usize).map_or("?".to_string(), |p| hpvm_core::names::param_name(&p.name).to_string())
+}
+
+fn resolve_throughs(
+    entry: &mut Node,
+    indirect: &[(u32, maps::Through)],
+    params: &[String],
+    node: &hpvm_core::graph::Node,
+) {
     for (i, t) in indirect {
         let from = params.iter().position(|p| *p == t.arg).and_then(|k| entry.arg(k as u32)).map(|a| (a.index, a));
-        let written = entry.args.iter().find(|a| a.index == *i).map_or("?".to_string(), |a| a.name.clone());
+        let written = entry.args.iter().find(|a| a.index == *i).map_or("?".to_string(), |a| source_name(node, a.index));
         let why = match from {
             None => {
                 Some(format!("`{written}` is written at indices read through a pointer the analysis cannot follow"))
             }
-            Some((_, a)) if a.write != WriteKind::None => {
-                Some(format!("`{written}` is written at indices read from `{}`, which the node also writes", a.name))
-            }
+            Some((_, a)) if a.write != WriteKind::None => Some(format!(
+                "`{written}` is written at indices read from `{}`, which the node also writes",
+                source_name(node, a.index)
+            )),
             Some((_, a)) if a.dimensionality != 1 => Some(format!(
                 "`{written}` is written at indices read from `{}`, which is not seen as a one-dimensional array",
-                a.name
+                source_name(node, a.index)
             )),
             Some(_) => None,
         };

@@ -22,6 +22,21 @@ pub fn display_name(symbol: &str) -> String {
         .unwrap_or_else(|| symbol.to_string())
 }
 
+/// The name a person knows a kernel's parameter by: the source's. Clang names the pieces of
+/// a struct passed by value after the parameter and the field's position (`out.0.0.0` for a
+/// pointer inside CUB's `out` iterator), a name no source has (a C identifier holds no `.`):
+/// those read as the parameter they came from.
+pub fn param_name(name: &str) -> &str {
+    let mut base = name;
+    while let Some((head, tail)) = base.rsplit_once('.') {
+        if head.is_empty() || tail.is_empty() || !tail.bytes().all(|b| b.is_ascii_digit()) {
+            break;
+        }
+        base = head;
+    }
+    base
+}
+
 /// Whether `given` (what a user typed, e.g. in `--split NODE=y`) names the node `symbol`:
 /// its symbol or its display name.
 pub fn names(given: &str, symbol: &str) -> bool {
@@ -31,6 +46,18 @@ pub fn names(given: &str, symbol: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pieces_of_struct_parameters_read_as_the_parameter() {
+        assert_eq!(param_name("out.0.0.0.0.0"), "out");
+        assert_eq!(param_name("d_keys_out.0.0.0"), "d_keys_out");
+        assert_eq!(param_name("f.0"), "f");
+        // Source names stay as they are.
+        assert_eq!(param_name("a"), "a");
+        assert_eq!(param_name("x1"), "x1");
+        assert_eq!(param_name(".0"), ".0");
+        assert_eq!(param_name("v.x"), "v.x");
+    }
 
     #[test]
     fn cxx_symbols_lose_mangling_and_parameters() {
