@@ -234,15 +234,60 @@ fn symbolizer() -> Option<Symbolizer> {
 }
 
 /// Writes the source line of the instruction at `pc` (and the lines it was inlined into) to
-/// stderr, through `addr2line` in a child process: `fork`, `execv` and `waitpid` are what a
-/// signal handler may call, and reading the executable's line tables here would not be.
+/// stderr, through `addr2line` in a child process: `fork`, `execv`, `pipe`, `read` and
+/// `waitpid` are what a signal handler may call, and reading the executable's line tables here
+/// would not be. Where LLVM gave the instruction no line (line 0: an instruction merged from
+/// several lines), the nearest instruction before it that has one is named, and said to be.
 fn name_the_line(pc: u64) {
     let Some(Some(s)) = SYMBOLIZER.get() else { return };
+    let mut out = [0u8; 4096];
+    let mut found = None;
+    for back in [0u64, 1, 2, 4, 8, 16, 32, 64, 128] {
+        let n = addr2line(s, pc.wrapping_sub(back), &mut out);
+        if n == 0 {
+            break;
+        }
+        if has_line(&out[..n]) {
+            found = Some((n, back > 0));
+            break;
+        }
+    }
+    // No instruction near it has a line either: its own answer, as it is.
+    let (shown, nearest) = found.unwrap_or_else(|| (addr2line(s, pc, &mut out), false));
+    if shown == 0 {
+        return;
+    }
+    let header: &[u8] = if nearest {
+        b"hpvm-mgpu: the faulting instruction has no line of its own; the nearest instruction before it is at \
+          (innermost first):\n"
+    } else {
+        b"hpvm-mgpu: the faulting instruction is at (innermost first):\n"
+    };
+    // SAFETY: writing bytes of our buffers to stderr.
+    unsafe {
+        libc::write(2, header.as_ptr() as *const libc::c_void, header.len());
+        libc::write(2, out.as_ptr() as *const libc::c_void, shown);
+    }
+}
+
+/// Whether `addr2line`'s answer names a line: its first (innermost) line does not end in
+/// `:?` or `:0` (before a `(discriminator N)`).
+fn has_line(answer: &[u8]) -> bool {
+    let first = answer.split(|&b| b == b'\n').next().unwrap_or_default();
+    let first = match first.windows(2).position(|w| w == b" (") {
+        Some(at) => &first[..at],
+        None => first,
+    };
+    !(first.is_empty() || first.ends_with(b":?") || first.ends_with(b":0"))
+}
+
+/// `addr2line`'s answer for `addr` (inline frames, demangled) into `out`; its length, 0
+/// where it could not run.
+fn addr2line(s: &Symbolizer, addr: u64, out: &mut [u8]) -> usize {
     let mut hex = Line { buf: [0; 1024], len: 0 };
     // The address as the executable's line tables number it (position-independent: from
     // its base), ending in NUL for execv.
-    let _ = std::fmt::Write::write_fmt(&mut hex, format_args!("{:#x}\0", pc.wrapping_sub(s.base)));
-    let header = b"hpvm-mgpu: the faulting instruction is at (innermost first):\n";
+    let _ = std::fmt::Write::write_fmt(&mut hex, format_args!("{:#x}\0", addr.wrapping_sub(s.base)));
     let args: [*const libc::c_char; 8] = [
         s.tool.as_ptr(),
         c"-e".as_ptr(),
@@ -253,19 +298,35 @@ fn name_the_line(pc: u64) {
         hex.buf.as_ptr() as *const libc::c_char,
         std::ptr::null(),
     ];
-    // SAFETY: async-signal-safe calls only; the child writes to our stderr and exits.
+    let mut fds = [0i32; 2];
+    // SAFETY: async-signal-safe calls only; the child writes its answer into the pipe and
+    // exits; the parent reads it into `out`.
     unsafe {
-        libc::write(2, header.as_ptr() as *const libc::c_void, header.len());
+        if libc::pipe(fds.as_mut_ptr()) != 0 {
+            return 0;
+        }
         let child = libc::fork();
         if child == 0 {
-            libc::dup2(2, 1);
+            libc::dup2(fds[1], 1);
+            libc::close(fds[0]);
             libc::execv(s.tool.as_ptr(), args.as_ptr());
             libc::_exit(127);
         }
+        libc::close(fds[1]);
+        let mut len = 0;
         if child > 0 {
+            while len < out.len() {
+                let n = libc::read(fds[0], out[len..].as_mut_ptr() as *mut libc::c_void, out.len() - len);
+                if n <= 0 {
+                    break;
+                }
+                len += n as usize;
+            }
             let mut status = 0;
             libc::waitpid(child, &mut status, 0);
         }
+        libc::close(fds[0]);
+        len
     }
 }
 
@@ -310,6 +371,16 @@ mod tests {
         let mut line = Line { buf: [0; 1024], len: 0 };
         describe(&mut line, "Demosaic", "camera.c:41", signal, addr, near);
         String::from_utf8(line.buf[..line.len].to_vec()).unwrap()
+    }
+
+    #[test]
+    fn answers_without_a_line_are_told_apart() {
+        assert!(has_line(b"k at /src/a.cu:12\n (inlined by) main at /src/a.cu:30\n"));
+        assert!(has_line(b"k at /src/a.cu:12 (discriminator 2)\n"));
+        assert!(!has_line(b"k at /src/a.cu:0\n (inlined by) main at /src/a.cu:30\n"));
+        assert!(!has_line(b"k at /src/a.cu:?\n"));
+        assert!(!has_line(b"?? ??:0\n"));
+        assert!(!has_line(b""));
     }
 
     #[test]
