@@ -626,11 +626,11 @@ impl Buffer {
                         if self.races_refused {
                             self.refuse_races(&runs);
                         }
-                        self.runtime_wrote.clear();
                         self.coherence.host_wins_in(runs)
                     }
                     None => self.coherence.host_wins(),
                 }
+                self.runtime_wrote.clear();
             }
         }
     }
@@ -689,7 +689,8 @@ impl Buffer {
         let mut copies = Vec::new();
         self.plan_run(Place::Host, lo, hi, &before, self.start, &mut copies, true);
         execute(&copies).unwrap_or_else(|e| crate::fatal(&format!("copying a buffer back to the host: {e}")));
-        if self.races_refused {
+        // Only a watched buffer is scanned (and the list emptied) again.
+        if self.races_refused && watched {
             self.runtime_wrote
                 .extend(copies.iter().map(|c| (c.dst_addr, c.dst_addr + (c.rows - 1) * c.pitch + c.row_bytes)));
         }
