@@ -86,9 +86,7 @@ pub(super) fn run(
         Slots::synchronous()
     };
     let base = &slots.base;
-    if super::policy::logging() {
-        eprintln!("hpvm-mgpu policy: {:.3} ms: gpu run: slots taken", super::policy::log_ms());
-    }
+    super::policy::log_line!("gpu run: slots taken");
 
     let t0 = Stopwatch::start();
     // A launch that copies nothing (a loop's steady state on one GPU) records no copy marks:
@@ -146,13 +144,9 @@ pub(super) fn run(
         .map(|(p, a)| GpuPart { device: p.device, args: a, bx: p.bx })
         .collect();
     let wait = !slots.asynchronous();
-    if super::policy::logging() {
-        eprintln!("hpvm-mgpu policy: {:.3} ms: gpu run: copies enqueued", super::policy::log_ms());
-    }
+    super::policy::log_line!("gpu run: copies enqueued");
     let launched = kernel::run(m, n, kernel, name, prepared, ptx, &parts, parent, grid, outs, base, wait, sampled);
-    if super::policy::logging() {
-        eprintln!("hpvm-mgpu policy: {:.3} ms: gpu run: kernels enqueued", super::policy::log_ms());
-    }
+    super::policy::log_line!("gpu run: kernels enqueued");
     let launched = launched.and_then(|l| super::reduce::finish(&lp.reductions).map(|()| l));
     let launched = match launched {
         Ok(l) => l,

@@ -105,13 +105,10 @@ pub fn run_unit(u: &Unit, args: &Args, run_box: &RunBox<'_>) -> bool {
     };
     let node = u.module.node(leaf);
     let Some(why) = &node.indirect else {
-        if policy::logging() {
-            eprintln!("hpvm-mgpu policy: {:.3} ms: {} launch starts", policy::log_ms(), u.module.node(u.node).shown());
-            let ran = on_devices(u, args, run_box, None);
-            eprintln!("hpvm-mgpu policy: {:.3} ms: {} launch returns", policy::log_ms(), u.module.node(u.node).shown());
-            return ran;
-        }
-        return on_devices(u, args, run_box, None);
+        policy::log_line!("{} launch starts", u.module.node(u.node).shown());
+        let ran = on_devices(u, args, run_box, None);
+        policy::log_line!("{} launch returns", u.module.node(u.node).shown());
+        return ran;
     };
     // Its pointers in memory hold the program's addresses (see `transform::indirect`): a
     // translated leaf runs whole on one device that holds every buffer; under ranks, and
@@ -175,10 +172,9 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
             plan_of(u, &key, order, &mut table, &t0, None).expect("a whole launch is planned at once")
         }
     };
-    if policy::logging() && !plan_hit {
-        eprintln!(
-            "hpvm-mgpu policy: {:.3} ms: {} planned over {} device(s) in {:.3} ms",
-            policy::log_ms(),
+    if !plan_hit {
+        policy::log_line!(
+            "{} planned over {} device(s) in {:.3} ms",
             module.node(n).shown(),
             key.devices,
             t0.nanos() as f64 / 1e6
@@ -216,9 +212,7 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
         return true;
     }
 
-    if policy::logging() {
-        eprintln!("hpvm-mgpu policy: {:.3} ms: {} step 2 (copies) starts", policy::log_ms(), module.node(n).shown());
-    }
+    policy::log_line!("{} step 2 (copies) starts", module.node(n).shown());
     // Step 2: the copies that make every partition's device current on what it reads.
     // Sparse copies: every partition's device backs what it reads and writes before the
     // copies into it are planned.
@@ -244,9 +238,7 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
         plans.policy.of(n).lock().unwrap_or_else(|e| e.into_inner()).record_plan(ns);
     }
 
-    if policy::logging() {
-        eprintln!("hpvm-mgpu policy: {:.3} ms: {} step 3 (run) starts", policy::log_ms(), module.node(n).shown());
-    }
+    policy::log_line!("{} step 3 (run) starts", module.node(n).shown());
     // Step 3: the copies, then the partitions, each on its device.
     let part_args: Vec<std::borrow::Cow<'_, [u8]>> = lp.parts.iter().map(|p| lp.part_args(p, &key.args)).collect();
     match &gpu_kernel {
@@ -254,9 +246,7 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
         None => run_on_sims(u, lp, &part_args, &copy_plan.copies, run_box, probe.take()),
     }
     // Step 4 was the copy plan's: the state after the launch came with it.
-    if policy::logging() {
-        eprintln!("hpvm-mgpu policy: {:.3} ms: {} step 3 (run) returns", policy::log_ms(), module.node(n).shown());
-    }
+    policy::log_line!("{} step 3 (run) returns", module.node(n).shown());
     drop(table);
     pass_outputs_through(module, n, shape, &args.for_instance(0), total, outs);
     count_launch(u, lp);
@@ -465,14 +455,7 @@ fn plan_of(
         None => {
             // Planning may take milliseconds: the GPUs get what is held for them first.
             crate::devices::inflight::submit_held();
-            if policy::logging() {
-                eprintln!(
-                    "hpvm-mgpu policy: {:.3} ms: {} plan miss over {} device(s)",
-                    policy::log_ms(),
-                    module.node(n).shown(),
-                    order.len()
-                );
-            }
+            policy::log_line!("{} plan miss over {} device(s)", module.node(n).shown(), order.len());
             // Plans needing no maps are made here; the maps' ISL work runs on the planner
             // pool, reached from a plain thread (see the module's invariants).
             let split_now = |launch: &bindings::Launch<'_>, bindings: bindings::Bindings, table: &mut Table| {
@@ -736,14 +719,11 @@ fn decide(
         if unmeasured {
             let t = std::time::Instant::now();
             crate::devices::inflight::drain();
-            if policy::logging() {
-                eprintln!(
-                    "hpvm-mgpu policy: {:.3} ms: {} waited {:.3} ms for its first launch's time",
-                    policy::log_ms(),
-                    u.module.node(u.node).shown(),
-                    t.elapsed().as_secs_f64() * 1e3
-                );
-            }
+            policy::log_line!(
+                "{} waited {:.3} ms for its first launch's time",
+                u.module.node(u.node).shown(),
+                t.elapsed().as_secs_f64() * 1e3
+            );
         }
     }
     let mut m = record.lock().unwrap_or_else(|e| e.into_inner());
@@ -756,23 +736,20 @@ fn decide(
     let strided = *m.strided.get_or_insert_with(|| runs_grid_stride_loop(u));
     let situation = policy::Situation { devices: all, blocks, wave: m.wave, gpus: gpu.is_some(), strided };
     let decision = policy::decide(&situation, &m, &policy::OVERHEADS);
-    if policy::logging() {
-        eprintln!(
-            "hpvm-mgpu policy: {:.3} ms: {} launch {}: {} blocks, wave {:?}, ns/block {:?}, copies {:?}, overhead(2) \
-             {:.0} ns, planning {:?} ns, before {:?}: {:?}",
-            policy::log_ms(),
-            u.module.node(u.node).shown(),
-            m.launches,
-            blocks,
-            m.wave,
-            m.ns_per_block,
-            &m.copy_ns[..3],
-            policy::OVERHEADS.get(2, gpu.is_some()),
-            m.plan_ns,
-            m.decided.get(&blocks),
-            decision
-        );
-    }
+    policy::log_line!(
+        "{} launch {}: {} blocks, wave {:?}, ns/block {:?}, copies {:?}, overhead(2) {:.0} ns, planning {:?} ns, \
+         before {:?}: {:?}",
+        u.module.node(u.node).shown(),
+        m.launches,
+        blocks,
+        m.wave,
+        m.ns_per_block,
+        &m.copy_ns[..3],
+        policy::OVERHEADS.get(2, gpu.is_some()),
+        m.plan_ns,
+        m.decided.get(&blocks),
+        decision
+    );
     let (given, chosen) = match &decision {
         // Only open devices take partitions. Where the policy wants more than are open, the
         // others start opening (`devices::opening`) and later launches get them; the choice

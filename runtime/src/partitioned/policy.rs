@@ -63,6 +63,17 @@ pub(crate) fn logging() -> bool {
     *LOG.get_or_init(|| matches!(std::env::var("HPVM_MGPU_POLICY_LOG").as_deref(), Ok("1" | "yes" | "on")))
 }
 
+/// A line of the policy log ([`logging`]), stamped with [`log_ms`]; its arguments are
+/// evaluated only where the log is on (launches are the hot path).
+macro_rules! log_line {
+    ($($arg:tt)*) => {
+        if $crate::partitioned::policy::logging() {
+            eprintln!("hpvm-mgpu policy: {:.3} ms: {}", $crate::partitioned::policy::log_ms(), format_args!($($arg)*));
+        }
+    };
+}
+pub(crate) use log_line;
+
 /// Milliseconds since the policy's first log line, the stamp of each (to lay the host's
 /// decisions beside a GPU timeline, `scripts/device/timeline`).
 pub(crate) fn log_ms() -> f64 {
