@@ -22,8 +22,12 @@ impl<T> SendPtr<T> {
 
 /// The arguments of a node's instances: one buffer shared by all, plus, for inputs fed by
 /// one-to-one edges, the per-instance values to patch in.
+/// An argument buffer held inline where it is as small as kernels' usually are: a launch's
+/// cache key and the lists beside it allocate nothing (a launch-bound loop launches millions).
+pub type ArgBytes = smallvec::SmallVec<[u8; 64]>;
+
 pub struct Args<'a> {
-    pub base: Vec<u8>,
+    pub base: ArgBytes,
     pub patches: Vec<Patch<'a>>,
 }
 
@@ -37,15 +41,15 @@ pub struct Patch<'a> {
 }
 
 impl Args<'_> {
-    pub fn uniform(base: Vec<u8>) -> Args<'static> {
-        Args { base, patches: Vec::new() }
+    pub fn uniform(base: impl Into<ArgBytes>) -> Args<'static> {
+        Args { base: base.into(), patches: Vec::new() }
     }
 
     pub fn for_instance(&self, lin: i64) -> Cow<'_, [u8]> {
         if self.patches.is_empty() {
             return Cow::Borrowed(&self.base);
         }
-        let mut buf = self.base.clone();
+        let mut buf = self.base.to_vec();
         for p in &self.patches {
             let from = lin as usize * p.stride + p.src_offset;
             buf[p.dst_offset..p.dst_offset + p.size].copy_from_slice(&p.src[from..from + p.size]);
@@ -55,12 +59,12 @@ impl Args<'_> {
 
     /// The argument buffer shared by all `total` instances, if their one-to-one inputs all
     /// agree.
-    pub fn uniform_over(&self, total: i64) -> Option<Vec<u8>> {
+    pub fn uniform_over(&self, total: i64) -> Option<ArgBytes> {
         if self.patches.is_empty() {
-            return Some(self.base.clone());
+            return Some(ArgBytes::from_slice(&self.base));
         }
-        let first = self.for_instance(0).into_owned();
-        (1..total).all(|i| *self.for_instance(i) == first[..]).then_some(first)
+        let first = self.for_instance(0);
+        (1..total).all(|i| *self.for_instance(i) == first[..]).then(|| ArgBytes::from_slice(&first))
     }
 }
 

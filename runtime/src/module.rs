@@ -23,6 +23,9 @@ pub struct Module {
     pub ptx: Option<&'static std::ffi::CStr>,
     /// Per node: its children in an order where every edge goes forward (internal nodes only).
     pub order: Vec<Vec<u32>>,
+    /// Per node, how its parent fills its arguments ([`Inputs`]): found once, since every
+    /// launch of a CUDA kernel asks (three times, and a launch-bound loop launches millions).
+    inputs: Vec<Inputs>,
     /// Shared with launches left in flight, which add their GPU times once finished.
     pub stats: std::sync::Arc<[NodeStats]>,
     /// The analysis database the build embedded (validated, of this schema version).
@@ -48,6 +51,16 @@ impl AnalysisInput {
         let (path, id) = text.split_once('\n').unwrap_or((&text, ""));
         (std::path::PathBuf::from(path), id.to_string())
     }
+}
+
+/// How a node's parent fills the node's argument buffer: the bytes bound from the parent's
+/// arguments, and whether edges from siblings feed it too (all of them, or one instance each).
+#[derive(Default)]
+struct Inputs {
+    /// (offset in the parent's arguments, offset in the node's, bytes), in `bind_in` order.
+    bound: Vec<(usize, usize, usize)>,
+    edges: bool,
+    one_to_one: bool,
 }
 
 #[derive(Default)]
@@ -180,6 +193,21 @@ impl Module {
                 }
             });
         }
+        let mut inputs: Vec<Inputs> = program.nodes.iter().map(|_| Inputs::default()).collect();
+        for node in &program.nodes {
+            let KindDesc::Internal { edges, bind_in, .. } = &node.kind else { continue };
+            for b in bind_in {
+                let (from, to) = (
+                    &node.params[b.parent_port as usize],
+                    &program.nodes[b.child as usize].params[b.child_port as usize],
+                );
+                inputs[b.child as usize].bound.push((from.offset as usize, to.offset as usize, to.size as usize));
+            }
+            for e in edges {
+                inputs[e.dst as usize].edges = true;
+                inputs[e.dst as usize].one_to_one |= e.one_to_one;
+            }
+        }
         let stats = program.nodes.iter().map(|_| NodeStats::default()).collect();
         let analysis =
             match &program.analysis {
@@ -188,7 +216,7 @@ impl Module {
                 })?),
                 None => None,
             };
-        Ok(Module { program, entries, ptx, order, stats, analysis, analysis_input: None })
+        Ok(Module { program, entries, ptx, order, inputs, stats, analysis, analysis_input: None })
     }
 
     /// Parses the description `json` and makes its module.
@@ -237,16 +265,14 @@ impl Module {
     ) -> Args<'r> {
         let node = self.node(n);
         let child = self.node(c);
-        let KindDesc::Internal { edges, bind_in, .. } = &node.kind else {
-            unreachable!("only internal nodes have children")
-        };
-        let mut base = vec![0u8; child.args_size()];
-        for b in bind_in.iter().filter(|b| b.child == c) {
-            let (from, to) = (&node.params[b.parent_port as usize], &child.params[b.child_port as usize]);
-            base[to.offset as usize..(to.offset + to.size) as usize]
-                .copy_from_slice(&args[from.offset as usize..(from.offset + from.size) as usize]);
+        let KindDesc::Internal { edges, .. } = &node.kind else { unreachable!("only internal nodes have children") };
+        let inputs = &self.inputs[c as usize];
+        let mut base = crate::args::ArgBytes::from_elem(0, child.args_size());
+        for &(from, to, size) in &inputs.bound {
+            base[to..to + size].copy_from_slice(&args[from..from + size]);
         }
         let mut patches = Vec::new();
+        let edges: &[EdgeDesc] = if inputs.edges { edges } else { &[] };
         for e in edges.iter().filter(|e| e.dst == c) {
             let src = self.node(e.src);
             let (outs, total) = source(e);
@@ -266,6 +292,12 @@ impl Module {
             }
         }
         Args { base, patches }
+    }
+
+    /// Whether node `c` takes an argument per instance from a one-to-one edge (its
+    /// arguments from [`Module::child_args`] then have patches).
+    pub fn fed_one_to_one(&self, c: u32) -> bool {
+        self.inputs[c as usize].one_to_one
     }
 
     /// Writes the outputs of internal node `n` (one instance) at `out` from its children's

@@ -10,9 +10,9 @@
 use super::{ret, stream_ok, Error, INVALID_CONFIGURATION, INVALID_DEVICE_FUNCTION, INVALID_RESOURCE_HANDLE};
 use super::{INVALID_VALUE, MISSING_CONFIGURATION, SUCCESS};
 use crate::abi::guard;
+use crate::hash::FxHashMap;
 use crate::memory;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::{Mutex, Once};
 
@@ -20,7 +20,7 @@ use std::sync::{Mutex, Once};
 type Launcher = unsafe extern "C" fn(*mut *mut c_void, i64, i64, i64, i64, i64, i64, i64) -> c_int;
 
 /// Launchers by the address of their kernel's stub.
-static KERNELS: Mutex<Option<HashMap<usize, Launcher>>> = Mutex::new(None);
+static KERNELS: Mutex<Option<FxHashMap<usize, Launcher>>> = Mutex::new(None);
 
 /// CUDA's `dim3`.
 #[repr(C)]
@@ -61,7 +61,7 @@ pub unsafe extern "C" fn hpvm_rt_cuda_register(stub: *const c_void, launcher: La
         KERNELS
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get_or_insert_with(HashMap::new)
+            .get_or_insert_with(FxHashMap::default)
             .insert(stub as usize, launcher);
     })
 }

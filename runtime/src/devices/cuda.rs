@@ -46,7 +46,7 @@ pub struct Cuda {
     modules: Mutex<HashMap<usize, sys::CUmodule>>,
     /// Per module (by its PTX's address), its kernels looked up so far: found by name
     /// without allocating, on every launch.
-    functions: Mutex<HashMap<usize, Vec<(String, sys::CUfunction)>>>,
+    functions: Mutex<crate::hash::FxHashMap<usize, Vec<(String, sys::CUfunction)>>>,
     /// Events marking points of the stream (see [`Cuda::mark`]), reused: a slot is recorded
     /// again only after the stream was synchronized past its last use.
     marks: Mutex<Vec<sys::CUevent>>,
@@ -148,15 +148,31 @@ fn check<T>(what: &str, r: Result<T, result::DriverError>) -> Result<T, String> 
 
 /// A kernel's parameter values, one after another in one buffer (a launch makes no
 /// allocation per parameter): what `cuLaunchKernel` reads through one pointer each.
+///
+/// Buffers are reused: a dropped `Params` goes back to its thread's pool and the next
+/// [`Params::with_capacity`] takes it, so that a loop of launches allocates none.
 #[derive(Default)]
 pub struct Params {
     bytes: Vec<u8>,
     starts: Vec<usize>,
 }
 
+thread_local! {
+    /// Dropped parameter buffers, cleared, for the next launch on this thread (as plain
+    /// vectors: dropping the pool at the thread's exit must not put them back).
+    static POOL: std::cell::RefCell<Vec<(Vec<u8>, Vec<usize>)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Buffers a thread's pool keeps (held launches are at most `held::HOLD_MAX` per GPU).
+const POOL_KEPT: usize = 64;
+
 impl Params {
     pub fn with_capacity(params: usize) -> Params {
-        Params { bytes: Vec::with_capacity(params * 8), starts: Vec::with_capacity(params) }
+        let pooled = POOL.try_with(|p| p.borrow_mut().pop()).ok().flatten();
+        let mut p = pooled.map_or_else(Params::default, |(bytes, starts)| Params { bytes, starts });
+        p.bytes.reserve(params * 8);
+        p.starts.reserve(params);
+        p
     }
 
     /// Appends the next parameter's bytes.
@@ -167,16 +183,53 @@ impl Params {
         self.bytes.extend_from_slice(value);
     }
 
+    /// Appends 8-byte parameters, one per value.
+    pub fn push_words(&mut self, values: &[i64]) {
+        self.bytes.resize(self.bytes.len().next_multiple_of(8), 0);
+        let at = self.bytes.len();
+        self.starts.extend((0..values.len()).map(|i| at + 8 * i));
+        self.bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+    }
+
     /// The parameters' bytes, as laid out for the pointers.
     pub(super) fn bytes(&self) -> &[u8] {
         &self.bytes
     }
 
-    /// One pointer per parameter, valid while `self` is neither moved nor changed.
-    pub(super) fn pointers(&mut self) -> Vec<*mut c_void> {
+    /// Calls `f` with one pointer per parameter (valid during the call): on the stack for
+    /// the parameter counts kernels have, so that a launch allocates nothing for them.
+    pub(super) fn with_pointers<R>(&mut self, f: impl FnOnce(&mut [*mut c_void]) -> R) -> R {
+        const ON_STACK: usize = 64;
         let base = self.bytes.as_mut_ptr();
         // SAFETY: every start lies within the buffer.
-        self.starts.iter().map(|&at| unsafe { base.add(at) } as *mut c_void).collect()
+        let at = |i: &usize| unsafe { base.add(*i) } as *mut c_void;
+        if self.starts.len() <= ON_STACK {
+            let mut ptrs = [std::ptr::null_mut(); ON_STACK];
+            for (p, i) in ptrs.iter_mut().zip(&self.starts) {
+                *p = at(i);
+            }
+            f(&mut ptrs[..self.starts.len()])
+        } else {
+            f(&mut self.starts.iter().map(at).collect::<Vec<_>>())
+        }
+    }
+}
+
+impl Drop for Params {
+    fn drop(&mut self) {
+        if self.bytes.capacity() == 0 {
+            return;
+        }
+        let (mut bytes, mut starts) = (std::mem::take(&mut self.bytes), std::mem::take(&mut self.starts));
+        bytes.clear();
+        starts.clear();
+        // After the thread's pool is gone (thread exit), the buffers are simply freed.
+        let _ = POOL.try_with(|pool| {
+            let mut pool = pool.borrow_mut();
+            if pool.len() < POOL_KEPT {
+                pool.push((bytes, starts));
+            }
+        });
     }
 }
 
@@ -185,6 +238,19 @@ impl Params {
 pub(super) struct Opened {
     ctx: sys::CUcontext,
     pub(super) stream: sys::CUstream,
+}
+
+/// Makes `ctx` the calling thread's current context, unless it is already: asking is a read
+/// of the driver's thread-local state, setting it is not free, and every operation on a GPU
+/// makes its context current first (a loop of launches on one GPU set it once per launch).
+fn make_current(ctx: sys::CUcontext) -> Result<(), String> {
+    let mut now = std::ptr::null_mut();
+    // SAFETY: an out-pointer for the current context.
+    if unsafe { sys::cuCtxGetCurrent(&mut now) } == sys::CUresult::CUDA_SUCCESS && now == ctx {
+        return Ok(());
+    }
+    // SAFETY: the context lives as long as the process (primary contexts are never released).
+    check("cuCtxSetCurrent", unsafe { result::ctx::set_current(ctx) })
 }
 
 /// Held while a GPU's context opens and its peer access is enabled: the driver opens one
@@ -202,17 +268,13 @@ pub(super) fn open_in(all: &[Cuda], me: usize) -> Result<Opened, String> {
     let t = std::time::Instant::now();
     // SAFETY: `dev` comes from cuDeviceGet.
     let ctx = check("cuDevicePrimaryCtxRetain", unsafe { result::primary_ctx::retain(g.dev) })?;
-    let current = |ctx| {
-        // SAFETY: the context lives as long as the process (primary contexts are never released).
-        check("cuCtxSetCurrent", unsafe { result::ctx::set_current(ctx) })
-    };
-    current(ctx)?;
+    make_current(ctx)?;
     let stream = check("cuStreamCreate", result::stream::create(result::stream::StreamKind::NonBlocking))?;
     for other in all.iter().filter(|o| o.index != g.index) {
         let Some(o) = other.opened.get() else { continue };
         for (from, from_ctx, to, to_ctx) in [(g, ctx, other, o.ctx), (other, o.ctx, g, ctx)] {
             if can_access(from.dev, to.dev)? {
-                current(from_ctx)?;
+                make_current(from_ctx)?;
                 // SAFETY: both contexts are alive; enabling twice reports an error we accept.
                 match unsafe { sys::cuCtxEnablePeerAccess(to_ctx, 0) } {
                     sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
@@ -221,7 +283,7 @@ pub(super) fn open_in(all: &[Cuda], me: usize) -> Result<Opened, String> {
             }
         }
     }
-    current(ctx)?;
+    make_current(ctx)?;
     let o = Opened { ctx, stream };
     let _ = g.opened.set(o);
     crate::sink::record(crate::sink::Event::GpuOpened { nanos: t.elapsed().as_nanos() as u64 });
@@ -418,7 +480,7 @@ impl Cuda {
     pub(super) fn bind(&self) -> Result<Opened, String> {
         let o = self.opened()?;
         // SAFETY: the context lives as long as the process.
-        check("cuCtxSetCurrent", unsafe { result::ctx::set_current(o.ctx) })?;
+        make_current(o.ctx)?;
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if !held.is_empty() {
             held.flush(o.stream, &|| self.label())?;
@@ -819,7 +881,7 @@ impl Cuda {
 
     fn function(&self, ptx: &'static CStr, kernel: &str) -> Result<sys::CUfunction, String> {
         let key = ptx.as_ptr() as usize;
-        let found = |fs: &HashMap<usize, Vec<(String, sys::CUfunction)>>| {
+        let found = |fs: &crate::hash::FxHashMap<usize, Vec<(String, sys::CUfunction)>>| {
             fs.get(&key).and_then(|v| v.iter().find(|(name, _)| name == kernel)).map(|&(_, f)| f)
         };
         if let Some(f) = found(&self.functions.lock().unwrap_or_else(|e| e.into_inner())) {
@@ -897,9 +959,10 @@ impl Cuda {
                 let name = held.name(kernel);
                 let full = held.hold(Launch { f, name, grid, block, shared, params: std::mem::take(params) });
                 if full {
-                    drop(held);
-                    // Submits them.
-                    self.bind()?;
+                    // Submits them, or a whole number of their period (the rest stays held).
+                    let o = self.opened()?;
+                    make_current(o.ctx)?;
+                    held.flush_full(o.stream, &|| self.label())?;
                 }
                 return Ok(());
             }

@@ -21,6 +21,10 @@ use super::devices;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+/// Devices (or a number per device) of one launch: inline for the machines there are, so
+/// that a launch allocates nothing for them.
+pub type DeviceList = smallvec::SmallVec<[usize; 8]>;
+
 /// What a launch leaves to do once its work has finished (reading its times).
 pub type Finish = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
@@ -105,7 +109,7 @@ fn drain_locked(f: &mut InFlight) -> Result<(), String> {
 /// launch holds the state of what is in flight from [`Slots::take`] to [`Slots::leave`], so
 /// that no drain on another thread hands its slots out again meanwhile.
 pub struct Slots {
-    pub base: Vec<usize>,
+    pub base: DeviceList,
     held: Option<MutexGuard<'static, InFlight>>,
 }
 
@@ -113,7 +117,7 @@ impl Slots {
     /// Synchronous launches: nothing in flight (drained), every GPU from slot 0.
     pub fn synchronous() -> Slots {
         drain();
-        Slots { base: vec![0; devices().count()], held: None }
+        Slots { base: DeviceList::from_elem(0, devices().count()), held: None }
     }
 
     /// Slots for an asynchronous launch on GPUs `used` that needs `need[k]` slots on GPU `k`;
@@ -131,7 +135,7 @@ impl Slots {
         // wait for another's would add that wait's latency to every GPU waiting on it. A split
         // stencil's step on two H200s waited on such a chain, two cross-GPU hops of 10-15 µs
         // each between one kernel and the next (scripts/device/timeline).
-        let mut fences = Vec::new();
+        let mut fences = smallvec::SmallVec::<[(usize, _); 8]>::new();
         for d in devs.local_gpus().filter(|d| busy & (1 << d) != 0) {
             if used.iter().all(|&u| u == d) {
                 continue;
@@ -144,7 +148,7 @@ impl Slots {
                 devs.gpu(u).wait_for(fence)?;
             }
         }
-        let base = f.next.clone();
+        let base = DeviceList::from_slice(&f.next);
         for (k, n) in need.iter().enumerate() {
             f.next[k] += n;
         }
@@ -156,14 +160,14 @@ impl Slots {
         self.held.is_some()
     }
 
-    /// Leaves an asynchronous launch in flight on GPUs `used`; `finish` runs once they have
-    /// been waited for.
-    pub fn leave(self, used: &[usize], finish: Finish) {
+    /// Leaves an asynchronous launch in flight on GPUs `used`; `finish`, if any, runs once
+    /// they have been waited for.
+    pub fn leave(self, used: &[usize], finish: Option<Finish>) {
         let Some(mut f) = self.held else { unreachable!("only asynchronous launches are left in flight") };
         for &k in used {
             f.busy |= 1 << k;
         }
-        f.finish.push(finish);
+        f.finish.extend(finish);
         ANY.store(true, Ordering::Release);
     }
 }

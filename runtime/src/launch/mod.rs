@@ -11,12 +11,12 @@ use crate::args::{Args, SendPtr};
 use crate::ctx::{EntryFn, NodeCtx};
 use crate::desc::{KindDesc, LaunchDesc};
 use crate::devices::{devices, notice_gpu_nodes_on_cpu, Place};
+use crate::hash::FxHashMap;
 use crate::module::Module;
 use crate::partitioned::{self, Forget, Launches};
 use crate::sink::{self, Event};
 use crate::{fatal, pool, scratch};
 use engine::Engine;
-use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -34,8 +34,8 @@ pub struct Loaded {
 }
 
 /// Modules by the address of their description: parsed on first launch, kept for the run.
-fn registry() -> &'static Mutex<HashMap<usize, &'static Loaded>> {
-    static REGISTRY: OnceLock<Mutex<HashMap<usize, &'static Loaded>>> = OnceLock::new();
+fn registry() -> &'static Mutex<FxHashMap<usize, &'static Loaded>> {
+    static REGISTRY: OnceLock<Mutex<FxHashMap<usize, &'static Loaded>>> = OnceLock::new();
     REGISTRY.get_or_init(Default::default)
 }
 
@@ -51,8 +51,19 @@ pub unsafe fn load(
     n_entries: u32,
     ptx: *const c_char,
 ) -> &'static Loaded {
+    thread_local! {
+        /// The module this thread launched from last: a loop of launches finds it without the
+        /// registry's lock (modules are never unloaded, so the entry stays right).
+        static LAST: std::cell::Cell<Option<(usize, &'static Loaded)>> = const { std::cell::Cell::new(None) };
+    }
+    if let Some((d, m)) = LAST.with(|l| l.get()) {
+        if d == desc as usize {
+            return m;
+        }
+    }
     let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(m) = reg.get(&(desc as usize)) {
+    if let Some(&m) = reg.get(&(desc as usize)) {
+        LAST.with(|l| l.set(Some((desc as usize, m))));
         return m;
     }
     let json = unsafe { CStr::from_ptr(desc) }.to_string_lossy();
@@ -221,10 +232,10 @@ impl Launch {
     ///
     /// # Safety
     /// `user` points to the launch's argument struct.
-    unsafe fn root_args(module: &Module, launch: u32, user: *const u8) -> Vec<u8> {
+    unsafe fn root_args(module: &Module, launch: u32, user: *const u8) -> crate::args::ArgBytes {
         let l = &module.program.launches[launch as usize];
         let root = &module.program.nodes[l.root as usize];
-        let mut buf = vec![0u8; root.args_size()];
+        let mut buf = crate::args::ArgBytes::from_elem(0, root.args_size());
         for (p, &off) in root.params.iter().zip(&l.arg_offsets) {
             let src = unsafe { std::slice::from_raw_parts(user.add(off as usize), p.size as usize) };
             buf[p.offset as usize..(p.offset + p.size) as usize].copy_from_slice(src);
@@ -344,7 +355,7 @@ impl Launch {
             return;
         }
         if let Some(tx) = &s.input {
-            if tx.send(Arc::new(args)).is_err() {
+            if tx.send(Arc::new(args.to_vec())).is_err() {
                 fatal("the pipeline stopped accepting input");
             }
         }

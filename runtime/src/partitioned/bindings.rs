@@ -156,7 +156,7 @@ pub(crate) fn leaf_view(l: &Launch<'_>) -> (u32, Vec<u8>, Option<[i64; 3]>) {
             let program = &l.module.program;
             let zeros = alloc.map(|a| vec![0u8; program.nodes[a as usize].outputs_size()]).unwrap_or_default();
             let args = l.module.child_args(l.node, *leaf, l.args, &|_| (&zeros[..], 1));
-            (*leaf, args.base, Some(l.module.grid(*leaf, Some((l.node, l.args)))))
+            (*leaf, args.base.to_vec(), Some(l.module.grid(*leaf, Some((l.node, l.args)))))
         }
         KernelKind::Grid => (l.node, l.args.to_vec(), None),
     }

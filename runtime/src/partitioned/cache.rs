@@ -20,14 +20,14 @@ pub(crate) struct Key {
     pub parent: ([i64; 3], [i64; 3]),
     /// Devices the launch was given ([`super::policy`]): the first this many of the order.
     pub devices: u8,
-    pub args: Vec<u8>,
+    pub args: crate::args::ArgBytes,
 }
 
 impl Key {
     /// The key with every argument byte but the pointers' zeroed: where a plan that holds
     /// for any scalars ([`super::LaunchPlan::scalar_free`]) is kept.
     pub fn pointers_only(&self, unit: &NodeDesc) -> Key {
-        let mut args = vec![0u8; self.args.len()];
+        let mut args = crate::args::ArgBytes::from_elem(0, self.args.len());
         for p in unit.params.iter().filter(|p| p.kind == ScalarKind::Pointer) {
             let (lo, hi) = (p.offset as usize, (p.offset + p.size) as usize);
             if hi <= args.len() {

@@ -9,6 +9,7 @@ use crate::args::SendPtr;
 use crate::ctx::{GridBox, NodeCtx};
 use crate::desc::{KernelDesc, KernelKind, KindDesc};
 use crate::devices::cuda::Params;
+use crate::devices::inflight::DeviceList;
 use crate::devices::{devices, Device};
 use crate::module::Module;
 use crate::scratch;
@@ -67,9 +68,8 @@ pub(crate) fn prepare(
                 }
                 None => (Vec::new(), 0),
             };
-            let leaf_args = m.child_args(n, *leaf, base, &|_| (&alloc_records[..], 1));
             let block = m.grid(*leaf, Some((n, base)));
-            if block.iter().product::<i64>() > MAX_BLOCK || !leaf_args.patches.is_empty() {
+            if block.iter().product::<i64>() > MAX_BLOCK || m.fed_one_to_one(*leaf) {
                 return None;
             }
             if grid[1] > 65535 || grid[2] > 65535 || grid[0] > i32::MAX as i64 {
@@ -136,11 +136,18 @@ pub(crate) struct GpuTimes {
 /// What [`run`] enqueued: the GPUs it used and how many kernels on each (by GPU index), and
 /// in benchmarks the kernels' warm times.
 pub(crate) struct Launched {
-    pub used: Vec<usize>,
-    counts: Vec<usize>,
+    pub used: DeviceList,
+    counts: DeviceList,
     bench: Option<Vec<f32>>,
     /// The kernels were enqueued between marks ([`crate::sink::gpu_timing`]).
     timed: bool,
+}
+
+impl Launched {
+    /// Whether its kernels were enqueued between marks, so that [`times`] has times to read.
+    pub(crate) fn timed(&self) -> bool {
+        self.timed || self.bench.is_some()
+    }
 }
 
 /// Whether a launch of unit `n` must be waited for before it returns: its output records go
@@ -183,17 +190,17 @@ pub(crate) fn run(
         KernelKind::Grid => node,
     };
     let total: i64 = grid.iter().product();
-    let mut used: Vec<usize> = parts.iter().filter(|p| !p.bx.is_empty()).map(|p| p.device).collect();
+    let mut used: DeviceList = parts.iter().filter(|p| !p.bx.is_empty()).map(|p| p.device).collect();
     used.sort_unstable();
     used.dedup();
     // Each GPU's output records for the whole grid (only its parts' instances get written).
-    let mut device_outs: Vec<Option<u64>> = vec![None; devs.count()];
+    let mut device_outs: smallvec::SmallVec<[Option<u64>; 8]> = smallvec::smallvec![None; devs.count()];
     if record > 0 {
         for &k in &used {
             device_outs[k] = Some(devs.gpu(k).alloc(total as usize * record)?);
         }
     }
-    let mut launched_per_device = vec![0usize; devs.count()];
+    let mut launched_per_device = DeviceList::from_elem(0, devs.count());
     let single = used.len() == 1;
     let mut kernels = Vec::new();
     let timed = crate::sink::timing() || bench_repeat().is_some() || sampled;
@@ -204,7 +211,7 @@ pub(crate) fn run(
             KernelKind::Blocks { leaf, .. } => {
                 m.child_args(n, *leaf, p.args, &|_| (&prepared.alloc_records[..], 1)).base
             }
-            KernelKind::Grid => p.args.to_vec(),
+            KernelKind::Grid => crate::args::ArgBytes::from_slice(p.args),
         };
         let bx = p.bx;
         let extent: [i64; 3] = std::array::from_fn(|d| bx.hi[d] - bx.lo[d]);
@@ -218,10 +225,10 @@ pub(crate) fn run(
         }
         // The partition's offset (blocks, or instances of a grid-shaped leaf), the full grid,
         // the parent of the grid; then the output records.
-        for v in bx.lo.iter().chain(&grid).chain(&pid).chain(&pdim) {
-            params.push(&v.to_le_bytes());
-        }
-        params.push(&device_outs[p.device].unwrap_or(0).to_le_bytes());
+        let [l0, l1, l2] = bx.lo;
+        let [g0, g1, g2] = grid;
+        let outs = device_outs[p.device].unwrap_or(0) as i64;
+        params.push_words(&[l0, l1, l2, g0, g1, g2, pid[0], pid[1], pid[2], pdim[0], pdim[1], pdim[2], outs]);
         let slot = base[p.device] + MARK_KERNELS + 2 * launched_per_device[p.device];
         let mut launch = || {
             gpu.launch(

@@ -240,7 +240,8 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
 
     policy::log_line!("{} step 3 (run) starts", module.node(n).shown());
     // Step 3: the copies, then the partitions, each on its device.
-    let part_args: Vec<std::borrow::Cow<'_, [u8]>> = lp.parts.iter().map(|p| lp.part_args(p, &key.args)).collect();
+    let part_args: smallvec::SmallVec<[crate::args::ArgBytes; 2]> =
+        lp.parts.iter().map(|p| lp.part_args(p, &key.args)).collect();
     match &gpu_kernel {
         Some(gpu) => run_on_gpus(u, lp, &part_args, &copy_plan, gpu, probe.take()),
         None => run_on_sims(u, lp, &part_args, &copy_plan.copies, run_box, probe.take()),
@@ -331,7 +332,7 @@ fn install_addresses(
 fn run_on_gpus(
     u: &Unit,
     lp: &LaunchPlan,
-    part_args: &[std::borrow::Cow<'_, [u8]>],
+    part_args: &[crate::args::ArgBytes],
     copy_plan: &plan::CopyPlan,
     (kernel, ptx, prepared): &GpuKernel,
     mut probe: Option<policy::Probe>,
@@ -363,7 +364,7 @@ fn run_on_gpus(
 fn run_on_sims(
     u: &Unit,
     lp: &LaunchPlan,
-    part_args: &[std::borrow::Cow<'_, [u8]>],
+    part_args: &[crate::args::ArgBytes],
     copies: &[crate::devices::Copy],
     run_box: &RunBox<'_>,
     mut probe: Option<policy::Probe>,
@@ -638,7 +639,8 @@ fn run_rounds(
         let (copy_plan, hit) = r.copies(table);
         st.nanos_copy_plan.fetch_add(t1.nanos(), Ordering::Relaxed);
         if hit { &st.copy_hits } else { &st.copy_misses }.fetch_add(1, Ordering::Relaxed);
-        let part_args: Vec<std::borrow::Cow<'_, [u8]>> = r.parts.iter().map(|p| lp.part_args(p, args)).collect();
+        let part_args: smallvec::SmallVec<[crate::args::ArgBytes; 2]> =
+            r.parts.iter().map(|p| lp.part_args(p, args)).collect();
         if let Some((kernel, ptx, prepared)) = gpu {
             let (copies, sources) = (&copy_plan.copies, &copy_plan.sources);
             let launch = gpu::Launch { lp: r, part_args: &part_args, copies, sources, probe: None };
@@ -924,13 +926,13 @@ fn share_outputs(m: &Module, n: u32, shape: &KernelKind, lp: &LaunchPlan, grid: 
 
 /// Every partition on its simulated device, concurrently; returns when all have finished,
 /// with (when `timed`) the slowest partition's time in ns.
-fn run_parts(lp: &LaunchPlan, part_args: &[std::borrow::Cow<'_, [u8]>], run_box: &RunBox<'_>, timed: bool) -> f64 {
+fn run_parts(lp: &LaunchPlan, part_args: &[crate::args::ArgBytes], run_box: &RunBox<'_>, timed: bool) -> f64 {
     let sims = &devices().sims;
     if sims.first().is_some_and(|d| d.is_dry()) {
         return 0.0;
     }
     let slowest = AtomicU64::new(0);
-    let run = |(p, a): (&PartPlan, &std::borrow::Cow<'_, [u8]>)| {
+    let run = |(p, a): (&PartPlan, &crate::args::ArgBytes)| {
         // Another rank's device: that rank runs it.
         if sims[p.device].is_remote() {
             return;

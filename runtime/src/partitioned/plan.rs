@@ -176,19 +176,15 @@ impl LaunchPlan {
     /// Part `p`'s arguments for a launch with the unit's arguments `launch` (host
     /// addresses): the launch's scalars (which may differ from those the plan was made
     /// with, where the plan does not depend on them) with the plan's device pointers.
-    pub(crate) fn part_args<'a>(&self, p: &'a PartPlan, launch: &[u8]) -> std::borrow::Cow<'a, [u8]> {
+    pub(crate) fn part_args(&self, p: &PartPlan, launch: &[u8]) -> crate::args::ArgBytes {
         if launch.len() != p.args.len() {
-            return std::borrow::Cow::Borrowed(&p.args[..]);
+            return crate::args::ArgBytes::from_slice(&p.args);
         }
-        let mut args = launch.to_vec();
+        let mut args = crate::args::ArgBytes::from_slice(launch);
         for &o in &self.pointer_slots {
             args[o..o + 8].copy_from_slice(&p.args[o..o + 8]);
         }
-        if args == p.args {
-            std::borrow::Cow::Borrowed(&p.args[..])
-        } else {
-            std::borrow::Cow::Owned(args)
-        }
+        args
     }
 
     /// The byte ranges each partition's device must back ([`memory::residency`]): the rows

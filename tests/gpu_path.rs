@@ -1,0 +1,69 @@
+//! The runtime's GPU path (contexts, held launches, CUDA graphs, parameter buffers) run on a
+//! stand-in driver (`scripts/fake-cuda`), so that it is exercised on machines without a GPU.
+//! Kernels do not run there, so nothing here checks results (the GPU runs of
+//! `scripts/device/` do); what is checked is what reaches the driver: every launch exactly
+//! once, graphs made only for sequences that repeat, and no per-launch context switch.
+
+mod common;
+
+use common::*;
+use std::collections::HashMap;
+
+/// The stand-in driver, built once per test binary into `target/fake-cuda`.
+fn fake_driver() -> std::path::PathBuf {
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = root().join("target/fake-cuda");
+            let out = std::process::Command::new(root().join("scripts/fake-cuda/build"))
+                .arg(&dir)
+                .env("CC", "/usr/lib/llvm-19/bin/clang")
+                .output()
+                .expect("run scripts/fake-cuda/build");
+            assert!(out.status.success(), "{}", stderr(&out));
+            dir
+        })
+        .clone()
+}
+
+/// Runs `exe args` on `gpus` stand-in GPUs; its exit status, and the driver's call counts.
+fn run_on_fake(exe: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> (bool, HashMap<String, u64>, String) {
+    let lib = fake_driver();
+    let mut all =
+        vec![("LD_LIBRARY_PATH", lib.to_str().unwrap()), ("FAKECUDA_COUNT", "1"), ("HPVM_MGPU_PARTITION", "auto")];
+    all.extend_from_slice(env);
+    let out = run_program(exe, args, &all);
+    let err = stderr(&out);
+    let counts = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("fakecuda "))
+        .filter_map(|l| {
+            let (n, what) = l.trim().split_once(' ')?;
+            Some((what.to_string(), n.parse().ok()?))
+        })
+        .collect();
+    (out.status.success(), counts, err)
+}
+
+/// A time-stepping loop of three kernels (3 x 200 launches): every launch reaches the driver
+/// once, directly or in a graph; with graphs, the held sequences are cut at a whole number of
+/// the loop's period, so one graph serves the whole loop; without, no graph call is made.
+#[test]
+fn every_launch_reaches_the_driver_once_and_one_graph_serves_a_loop() {
+    let exe = cached_build("bench/cuda/launches.cu", &["-O2"]);
+    let count = |c: &HashMap<String, u64>, k: &str| c.get(k).copied().unwrap_or(0);
+    let (ok, c, err) = run_on_fake(&exe, &["4096", "200"], &[("HPVM_MGPU_DEVICES", "cuda:1")]);
+    assert!(ok, "{err}");
+    assert_eq!(count(&c, "kernels run"), 600, "{err}");
+    assert_eq!(count(&c, "cuGraphCreate"), 1, "{err}");
+    assert!(count(&c, "cuGraphLaunch") >= 15, "{err}");
+    // The context is made current once, not per launch.
+    assert!(count(&c, "cuCtxSetCurrent") <= 2, "{err}");
+
+    let (ok, c, err) =
+        run_on_fake(&exe, &["4096", "200"], &[("HPVM_MGPU_DEVICES", "cuda:1"), ("HPVM_MGPU_GRAPHS", "off")]);
+    assert!(ok, "{err}");
+    assert_eq!(count(&c, "kernels run"), 600, "{err}");
+    assert_eq!(count(&c, "cuLaunchKernel"), 600, "{err}");
+    assert_eq!(count(&c, "cuGraphCreate") + count(&c, "cuGraphLaunch"), 0, "{err}");
+}
