@@ -67,3 +67,31 @@ fn every_launch_reaches_the_driver_once_and_one_graph_serves_a_loop() {
     assert_eq!(count(&c, "cuLaunchKernel"), 600, "{err}");
     assert_eq!(count(&c, "cuGraphCreate") + count(&c, "cuGraphLaunch"), 0, "{err}");
 }
+
+/// Launches whose caches hit and which change nothing are replayed without the graph
+/// (`partitioned::replay`); a copy between launches moves the memory table's epoch, and the
+/// launches after it take the full path again (a replay would miss the new input). Counted
+/// from the policy log, which names every replay.
+#[test]
+fn launches_replay_until_memory_changes() {
+    let count = |log: &str, what: &str| log.lines().filter(|l| l.ends_with(what)).count();
+    let replay = cached_build("tests/inputs/cuda/replay.cu", &["-O2"]);
+    let env = [("HPVM_MGPU_DEVICES", "cuda:1"), ("HPVM_MGPU_POLICY_LOG", "1")];
+    let (ok, c, err) = run_on_fake(&replay, &["4096", "100"], &env);
+    assert!(ok, "{err}");
+    assert_eq!(c.get("kernels run"), Some(&200), "{err}");
+    let (replayed, full) = (count(&err, " replayed"), count(&err, " launch starts"));
+    assert_eq!(replayed + full, 200, "{err}");
+    // Two kernels; each is recorded at its second launch; each of the nine copies inside the
+    // loop makes both next launches take the full path.
+    assert_eq!(full, 2 + 2 + 9 * 2, "{err}");
+
+    let (ok, _, err) = run_on_fake(&replay, &["4096", "100"], &[env[0], env[1], ("HPVM_MGPU_REPLAY", "off")]);
+    assert!(ok, "{err}");
+    assert_eq!((count(&err, " replayed"), count(&err, " launch starts")), (0, 200), "{err}");
+
+    let launches = cached_build("bench/cuda/launches.cu", &["-O2"]);
+    let (ok, _, err) = run_on_fake(&launches, &["4096", "200"], &env);
+    assert!(ok, "{err}");
+    assert_eq!(count(&err, " replayed"), 600 - 6, "{err}");
+}

@@ -24,7 +24,7 @@ impl<T> SendPtr<T> {
 /// one-to-one edges, the per-instance values to patch in.
 /// An argument buffer held inline where it is as small as kernels' usually are: a launch's
 /// cache key and the lists beside it allocate nothing (a launch-bound loop launches millions).
-pub type ArgBytes = smallvec::SmallVec<[u8; 64]>;
+pub type ArgBytes = smallvec::SmallVec<[u8; 128]>;
 
 pub struct Args<'a> {
     pub base: ArgBytes,

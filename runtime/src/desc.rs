@@ -219,6 +219,15 @@ pub enum BinOpDesc {
 }
 
 impl ExprDesc {
+    /// Whether parameter `i` appears in the expression.
+    pub fn uses(&self, i: u32) -> bool {
+        match self {
+            ExprDesc::Const(_) => false,
+            ExprDesc::Param(p) => *p == i,
+            ExprDesc::Bin(_, a, b) => a.uses(i) || b.uses(i),
+        }
+    }
+
     /// Evaluates with `param(i)` giving parameter `i`'s integer value. `None` on overflow,
     /// division by zero or a missing parameter.
     pub fn eval(&self, param: &dyn Fn(u32) -> Option<i64>) -> Option<i64> {

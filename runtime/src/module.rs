@@ -26,6 +26,8 @@ pub struct Module {
     /// Per node, how its parent fills its arguments ([`Inputs`]): found once, since every
     /// launch of a CUDA kernel asks (three times, and a launch-bound loop launches millions).
     inputs: Vec<Inputs>,
+    /// Per launch, [`Module::cuda_unit`].
+    cuda_units: Vec<Option<(u32, u32)>>,
     /// Shared with launches left in flight, which add their GPU times once finished.
     pub stats: std::sync::Arc<[NodeStats]>,
     /// The analysis database the build embedded (validated, of this schema version).
@@ -208,6 +210,18 @@ impl Module {
                 inputs[e.dst as usize].one_to_one |= e.one_to_one;
             }
         }
+        let cuda_units = program
+            .launches
+            .iter()
+            .map(|l| {
+                let root = &program.nodes[l.root as usize];
+                let KindDesc::Internal { children, .. } = &root.kind else { return None };
+                let one = root.counts.iter().all(|c| matches!(c, crate::desc::ExprDesc::Const(1)));
+                let &[unit] = &children[..] else { return None };
+                let blocks = matches!(program.nodes[unit as usize].shape, Some(crate::desc::KernelKind::Blocks { .. }));
+                (one && blocks && root.outputs_size() == 0).then_some((l.root, unit))
+            })
+            .collect();
         let stats = program.nodes.iter().map(|_| NodeStats::default()).collect();
         let analysis =
             match &program.analysis {
@@ -216,7 +230,7 @@ impl Module {
                 })?),
                 None => None,
             };
-        Ok(Module { program, entries, ptx, order, inputs, stats, analysis, analysis_input: None })
+        Ok(Module { program, entries, ptx, order, inputs, cuda_units, stats, analysis, analysis_input: None })
     }
 
     /// Parses the description `json` and makes its module.
@@ -292,6 +306,24 @@ impl Module {
             }
         }
         Args { base, patches }
+    }
+
+    /// How node `c`'s parent fills its arguments from its own: (offset in the parent's
+    /// arguments, offset in `c`'s, bytes), for the parameters bound from the parent.
+    pub fn bound(&self, c: u32) -> &[(usize, usize, usize)] {
+        &self.inputs[c as usize].bound
+    }
+
+    /// Whether no edge from a sibling feeds node `c` (its arguments all come from its
+    /// parent's).
+    pub fn has_no_edges_in(&self, c: u32) -> bool {
+        !self.inputs[c as usize].edges
+    }
+
+    /// The root and launch unit of launch `l` where it is a CUDA kernel's shape: a root of
+    /// one instance, without outputs, whose only child is a launch unit of blocks.
+    pub fn cuda_unit(&self, l: u32) -> Option<(u32, u32)> {
+        self.cuda_units.get(l as usize).copied().flatten()
     }
 
     /// Whether node `c` takes an argument per instance from a one-to-one edge (its

@@ -192,8 +192,27 @@ impl Params {
     }
 
     /// The parameters' bytes, as laid out for the pointers.
-    pub(super) fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.bytes
+    }
+
+    /// Where each parameter starts in [`Params::bytes`].
+    pub(crate) fn starts(&self) -> &[usize] {
+        &self.starts
+    }
+
+    /// Overwrites the parameter bytes at `at` (a parameter's start) with `value`.
+    pub(crate) fn set(&mut self, at: usize, value: &[u8]) {
+        self.bytes[at..at + value.len()].copy_from_slice(value);
+    }
+
+    /// Parameters laid out as `bytes` with `starts` (another's [`Params::bytes`] and
+    /// [`Params::starts`]).
+    pub(crate) fn copy_of(bytes: &[u8], starts: &[usize]) -> Params {
+        let mut p = Params::with_capacity(starts.len());
+        p.bytes.extend_from_slice(bytes);
+        p.starts.extend_from_slice(starts);
+        p
     }
 
     /// Calls `f` with one pointer per parameter (valid during the call): on the stack for
@@ -238,6 +257,14 @@ impl Drop for Params {
 pub(super) struct Opened {
     ctx: sys::CUcontext,
     pub(super) stream: sys::CUstream,
+}
+
+/// A kernel found on a GPU ([`Cuda::find_kernel`]): its function (as an address) and its name's
+/// index among the held launches' names.
+#[derive(Clone, Copy)]
+pub struct Found {
+    f: usize,
+    name: usize,
 }
 
 /// Makes `ctx` the calling thread's current context, unless it is already: asking is a read
@@ -954,21 +981,83 @@ impl Cuda {
         if hold {
             // Looking the function up needs no context once it was found before.
             let f = self.function(ptx, kernel)?;
-            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-            if held.may_hold(f, block, shared) {
-                let name = held.name(kernel);
-                let full = held.hold(Launch { f, name, grid, block, shared, params: std::mem::take(params) });
-                if full {
-                    // Submits them, or a whole number of their period (the rest stays held).
-                    let o = self.opened()?;
-                    make_current(o.ctx)?;
-                    held.flush_full(o.stream, &|| self.label())?;
-                }
+            if self.hold(f, |h| h.name(kernel), grid, block, shared, params)? {
                 return Ok(());
             }
         }
-        let o = self.bind()?;
+        self.launch_direct(ptx, kernel, None, grid, block, shared, params, marks)
+    }
+
+    /// Holds a launch of `f` ([`super::held`]) where it may be held (one of it went to the
+    /// driver before); whether it did. `name` gives its name's index.
+    fn hold(
+        &self,
+        f: sys::CUfunction,
+        name: impl FnOnce(&mut super::held::Held) -> usize,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared: u32,
+        params: &mut Params,
+    ) -> Result<bool, String> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if !held.may_hold(f, block, shared) {
+            return Ok(false);
+        }
+        let name = name(&mut held);
+        if held.hold(Launch { f, name, grid, block, shared, params: std::mem::take(params) }) {
+            // Submits them, or a whole number of their period (the rest stays held).
+            let o = self.opened()?;
+            make_current(o.ctx)?;
+            held.flush_full(o.stream, &|| self.label())?;
+        }
+        Ok(true)
+    }
+
+    /// Kernel `kernel` of module `ptx` on this GPU, found once for [`Cuda::launch_found`]
+    /// (which a launch replayed many times uses: `partitioned::replay`).
+    pub fn find_kernel(&self, ptx: &'static CStr, kernel: &str) -> Result<Found, String> {
         let f = self.function(ptx, kernel)?;
+        let name = self.held.lock().unwrap_or_else(|e| e.into_inner()).name(kernel);
+        Ok(Found { f: f as usize, name })
+    }
+
+    /// [`Cuda::launch`] of a kernel [`Cuda::find_kernel`] found, untimed, held where it may be.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_found(
+        &self,
+        ptx: &'static CStr,
+        kernel: &str,
+        found: &Found,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared: u32,
+        params: &mut Params,
+    ) -> Result<(), String> {
+        let f = found.f as sys::CUfunction;
+        if shared <= 48 * 1024 && super::held::enabled() && self.hold(f, |_| found.name, grid, block, shared, params)? {
+            return Ok(());
+        }
+        self.launch_direct(ptx, kernel, Some(f), grid, block, shared, params, None)
+    }
+
+    /// A launch straight to the driver (`f`: the kernel's function, where known).
+    #[allow(clippy::too_many_arguments)]
+    fn launch_direct(
+        &self,
+        ptx: &'static CStr,
+        kernel: &str,
+        f: Option<sys::CUfunction>,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared: u32,
+        params: &mut Params,
+        marks: Option<usize>,
+    ) -> Result<(), String> {
+        let o = self.bind()?;
+        let f = match f {
+            Some(f) => f,
+            None => self.function(ptx, kernel)?,
+        };
         if shared > 48 * 1024 {
             // SAFETY: a valid function handle; the attribute only raises a limit.
             check("cuFuncSetAttribute", unsafe {

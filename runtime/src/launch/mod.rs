@@ -232,7 +232,7 @@ impl Launch {
     ///
     /// # Safety
     /// `user` points to the launch's argument struct.
-    unsafe fn root_args(module: &Module, launch: u32, user: *const u8) -> crate::args::ArgBytes {
+    pub(crate) unsafe fn root_args(module: &Module, launch: u32, user: *const u8) -> crate::args::ArgBytes {
         let l = &module.program.launches[launch as usize];
         let root = &module.program.nodes[l.root as usize];
         let mut buf = crate::args::ArgBytes::from_elem(0, root.args_size());
@@ -241,6 +241,26 @@ impl Launch {
             buf[p.offset as usize..(p.offset + p.size) as usize].copy_from_slice(src);
         }
         buf
+    }
+
+    /// Replays a CUDA launch ([`partitioned::replay`]) where its record allows; whether it
+    /// did.
+    ///
+    /// # Safety
+    /// `user` points to the launch's argument struct.
+    pub unsafe fn replay(module: &'static Loaded, launch: u32, user: *const u8) -> bool {
+        if module.module.cuda_unit(launch).is_none() || !partitioned::replay::may_record() {
+            return false;
+        }
+        // SAFETY: the caller's argument struct.
+        let args = unsafe { Self::root_args(&module.module, launch, user) };
+        partitioned::replay::try_launch(&module.module, &module.plans.replays, launch, &args)
+    }
+
+    /// A launch that has already run (a replayed CUDA launch, `partitioned::replay`): its
+    /// wait returns at once.
+    pub fn done(module: &'static Loaded, launch: u32) -> Box<Launch> {
+        Box::new(Launch { module, launch, thread: None, stream: None })
     }
 
     /// Starts a launch.

@@ -202,9 +202,44 @@ pub struct Table {
 
 static TABLE: Mutex<Table> = Mutex::new(Table { buffers: BTreeMap::new(), next_id: 0, tick: 0 });
 
-/// The table, locked.
+/// Counts the holds of the table's lock that may have changed it ([`table`]): where it has
+/// not moved, no buffer was tracked, freed, copied or made current anywhere since, and a
+/// launch that found the table in some state finds it in that state again
+/// ([`crate::partitioned::replay`]).
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// The table, locked, for reading and changing it (the [`epoch`] moves).
 pub fn table() -> MutexGuard<'static, Table> {
-    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+    let t = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+    EPOCH.fetch_add(1, Ordering::AcqRel);
+    t
+}
+
+/// The table, locked, for reading only: the [`epoch`] stays.
+pub fn table_read() -> ReadTable {
+    ReadTable(TABLE.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// The table locked by [`table_read`]: no `DerefMut`, so nothing changes it.
+pub struct ReadTable(MutexGuard<'static, Table>);
+
+impl std::ops::Deref for ReadTable {
+    type Target = Table;
+    fn deref(&self) -> &Table {
+        &self.0
+    }
+}
+
+/// See [`EPOCH`].
+pub fn epoch() -> u64 {
+    EPOCH.load(Ordering::Acquire)
+}
+
+/// Takes back the [`epoch`]'s move of the hold `held` (from [`table`]), which changed nothing
+/// in the table: nobody else moved it meanwhile, since each move is made holding the lock.
+pub fn unchanged(held: &MutexGuard<'static, Table>) {
+    let _ = held;
+    EPOCH.fetch_sub(1, Ordering::AcqRel);
 }
 
 impl Table {
@@ -1195,9 +1230,31 @@ pub fn copy_to_program(ptr: usize, bytes: usize, dst: *mut u8) -> bool {
 
 /// The tracked buffer holding `[ptr, ptr + bytes)`: its start and size.
 pub fn tracked(ptr: usize, bytes: usize) -> Option<(usize, usize)> {
-    let t = table();
+    thread_local! {
+        /// Buffers this thread found lately, with the [`epoch`] they were found at: the set of
+        /// tracked buffers changes only under [`table`], which moves the epoch, so a buffer
+        /// found at the present epoch is still there (a CUDA launcher asks for each pointer
+        /// argument's buffer at every launch).
+        static FOUND: std::cell::Cell<[(u64, usize, usize); 4]> = const { std::cell::Cell::new([(u64::MAX, 0, 0); 4]) };
+    }
+    let now = epoch();
+    let found = FOUND.with(|f| f.get());
+    let end = ptr.checked_add(bytes)?;
+    if let Some(&(_, s, n)) = found.iter().find(|&&(e, s, n)| e == now && s <= ptr && end <= s + n) {
+        return Some((s, n));
+    }
+    let t = table_read();
     let start = t.containing(ptr as u64, bytes as u64)?;
-    Some((start as usize, t.buffers[&start].size as usize))
+    let hit = (start as usize, t.buffers[&start].size as usize);
+    // The epoch read under the lock: no change is under way.
+    let now = epoch();
+    FOUND.with(|f| {
+        let mut v = f.get();
+        v.rotate_right(1);
+        v[0] = (now, hit.0, hit.1);
+        f.set(v);
+    });
+    Some(hit)
 }
 
 /// A launch's argument bytes as every process of a run over ranks sees them (what the ranks

@@ -72,6 +72,8 @@ pub struct Launches {
     pub(crate) policy: super::policy::Records,
     /// Per node and device count, its split planned ahead ([`super::ahead`]).
     pub(crate) ahead: super::ahead::Ahead,
+    /// Per unit, its last launch that may be replayed ([`super::replay`]).
+    pub(crate) replays: super::recorded::Replays,
 }
 
 impl Launches {

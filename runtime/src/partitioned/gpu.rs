@@ -59,7 +59,7 @@ pub(super) fn run(
     grid: [i64; 3],
     outs: SendPtr<u8>,
     asynchronous: bool,
-) -> Result<(), String> {
+) -> Result<Option<super::recorded::Launch>, String> {
     let Launch { lp, part_args, copies, sources, probe } = launch;
     let sampled = probe.is_some();
     let st = &m.stats[n as usize];
@@ -145,7 +145,9 @@ pub(super) fn run(
         .collect();
     let wait = !slots.asynchronous();
     super::policy::log_line!("gpu run: copies enqueued");
-    let launched = kernel::run(m, n, kernel, name, prepared, ptx, &parts, parent, grid, outs, base, wait, sampled);
+    let capture = super::replay::may_record();
+    let launched =
+        kernel::run(m, n, kernel, name, prepared, ptx, &parts, parent, grid, outs, base, wait, sampled, capture);
     super::policy::log_line!("gpu run: kernels enqueued");
     let launched = launched.and_then(|l| super::reduce::finish(&lp.reductions).map(|()| l));
     let launched = match launched {
@@ -164,7 +166,7 @@ pub(super) fn run(
     if slots.asynchronous() && !launched.timed() && probe.is_none() {
         slots.leave(&used, None);
         st.nanos_kernels.fetch_add(t1.nanos(), Ordering::Relaxed);
-        return Ok(());
+        return Ok(launched.replay);
     }
     let stats = m.stats.clone();
     let base = base.clone();
@@ -196,7 +198,7 @@ pub(super) fn run(
         finish()?;
     }
     st.nanos_kernels.fetch_add(t1.nanos(), Ordering::Relaxed);
-    Ok(())
+    Ok(None)
 }
 
 /// Whether a launch's GPU times are read ([`kernel::run`] decides alike): the statistics,

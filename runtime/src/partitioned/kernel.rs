@@ -141,6 +141,9 @@ pub(crate) struct Launched {
     bench: Option<Vec<f32>>,
     /// The kernels were enqueued between marks ([`crate::sink::gpu_timing`]).
     timed: bool,
+    /// The launch as a replay would make it again, where it was asked for
+    /// ([`super::replay`]).
+    pub replay: Option<super::recorded::Launch>,
 }
 
 impl Launched {
@@ -176,6 +179,7 @@ pub(crate) fn run(
     base: &[usize],
     wait: bool,
     sampled: bool,
+    capture: bool,
 ) -> Result<Launched, String> {
     let devs = devices();
     let node = m.node(n);
@@ -205,6 +209,7 @@ pub(crate) fn run(
     let mut kernels = Vec::new();
     let timed = crate::sink::timing() || bench_repeat().is_some() || sampled;
     let mut launched = Ok(());
+    let mut replay = None;
     for p in parts.iter().filter(|p| !p.bx.is_empty()) {
         let gpu = devs.gpu(p.device);
         let leaf_args = match &kernel.kind {
@@ -230,6 +235,17 @@ pub(crate) fn run(
         let outs = device_outs[p.device].unwrap_or(0) as i64;
         params.push_words(&[l0, l1, l2, g0, g1, g2, pid[0], pid[1], pid[2], pdim[0], pdim[1], pdim[2], outs]);
         let slot = base[p.device] + MARK_KERNELS + 2 * launched_per_device[p.device];
+        if capture && parts.len() == 1 && !wait && !timed {
+            replay = Some(super::recorded::Launch {
+                device: p.device,
+                name: name.to_string(),
+                grid: blocks.map(|b| b as u32),
+                block: prepared.block.map(|b| b as u32),
+                shared: prepared.shared as u32,
+                bytes: params.bytes().to_vec(),
+                starts: params.starts().to_vec(),
+            });
+        }
         let mut launch = || {
             gpu.launch(
                 ptx,
@@ -278,7 +294,7 @@ pub(crate) fn run(
     }
     if !wait {
         launched?;
-        return Ok(Launched { used, counts: launched_per_device, bench: None, timed });
+        return Ok(Launched { used, counts: launched_per_device, bench: None, timed, replay });
     }
     // Every GPU is waited for, even after a failed launch, so nothing still runs on buffers
     // the caller may free.
@@ -317,7 +333,7 @@ pub(crate) fn run(
         }
     }
     let bench = bench_repeat().is_some().then_some(kernels);
-    Ok(Launched { used, counts: launched_per_device, bench, timed })
+    Ok(Launched { used, counts: launched_per_device, bench, timed, replay: None })
 }
 
 /// The GPU-timeline times of a launch [`run`] enqueued with marks from `base`, once its GPUs

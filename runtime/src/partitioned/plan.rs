@@ -87,6 +87,13 @@ struct CachedCopies {
     plan: Arc<CopyPlan>,
 }
 
+impl CopyPlan {
+    /// Whether the launch copies nothing and leaves every buffer's state as it found it.
+    pub(crate) fn changes_nothing(&self) -> bool {
+        self.copies.is_empty() && self.after.iter().all(Option::is_none)
+    }
+}
+
 pub(crate) struct CopyPlan {
     pub copies: Vec<Copy>,
     /// What each copy reads: (buffer index, byte range within the buffer).

@@ -1,0 +1,198 @@
+//! Replays: a CUDA kernel's launch made again without going through the graph, the plan and
+//! the copy plan, where nothing they depend on has changed since its last launch.
+//!
+//! A launch-bound loop (a time step's few short kernels, or a kernel and a synchronization
+//! per step) spends its host time in the runtime's work per launch: the graph's arguments,
+//! the plan and copy-plan lookups, the coherence state, the launch's parameters. On one GPU
+//! that work gives the same answer launch after launch, and a replay skips it.
+//!
+//! A unit's launch is recorded ([`record`]) when it ran on one GPU, found its plan and its
+//! copy plan in the caches, copied nothing and changed no buffer's coherence state, and its
+//! plan holds for any scalars; the record keeps the table's [`memory::epoch`] after it. A
+//! later launch of the unit is replayed ([`try_launch`]) when:
+//! - the epoch has not moved: nothing was tracked, freed, copied or made current since (every
+//!   change takes the table through [`memory::table`], which moves it; replays do not);
+//! - its arguments are the recorded ones, except scalars the kernel only reads as values
+//!   (`free`), and its grid is the recorded one;
+//! - every buffer the plan touches is device memory (`host_stores` false): the host changes
+//!   it only through calls that take the table, never by its own stores.
+//!
+//! The generic path would then make the same plan, copy nothing, change nothing, and launch
+//! the same kernel with the same parameters but the free scalars: the replay does exactly that
+//! launch, on the same held/graph path, in flight as the generic launch would be. Where any
+//! condition fails, the launch takes the generic path (and may record again).
+//!
+//! `HPVM_MGPU_REPLAY=off` turns replays off.
+
+use super::plan::{CopyPlan, LaunchPlan};
+use super::recorded::{Launch, Record, Replays};
+use crate::args::{ArgBytes, SendPtr};
+use crate::ctx::NodeCtx;
+use crate::desc::KernelKind;
+use crate::desc::ScalarKind;
+use crate::devices::cuda::Params;
+use crate::devices::devices;
+use crate::devices::inflight::{DeviceList, Slots};
+use crate::memory::{self, Table};
+use crate::module::Module;
+use smallvec::SmallVec;
+use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
+
+/// Whether launches are recorded at all: on one GPU, in one process, with nothing timing the
+/// launches (statistics, benchmarks), and not turned off.
+pub(crate) fn may_record() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let setting = *ON.get_or_init(|| match std::env::var("HPVM_MGPU_REPLAY").unwrap_or_default().trim() {
+        "" | "on" | "1" => true,
+        "off" | "0" => false,
+        other => crate::fatal(&format!("HPVM_MGPU_REPLAY={other}: expected `on` or `off`")),
+    });
+    let devs = devices();
+    setting
+        && devs.on_gpus()
+        && devs.order.len() == 1
+        && !crate::ranks::spans_ranks()
+        && !crate::sink::timing()
+        && super::kernel::bench_repeat().is_none()
+}
+
+/// Where a launch ran: its unit and how it was launched.
+pub(super) struct Site<'a> {
+    pub module: &'a Module,
+    pub replays: &'a Replays,
+    pub node: u32,
+    pub shape: &'a KernelKind,
+    pub parent: SendPtr<NodeCtx>,
+    pub grid: [i64; 3],
+    pub asynchronous: bool,
+}
+
+/// Records the launch `l` at `u` (arguments `args`), which ran under `table` with plan `lp`
+/// and copy plan `copies`, if a later launch may replay it; the epoch it keeps is the table's
+/// as this launch leaves it, which this launch did not change.
+pub(super) fn record(
+    u: &Site<'_>,
+    args: &[u8],
+    lp: &LaunchPlan,
+    copies: &CopyPlan,
+    l: Launch,
+    table: &MutexGuard<'static, Table>,
+) {
+    let (m, n) = (u.module, u.node);
+    let KernelKind::Blocks { leaf, alloc: None, .. } = u.shape else { return };
+    let unit = m.node(n);
+    let leaf_desc = m.node(*leaf);
+    let replayable = copies.changes_nothing()
+        && lp.parts.len() == 1
+        && lp.rounds.is_empty()
+        && lp.reductions.is_empty()
+        && lp.inspections.is_empty()
+        && lp.virtual_grid.is_none()
+        && lp.scalar_free
+        && !lp.provisional
+        && u.asynchronous
+        && unit.outputs_size() == 0
+        && leaf_desc.indirect.is_none()
+        && !memory::residency::sparse()
+        && !m.fed_one_to_one(*leaf)
+        && lp.buffers.iter().all(|&(s, _)| table.get(s).is_some_and(|b| !b.host_stores));
+    // SAFETY: the parent context outlives the launch (it is the caller's).
+    let parent = unsafe { u.parent.get().as_ref() }.map(|p| (p.id, p.dim));
+    if !replayable || parent != Some(([0; 3], [1; 3])) || !m.has_no_edges_in(n) {
+        return;
+    }
+    // The unit's scalars that reach the kernel only as values: no count (the leaf's block
+    // shape) reads them, and every leaf parameter they bind is a scalar.
+    let mut free = SmallVec::new();
+    for (j, p) in unit.params.iter().enumerate() {
+        if !matches!(p.kind, ScalarKind::Int | ScalarKind::Float) || leaf_desc.counts.iter().any(|c| c.uses(j as u32)) {
+            continue;
+        }
+        let from = p.offset as usize;
+        let bound: SmallVec<[usize; 2]> =
+            m.bound(*leaf).iter().filter(|&&(f, _, _)| f == from).map(|&(_, to, _)| to).collect();
+        let targets: Option<SmallVec<[(usize, usize); 2]>> = bound
+            .iter()
+            .map(|&to| {
+                let i = leaf_desc.params.iter().position(|q| q.offset as usize == to)?;
+                let q = &leaf_desc.params[i];
+                (matches!(q.kind, ScalarKind::Int | ScalarKind::Float) && q.size == p.size)
+                    .then(|| (l.starts[i], q.size as usize))
+            })
+            .collect();
+        match targets {
+            Some(t) if !t.is_empty() => free.extend(t.into_iter().map(|(at, size)| (from, size, at))),
+            _ => {}
+        }
+    }
+    memory::unchanged(table);
+    let mut args = ArgBytes::from_slice(args);
+    for &(o, s, _) in &free {
+        args[o..o + s].fill(0);
+    }
+    let Some(ptx) = m.ptx else { return };
+    let Ok(found) = devices().gpu(l.device).find_kernel(ptx, &l.name) else { return };
+    let record = Record { epoch: memory::epoch(), grid: u.grid, args, free, launch: l, found };
+    u.replays.lock().insert(n, record);
+}
+
+/// Replays launch `launch` of `module` (its plans `plans`) with the root's arguments
+/// `root_args`, if its unit's record allows (see the module's doc); whether it did.
+pub(crate) fn try_launch(module: &Module, replays: &Replays, launch: u32, root_args: &[u8]) -> bool {
+    let Some((root, n)) = module.cuda_unit(launch) else { return false };
+    if !may_record() {
+        return false;
+    }
+    // The table's lock orders a replay with every change to the table, as a launch's is.
+    let _table = memory::table_read();
+    let replays = replays.lock();
+    let Some(rec) = replays.get(&n) else { return false };
+    if memory::epoch() != rec.epoch {
+        return false;
+    }
+    if module.grid(n, Some((root, root_args))) != rec.grid {
+        return false;
+    }
+    let mut args = ArgBytes::from_elem(0, module.node(n).args_size());
+    for &(from, to, size) in module.bound(n) {
+        args[to..to + size].copy_from_slice(&root_args[from..from + size]);
+    }
+    // Every byte as recorded, but the free scalars', which go to the parameters.
+    let l = &rec.launch;
+    let mut params = Params::copy_of(&l.bytes, &l.starts);
+    for &(o, s, p) in &rec.free {
+        params.set(p, &args[o..o + s]);
+        args[o..o + s].fill(0);
+    }
+    if args != rec.args {
+        return false;
+    }
+    let devs = devices();
+    let (k, ptx) = (l.device, module.ptx.expect("a unit that launched on a GPU has PTX"));
+    // No marks: the launch is untimed and copies nothing.
+    let slots = match Slots::take(&[k], &DeviceList::from_elem(0, devs.count())) {
+        Ok(s) => s,
+        Err(e) => crate::fatal(&format!("a kernel launched earlier failed: {e}")),
+    };
+    let node = module.node(n);
+    super::policy::log_line!("{} replayed", node.shown());
+    if let Err(err) = devs.gpu(k).launch_found(ptx, &l.name, &rec.found, l.grid, l.block, l.shared, &mut params) {
+        crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc));
+    }
+    if slots.asynchronous() {
+        slots.leave(&[k], None);
+    } else {
+        // Not left in flight (the run is synchronous): waited for, as the generic path does.
+        if let Err(err) = crate::devices::Device::synchronize(devs.gpu(k)) {
+            crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc));
+        }
+    }
+    let st = &module.stats[n as usize];
+    st.unit_launches.fetch_add(1, Ordering::Relaxed);
+    st.plan_hits.fetch_add(1, Ordering::Relaxed);
+    st.copy_hits.fetch_add(1, Ordering::Relaxed);
+    st.record(rec.grid.iter().product::<i64>() as u64, 0);
+    module.stats[root as usize].record(1, 0);
+    true
+}
