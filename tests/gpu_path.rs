@@ -94,4 +94,17 @@ fn launches_replay_until_memory_changes() {
     let (ok, _, err) = run_on_fake(&launches, &["4096", "200"], &env);
     assert!(ok, "{err}");
     assert_eq!(count(&err, " replayed"), 600 - 6, "{err}");
+
+    // On two GPUs, launches the split policy keeps whole without looking (a grid under one
+    // wave) replay too; every launch still reaches the driver once.
+    let two = [("HPVM_MGPU_DEVICES", "cuda:2"), ("HPVM_MGPU_POLICY_LOG", "1"), ("FAKECUDA_GPUS", "2")];
+    let (ok, c, err) = run_on_fake(&launches, &["4096", "200"], &two);
+    assert!(ok, "{err}");
+    assert_eq!(c.get("kernels run"), Some(&600), "{err}");
+    assert!(count(&err, " replayed") >= 500, "{err}");
+    // Where the policy splits whatever it measures, nothing replays.
+    let always = [two[0], two[1], two[2], ("HPVM_MGPU_PARTITION", "always")];
+    let (ok, _, err) = run_on_fake(&launches, &["4096", "200"], &always);
+    assert!(ok, "{err}");
+    assert_eq!(count(&err, " replayed"), 0, "{err}");
 }

@@ -254,7 +254,7 @@ impl Launch {
         }
         // SAFETY: the caller's argument struct.
         let args = unsafe { Self::root_args(&module.module, launch, user) };
-        partitioned::replay::try_launch(&module.module, &module.plans.replays, launch, &args)
+        partitioned::replay::try_launch(&module.module, &module.plans, launch, &args)
     }
 
     /// A launch that has already run (a replayed CUDA launch, `partitioned::replay`): its

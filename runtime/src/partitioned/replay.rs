@@ -3,10 +3,12 @@
 //!
 //! A launch-bound loop (a time step's few short kernels, or a kernel and a synchronization
 //! per step) spends its host time in the runtime's work per launch: the graph's arguments,
-//! the plan and copy-plan lookups, the coherence state, the launch's parameters. On one GPU
-//! that work gives the same answer launch after launch, and a replay skips it.
+//! the plan and copy-plan lookups, the coherence state, the launch's parameters. On one GPU,
+//! or on several where the split policy keeps the launch whole without looking at it (its
+//! settled launches, asked as the full path asks), that work gives the same answer launch
+//! after launch, and a replay skips it.
 //!
-//! A unit's launch is recorded ([`record`]) when it ran on one GPU, found its plan and its
+//! A unit's launch is recorded ([`record`]) when it ran whole on one GPU, found its plan and its
 //! copy plan in the caches, copied nothing and changed no buffer's coherence state, and its
 //! plan holds for any scalars; the record keeps the table's [`memory::epoch`] after it. A
 //! later launch of the unit is replayed ([`try_launch`]) when:
@@ -24,7 +26,9 @@
 //!
 //! `HPVM_MGPU_REPLAY=off` turns replays off.
 
+use super::cache::Launches;
 use super::plan::{CopyPlan, LaunchPlan};
+use super::policy;
 use super::recorded::{Launch, Record, Replays};
 use crate::args::{ArgBytes, SendPtr};
 use crate::ctx::NodeCtx;
@@ -39,7 +43,7 @@ use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 
-/// Whether launches are recorded at all: on one GPU, in one process, with nothing timing the
+/// Whether launches are recorded at all: on GPUs, in one process, with nothing timing the
 /// launches (statistics, benchmarks), and not turned off.
 pub(crate) fn may_record() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -51,7 +55,6 @@ pub(crate) fn may_record() -> bool {
     let devs = devices();
     setting
         && devs.on_gpus()
-        && devs.order.len() == 1
         && !crate::ranks::spans_ranks()
         && !crate::sink::timing()
         && super::kernel::bench_repeat().is_none()
@@ -139,14 +142,14 @@ pub(super) fn record(
 
 /// Replays launch `launch` of `module` (its plans `plans`) with the root's arguments
 /// `root_args`, if its unit's record allows (see the module's doc); whether it did.
-pub(crate) fn try_launch(module: &Module, replays: &Replays, launch: u32, root_args: &[u8]) -> bool {
+pub(crate) fn try_launch(module: &Module, plans: &Launches, launch: u32, root_args: &[u8]) -> bool {
     let Some((root, n)) = module.cuda_unit(launch) else { return false };
     if !may_record() {
         return false;
     }
     // The table's lock orders a replay with every change to the table, as a launch's is.
     let _table = memory::table_read();
-    let replays = replays.lock();
+    let replays = plans.replays.lock();
     let Some(rec) = replays.get(&n) else { return false };
     if memory::epoch() != rec.epoch {
         return false;
@@ -159,6 +162,24 @@ pub(crate) fn try_launch(module: &Module, replays: &Replays, launch: u32, root_a
         args[to..to + size].copy_from_slice(&root_args[from..from + size]);
     }
     // Every byte as recorded, but the free scalars', which go to the parameters.
+    // On several GPUs, only where the split policy would keep the launch whole without
+    // looking at it ([`super::policy`]'s settled launches), and counted as it counts them;
+    // asked last, since a yes is used up.
+    let devs = devices();
+    if devs.order.len() > 1 {
+        let blocks = rec.grid.iter().map(|&b| b.max(0) as u64).product();
+        let settled = match policy::mode() {
+            policy::Mode::Off => true,
+            policy::Mode::Always => false,
+            policy::Mode::Auto => plans.policy.take_settled(n, module.stats.len(), blocks),
+        };
+        if !settled {
+            return false;
+        }
+        if policy::mode() == policy::Mode::Auto {
+            module.stats[n as usize].note_declined_again();
+        }
+    }
     let l = &rec.launch;
     let mut params = Params::copy_of(&l.bytes, &l.starts);
     for &(o, s, p) in &rec.free {
@@ -168,7 +189,6 @@ pub(crate) fn try_launch(module: &Module, replays: &Replays, launch: u32, root_a
     if args != rec.args {
         return false;
     }
-    let devs = devices();
     let (k, ptx) = (l.device, module.ptx.expect("a unit that launched on a GPU has PTX"));
     // No marks: the launch is untimed and copies nothing.
     let slots = match Slots::take(&[k], &DeviceList::from_elem(0, devs.count())) {
@@ -176,7 +196,7 @@ pub(crate) fn try_launch(module: &Module, replays: &Replays, launch: u32, root_a
         Err(e) => crate::fatal(&format!("a kernel launched earlier failed: {e}")),
     };
     let node = module.node(n);
-    super::policy::log_line!("{} replayed", node.shown());
+    policy::log_line!("{} replayed", node.shown());
     if let Err(err) = devs.gpu(k).launch_found(ptx, &l.name, &rec.found, l.grid, l.block, l.shared, &mut params) {
         crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc));
     }
