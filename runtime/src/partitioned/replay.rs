@@ -141,12 +141,10 @@ pub(super) fn record(
 }
 
 /// Replays launch `launch` of `module` (its plans `plans`) with the root's arguments
-/// `root_args`, if its unit's record allows (see the module's doc); whether it did.
+/// `root_args`, if its unit's record allows (see the module's doc); whether it did. The
+/// caller has asked [`may_record`] (before packing `root_args`).
 pub(crate) fn try_launch(module: &Module, plans: &Launches, launch: u32, root_args: &[u8]) -> bool {
     let Some((root, n)) = module.cuda_unit(launch) else { return false };
-    if !may_record() {
-        return false;
-    }
     // The table's lock orders a replay with every change to the table, as a launch's is.
     let _table = memory::table_read();
     let replays = plans.replays.lock();
