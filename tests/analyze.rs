@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{check_snapshot, examples, hpvm_mgpu, root, stderr, stdout, TempDir};
+use common::{cached_build, check_snapshot, examples, hpvm_mgpu, root, run_program, stderr, stdout, TempDir};
 
 #[test]
 fn reports_and_databases_of_the_examples() {
@@ -176,6 +176,39 @@ fn register_only_warp_and_ptx_operations_are_no_accesses() {
     let out = stdout(&o);
     assert!(out.contains("node row_sums (tests/cuda/blockreduce.cu:22): partitionable, splittable along"), "{out}");
     assert!(!out.contains("a call the analysis cannot see into"), "{out}");
+}
+
+/// Math intrinsics that stay libdevice calls (`__expf`, `__fdividef`, `isinf`) touch no
+/// memory, and a loop that writes its row each step until it converges (a data-dependent
+/// `break`, with the cleanup `switch` clang makes at -O2) writes at most what running to its
+/// affine exit writes: both kernels of math.cu split, the row writes as may-writes. At -O0
+/// (`analyze`) and through a build at -O2 (the statistics of a run on four devices).
+#[test]
+fn math_calls_and_converging_loops_split() {
+    let o = hpvm_mgpu(&["analyze", "tests/cuda/math.cu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for node in ["fast (tests/cuda/math.cu:19)", "rows (tests/cuda/math.cu:31)"] {
+        assert!(out.contains(&format!("node {node}: partitionable, splittable along x")), "{out}");
+    }
+    assert!(!out.contains("a call the analysis cannot see into"), "{out}");
+    let rows = &out[out.find("node rows").unwrap()..];
+    assert!(rows.contains("may write") && rows.contains("-> p[x, o1]") && rows.contains("0 <= o1 < k"), "{out}");
+
+    let exe = cached_build("tests/cuda/math.cu", &["-O2"]);
+    let dir = TempDir::new("math");
+    let file = dir.path_str("stats.json");
+    let run = run_program(
+        &exe,
+        &["1001", "6"],
+        &[("HPVM_MGPU_DEVICES", "cpu:4"), ("HPVM_MGPU_PARTITION", "always"), ("HPVM_MGPU_STATS", &file)],
+    );
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    for node in ["fast.blocks", "rows.blocks"] {
+        let n = stats["nodes"].as_array().unwrap().iter().find(|n| n["node"] == node).expect(node);
+        assert_eq!(n["partitioned_launches"], 1, "{node}: {n}");
+    }
 }
 
 /// The fields of a struct passed by value are not named as Polly names the parameters it

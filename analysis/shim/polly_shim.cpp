@@ -296,6 +296,19 @@ static bool data_dependent(Value *v, SmallPtrSetImpl<Value *> &seen) {
     return false;
   if (isa<LoadInst>(I) || isa<FCmpInst>(I) || isa<CallBase>(I))
     return true;
+  // A choice among constants (clang's cleanup slot: which `break` or `return` left a scope)
+  // is as data-dependent as the branches that chose its way in.
+  if (auto *Phi = dyn_cast<PHINode>(I);
+      Phi && std::all_of(Phi->incoming_values().begin(), Phi->incoming_values().end(),
+                         [](Value *x) { return isa<Constant>(x); }))
+    for (BasicBlock *In : Phi->blocks()) {
+      SmallVector<BasicBlock *, 4> deciders(predecessors(In));
+      deciders.push_back(In);
+      for (BasicBlock *P : deciders)
+        if (auto *BI = dyn_cast<BranchInst>(P->getTerminator()); BI && BI->isConditional())
+          if (data_dependent(BI->getCondition(), seen))
+            return true;
+    }
   for (Value *op : I->operands())
     if (data_dependent(op, seen))
       return true;
@@ -334,52 +347,77 @@ static bool only_data_escapes(Loop *L) {
   return true;
 }
 
-// A loop that only reads (a search: `for (x = 0; x < w; ++x) if (m[y*w + x] >= t) break;`)
-// and also has an exit that does not depend on the data runs at most as long as that exit
-// lets it: its data-dependent exits are removed, so that its reads become the affine
-// range of the whole loop (`m[y, 0..w)`) instead of the whole array. Such reads are a
-// superset of the real ones: their loads are marked `hpvm.approx`, reported as
-// `approx-read`. Returns whether anything changed.
+// A loop that also has an exit that does not depend on the data (a search: `for (x = 0; x <
+// w; ++x) if (m[y*w + x] >= t) break;`, or an iterative refinement that stops when it
+// converges: `for (s = 0; s < steps; s++) { p[i*k + j] = ...; if (err <= tol) break; }`)
+// runs at most as long as that exit lets it: its data-dependent exits are removed, so that
+// its reads become the affine range of the whole loop (`m[y, 0..w)`) instead of the whole
+// array, and its writes the elements every iteration up to that exit writes. Both are
+// supersets of the real ones: the loop's loads and stores are marked `hpvm.approx`,
+// reported as `approx-read` and `may-write` (an element not written keeps its value, so the
+// runtime brings it current first). A loop that writes memory any other way (an atomic, a
+// call) is left as it is. Returns whether anything changed.
 static bool run_searches_to_the_end(Function &F, LoopInfo &LI) {
   bool changed = false;
   for (Loop *L : LI.getLoopsInPreorder()) {
-    bool writes = false;
+    // Plain stores are may-writes once marked; the analysis turns each load into a store of
+    // its value to a sink, which is no write of the kernel's.
+    bool other_writes = false;
     for (BasicBlock *BB : L->blocks())
-      for (Instruction &I : *BB) {
-        if (auto *St = dyn_cast<StoreInst>(&I)) {
-          // The analysis turns each load into a store of its value to a sink.
-          Value *P = St->getPointerOperand()->stripPointerCasts();
-          writes |= !(P->hasName() && P->getName().starts_with("hpvm.sink"));
-        } else if (I.mayWriteToMemory()) {
-          writes = true;
-        }
-      }
+      for (Instruction &I : *BB)
+        other_writes |= !isa<StoreInst>(&I) && I.mayWriteToMemory();
     SmallVector<BasicBlock *, 4> exiting;
     L->getExitingBlocks(exiting);
-    if (writes || exiting.size() < 2 || !only_data_escapes(L))
+    if (other_writes || exiting.size() < 2 || !only_data_escapes(L))
       continue;
-    std::vector<BranchInst *> data, plain;
+    // Each data-dependent exit with the one successor that stays in the loop; a `switch`
+    // exits too (clang's cleanup slot after a `break` in a scope).
+    std::vector<std::pair<Instruction *, BasicBlock *>> data;
+    bool plain = false, other = false;
     for (BasicBlock *BB : exiting) {
-      auto *BI = dyn_cast<BranchInst>(BB->getTerminator());
-      if (!BI || !BI->isConditional()) {
-        data.clear();
-        plain.clear();
+      Instruction *T = BB->getTerminator();
+      Value *cond = nullptr;
+      if (auto *BI = dyn_cast<BranchInst>(T); BI && BI->isConditional())
+        cond = BI->getCondition();
+      else if (auto *SI = dyn_cast<SwitchInst>(T))
+        cond = SI->getCondition();
+      if (!cond) {
+        other = true;
         break;
       }
       SmallPtrSet<Value *, 16> seen;
-      (data_dependent(BI->getCondition(), seen) ? data : plain).push_back(BI);
+      if (!data_dependent(cond, seen)) {
+        plain = true;
+        continue;
+      }
+      SmallPtrSet<BasicBlock *, 4> stay;
+      for (BasicBlock *S : successors(BB))
+        if (L->contains(S))
+          stay.insert(S);
+      if (stay.size() != 1) {
+        other = true;
+        break;
+      }
+      data.emplace_back(T, *stay.begin());
     }
-    if (data.empty() || plain.empty())
+    if (other || data.empty() || !plain)
       continue;
-    for (BranchInst *BI : data) {
-      unsigned stay = L->contains(BI->getSuccessor(0)) ? 0 : 1;
-      BI->getSuccessor(1 - stay)->removePredecessor(BI->getParent());
-      BranchInst::Create(BI->getSuccessor(stay), BI->getIterator());
-      BI->eraseFromParent();
+    for (auto [T, stay] : data) {
+      BasicBlock *BB = T->getParent();
+      // One phi entry per edge: every edge but one into `stay` goes.
+      bool kept = false;
+      for (BasicBlock *S : successors(BB)) {
+        if (S == stay && !kept)
+          kept = true;
+        else
+          S->removePredecessor(BB);
+      }
+      BranchInst::Create(stay, T->getIterator());
+      T->eraseFromParent();
     }
     for (BasicBlock *BB : L->blocks())
       for (Instruction &I : *BB)
-        if (isa<LoadInst>(&I))
+        if (isa<LoadInst>(&I) || isa<StoreInst>(&I))
           I.setMetadata("hpvm.approx", MDNode::get(F.getContext(), {}));
     changed = true;
   }
@@ -536,8 +574,8 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
         const char *kind = MA->isRead() ? (AI && AI->getMetadata("hpvm.loosened")  ? "loosened-read"
                                            : AI && AI->getMetadata("hpvm.approx") ? "approx-read"
                                                                                    : "read")
-                           : MA->isMustWrite() ? "must-write"
-                                               : "may-write";
+                           : MA->isMustWrite() && !(AI && AI->getMetadata("hpvm.approx")) ? "must-write"
+                                                                                           : "may-write";
         out += std::string("access\t") + Stmt.getBaseName() + "\t" + kind + "\t" + (MA->isAffine() ? "affine" : "non-affine") + "\t" +
                polly::stringFromIslObj(MA->getAccessRelation()) + "\t" + where(MA->getAccessInstruction()) + "\n";
         if (!MA->isRead() && !MA->isAffine()) {

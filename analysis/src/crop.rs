@@ -1019,7 +1019,7 @@ unsafe fn base_param(f: LLVMValueRef, ptr: LLVMValueRef) -> Option<u32> {
 }
 
 /// Calls without effects the cropping may delete when their value is unused.
-fn is_pure_call(name: &str) -> bool {
+pub(crate) fn is_pure_call(name: &str) -> bool {
     const MATH: [&str; 44] = [
         "sqrtf",
         "sqrt",
@@ -1068,6 +1068,7 @@ fn is_pure_call(name: &str) -> bool {
     ];
     MATH.contains(&name)
         || hpvm_core::libm::is_pure(name)
+        || hpvm_core::cuda::is_pure_libdevice(name)
         || (name.starts_with("llvm.") && !name.starts_with("llvm.mem"))
 }
 

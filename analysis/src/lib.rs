@@ -163,6 +163,7 @@ pub fn analyze_program(
     }
     // Warp operations and inline PTX that moves no memory are no accesses (`register_only`).
     register_only::declare_memory_free(&m);
+    register_only::declare_pure_math(&m);
     let ctx = m.get_context();
     let b = ctx.create_builder();
     let mut wrappers = Vec::new();

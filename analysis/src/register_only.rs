@@ -10,7 +10,15 @@
 //! declaration that accesses no memory, which Polly takes as it is; its result stays a value
 //! the analysis does not know (an address computed from it is data-dependent, never a guess).
 //!
+//! Math functions are the same kind of operation: libm's (`expf`) and libdevice's that have no
+//! libm twin (`__nv_fast_expf` from `__expf`, `__nv_isinff` from `isinf`) stay declarations in
+//! the analysis's module, without the attribute that tells Polly they touch no memory, so a
+//! kernel whose guard tested `isinf(x)`, or whose value the cropping could not drop, ran whole.
+//! [`declare_pure_math`] gives their declarations `memory(none)`.
+//!
 //! Invariants:
+//! - only math functions that take no pointer (`sincosf`, `frexpf` and `modf` store through
+//!   one) are declared pure;
 //! - only warp operations and inline PTX statements none of whose instructions is a load,
 //!   store, atomic, reduction into memory, copy, texture or surface access, prefetch or call
 //!   are declared so; any other statement (and any text that does not read as PTX statements)
@@ -57,6 +65,31 @@ pub fn declare_memory_free(m: &Module<'_>) -> usize {
             f.add_attribute(
                 AttributeLoc::Function,
                 ctx.create_enum_attribute(Attribute::get_named_enum_kind_id(attr), 0),
+            );
+        }
+        declared += 1;
+    }
+    declared
+}
+
+/// Declares the math functions `m` calls (see the module's doc) as accessing no memory; returns
+/// how many.
+pub fn declare_pure_math(m: &Module<'_>) -> usize {
+    let ctx = m.get_context();
+    let mut declared = 0;
+    for f in m.get_functions() {
+        let name = f.get_name().to_string_lossy();
+        // Intrinsics carry their own attributes; a body is code Polly reads for itself.
+        if f.count_basic_blocks() > 0 || name.starts_with("llvm.") || !crate::crop::is_pure_call(&name) {
+            continue;
+        }
+        if f.get_type().get_param_types().iter().any(|t| t.is_pointer_type()) {
+            continue;
+        }
+        for (attr, value) in [("memory", 0), ("nounwind", 0), ("willreturn", 0)] {
+            f.add_attribute(
+                AttributeLoc::Function,
+                ctx.create_enum_attribute(Attribute::get_named_enum_kind_id(attr), value),
             );
         }
         declared += 1;

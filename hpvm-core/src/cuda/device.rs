@@ -778,6 +778,13 @@ const RUNTIME_NV: &[&str] = &[
     "__nv_uint2float_rz",
 ];
 
+/// Whether `name` is a libdevice function the runtime implements for the CPU that computes on
+/// its arguments' values alone (every one of [`RUNTIME_NV`] but the `sincos` that stores
+/// through pointers): the analysis may take a call of it as accessing no memory.
+pub fn is_pure_libdevice(name: &str) -> bool {
+    name != "__nv_fast_sincosf" && RUNTIME_NV.contains(&name)
+}
+
 /// Replaces what only a GPU has in the inlined leaf by graph queries and host functions.
 fn resolve<'ctx>(
     dev: &Module<'ctx>,

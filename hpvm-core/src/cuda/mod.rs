@@ -28,7 +28,7 @@ mod device;
 mod launchers;
 
 pub use asm::{ASM_CONSTRAINTS, ASM_PREFIX, ASM_TEXT};
-pub use device::{PRINTF, WARP_PREFIX};
+pub use device::{is_pure_libdevice, PRINTF, WARP_PREFIX};
 
 use crate::frontend::{add_ir_flags, add_user_flags, clang, read_ir, run_clang, ClangOptions};
 use crate::scratch::ScratchDir;

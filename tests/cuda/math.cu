@@ -1,0 +1,105 @@
+/*
+ * math.cu -- kernels calling CUDA's math intrinsics, as applications write them: the fast
+ * `__expf`/`__logf`/`__fdividef`, the rounded `__fsqrt_rn`, the tests `isinf`/`isnan` in a
+ * guard, and `__float_as_uint` on the value written. These stay calls of libdevice functions
+ * the analysis must know touch no memory, or a kernel using one runs whole. A bisection per
+ * element (a loop with a data-dependent exit, as t-SNE's perplexity search has) writes its
+ * row at every step. Each element's result is checked against the same arithmetic on the
+ * host, within a relative bound of 1e-5 (the fast intrinsics are approximations on a GPU);
+ * the checksum is of the results' bits, the same on every device count.
+ * Usage: math [N [STEPS]]   (defaults 1000 4)
+ * Prints PASS or FAIL and `checksum <hex>` of the results.
+ */
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cuda_runtime.h>
+
+__global__ void fast(float *out, unsigned *bits, const float *in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float x = in[i];
+  float y = __expf(-x) + __logf(1.0f + x) + __fdividef(x, 3.0f) + __fsqrt_rn(x);
+  if (isinf(y) || isnan(y)) y = 0.0f;
+  out[i] = y;
+  bits[i] = __float_as_uint(y) >> 8;
+}
+
+// Per row of `k` values: scale the row until its sum is within `tol` of 1, at most `steps`
+// times; every step writes the whole row.
+__global__ void rows(float *p, const float *d, int n, int k, int steps, float tol) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int ik = i * k;
+  float beta = 1.0f;
+  for (int s = 0; s < steps; s++) {
+    float sum = 0.0f;
+    for (int j = 0; j < k; j++) {
+      p[ik + j] = __expf(-d[ik + j] * beta);
+      sum += p[ik + j];
+    }
+    if (fabsf(sum - 1.0f) <= tol) break;
+    beta = isinf(sum) ? beta : beta * 1.5f;
+  }
+}
+
+static bool near(float got, float want) {
+  return fabsf(got - want) <= 1e-5f * fmaxf(1.0f, fabsf(want));
+}
+
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 1000, steps = argc > 2 ? atoi(argv[2]) : 4;
+  if (n < 1 || steps < 1) {
+    fprintf(stderr, "usage: math [N >= 1 [STEPS >= 1]]\n");
+    return 2;
+  }
+  const int k = 8;
+  float *h = (float *)malloc((size_t)n * k * 4), *got = (float *)malloc((size_t)n * k * 4);
+  unsigned *gotbits = (unsigned *)malloc((size_t)n * 4);
+  for (int i = 0; i < n * k; ++i) h[i] = (float)((i * 2654435761u >> 9) % 1000) / 250.0f;
+  float *in, *out, *p;
+  unsigned *bits;
+  if (cudaMalloc(&in, (size_t)n * k * 4) || cudaMalloc(&out, (size_t)n * 4) || cudaMalloc(&bits, (size_t)n * 4) ||
+      cudaMalloc(&p, (size_t)n * k * 4))
+    return 1;
+  cudaMemcpy(in, h, (size_t)n * k * 4, cudaMemcpyHostToDevice);
+  int bad = 0;
+  uint64_t sum = 1469598103934665603ull;
+
+  fast<<<(n + 127) / 128, 128>>>(out, bits, in, n);
+  cudaMemcpy(got, out, (size_t)n * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(gotbits, bits, (size_t)n * 4, cudaMemcpyDeviceToHost);
+  for (int i = 0; i < n; ++i) {
+    float x = h[i];
+    float y = expf(-x) + logf(1.0f + x) + x / 3.0f + sqrtf(x);
+    bad += !near(got[i], y) || gotbits[i] != (*(unsigned *)&got[i] >> 8);
+    sum = (sum ^ *(unsigned *)&got[i]) * 1099511628211ull;
+  }
+
+  rows<<<(n + 63) / 64, 64>>>(p, in, n, k, steps, 0.5f);
+  cudaMemcpy(got, p, (size_t)n * k * 4, cudaMemcpyDeviceToHost);
+  for (int i = 0; i < n; ++i) {
+    float beta = 1.0f, row[k];
+    for (int s = 0; s < steps; s++) {
+      float t = 0.0f;
+      for (int j = 0; j < k; j++) t += row[j] = expf(-h[i * k + j] * beta);
+      if (fabsf(t - 1.0f) <= 0.5f) break;
+      beta = std::isinf(t) ? beta : beta * 1.5f;
+    }
+    for (int j = 0; j < k; j++) {
+      bad += !near(got[i * k + j], row[j]);
+      sum = (sum ^ *(unsigned *)&got[i * k + j]) * 1099511628211ull;
+    }
+  }
+
+  printf("%s\nchecksum %016llx\n", bad ? "FAIL" : "PASS", (unsigned long long)sum);
+  cudaFree(in);
+  cudaFree(out);
+  cudaFree(bits);
+  cudaFree(p);
+  free(h);
+  free(got);
+  free(gotbits);
+  return bad != 0;
+}
