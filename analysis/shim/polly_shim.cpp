@@ -11,6 +11,8 @@
 #include "llvm/Analysis/ValueTracking.h"
 #include "llvm/IR/DebugInfoMetadata.h"
 #include "llvm/IR/InstIterator.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/IntrinsicInst.h"
 #include "llvm/IR/Module.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallVector.h"
@@ -424,6 +426,44 @@ static bool run_searches_to_the_end(Function &F, LoopInfo &LI) {
   return changed;
 }
 
+// A local table the kernel initialises from a constant (`const double a[15] = {...};`) is a
+// `memcpy` from the compiler's constant global, a call Polly does not model: it dismissed
+// the region, and with it every access of the kernel ("a call the analysis cannot see
+// into"). The copy becomes one store per element of the constant, which is what it does.
+// Only copies of a whole constant array of at most 4096 scalar elements, into memory that
+// is not an argument's (a local array): a kernel's buffer written from a constant stays a
+// call, and runs whole.
+static bool expand_constant_copies(Function &F) {
+  const DataLayout &DL = F.getParent()->getDataLayout();
+  std::vector<MemCpyInst *> copies;
+  for (Instruction &I : instructions(F))
+    if (auto *MC = dyn_cast<MemCpyInst>(&I))
+      copies.push_back(MC);
+  bool changed = false;
+  for (MemCpyInst *MC : copies) {
+    auto *G = dyn_cast<GlobalVariable>(getUnderlyingObject(MC->getSource()));
+    auto *Len = dyn_cast<ConstantInt>(MC->getLength());
+    if (!G || !G->isConstant() || !G->hasDefinitiveInitializer() || !Len || MC->isVolatile() ||
+        MC->getSource()->stripPointerCasts() != G || !isa<AllocaInst>(getUnderlyingObject(MC->getDest())))
+      continue;
+    Constant *Init = G->getInitializer();
+    auto *AT = dyn_cast<ArrayType>(Init->getType());
+    if (!AT || AT->getNumElements() > 4096 || DL.getTypeAllocSize(AT) != Len->getZExtValue())
+      continue;
+    Type *E = AT->getElementType();
+    if (!E->isIntegerTy() && !E->isFloatingPointTy())
+      continue;
+    IRBuilder<> B(MC);
+    for (uint64_t i = 0; i < AT->getNumElements(); ++i) {
+      Value *At = B.CreateConstInBoundsGEP1_64(E, MC->getDest(), i);
+      B.CreateStore(Init->getAggregateElement((unsigned)i), At);
+    }
+    MC->eraseFromParent();
+    changed = true;
+  }
+  return changed;
+}
+
 static void prepare_loops(Function &F, FunctionAnalysisManager &FAM) {
   if (run_searches_to_the_end(F, FAM.getResult<LoopAnalysis>(F))) {
     removeUnreachableBlocks(F);
@@ -523,6 +563,8 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
         opt->addOccurrence(0, opt->ArgStr, "true");
     }
   } restore{boxes};
+  if (expand_constant_copies(*F))
+    FAM.invalidate(*F, PreservedAnalyses::none());
   if (!careful)
     prepare_loops(*F, FAM);
   std::string out;
@@ -612,6 +654,9 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
       out += std::string("outside\tcall\t?\tshape\t") + where(&I) + "\n";
       continue;
     } else
+      continue;
+    // A thread's own local array is no buffer: what it holds is data to the analysis.
+    if (isa<AllocaInst>(getUnderlyingObject(P, 0)))
       continue;
     bool modeled = false;
     for (auto &It : SI)
