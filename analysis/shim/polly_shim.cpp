@@ -349,6 +349,40 @@ static bool only_data_escapes(Loop *L) {
   return true;
 }
 
+// Whether taking away the `data` exits (each terminator kept to its one successor) leaves a
+// block that writes memory unreachable: a write only the data-dependent exit leads to (after
+// jump threading, `if (found) out[i] = k;` behind a search) would vanish from the maps.
+static bool loses_writes(Function &F, const std::vector<std::pair<Instruction *, BasicBlock *>> &data) {
+  auto reach = [&](bool cut) {
+    SmallPtrSet<BasicBlock *, 32> seen;
+    std::vector<BasicBlock *> work{&F.getEntryBlock()};
+    while (!work.empty()) {
+      BasicBlock *BB = work.back();
+      work.pop_back();
+      if (!seen.insert(BB).second)
+        continue;
+      auto d = std::find_if(data.begin(), data.end(), [&](auto &x) { return x.first->getParent() == BB; });
+      if (cut && d != data.end())
+        work.push_back(d->second);
+      else
+        for (BasicBlock *S : successors(BB))
+          work.push_back(S);
+    }
+    return seen;
+  };
+  auto before = reach(false), after = reach(true);
+  for (BasicBlock *BB : before)
+    if (!after.contains(BB))
+      for (Instruction &I : *BB)
+        if (I.mayWriteToMemory()) {
+          auto *St = dyn_cast<StoreInst>(&I);
+          Value *P = St ? St->getPointerOperand()->stripPointerCasts() : nullptr;
+          if (!(P && P->hasName() && P->getName().starts_with("hpvm.sink")))
+            return true;
+        }
+  return false;
+}
+
 // A loop that also has an exit that does not depend on the data (a search: `for (x = 0; x <
 // w; ++x) if (m[y*w + x] >= t) break;`, or an iterative refinement that stops when it
 // converges: `for (s = 0; s < steps; s++) { p[i*k + j] = ...; if (err <= tol) break; }`)
@@ -402,7 +436,7 @@ static bool run_searches_to_the_end(Function &F, LoopInfo &LI) {
       }
       data.emplace_back(T, *stay.begin());
     }
-    if (other || data.empty() || !plain)
+    if (other || data.empty() || !plain || loses_writes(F, data))
       continue;
     for (auto [T, stay] : data) {
       BasicBlock *BB = T->getParent();
