@@ -179,9 +179,9 @@ fn register_only_warp_and_ptx_operations_are_no_accesses() {
 }
 
 /// Math intrinsics that stay libdevice calls (`__expf`, `__fdividef`, `isinf`) touch no
-/// memory, a local table initialised from a constant is no call, and a loop that writes its row each step until it converges (a data-dependent
-/// `break`, with the cleanup `switch` clang makes at -O2) writes at most what running to its
-/// affine exit writes: the three kernels of math.cu split, the row writes as may-writes. At -O0
+/// memory, a local table initialised from a constant is no call, and a loop that writes its
+/// row each step until it converges (a data-dependent `break`, with the cleanup `switch`
+/// clang makes at -O2) writes at most what running to its affine exit writes: the three kernels of math.cu split, the row writes as may-writes. At -O0
 /// (`analyze`) and through a build at -O2 (the statistics of a run on four devices).
 #[test]
 fn math_calls_and_converging_loops_split() {
