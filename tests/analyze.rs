@@ -211,6 +211,38 @@ fn math_calls_and_converging_loops_split() {
     }
 }
 
+/// A scatter written as Thrust writes it (`out[map[base + i]]` with `base = blockIdx.x *
+/// per_thread * 256`, a `min` through branches, a full and a partial tile): the place of the
+/// indices multiplies run-time values, so the build's maps say the runtime analyses the node
+/// again; with the launch's values the indices' places are affine and the runtime reads them
+/// (an inspector). Every launch splits on four devices.
+#[test]
+fn scatters_through_tiles_of_a_runtime_size_split() {
+    let o = hpvm_mgpu(&["analyze", "tests/cuda/scatter.cu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let at = out.find("node scatter_tiles").expect("the node");
+    let scatter = &out[at..out[at..].find("\nnode ").map_or(out.len(), |e| at + e)];
+    assert!(scatter.contains("at a place that is not affine (it multiplies run-time values)"), "{out}");
+    assert!(scatter.contains("the runtime analyses the node again"), "{out}");
+    assert!(!scatter.contains("data-dependent index"), "{out}");
+
+    let exe = cached_build("tests/cuda/scatter.cu", &["-O2"]);
+    let dir = TempDir::new("scatter");
+    let file = dir.path_str("stats.json");
+    let run = run_program(
+        &exe,
+        &["10007", "3", "2"],
+        &[("HPVM_MGPU_DEVICES", "cpu:4"), ("HPVM_MGPU_PARTITION", "always"), ("HPVM_MGPU_STATS", &file)],
+    );
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    for (node, launches) in [("scatter_tiles.blocks", 2), ("gather.blocks", 1)] {
+        let n = stats["nodes"].as_array().unwrap().iter().find(|n| n["node"] == node).expect(node);
+        assert_eq!(n["partitioned_launches"], launches, "{node}: {n}");
+    }
+}
+
 /// The fields of a struct passed by value are not named as Polly names the parameters it
 /// makes (`p_<n>`): `blockIdx.y * p.width` was taken for the field `p_7`, and a write map
 /// called exact put every partition's writes in row 0 (a wrong result on several devices).

@@ -107,7 +107,8 @@ static std::string loops_of(polly::ScopStmt &Stmt) {
 // For a write at a data-dependent index, when that index is a value the statement loads at a
 // place Polly models exactly (`y[perm[i]]`, also `y[perm[i] + 1]`): a line giving that load's
 // relation and how its value becomes the element index, so that the runtime can read the
-// indices (an inspector). Empty when the write is of any other shape.
+// indices (an inspector); `through-later` when the load's place is not affine. Empty when the
+// write is of any other shape.
 static std::string through(polly::ScopStmt &Stmt, polly::MemoryAccess *MA) {
   auto *St = dyn_cast_or_null<StoreInst>(MA->getAccessInstruction());
   if (!St)
@@ -141,8 +142,12 @@ static std::string through(polly::ScopStmt &Stmt, polly::MemoryAccess *MA) {
   if (!L || !L->getType()->isIntegerTy())
     return "";
   polly::MemoryAccess *LA = Stmt.getArrayAccessOrNULLFor(L);
-  if (!LA || !LA->isRead() || !LA->isAffine() || !LA->isArrayKind())
+  if (!LA || !LA->isRead() || !LA->isArrayKind())
     return "";
+  // The indices are loaded at a place Polly sees but cannot express (`perm[b * n + i]`, a
+  // block id times a scalar): with a launch's values built in it may become this shape.
+  if (!LA->isAffine())
+    return "through-later\n";
   return "through\t" + polly::stringFromIslObj(LA->getAccessRelation()) + "\t" + ext + "\t" +
          std::to_string(L->getType()->getIntegerBitWidth()) + "\t" + std::to_string(scale) + "\t" +
          std::to_string(offset) + "\n";

@@ -269,7 +269,10 @@ pub fn analyze_program(
             cropped.push((*leaf, c, narrow));
         }
     }
+    // For whoever works on the analysis; `{pid}` in the name tells the runtime's `hpvm-mgpu
+    // specialize` processes apart.
     if let Some(path) = std::env::var_os("HPVM_MGPU_DUMP_ANALYSIS_IR") {
+        let path = path.to_string_lossy().replace("{pid}", &std::process::id().to_string());
         m.print_to_file(&path).map_err(|e| Error::Llvm(e.to_string()))?;
     }
 
@@ -512,7 +515,7 @@ pub fn analyze_program(
                 }
             }
         }
-        resolve_throughs(&mut entry, &indirect, &w.params, node);
+        resolve_throughs(&isl, &mut entry, &indirect, &w.params, node);
         for a in crop.atomics.iter().filter(|a| a.base.is_none()) {
             entry.reasons.push(reason("an atomic update through a pointer the analysis cannot trace", &a.location));
         }
@@ -658,6 +661,7 @@ fn source_name(node: &hpvm_core::graph::Node, index: u32) -> String {
 }
 
 fn resolve_throughs(
+    isl: &isl_glue::Isl,
     entry: &mut Node,
     indirect: &[(u32, maps::Through)],
     params: &[String],
@@ -674,19 +678,22 @@ fn resolve_throughs(
                 "`{written}` is written at indices read from `{}`, which the node also writes",
                 source_name(node, a.index)
             )),
-            Some((_, a)) if a.dimensionality != 1 => Some(format!(
-                "`{written}` is written at indices read from `{}`, which is not seen as a one-dimensional array",
-                source_name(node, a.index)
+            Some((_, a)) if a.dimensionality != 1 && seen_as(isl, &t.map, &a.shape).is_none() => Some(format!(
+                "`{written}` is written at indices read from `{}`, which is seen as an array of {} dimensions \
+                 whose inner extents are not constants",
+                source_name(node, a.index),
+                a.dimensionality
             )),
             Some(_) => None,
         };
         let index = from.map(|(k, _)| k);
+        let shape = from.map(|(_, a)| a.shape.clone()).unwrap_or_default();
         let arg = entry.args.iter_mut().find(|a| a.index == *i).expect("recorded above");
         match (why, index) {
             (None, Some(k)) => {
                 arg.write_through = Some(dashdb::Through {
                     arg: k,
-                    map: t.map.clone(),
+                    map: seen_as(isl, &t.map, &shape).unwrap_or_else(|| t.map.clone()),
                     bits: t.bits,
                     signed: t.signed,
                     scale: t.scale,
@@ -701,6 +708,23 @@ fn resolve_throughs(
             }
         }
     }
+}
+
+/// An indirect write's index map (one-dimensional, as the load addresses the indices) in the
+/// shape the index argument's other maps see it (`shape`, delinearized by the analysis), so
+/// that the runtime lists its elements as it lists theirs: the map unchanged for a
+/// one-dimensional shape, `None` where an inner extent is not a constant.
+fn seen_as(isl: &isl_glue::Isl, map: &str, shape: &[String]) -> Option<String> {
+    let m = isl.map(map).ok()?;
+    if shape.len() <= 1 {
+        return Some(map.to_string());
+    }
+    if m.output_dims().ok()? != 1 {
+        return None;
+    }
+    let inner: Vec<i64> =
+        shape[1..].iter().map(|e| e.trim().parse::<i64>().ok().filter(|&x| x > 0)).collect::<Option<_>>()?;
+    m.delinearize(&inner).ok()?.to_text().ok()
 }
 
 /// The parameter set (text) where write map `map` sends distinct instances to distinct

@@ -32,7 +32,7 @@ pub struct ArgAccesses {
 pub struct Through {
     /// The wrapper parameter the indices are read from.
     pub arg: String,
-    /// From the instance to the element of `arg` read: exact, single-valued.
+    /// From the instance to the elements of `arg` read (one per write): exact.
     pub map: String,
     pub bits: u32,
     pub signed: bool,
@@ -271,12 +271,39 @@ pub fn accesses_of(
             if !acc.affine {
                 // The one shape of data-dependent write the runtime can still split: its
                 // indices read from another argument (an inspector reads them at the launch).
-                let t = acc.through.as_ref().and_then(|t| through(isl, scops, w, stmt, t, &dims, &known));
-                let t = t.map(|t| Through { location: acc.location.clone(), ..t });
+                let t = match &acc.through {
+                    Some(t) => through(isl, scops, w, stmt, t, &dims, &known),
+                    None => Err(Later(acc.through_later)),
+                };
+                let later = matches!(t, Err(Later(true)));
+                let t = t.ok().map(|t| Through { location: acc.location.clone(), ..t });
+                // A second write through the same indices (the two branches of a full and a
+                // partial tile) adds its places: one inspector reads them all.
+                let t = match (t, &a.through) {
+                    (Some(t), Some(prev)) => same_indices(isl, prev, &t).map(|map| Through {
+                        map,
+                        every: prev.every && t.every,
+                        location: prev.location.clone(),
+                        ..t
+                    }),
+                    (t, _) => t,
+                };
                 match t {
-                    Some(t) if a.through.is_none() => {
+                    Some(t) => {
                         a.through = Some(t);
                         a.write = worse_write(a.write, WriteKind::Indirect);
+                    }
+                    _ if acc.data_dependent && later => {
+                        // Worded so that `wants_values` takes it: the launch's values may
+                        // make the place affine, and the write an indirect one.
+                        a.notes.push((
+                            format!(
+                                "`{shown}` is written at an index read from memory at a place that is not affine \
+                                 (it multiplies run-time values)"
+                            ),
+                            acc.location.clone(),
+                        ));
+                        a.write = WriteKind::Unanalysable;
                     }
                     _ if acc.data_dependent => {
                         a.notes.push((format!("`{shown}` is written at a data-dependent index"), acc.location.clone()));
@@ -418,8 +445,8 @@ fn delinearized<'i>(
 }
 
 /// An indirect write's indices seen from the instances: the load's relation restricted to the
-/// statement's domain, exact and single-valued over the node's own parameters; `None` when it
-/// is not.
+/// statement's domain (an element per write: one, or one per iteration of a loop of the
+/// instance), exact over the node's own parameters; why not, when it is not.
 fn through(
     isl: &Isl,
     scops: &Scops,
@@ -428,21 +455,28 @@ fn through(
     t: &crate::polly::Through,
     dims: &[&str],
     known: &dyn Fn(&String) -> bool,
-) -> Option<Through> {
-    let array = scops.arrays.iter().find(|x| t.relation.contains(&format!("-> {}[", x.name)))?;
+) -> Result<Through, Later> {
+    let no = Later(false);
+    let array = scops.arrays.iter().find(|x| t.relation.contains(&format!("-> {}[", x.name))).ok_or(no)?;
     if !w.params.contains(&array.base) {
-        return None;
+        return Err(no);
     }
-    let rel = isl.map(&t.relation).ok()?;
-    let dom = isl.set(&stmt.domain).ok()?;
-    let inst = isl.map(&to_instances(&stmt.name, &stmt.loops, w)?).ok()?;
-    let m = rel.intersect_domain(dom).ok()?.apply_domain(inst).ok()?.named("I", dims, &array.base).ok()?;
-    if m.params().ok()?.iter().any(|p| !known(p)) || !m.is_single_valued().ok()? {
-        return None;
+    let rel = isl.map(&t.relation).map_err(|_| no)?;
+    let dom = isl.set(&stmt.domain).map_err(|_| no)?;
+    let inst = isl.map(&to_instances(&stmt.name, &stmt.loops, w).ok_or(no)?).map_err(|_| no)?;
+    let m = rel
+        .intersect_domain(dom)
+        .and_then(|m| m.apply_domain(inst))
+        .and_then(|m| m.named("I", dims, &array.base))
+        .map_err(|_| no)?;
+    // A parameter Polly made of a product of values (`blockIdx.x * tile`) is a constant
+    // times a block id once the launch's values are built in.
+    if m.params().map_err(|_| no)?.iter().any(|p| !known(p)) {
+        return Err(Later(true));
     }
-    Some(Through {
+    Ok(Through {
         arg: array.base.clone(),
-        map: m.to_text().ok()?,
+        map: m.to_text().map_err(|_| no)?,
         bits: t.bits,
         signed: t.signed,
         scale: t.scale,
@@ -451,6 +485,18 @@ fn through(
         location: String::new(),
     })
 }
+
+/// The union of two indirect writes' index maps where they read the same argument's indices
+/// and use them alike; `None` where they do not, or ISL fails.
+fn same_indices(isl: &Isl, a: &Through, b: &Through) -> Option<String> {
+    let alike = (&a.arg, a.bits, a.signed, a.scale, a.offset) == (&b.arg, b.bits, b.signed, b.scale, b.offset);
+    alike.then(|| isl.map(&a.map).ok()?.union(isl.map(&b.map).ok()?).ok()?.to_text().ok()).flatten()
+}
+
+/// Why a data-dependent write has no [`Through`]: `Later(true)` where the place its indices
+/// are loaded from multiplies run-time values, which a launch's values may make affine.
+#[derive(Clone, Copy, Debug)]
+struct Later(bool);
 
 /// `acc ∪ m`; `None` if ISL fails (the caller then assumes the worst).
 fn unite<'i>(acc: Option<AccessMap<'i>>, m: AccessMap<'i>) -> Option<AccessMap<'i>> {

@@ -56,6 +56,10 @@ pub struct Access {
     /// For a write at a data-dependent index: the load in the same statement its index is,
     /// when Polly models that load exactly.
     pub through: Option<Through>,
+    /// For a write at a data-dependent index: the index is a value loaded at a place Polly
+    /// models, but not affinely (it multiplies run-time values), so that with a launch's values
+    /// built in the write may have a [`Self::through`].
+    pub through_later: bool,
     /// A non-affine write whose index is computed from a loaded value (else it is beyond
     /// affine arithmetic for another reason: a product of parameters, a non-affine loop).
     pub data_dependent: bool,
@@ -156,9 +160,18 @@ pub fn analyze(module: &Module<'_>, function: &str, careful: bool) -> Result<Sco
         hpvm_polly_free(p);
         s
     };
-    // For whoever works on the analysis: what Polly said, before it is read.
-    if std::env::var_os("HPVM_MGPU_DUMP_POLLY").is_some() {
-        eprintln!("polly: {function}\n{text}");
+    // For whoever works on the analysis: what Polly said, before it is read (to standard
+    // error, or appended to the file named, which also reaches into the runtime's
+    // `hpvm-mgpu specialize` processes).
+    if let Some(to) = std::env::var_os("HPVM_MGPU_DUMP_POLLY") {
+        let said = format!("polly: {function}\n{text}\n");
+        let file = std::path::Path::new(&to);
+        match std::fs::OpenOptions::new().append(true).open(file) {
+            Ok(mut f) if file.is_absolute() => {
+                let _ = std::io::Write::write_all(&mut f, said.as_bytes());
+            }
+            _ => eprint!("{said}"),
+        }
     }
     parse(&text)
 }
@@ -208,6 +221,7 @@ fn parse(text: &str) -> Result<Scops> {
                 relation: rel.to_string(),
                 location: loc.to_string(),
                 through: None,
+                through_later: false,
                 data_dependent: false,
                 in_bounds: None,
             }),
@@ -237,6 +251,10 @@ fn parse(text: &str) -> Result<Scops> {
                     offset: offset.parse().map_err(|_| bad())?,
                 };
                 s.accesses.last_mut().ok_or_else(bad)?.through = Some(t);
+            }
+            ["through-later"] => {
+                let bad = || Error::Polly(format!("bad through line: {line}"));
+                s.accesses.last_mut().ok_or_else(bad)?.through_later = true;
             }
             _ => return Err(Error::Polly(format!("unexpected line from the shim: {line}"))),
         }

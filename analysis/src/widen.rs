@@ -16,6 +16,9 @@
 //!   `icmp slt i64 (sext a), (sext b)`, since sign extension keeps signed order and equality,
 //!   so the conditions of the code (bounds checks, boundary tests) are modelled in 64 bits,
 //!   without the wrap-around cases that would multiply the pieces of Polly's domains;
+//! - into a value the branches before it choose (`min(a, b)` as the conditional operator
+//!   leaves it: a phi), extending each incoming value in its block: exact for any values, and
+//!   with the choosing comparison already wide ScalarEvolution sees the minimum itself;
 //! - through a truncation of an extension back to the narrow type: `ext(trunc(ext' x))` is
 //!   `ext(x)` (a `long` clamp helper whose result is cast back to `int`);
 //! - onto the value under a truncation, `ext(trunc v)` → `v`: always where the truncation
@@ -44,6 +47,20 @@ unsafe fn name_of(v: LLVMValueRef) -> String {
         return String::new();
     }
     CStr::from_ptr(p).to_string_lossy().into_owned()
+}
+
+/// Whether phi `p` is a recurrence: one of its incoming values is computed from it directly
+/// (a loop's counter or accumulator), so that widening it would build a second, narrow chain.
+///
+/// # Safety
+/// `p` must be a live phi.
+unsafe fn recurrent(p: LLVMValueRef) -> bool {
+    (0..LLVMCountIncoming(p)).any(|i| {
+        let v = LLVMGetIncomingValue(p, i);
+        v == p
+            || (!LLVMIsAInstruction(v).is_null()
+                && (0..LLVMGetNumOperands(v).max(0) as u32).any(|k| LLVMGetOperand(v, k) == p))
+    })
 }
 
 /// Whether `v` is one of the wrapper's instance loop counters (`iv.t0`, `iv.b1`, ...; see
@@ -606,6 +623,41 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>, narro
                         v
                     }
                 }
+                // A value chosen by the branches before it (`min(tile, n - base)` as the
+                // conditional operator leaves it): the extension of each incoming value, at the
+                // end of its block, chosen alike. Exact whatever the values; with the
+                // comparison that chooses already wide, ScalarEvolution sees the minimum.
+                // Not a loop's own recurrence (an incoming value computed from the phi).
+                LLVMOpcode::LLVMPHI if !recurrent(x) => {
+                    let n = LLVMCountIncoming(x);
+                    let mut values: Vec<LLVMValueRef> = Vec::with_capacity(n as usize);
+                    let mut blocks: Vec<LLVMBasicBlockRef> = Vec::with_capacity(n as usize);
+                    for i in 0..n {
+                        let (v, b) = (LLVMGetIncomingValue(x, i), LLVMGetIncomingBlock(x, i));
+                        // One value per block: a `switch` may reach the phi twice from one.
+                        let e = match blocks.iter().position(|&o| o == b) {
+                            Some(k) => values[k],
+                            None => {
+                                LLVMPositionBuilderBefore(builder, LLVMGetBasicBlockTerminator(b));
+                                let e = if signed {
+                                    LLVMBuildSExt(builder, v, wide, c"wide".as_ptr())
+                                } else {
+                                    LLVMBuildZExt(builder, v, wide, c"wide".as_ptr())
+                                };
+                                if !LLVMIsAInstruction(e).is_null() {
+                                    work.push(e);
+                                }
+                                e
+                            }
+                        };
+                        values.push(e);
+                        blocks.push(b);
+                    }
+                    LLVMPositionBuilderBefore(builder, x);
+                    let phi = LLVMBuildPhi(builder, wide, c"wide".as_ptr());
+                    LLVMAddIncoming(phi, values.as_mut_ptr(), blocks.as_mut_ptr(), n);
+                    phi
+                }
                 LLVMOpcode::LLVMAdd | LLVMOpcode::LLVMSub | LLVMOpcode::LLVMMul if !signed => {
                     wrapping.push(crate::crop::location(ext));
                     continue;
@@ -677,6 +729,44 @@ mod tests {
                ret void
              }}"
         )
+    }
+
+    /// `min(tile, n - base)` as the conditional operator leaves it (branches and a phi), then
+    /// sign-extended: the extension moves into each incoming value, so the phi is 64-bit and
+    /// its values are those the (widened) comparison chose between. A loop's counter is no
+    /// such phi.
+    #[test]
+    fn a_value_chosen_by_branches_is_widened_in_each_branch() {
+        let (_, text) = widened(
+            "define i64 @f(i32 %n, i32 %base) {
+             entry:
+               %left = sub nsw i32 %n, %base
+               %lt = icmp slt i32 256, %left
+               br i1 %lt, label %a, label %b
+             a:
+               br label %join
+             b:
+               br label %join
+             join:
+               %v = phi i32 [ 256, %a ], [ %left, %b ]
+               %w = sext i32 %v to i64
+               br label %loop
+             loop:
+               %i = phi i32 [ 0, %join ], [ %inext, %loop ]
+               %inext = add nsw i32 %i, 1
+               %c = icmp slt i32 %inext, %v
+               br i1 %c, label %loop, label %exit
+             exit:
+               %e = sext i32 %i to i64
+               %r = add i64 %w, %e
+               ret i64 %r
+             }",
+        );
+        assert!(text.contains("phi i64 [ 256, %a ], [ %wide"), "{text}");
+        assert!(!text.contains("sext i32 %v"), "{text}");
+        assert!(text.contains("sub nsw i64"), "{text}");
+        // The counter's recurrence stays as it was.
+        assert!(text.contains("sext i32 %i to i64"), "{text}");
     }
 
     #[test]

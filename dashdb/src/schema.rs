@@ -226,16 +226,16 @@ pub struct Arg {
 
 /// A write whose element index is a value the node reads from another of its arguments
 /// (`y[perm[i]]`): instance `I` writes element `value + offset` (elements of `scale` bytes,
-/// from the argument's pointer) where `value` is the integer at the element `map(I)` of
-/// argument `arg`. The node never writes `arg`, so the values are fixed during a launch, but
+/// from the argument's pointer) for each `value`, the integer at an element of `map(I)` in
+/// argument `arg` (one element, or one per iteration of a loop in the instance). The node never writes `arg`, so the values are fixed during a launch, but
 /// they may change between launches: whoever splits a launch reads them at that launch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Through {
     /// The parameter position of the pointer argument holding the indices.
     pub arg: u32,
-    /// The element of `arg` each instance reads its index from: an ISL map from the instance
-    /// (`I[x, ...]`) to at most one element of `arg` (in `arg`'s shape), exact, with the
+    /// The elements of `arg` each instance reads its indices from: an ISL map from the
+    /// instance (`I[x, ...]`) to elements of `arg` (in `arg`'s shape), exact, with the
     /// parameters of the written argument's `params`.
     pub map: String,
     /// The width of the integers read (8, 16, 32 or 64 bits) and whether they are signed

@@ -585,8 +585,12 @@ fn split(
                         })?;
                         let xa = dn.arg(t.arg).expect("checked above");
                         let ictx = Ctx { arg: xa, a: &args[index], ..ctx };
+                        // Under a condition (`every` false) the map is a superset of the
+                        // places read, which may reach past the buffer (a partial last tile):
+                        // clipped without a word, as a superset of reads is.
+                        let what = if t.every { "reads indices" } else { "" };
                         let at = ictx
-                            .rects(&t.map, &fixed, &shapes[&t.arg], "reads indices", false)?
+                            .rects(&t.map, &fixed, &shapes[&t.arg], what, false)?
                             .ok_or_else(|| format!("`{}`: its indices are too fragmented to read", arg.name))?;
                         pending.push(Pending { written: ai, index, at });
                         (vec![], false)
