@@ -83,7 +83,8 @@ fn data_dependent_writes_are_not_partitionable() {
     // A scatter through indices the node only reads: split by an inspector at run time.
     assert!(out.contains("node Scatter (examples/histogram.c:42): partitionable"), "{out}");
     assert!(out.contains("writes at indices read from `perm`"), "{out}");
-    // The same shape through an index the node also writes stays unsplit, with its line.
+    // The same shape through an index the node also writes has no inspector: its writes are
+    // merged (its blocks cannot talk), and the report says why, with the line.
     let dir = TempDir::new("scatter");
     let src = dir.join("self.c");
     let text = std::fs::read_to_string(root().join("examples/histogram.c")).unwrap();
@@ -96,8 +97,13 @@ fn data_dependent_writes_are_not_partitionable() {
     let o = hpvm_mgpu(&["analyze", src.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("Scatter") && out.contains("not partitionable"), "{out}");
-    assert!(out.contains("indices read from `perm`, which the node also writes") && out.contains("self.c:50"), "{out}");
+    let at = out.find("node Scatter").expect("the node");
+    let scatter = &out[at..];
+    assert!(scatter.contains("partitionable") && scatter.contains("its writes are merged"), "{out}");
+    assert!(
+        scatter.contains("indices read from `perm`, which the node also writes") && scatter.contains("self.c:50"),
+        "{out}"
+    );
 }
 
 /// A grid-stride loop (`i += blocks × block`, a product of two run-time values) is read one
@@ -116,7 +122,8 @@ fn grid_stride_loops_split_by_iterations() {
 }
 
 /// Grid-stride loops that may not be read per iteration say why, with the line; a write the
-/// analysis cannot bound is not called partitionable.
+/// analysis cannot bound is not called partitionable by maps: those of blocks that cannot
+/// talk are merged, and the report says why.
 #[test]
 fn grid_stride_loops_that_do_not_split_say_why() {
     let o = hpvm_mgpu(&["analyze", "tests/cuda/stride.cu"]);
@@ -132,8 +139,9 @@ fn grid_stride_loops_that_do_not_split_say_why() {
             "may be left before its test (a `break` or `return` inside) (tests/cuda/stride.cu:62)",
         ),
     ] {
-        let at = out.find(&format!("node {node}: not partitionable")).unwrap_or_else(|| panic!("{node}: {out}"));
+        let at = out.find(&format!("node {node}: partitionable")).unwrap_or_else(|| panic!("{node}: {out}"));
         let end = out[at + 1..].find("\nnode ").map_or(out.len(), |e| at + 1 + e);
+        assert!(out[at..end].contains("its writes are merged"), "{node}: {}", &out[at..end]);
         assert!(out[at..end].contains(why), "{node}: {}", &out[at..end]);
     }
     // `total`'s loop stays whole (its atomic is outside it), but the atomic is a reduction:
@@ -241,6 +249,64 @@ fn scatters_through_tiles_of_a_runtime_size_split() {
         let n = stats["nodes"].as_array().unwrap().iter().find(|n| n["node"] == node).expect(node);
         assert_eq!(n["partitioned_launches"], launches, "{node}: {n}");
     }
+}
+
+/// Writes no analysis can place (through two levels of indices, at an index computed from a
+/// loaded float) by blocks that cannot talk within a launch are merged: each device runs its
+/// blocks on a whole copy and the bytes it changed are taken into the home's. A kernel whose
+/// blocks publish through a fence and a volatile flag stays whole and says why, at its line.
+/// On four devices every launch of the merged kernels splits, and the program passes; so does
+/// a flag any thread may set, whose parts' writes overlap.
+#[test]
+fn writes_no_analysis_can_place_are_merged_where_blocks_cannot_talk() {
+    let o = hpvm_mgpu(&["analyze", "tests/cuda/merged.cu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let node = |name: &str| {
+        let at = out.find(&format!("node {name} (tests/cuda/merged.cu:")).unwrap_or_else(|| panic!("{name}: {out}"));
+        let end = out[at + 1..].find("\nnode ").map_or(out.len(), |e| at + 1 + e);
+        out[at..end].to_string()
+    };
+    for name in ["place", "by_key"] {
+        let n = node(name);
+        assert!(n.contains("partitionable, splittable"), "{n}");
+        assert!(n.contains("the bytes it changed are merged"), "{n}");
+    }
+    let publish = node("publish");
+    assert!(publish.contains("not partitionable"), "{publish}");
+    assert!(publish.contains("its blocks may talk through memory within a launch"), "{publish}");
+    assert!(publish.contains("(tests/cuda/merged.cu:44)"), "{publish}");
+
+    let exe = cached_build("tests/cuda/merged.cu", &["-O2"]);
+    let dir = TempDir::new("merged");
+    let file = dir.path_str("stats.json");
+    let run = run_program(
+        &exe,
+        &["20011", "3"],
+        &[("HPVM_MGPU_DEVICES", "cpu:4"), ("HPVM_MGPU_PARTITION", "always"), ("HPVM_MGPU_STATS", &file)],
+    );
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    // `any_above`'s flag: a may-write every part's map reaches, merged at the launch.
+    for (node, split) in [("place.blocks", 3), ("by_key.blocks", 3), ("any_above.blocks", 2), ("publish.blocks", 0)] {
+        let n = stats["nodes"].as_array().unwrap().iter().find(|n| n["node"] == node).expect(node);
+        assert_eq!(n["partitioned_launches"], split, "{node}: {n}");
+    }
+    // Off, they run whole.
+    let run = run_program(
+        &exe,
+        &["1000", "1"],
+        &[
+            ("HPVM_MGPU_DEVICES", "cpu:4"),
+            ("HPVM_MGPU_PARTITION", "always"),
+            ("HPVM_MGPU_MERGE", "off"),
+            ("HPVM_MGPU_STATS", &file),
+        ],
+    );
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let place = stats["nodes"].as_array().unwrap().iter().find(|n| n["node"] == "place.blocks").unwrap();
+    assert_eq!(place["partitioned_launches"], 0, "{place}");
 }
 
 /// The fields of a struct passed by value are not named as Polly names the parameters it

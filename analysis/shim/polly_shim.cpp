@@ -145,9 +145,10 @@ static std::string through(polly::ScopStmt &Stmt, polly::MemoryAccess *MA) {
   if (!LA || !LA->isRead() || !LA->isArrayKind())
     return "";
   // The indices are loaded at a place Polly sees but cannot express (`perm[b * n + i]`, a
-  // block id times a scalar): with a launch's values built in it may become this shape.
+  // block id times a scalar): with a launch's values built in it may become this shape. Not
+  // where that place is itself loaded (`pos[perm[i]]`): no value makes it affine.
   if (!LA->isAffine())
-    return "through-later\n";
+    return std::string(why_unmodeled(*L, L->getPointerOperand())) == "data" ? "" : "through-later\n";
   return "through\t" + polly::stringFromIslObj(LA->getAccessRelation()) + "\t" + ext + "\t" +
          std::to_string(L->getType()->getIntegerBitWidth()) + "\t" + std::to_string(scale) + "\t" +
          std::to_string(offset) + "\n";

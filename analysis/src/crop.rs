@@ -41,6 +41,11 @@ pub struct Cropped {
     pub split: bool,
     /// Thread tests loosened where they guard only reads ([`crate::loosen`]).
     pub loosened: usize,
+    /// Where the blocks of a launch may talk to each other through memory (`file:line`): a
+    /// volatile access outside shared memory, a fence, inline assembly. Atomics are in
+    /// [`Self::atomics`]. A node with none can have its writes merged
+    /// (`dashdb::WriteKind::Merged`).
+    pub communicates: Vec<String>,
 }
 
 /// One atomic update found by [`crop`].
@@ -66,7 +71,11 @@ pub fn crop(f: FunctionValue<'_>, shared: &[u32], split_clamps: bool) -> Cropped
         let builder = LLVMCreateBuilderInContext(LLVMGetTypeContext(LLVMTypeOf(f)));
         let mut sinks: Vec<(LLVMTypeRef, LLVMValueRef)> = Vec::new();
         for inst in instructions(f) {
-            match LLVMGetInstructionOpcode(inst) {
+            let op = LLVMGetInstructionOpcode(inst);
+            if communicates(f, inst, op, shared) {
+                out.communicates.push(location(inst));
+            }
+            match op {
                 LLVMOpcode::LLVMStore => {
                     let ptr = LLVMGetOperand(inst, 1);
                     match base_param(f, ptr) {
@@ -153,6 +162,24 @@ pub fn crop(f: FunctionValue<'_>, shared: &[u32], split_clamps: bool) -> Cropped
         ) != 0;
     }
     out
+}
+
+/// Whether `inst` may carry values between blocks within a launch: a volatile load or store
+/// outside shared memory (a flag another block spins on), a fence (`__threadfence`), inline
+/// assembly (what it does is not seen).
+///
+/// # Safety
+/// `inst` must be a live instruction of `f`.
+unsafe fn communicates(f: LLVMValueRef, inst: LLVMValueRef, op: LLVMOpcode, shared: &[u32]) -> bool {
+    match op {
+        LLVMOpcode::LLVMLoad | LLVMOpcode::LLVMStore if LLVMGetVolatile(inst) != 0 => {
+            let ptr = LLVMGetOperand(inst, u32::from(op == LLVMOpcode::LLVMStore));
+            !base_param(f, ptr).is_some_and(|p| shared.contains(&p))
+        }
+        LLVMOpcode::LLVMFence => true,
+        LLVMOpcode::LLVMCall => !LLVMIsAInlineAsm(LLVMGetCalledValue(inst)).is_null(),
+        _ => false,
+    }
 }
 
 /// Values taken out of aggregates they were just put into become the values themselves.

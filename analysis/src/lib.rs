@@ -305,6 +305,8 @@ pub fn analyze_program(
             bounds: vec![],
             partitionable: false,
             specializable: false,
+            merged_because: Vec::new(),
+            mergeable: false,
             reasons: vec![],
             split: Split { dims: vec![], chosen_by: SplitChoice::Analysis },
             args: vec![],
@@ -609,11 +611,18 @@ pub fn analyze_program(
             }
         }
         entry.reasons.dedup();
-        entry.partitionable = entry.reasons.is_empty();
-        entry.specializable = !entry.partitionable
+        let specializable = !entry.reasons.is_empty()
             && opts.fixed.is_empty()
             && entry.block.is_some()
             && entry.reasons.iter().all(|r| wants_values(&r.message));
+        // Exact maps from the launch's values come first; failing those, writes the analysis
+        // cannot describe are merged at run time where the blocks cannot talk.
+        entry.mergeable = blocks_cannot_talk(crop);
+        if !entry.reasons.is_empty() && !specializable {
+            merge_writes(&mut entry, crop);
+        }
+        entry.partitionable = entry.reasons.is_empty();
+        entry.specializable = specializable && !entry.partitionable;
         if entry.partitionable {
             entry.split = match opts.split.iter().find(|(n, _)| hpvm_core::names::names(n, &node.name)) {
                 Some((_, dims)) => {
@@ -631,6 +640,69 @@ pub fn analyze_program(
         db.nodes.push(entry);
     }
     Ok(db)
+}
+
+/// Makes the node's indescribable writes [`WriteKind::Merged`] (each device a whole copy, the
+/// changed bytes merged after the launch) where that is all that keeps it whole: every reason
+/// is of writes the analysis cannot place (a data-dependent or non-affine index, a write it
+/// cannot tie to a thread, an unbounded may-write), and the blocks of a launch cannot talk
+/// through memory ([`blocks_cannot_talk`]), so that what a block writes no other block of the
+/// launch reads unless they race. The reasons move to `merged_because`.
+fn merge_writes(entry: &mut Node, crop: &crop::Cropped) {
+    const MERGEABLE: [&str; 9] = [
+        "is written at a data-dependent index",
+        "is written at an index that is not affine",
+        "is written at an index, or under a condition, that is not affine",
+        "is written at an index read from memory at a place that is not affine",
+        "is written where the analysis cannot follow the write",
+        "may or may not be written",
+        "may be written at elements the analysis cannot bound",
+        "is written where the analysis cannot tell which elements",
+        "arithmetic that may wrap around",
+    ];
+    let mergeable = |r: &dashdb::Reason| {
+        MERGEABLE.iter().any(|m| r.message.contains(m))
+            || r.message.starts_with("its grid-stride loop cannot be split by iterations")
+            || (r.message.contains("is written at indices read from")
+                && r.message.contains("which the node also writes"))
+    };
+    if !entry.reasons.iter().all(mergeable) {
+        return;
+    }
+    // Say why the writes were not merged where that alone kept the node whole.
+    if let Some(at) = crop.communicates.first() {
+        entry.reasons.push(reason(
+            "its blocks may talk through memory within a launch (a volatile access outside shared memory, a fence \
+             or inline assembly), so that its writes cannot be merged across devices",
+            at,
+        ));
+        return;
+    }
+    if let Some(a) = crop.atomics.iter().find(|a| a.combines.is_err()) {
+        entry.reasons.push(reason(
+            "it uses the old value of an atomic update, through which its blocks may talk, so that its writes \
+             cannot be merged across devices",
+            &a.location,
+        ));
+        return;
+    }
+    let mut any = false;
+    for a in entry.args.iter_mut().filter(|a| matches!(a.write, WriteKind::May | WriteKind::Unanalysable)) {
+        a.write = WriteKind::Merged;
+        a.write_map = None;
+        a.write_through = None;
+        any = true;
+    }
+    if any {
+        entry.merged_because = std::mem::take(&mut entry.reasons);
+    }
+}
+
+/// Whether the blocks of a launch cannot talk through memory (dashdb's `Node::mergeable`): no
+/// volatile access outside shared memory, fence or inline assembly, and every atomic combines
+/// (its old value unused, so nothing comes back to the block that made it).
+fn blocks_cannot_talk(crop: &crop::Cropped) -> bool {
+    crop.communicates.is_empty() && crop.atomics.iter().all(|a| a.combines.is_ok())
 }
 
 /// Whether a reason not to split may go away with the launch's values built in (see

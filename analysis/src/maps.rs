@@ -82,6 +82,8 @@ fn worse_write(a: WriteKind, b: WriteKind) -> WriteKind {
         WriteKind::Indirect => 3,
         // Never the maps' own finding (`reduction_of` decides it over them).
         WriteKind::Reduce => 3,
+        // Never the maps' own finding either (`merged_writes` decides it over the node).
+        WriteKind::Merged => 3,
         WriteKind::Unanalysable => 4,
     };
     if rank(b) > rank(a) {

@@ -28,6 +28,23 @@ fn node(s: &mut String, n: &Node) {
             ),
             dashdb::SplitChoice::User => writeln!(s, "partitionable, split along {} (as asked)", dims.join(", ")),
         };
+        if !n.merged_because.is_empty() {
+            let _ = writeln!(
+                s,
+                "  its writes are merged (each device a whole copy, the bytes it changed taken after the launch; \
+                 its blocks cannot talk within a launch), since:"
+            );
+            for r in &n.merged_because {
+                match &r.location {
+                    Some(l) => {
+                        let _ = writeln!(s, "    {} ({l})", r.message);
+                    }
+                    None => {
+                        let _ = writeln!(s, "    {}", r.message);
+                    }
+                }
+            }
+        }
     } else {
         let _ = writeln!(s, "not partitionable");
         for r in &n.reasons {
@@ -124,6 +141,13 @@ fn node(s: &mut String, n: &Node) {
                         );
                     }
                 }
+            }
+            WriteKind::Merged => {
+                let _ = writeln!(
+                    s,
+                    "    writes places the analysis cannot describe: split, each device writes a whole copy of {}[*] and the bytes it changed are merged",
+                    a.name
+                );
             }
             WriteKind::Unanalysable => {
                 let _ = writeln!(s, "    writes places the analysis cannot describe");

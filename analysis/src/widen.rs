@@ -439,6 +439,8 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>, narro
             LLVMReplaceAllUsesWith(cmp, wide);
             LLVMInstructionEraseFromParent(cmp);
         }
+        // Each phi widened, by signedness, and its wide twin.
+        let mut phis: Vec<(LLVMValueRef, bool, LLVMValueRef)> = Vec::new();
         while let Some(ext) = work.pop() {
             let signed = LLVMGetInstructionOpcode(ext) == LLVMOpcode::LLVMSExt;
             let wide = LLVMTypeOf(ext);
@@ -628,7 +630,15 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>, narro
                 // end of its block, chosen alike. Exact whatever the values; with the
                 // comparison that chooses already wide, ScalarEvolution sees the minimum.
                 // Not a loop's own recurrence (an incoming value computed from the phi).
+                // Phis that feed each other (`a = phi [x, b]`, `b = phi [a, y]`) are each
+                // widened once: the second extension of one finds its wide phi.
+                LLVMOpcode::LLVMPHI if phis.iter().any(|&(p, s, w)| p == x && s == signed && LLVMTypeOf(w) == wide) => {
+                    phis.iter().find(|&&(p, s, w)| p == x && s == signed && LLVMTypeOf(w) == wide).expect("found").2
+                }
                 LLVMOpcode::LLVMPHI if !recurrent(x) => {
+                    LLVMPositionBuilderBefore(builder, x);
+                    let phi = LLVMBuildPhi(builder, wide, c"wide".as_ptr());
+                    phis.push((x, signed, phi));
                     let n = LLVMCountIncoming(x);
                     let mut values: Vec<LLVMValueRef> = Vec::with_capacity(n as usize);
                     let mut blocks: Vec<LLVMBasicBlockRef> = Vec::with_capacity(n as usize);
@@ -653,8 +663,6 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>, narro
                         values.push(e);
                         blocks.push(b);
                     }
-                    LLVMPositionBuilderBefore(builder, x);
-                    let phi = LLVMBuildPhi(builder, wide, c"wide".as_ptr());
                     LLVMAddIncoming(phi, values.as_mut_ptr(), blocks.as_mut_ptr(), n);
                     phi
                 }
@@ -729,6 +737,36 @@ mod tests {
                ret void
              }}"
         )
+    }
+
+    /// Phis that feed each other around a loop (neither a recurrence of its own) are widened
+    /// once each, into wide phis that feed each other: the widening ends.
+    #[test]
+    fn phis_that_feed_each_other_are_widened_once() {
+        let (_, text) = widened(
+            "define i64 @f(i32 %x, i32 %y, i32 %z, i1 %c) {
+             entry:
+               br label %loop
+             loop:
+               %a = phi i32 [ %x, %entry ], [ %d, %latch ]
+               br i1 %c, label %left, label %mid
+             left:
+               br label %mid
+             mid:
+               %b = phi i32 [ %a, %loop ], [ %y, %left ]
+               br i1 %c, label %right, label %latch
+             right:
+               br label %latch
+             latch:
+               %d = phi i32 [ %b, %mid ], [ %z, %right ]
+               br i1 %c, label %loop, label %exit
+             exit:
+               %e = sext i32 %d to i64
+               ret i64 %e
+             }",
+        );
+        assert_eq!(text.matches("phi i64").count(), 3, "{text}");
+        assert!(!text.contains("sext i32 %d"), "{text}");
     }
 
     /// `min(tile, n - base)` as the conditional operator leaves it (branches and a phi), then

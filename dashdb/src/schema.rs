@@ -84,6 +84,17 @@ pub struct Node {
     /// node.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub specializable: bool,
+    /// Why some arguments' writes are [`WriteKind::Merged`] rather than described by maps:
+    /// the reasons that would otherwise keep the node whole. Empty when none is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_because: Vec<Reason>,
+    /// The node's blocks cannot talk to each other within a launch: no volatile access
+    /// outside shared memory, no fence, no inline assembly, and no atomic whose old value is
+    /// used. What a block writes no other block of the launch reads, unless they race; so a
+    /// buffer whose parts' writes overlap at a launch (a flag any thread may set) may be
+    /// merged as [`WriteKind::Merged`] says instead of keeping the launch whole.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mergeable: bool,
     /// The grid dimensions to cut along when partitioning.
     pub split: Split,
     /// The name each parameter of the node function has in the maps, by position (scalar
@@ -406,6 +417,15 @@ pub enum WriteKind {
     /// the launch; that device must be current on them first. No other argument of the launch
     /// may point into the same buffer.
     Reduce,
+    /// Written where the analysis cannot tell (a data-dependent index, an index beyond affine
+    /// arithmetic), by a node whose blocks cannot communicate within a launch (no atomics, no
+    /// volatile accesses to memory outside the block, no fences beyond the block), so that a
+    /// block's writes are its own unless blocks race. `write_map` is absent. Whoever splits a
+    /// launch makes every device current on the whole buffer first; one device, the home,
+    /// keeps a copy of it as it was (the twin), and after the launch takes from each other
+    /// device's copy every byte that differs from the twin. The home is the only holder after.
+    /// No other argument of the launch may point into the same buffer.
+    Merged,
     /// The analysis could not describe the writes at all; the node is not partitionable.
     Unanalysable,
 }
@@ -431,6 +451,7 @@ impl WriteKind {
             WriteKind::May => "may",
             WriteKind::Indirect => "indirect",
             WriteKind::Reduce => "reduce",
+            WriteKind::Merged => "merged",
             WriteKind::Unanalysable => "unanalysable",
         }
     }
@@ -516,6 +537,7 @@ mod tests {
             (WriteKind::May, "may"),
             (WriteKind::Indirect, "indirect"),
             (WriteKind::Reduce, "reduce"),
+            (WriteKind::Merged, "merged"),
             (WriteKind::Unanalysable, "unanalysable"),
         ] {
             assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{text}\""));

@@ -171,6 +171,10 @@ fn fmt_access(f: &mut Formatter<'_>, label: &str, kind: &str, map: Option<&str>)
         None if kind == "none" => writeln!(f, "    {label}   {kind}"),
         None if kind == "data-dependent" => writeln!(f, "    {label}   {kind} (no map: the whole array)"),
         None if kind == "reduce" => writeln!(f, "    {label}   {kind} (no map: the whole array)"),
+        None if kind == "merged" => writeln!(
+            f,
+            "    {label}   {kind} (no map: each device writes a whole copy; the bytes it changed are merged)"
+        ),
         None => writeln!(f, "    {label}   {kind} (no map)"),
     }
 }

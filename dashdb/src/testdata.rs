@@ -46,6 +46,8 @@ pub fn sample() -> Database {
         bounds: vec![],
         partitionable: true,
         specializable: false,
+        merged_because: Vec::new(),
+        mergeable: false,
         reasons: vec![],
         split: Split { dims: vec![1], chosen_by: SplitChoice::Analysis },
         args: vec![
@@ -81,6 +83,8 @@ pub fn sample() -> Database {
         bounds: vec![],
         partitionable: false,
         specializable: false,
+        merged_because: Vec::new(),
+        mergeable: false,
         reasons: vec![Reason {
             message: "`bins` is written at an index read from `data` (may-write)".into(),
             location: Some("examples/matmul.c:33:5".into()),

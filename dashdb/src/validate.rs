@@ -92,8 +92,10 @@ fn check_node(node: &Node, problems: &mut Vec<String>) {
         }
         for arg in &node.args {
             let may_with_map = arg.write == WriteKind::May && arg.write_map.is_some();
-            if !matches!(arg.write, WriteKind::None | WriteKind::Exact | WriteKind::Indirect | WriteKind::Reduce)
-                && !may_with_map
+            if !matches!(
+                arg.write,
+                WriteKind::None | WriteKind::Exact | WriteKind::Indirect | WriteKind::Reduce | WriteKind::Merged
+            ) && !may_with_map
             {
                 bad(format!("partitionable but argument `{}` has a {} write", arg.name, arg.write));
             }
@@ -170,6 +172,7 @@ fn check_arg(arg: &Arg) -> Vec<String> {
         (WriteKind::None, Some(_)) => problems.push("write map given but write is none".to_string()),
         (WriteKind::Exact, None) => problems.push("write is exact but no write map".to_string()),
         (WriteKind::Indirect, Some(_)) => problems.push("write map given but write is indirect".to_string()),
+        (WriteKind::Merged, Some(_)) => problems.push("write map given but write is merged".to_string()),
         _ => {}
     }
     match (&arg.reduction, arg.write) {

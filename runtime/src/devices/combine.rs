@@ -122,8 +122,47 @@ DONE:
             name = kernel_name(how)
         );
     }
+    // A merged buffer (`dashdb::WriteKind::Merged`): byte `i` of another device's copy taken
+    // where it differs from the twin, one byte per thread.
+    let _ = write!(
+        s,
+        "
+.visible .entry {MERGE}(.param .u64 dst, .param .u64 src, .param .u64 twin, .param .u64 n)
+{{
+	.reg .pred %p<2>;
+	.reg .b32 %r<4>;
+	.reg .b16 %h<3>;
+	.reg .b64 %rd<10>;
+	ld.param.u64 %rd1, [dst];
+	ld.param.u64 %rd2, [src];
+	ld.param.u64 %rd7, [twin];
+	ld.param.u64 %rd3, [n];
+	mov.u32 %r1, %ctaid.x;
+	mov.u32 %r2, %ntid.x;
+	mov.u32 %r3, %tid.x;
+	mul.wide.u32 %rd4, %r1, %r2;
+	cvt.u64.u32 %rd5, %r3;
+	add.u64 %rd4, %rd4, %rd5;
+	setp.ge.u64 %p0, %rd4, %rd3;
+	@%p0 bra DONE;
+	add.u64 %rd5, %rd1, %rd4;
+	add.u64 %rd6, %rd2, %rd4;
+	add.u64 %rd8, %rd7, %rd4;
+	ld.global.u8 %h1, [%rd6];
+	ld.global.u8 %h2, [%rd8];
+	setp.eq.u16 %p1, %h1, %h2;
+	@%p1 bra DONE;
+	st.global.u8 [%rd5], %h1;
+DONE:
+	ret;
+}}
+"
+    );
     s
 }
+
+/// The kernel that merges another device's changes ([`super::Device::merge_changed`]).
+pub const MERGE: &str = "hpvm_mgpu_merge_changed";
 
 #[cfg(test)]
 mod tests {

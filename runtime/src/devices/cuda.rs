@@ -1189,6 +1189,30 @@ impl super::Device for Cuda {
         )
     }
 
+    fn merge_changed(&self, dst: u64, src: u64, twin: u64, bytes: u64) -> Result<(), String> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let grid = u32::try_from(bytes.div_ceil(u64::from(super::combine::BLOCK)))
+            .ok()
+            .filter(|&g| g <= i32::MAX as u32)
+            .ok_or_else(|| format!("merging {bytes} bytes of a merged buffer: too many for one launch"))?;
+        let mut params = Params::with_capacity(4);
+        for v in [dst, src, twin, bytes] {
+            params.push(&v.to_le_bytes());
+        }
+        self.launch(
+            super::combine::ptx(),
+            super::combine::MERGE,
+            [grid, 1, 1],
+            [super::combine::BLOCK, 1, 1],
+            0,
+            &mut params,
+            None,
+            false,
+        )
+    }
+
     fn synchronize(&self) -> Result<(), String> {
         let o = self.bind()?;
         // SAFETY: this device's stream.

@@ -150,6 +150,13 @@ pub trait Device: Send + Sync {
     fn combine(&self, _dst: u64, _src: u64, _how: dashdb::Reduction, _elements: u64) -> Result<(), String> {
         Err(format!("{}: no reductions", self.name()))
     }
+    /// Enqueues `dst[i] = src[i]` for each of the `bytes` bytes where `src[i] != twin[i]`, all
+    /// three in this device's memory: another device's copy of a merged buffer
+    /// (`dashdb::WriteKind::Merged`), whose changes against the twin (the buffer as it was
+    /// before the launch) are taken into this device's.
+    fn merge_changed(&self, _dst: u64, _src: u64, _twin: u64, _bytes: u64) -> Result<(), String> {
+        Err(format!("{}: no merged writes", self.name()))
+    }
 }
 
 /// The devices of this run.

@@ -347,6 +347,48 @@ impl Device for SimDevice {
         combine_bytes(d, s, how);
         Ok(())
     }
+
+    fn merge_changed(&self, dst: u64, src: u64, twin: u64, bytes: u64) -> Result<(), String> {
+        if self.dry {
+            return Ok(());
+        }
+        if self.remote {
+            return Err(format!("{}: merged writes on another rank's device", self.name));
+        }
+        let n = bytes as usize;
+        // SAFETY: three ranges of this device's memory the merge owns during the launch (the
+        // buffer's bytes, a scratch copy of another device's, the twin), not overlapping.
+        let (d, s, t) = unsafe {
+            (
+                std::slice::from_raw_parts_mut(dst as *mut u8, n),
+                std::slice::from_raw_parts(src as *const u8, n),
+                std::slice::from_raw_parts(twin as *const u8, n),
+            )
+        };
+        merge_changed_bytes(d, s, t);
+        Ok(())
+    }
+}
+
+/// `dst[i] = src[i]` wherever `src[i] != twin[i]`: another device's changes taken in.
+pub(crate) fn merge_changed_bytes(dst: &mut [u8], src: &[u8], twin: &[u8]) {
+    // Words first (the common case is few changes), the bytes of a differing word one by one.
+    const W: usize = 8;
+    let whole = dst.len() / W * W;
+    for ((d, s), t) in dst[..whole].chunks_exact_mut(W).zip(src[..whole].chunks_exact(W)).zip(twin.chunks_exact(W)) {
+        if s != t {
+            for i in 0..W {
+                if s[i] != t[i] {
+                    d[i] = s[i];
+                }
+            }
+        }
+    }
+    for i in whole..dst.len() {
+        if src[i] != twin[i] {
+            dst[i] = src[i];
+        }
+    }
 }
 
 /// `dst[i] = dst[i] op src[i]` over little-endian elements of `how`'s type.
@@ -402,6 +444,30 @@ impl Drop for SimDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Merging takes exactly the bytes another device changed against the twin, whatever
+    /// their place in a word and the buffer's length: random buffers, each byte changed by
+    /// the home, by the other device, by both alike, or by neither; the result is what one
+    /// copy changed by both would hold.
+    #[test]
+    fn merged_bytes_are_the_changed_ones() {
+        let mut next = crate::testing::numbers(5);
+        for len in [0usize, 1, 7, 8, 9, 63, 64, 257] {
+            let twin: Vec<u8> = (0..len).map(|_| next(256) as u8).collect();
+            let (mut home, mut other, mut want) = (twin.clone(), twin.clone(), twin.clone());
+            for i in 0..len {
+                let v = twin[i].wrapping_add(1 + next(255) as u8);
+                match next(4) {
+                    0 => (home[i], want[i]) = (v, v),
+                    1 => (other[i], want[i]) = (v, v),
+                    2 => (home[i], other[i], want[i]) = (v, v, v),
+                    _ => {}
+                }
+            }
+            merge_changed_bytes(&mut home, &other, &twin);
+            assert_eq!(home, want, "{len} bytes");
+        }
+    }
 
     /// A partial result combined into another gives what one copy updated by both would
     /// hold: identities change nothing, signed and unsigned compare apart, sums wrap.

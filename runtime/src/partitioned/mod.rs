@@ -539,7 +539,16 @@ fn plan_of(
             // sees only its kernels).
             if let Outcome::Devices(lp) = &*p {
                 if used_devices(lp) > 1 && policy::mode() == policy::Mode::Auto {
-                    let bytes: u64 = lp.reductions.iter().map(reduce::Reduce::bytes).sum();
+                    // A merge reads the copy and the twin and writes the buffer, beside the
+                    // twin's own copy: about three times a reduction's combining.
+                    let bytes: u64 = lp
+                        .reductions
+                        .iter()
+                        .map(|r| match r.how {
+                            reduce::Combine::Changed => 3 * r.bytes(),
+                            reduce::Combine::Op(_) => r.bytes(),
+                        })
+                        .sum();
                     plans.policy.of(n).lock().unwrap_or_else(|e| e.into_inner()).reduce_bytes = bytes;
                 }
             }

@@ -22,9 +22,29 @@
 //!   on its rank, a receive into the home's scratch on the home's), and only the home's rank
 //!   combines. Every rank walks the same reductions in the same order, so sends meet their
 //!   receives.
+//!
+//! Merged writes (dashdb's `WriteKind::Merged`: a node writing where the analysis cannot
+//! tell, whose blocks cannot talk within a launch) take the same path with another start and
+//! combination ([`Combine::Changed`]): every device is made current on the buffer's bytes
+//! first (the plan reads them in every partition), the home keeps a copy of its bytes before
+//! the kernels (the twin, [`start`]), and after them takes from each other device's copy the
+//! bytes that differ from the twin ([`finish`]). A block's writes are then in the home's bytes
+//! whichever device ran it; bytes two devices both changed differently were raced for by two
+//! blocks, as on one GPU, and the later device's value stands.
 
 use crate::devices::{devices, Copy, Place};
 use std::sync::Mutex;
+
+/// How a device's copy is combined into the home's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Combine {
+    /// Each element with the operation of the atomics (`dashdb::WriteKind::Reduce`): the
+    /// other devices start from the identity.
+    Op(dashdb::Reduction),
+    /// Each byte that differs from the twin (`dashdb::WriteKind::Merged`): every device starts
+    /// from the buffer's bytes; elements are bytes.
+    Changed,
+}
 
 /// One reduction of a launch plan.
 #[derive(Clone, Debug)]
@@ -34,7 +54,7 @@ pub(crate) struct Reduce {
     /// Its bytes within the buffer: `start..start + elements × size`.
     pub start: u64,
     pub elements: u64,
-    pub how: dashdb::Reduction,
+    pub how: Combine,
     /// The home device and the address of the reduction's first byte there.
     pub home: (usize, u64),
     /// Every other device with a partition, and the address of the first byte of its copy.
@@ -43,17 +63,40 @@ pub(crate) struct Reduce {
 
 impl Reduce {
     pub fn bytes(&self) -> u64 {
-        self.elements * u64::from(self.how.element.size())
+        match self.how {
+            Combine::Op(how) => self.elements * u64::from(how.element.size()),
+            Combine::Changed => self.elements,
+        }
     }
 }
 
-/// Sets every other device's bytes of each reduction to the identity (enqueued on its stream;
-/// done on return on simulated devices).
+/// Sets every other device's bytes of each reduction to the identity, and takes the twin of
+/// each merged buffer on its home (enqueued on the device's stream; done on return on
+/// simulated devices).
 pub(crate) fn start(reductions: &[Reduce]) -> Result<(), String> {
     let devs = devices();
-    for r in reductions {
-        for &(k, addr) in r.others.iter().filter(|(k, _)| devs.is_local(*k)) {
-            devs.get(k).fill_identity(addr, r.how, r.elements)?;
+    for (slot, r) in reductions.iter().enumerate() {
+        match r.how {
+            Combine::Op(how) => {
+                for &(k, addr) in r.others.iter().filter(|(k, _)| devs.is_local(*k)) {
+                    devs.get(k).fill_identity(addr, how, r.elements)?;
+                }
+            }
+            Combine::Changed if devs.is_local(r.home.0) && !r.others.is_empty() => {
+                let (home, src) = r.home;
+                let twin = twin(home, slot, r.bytes())?;
+                let c = Copy {
+                    src: Place::Device(home),
+                    src_addr: src,
+                    dst: Place::Device(home),
+                    dst_addr: twin,
+                    rows: 1,
+                    row_bytes: r.bytes(),
+                    pitch: r.bytes(),
+                };
+                devs.get(home).copy(&c)?;
+            }
+            Combine::Changed => {}
         }
     }
     Ok(())
@@ -64,7 +107,7 @@ pub(crate) fn start(reductions: &[Reduce]) -> Result<(), String> {
 /// the exchange, which reads a device's bytes only once its work is done).
 pub(crate) fn finish(reductions: &[Reduce]) -> Result<(), String> {
     let devs = devices();
-    for r in reductions.iter().filter(|r| !r.others.is_empty()) {
+    for (slot, r) in reductions.iter().enumerate().filter(|(_, r)| !r.others.is_empty()) {
         let (home, dst) = r.home;
         let home_here = devs.is_local(home);
         // Another rank's home: a stand-in address (the copy's receiving end is that rank's).
@@ -94,7 +137,13 @@ pub(crate) fn finish(reductions: &[Reduce]) -> Result<(), String> {
                 crate::memory::execute(&[c])?;
             }
             if home_here {
-                devs.get(home).combine(dst, scratch, r.how, r.elements)?;
+                match r.how {
+                    Combine::Op(how) => devs.get(home).combine(dst, scratch, how, r.elements)?,
+                    Combine::Changed => {
+                        let twin = twin(home, slot, r.bytes())?;
+                        devs.get(home).merge_changed(dst, scratch, twin, r.bytes())?
+                    }
+                }
             }
         }
     }
@@ -103,6 +152,30 @@ pub(crate) fn finish(reductions: &[Reduce]) -> Result<(), String> {
 
 /// Per device, the scratch buffer partial results are brought into: (address, bytes).
 static SCRATCH: Mutex<Vec<Option<(u64, u64)>>> = Mutex::new(Vec::new());
+
+/// Per device and reduction slot of a launch, the twin of a merged buffer: (device, slot,
+/// address, bytes).
+static TWINS: Mutex<Vec<(usize, usize, u64, u64)>> = Mutex::new(Vec::new());
+
+/// Device `k`'s twin for slot `slot` (a merged buffer's place in its launch's reductions), of
+/// at least `bytes`: grown as [`scratch`] is.
+fn twin(k: usize, slot: usize, bytes: u64) -> Result<u64, String> {
+    let mut all = TWINS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(at) = all.iter().position(|&(d, s, _, _)| d == k && s == slot) {
+        let (_, _, addr, size) = all[at];
+        if size >= bytes {
+            return Ok(addr);
+        }
+        let dev = devices().get(k);
+        dev.synchronize()?;
+        dev.free(addr)?;
+        all.swap_remove(at);
+    }
+    let size = bytes.next_power_of_two().max(4096);
+    let addr = devices().get(k).alloc(size as usize)?;
+    all.push((k, slot, addr, size));
+    Ok(addr)
+}
 
 /// Device `k`'s scratch buffer, of at least `bytes`: grown (the device's work finished first,
 /// which may still read the old one) only when a larger reduction comes.

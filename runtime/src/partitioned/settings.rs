@@ -43,6 +43,17 @@ pub(crate) fn partitioning_off() -> bool {
     policy::mode() == policy::Mode::Off
 }
 
+/// `HPVM_MGPU_MERGE=off`: a node whose writes are merged (dashdb's `WriteKind::Merged`) runs
+/// whole, as the analysis could not place its writes.
+pub(crate) fn merging_off() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OFF.get_or_init(|| match std::env::var("HPVM_MGPU_MERGE").unwrap_or_default().trim() {
+        "" | "on" | "1" => false,
+        "off" | "0" => true,
+        other => crate::fatal(&format!("HPVM_MGPU_MERGE={other}: expected `on` or `off`")),
+    })
+}
+
 /// `HPVM_MGPU_CHECK=strict`: an access outside a buffer is an error, not a warning.
 pub(crate) fn strict() -> bool {
     static STRICT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

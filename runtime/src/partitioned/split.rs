@@ -17,7 +17,7 @@ use super::memo::{
     element_rects, element_rects_in_rounds, extent, with_fixed_map, with_isl, Reached, StrideKey, KEPT, KNOWN, STRIDES,
 };
 use super::plan::{host_bytes, Inspection, LaunchPlan, Outcome, PartPlan};
-use super::reduce::Reduce;
+use super::reduce::{Combine, Reduce};
 use crate::args::int_param;
 use crate::ctx::GridBox;
 use crate::desc::{KindDesc, NodeDesc};
@@ -609,6 +609,12 @@ fn split(
                         reduced.extend(hull.map(|h| (ai, h)));
                         (vec![], false)
                     }
+                    (WriteKind::Merged, _) => {
+                        // Every byte of its buffer: each partition is made current on them
+                        // (below), the home holds them after.
+                        reduced.push((ai, (0, a.size)));
+                        (vec![], false)
+                    }
                     (kind, _) => return Err(format!("`{}`: its writes are {kind}", arg.name)),
                 };
                 reads.extend(r.into_iter().map(|x| (a.buffer, x)));
@@ -637,7 +643,7 @@ fn split(
         })
         .collect();
     let computed: Vec<_> = computed.into_iter().collect::<Result<_, _>>()?;
-    let reductions = reductions(dn, args, computed.iter().flat_map(|c| &c.5))?;
+    let mut reductions = reductions(dn, args, computed.iter().flat_map(|c| &c.5))?;
     let mut parts: Parts = Vec::with_capacity(computed.len());
     // Each indirect write's runs, by partition: the indices must send the parts apart.
     let mut found: Vec<(usize, Vec<PartRun>)> = Vec::new();
@@ -674,12 +680,16 @@ fn split(
             ));
         }
     }
+    merge_overlaps(&mut parts, &mut reductions, dn, args, buffers.len())?;
     // The home partition updates the buffer's own bytes: current first, the only holder after.
-    if let Some(home) = parts.first_mut() {
-        for r in &reductions {
+    // A merged buffer's other partitions start from its bytes too.
+    for (k, part) in parts.iter_mut().enumerate() {
+        for r in reductions.iter().filter(|r| k == 0 || r.how == Combine::Changed) {
             let bytes = ByteRect::run(r.start, r.start + r.bytes());
-            home.2.push((r.buffer, bytes));
-            home.3.push((r.buffer, bytes));
+            part.2.push((r.buffer, bytes));
+            if k == 0 {
+                part.3.push((r.buffer, bytes));
+            }
         }
     }
     disjoint_writes(&parts, buffers.len())?;
@@ -707,13 +717,42 @@ fn reductions<'a>(
     for (ai, lo, hi) in spans {
         let a = &args[ai];
         let arg = dn.arg(a.param).expect("checked by split");
+        if arg.write == WriteKind::Merged {
+            if super::settings::merging_off() {
+                return Err(format!("`{}`: its writes are merged, and HPVM_MGPU_MERGE=off", arg.name));
+            }
+            if args.iter().any(|b| b.buffer == a.buffer && b.param != a.param) {
+                return Err(format!(
+                    "`{}` is written where the analysis cannot tell, and another argument points into the same buffer",
+                    arg.name
+                ));
+            }
+            if hi > lo {
+                out.push(Reduce {
+                    buffer: a.buffer,
+                    start: lo,
+                    elements: hi - lo,
+                    how: Combine::Changed,
+                    home: (0, 0),
+                    others: Vec::new(),
+                });
+            }
+            continue;
+        }
         let how = arg.reduction.ok_or_else(|| format!("`{}`: a reduction without its operation", arg.name))?;
         if args.iter().any(|b| b.buffer == a.buffer && b.param != a.param) {
             return Err(format!("`{}` is reduced into, and another argument points into the same buffer", arg.name));
         }
         let (start, elements) = element_span(lo, hi, a.offset, u64::from(how.element.size()), a.size);
         if elements > 0 {
-            out.push(Reduce { buffer: a.buffer, start, elements, how, home: (0, 0), others: Vec::new() });
+            out.push(Reduce {
+                buffer: a.buffer,
+                start,
+                elements,
+                how: Combine::Op(how),
+                home: (0, 0),
+                others: Vec::new(),
+            });
         }
     }
     Ok(out)
@@ -765,6 +804,51 @@ fn instances(grid: [i64; 3], block: Option<[i64; 3]>, d: usize) -> i64 {
 }
 
 /// Two partitions writing the same byte would leave it to whichever ran last: refuse.
+/// Buffers whose parts' writes overlap at this launch (a flag any thread may set, a
+/// may-write the maps bound only loosely) merged instead (a [`Combine::Changed`] reduction),
+/// where the node's blocks cannot talk (`dashdb::Node::mergeable`) and one argument writes the
+/// buffer, by maps. Other overlaps are left to [`disjoint_writes`], which refuses the split.
+fn merge_overlaps(
+    parts: &mut Parts,
+    reductions: &mut Vec<Reduce>,
+    dn: &dashdb::Node,
+    args: &[BufArg],
+    buffers: usize,
+) -> Result<(), String> {
+    if !dn.mergeable || super::settings::merging_off() {
+        return Ok(());
+    }
+    for b in 0..buffers {
+        let mut runs: Vec<PartRun> = Vec::new();
+        for (k, p) in parts.iter().enumerate() {
+            for (_, r) in p.3.iter().filter(|(x, _)| *x == b) {
+                runs.extend(r.row_runs().map(|(lo, hi)| (lo, hi, k)));
+            }
+        }
+        if first_overlap(runs).is_none() || reductions.iter().any(|r| r.buffer == b) {
+            continue;
+        }
+        let mut owners = args.iter().filter(|a| a.buffer == b);
+        let (Some(a), None) = (owners.next(), owners.next()) else { continue };
+        let by_maps = dn.arg(a.param).is_some_and(|x| matches!(x.write, WriteKind::Exact | WriteKind::May));
+        if !by_maps || a.size == 0 {
+            continue;
+        }
+        for p in parts.iter_mut() {
+            p.3.retain(|(x, _)| *x != b);
+        }
+        reductions.push(Reduce {
+            buffer: b,
+            start: 0,
+            elements: a.size,
+            how: Combine::Changed,
+            home: (0, 0),
+            others: Vec::new(),
+        });
+    }
+    Ok(())
+}
+
 fn disjoint_writes(parts: &Parts, buffers: usize) -> Result<(), String> {
     for b in 0..buffers {
         let mut runs: Vec<PartRun> = Vec::new();

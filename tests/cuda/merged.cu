@@ -1,0 +1,153 @@
+/*
+ * merged.cu -- kernels that write where no analysis can tell, each element by one block:
+ * a placement through two levels of indices (`out[pos[perm[i]]]`, a counting sort's last
+ * step), a placement at an index computed from a float the kernel loads, and a flag set under
+ * a data-dependent condition by any number of threads (all of them writing the same value).
+ * Their blocks cannot talk through memory, so a split runs each device's blocks on a whole
+ * copy of the output and merges the bytes each device changed. A last kernel publishes its
+ * result for other blocks behind a fence and a volatile flag: that one must stay whole.
+ * Checked against the same computations on the host.
+ * Usage: merged [N [ROUNDS]]   (defaults 50000 2)
+ * Prints PASS or FAIL and `checksum <hex>` of the outputs' bits.
+ */
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cuda_runtime.h>
+
+__global__ void place(const int *perm, const int *pos, const float *in, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[pos[perm[i]]] = in[i] * 0.5f + 1.0f;
+}
+
+// `key` holds each element's destination as a float (exact below 2^24).
+__global__ void by_key(const float *key, const int *in, int *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[(int)key[i]] = in[i] * 3 - 7;
+}
+
+// Any thread whose element passes sets the flag; all write 1.
+__global__ void any_above(const float *in, int *flag, float threshold, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n && in[i] > threshold) flag[0] = 1;
+}
+
+// Each block publishes its sum at a slot read from memory, then raises its flag behind a
+// fence, as a block does for another that waits on it: blocks that talk within the launch,
+// which no split may cut.
+__global__ void publish(const int *in, const int *slot, int *sums, volatile int *ready, int n) {
+  if (threadIdx.x == 0) {
+    int s = 0;
+    for (int k = 0; k < blockDim.x && blockIdx.x * blockDim.x + k < n; k++) s += in[blockIdx.x * blockDim.x + k];
+    sums[slot[blockIdx.x]] = s;
+    __threadfence();
+    ready[blockIdx.x] = 1;
+  }
+}
+
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 50000;
+  int rounds = argc > 2 ? atoi(argv[2]) : 2;
+  if (n < 1 || n > (1 << 24) || rounds < 1) {
+    fprintf(stderr, "usage: merged [N 1..2^24 [ROUNDS>0]]\n");
+    return 2;
+  }
+  int *perm = (int *)malloc(n * sizeof(int)), *pos = (int *)malloc(n * sizeof(int));
+  int *ivals = (int *)malloc(n * sizeof(int)), *iout = (int *)malloc(n * sizeof(int));
+  float *in = (float *)malloc(n * sizeof(float)), *out = (float *)malloc(n * sizeof(float));
+  float *key = (float *)malloc(n * sizeof(float));
+  uint32_t s = 777;
+  auto next = [&]() { return s = s * 1664525u + 1013904223u; };
+  // Two permutations (Fisher-Yates) and the destinations of a third, as floats.
+  for (int i = 0; i < n; i++) perm[i] = pos[i] = i, key[i] = (float)i;
+  for (int i = n - 1; i > 0; i--) {
+    int j = (int)(next() % (uint32_t)(i + 1)), t = perm[i];
+    perm[i] = perm[j], perm[j] = t;
+    j = (int)(next() % (uint32_t)(i + 1)), t = pos[i];
+    pos[i] = pos[j], pos[j] = t;
+    j = (int)(next() % (uint32_t)(i + 1));
+    float f = key[i];
+    key[i] = key[j], key[j] = f;
+  }
+  for (int i = 0; i < n; i++) in[i] = (float)(next() % 1000) / 8.0f, ivals[i] = (int)(next() % 100000);
+  int *d_perm, *d_pos, *d_ivals, *d_iout, *d_flag, *d_sums, *d_ready;
+  float *d_in, *d_out, *d_key;
+  int blocks = (n + 127) / 128;
+  cudaMalloc(&d_perm, n * sizeof(int));
+  cudaMalloc(&d_pos, n * sizeof(int));
+  cudaMalloc(&d_ivals, n * sizeof(int));
+  cudaMalloc(&d_iout, n * sizeof(int));
+  cudaMalloc(&d_flag, 2 * sizeof(int));
+  cudaMalloc(&d_sums, n * sizeof(int));
+  cudaMalloc(&d_ready, blocks * sizeof(int));
+  cudaMalloc(&d_in, n * sizeof(float));
+  cudaMalloc(&d_out, n * sizeof(float));
+  cudaMalloc(&d_key, n * sizeof(float));
+  cudaMemcpy(d_perm, perm, n * sizeof(int), cudaMemcpyHostToDevice);
+  cudaMemcpy(d_pos, pos, n * sizeof(int), cudaMemcpyHostToDevice);
+  cudaMemcpy(d_ivals, ivals, n * sizeof(int), cudaMemcpyHostToDevice);
+  cudaMemcpy(d_in, in, n * sizeof(float), cudaMemcpyHostToDevice);
+  cudaMemcpy(d_key, key, n * sizeof(float), cudaMemcpyHostToDevice);
+  cudaMemset(d_out, 0, n * sizeof(float));
+  cudaMemset(d_iout, 0, n * sizeof(int));
+  cudaMemset(d_flag, 0, 2 * sizeof(int));
+  cudaMemset(d_ready, 0, blocks * sizeof(int));
+  cudaMemset(d_sums, 0, n * sizeof(int));
+  for (int r = 0; r < rounds; r++) {
+    place<<<blocks, 128>>>(d_perm, d_pos, d_in, d_out, n);
+    by_key<<<blocks, 128>>>(d_key, d_ivals, d_iout, n);
+  }
+  // The largest value passes in one block only; no value passes 1000.
+  any_above<<<blocks, 128>>>(d_in, d_flag, 124.0f, n);
+  any_above<<<blocks, 128>>>(d_in, d_flag + 1, 1000.0f, n);
+  publish<<<blocks, 128>>>(d_ivals, d_pos, d_sums, d_ready, n);
+  int flag[2], total = 0, ready = 0;
+  int *sums = (int *)malloc(n * sizeof(int)), *readys = (int *)malloc(blocks * sizeof(int));
+  cudaMemcpy(sums, d_sums, n * sizeof(int), cudaMemcpyDeviceToHost);
+  cudaMemcpy(readys, d_ready, blocks * sizeof(int), cudaMemcpyDeviceToHost);
+  for (int i = 0; i < n; i++) total += sums[i];
+  for (int b = 0; b < blocks; b++) ready += readys[b];
+  cudaMemcpy(out, d_out, n * sizeof(float), cudaMemcpyDeviceToHost);
+  cudaMemcpy(iout, d_iout, n * sizeof(int), cudaMemcpyDeviceToHost);
+  cudaMemcpy(flag, d_flag, sizeof flag, cudaMemcpyDeviceToHost);
+  int bad = 0, want_total = 0, above = 0;
+  for (int i = 0; i < n; i++) {
+    if (out[pos[perm[i]]] != in[i] * 0.5f + 1.0f) bad++;
+    if (iout[(int)key[i]] != ivals[i] * 3 - 7) bad++;
+    want_total += ivals[i];
+    above |= in[i] > 124.0f;
+  }
+  // `pos` is a permutation of 0..n: each block's sum lands in a slot of its own.
+  if (flag[0] != above || flag[1] != 0 || ready != blocks || total != want_total) bad++;
+  uint64_t sum = 0;
+  for (int i = 0; i < n; i++) {
+    uint32_t b;
+    memcpy(&b, &out[i], 4);
+    sum = sum * 31 + b;
+    sum = sum * 31 + (uint32_t)iout[i];
+  }
+  for (int i = 0; i < n; i++) sum = sum * 31 + (uint32_t)sums[i];
+  sum = sum * 31 + (uint32_t)flag[0] * 2 + (uint32_t)flag[1] + (uint32_t)ready;
+  printf("%s\nchecksum %016llx\n", bad ? "FAIL" : "PASS", (unsigned long long)sum);
+  cudaFree(d_perm);
+  cudaFree(d_pos);
+  cudaFree(d_ivals);
+  cudaFree(d_iout);
+  cudaFree(d_flag);
+  cudaFree(d_sums);
+  cudaFree(d_ready);
+  cudaFree(d_in);
+  cudaFree(d_out);
+  cudaFree(d_key);
+  free(perm);
+  free(pos);
+  free(ivals);
+  free(iout);
+  free(in);
+  free(out);
+  free(key);
+  free(sums);
+  free(readys);
+  return bad ? 1 : 0;
+}
