@@ -309,6 +309,20 @@ fn writes_no_analysis_can_place_are_merged_where_blocks_cannot_talk() {
     assert_eq!(place["partitioned_launches"], 0, "{place}");
 }
 
+/// A `float2` or struct copied between a buffer and a thread's local array is a fixed-size
+/// `memcpy`, which Polly does not model: it is read as the loads and stores it is, and the
+/// FFT-shaped kernel's maps are exact.
+#[test]
+fn small_copies_between_buffers_and_local_arrays_are_accesses() {
+    let o = hpvm_mgpu(&["analyze", "tests/cuda/local_copies.cu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(!out.contains("a call the analysis cannot see into"), "{out}");
+    let at = out.find("node rotate8 (tests/cuda/local_copies.cu:22): partitionable").expect(&out);
+    let end = out[at + 1..].find("\nnode ").map_or(out.len(), |e| at + 1 + e);
+    assert!(out[at..end].contains("reads exactly") && out[at..end].contains("writes exactly"), "{}", &out[at..end]);
+}
+
 /// The fields of a struct passed by value are not named as Polly names the parameters it
 /// makes (`p_<n>`): `blockIdx.y * p.width` was taken for the field `p_7`, and a write map
 /// called exact put every partition's writes in row 0 (a wrong result on several devices).

@@ -504,6 +504,41 @@ static bool expand_constant_copies(Function &F) {
   return changed;
 }
 
+// A small copy of a fixed size (`data[i] = work[j]` of a `float2` or a struct: clang's
+// `memcpy` between a buffer and a local array) is a call Polly does not model, and it
+// dismissed the region. It becomes what it does: a load of each piece, then a store of each
+// (a `memmove` may overlap), in pieces as wide as the length and both alignments allow.
+static bool expand_small_copies(Function &F) {
+  std::vector<MemTransferInst *> copies;
+  for (Instruction &I : instructions(F))
+    if (auto *MT = dyn_cast<MemTransferInst>(&I))
+      copies.push_back(MT);
+  bool changed = false;
+  for (MemTransferInst *MT : copies) {
+    auto *Len = dyn_cast<ConstantInt>(MT->getLength());
+    if (!Len || MT->isVolatile() || Len->getZExtValue() == 0 || Len->getZExtValue() > 256)
+      continue;
+    uint64_t n = Len->getZExtValue();
+    uint64_t align = std::min(MT->getDestAlign().valueOrOne().value(), MT->getSourceAlign().valueOrOne().value());
+    uint64_t piece = 8;
+    while (piece > 1 && (n % piece != 0 || align % piece != 0))
+      piece /= 2;
+    if (n / piece > 32)
+      continue;
+    IRBuilder<> B(MT);
+    Type *T = B.getIntNTy(8 * piece);
+    std::vector<Value *> values;
+    for (uint64_t at = 0; at < n; at += piece)
+      values.push_back(B.CreateAlignedLoad(T, B.CreateConstInBoundsGEP1_64(B.getInt8Ty(), MT->getSource(), at),
+                                           Align(piece)));
+    for (uint64_t at = 0, i = 0; at < n; at += piece, ++i)
+      B.CreateAlignedStore(values[i], B.CreateConstInBoundsGEP1_64(B.getInt8Ty(), MT->getDest(), at), Align(piece));
+    MT->eraseFromParent();
+    changed = true;
+  }
+  return changed;
+}
+
 static void prepare_loops(Function &F, FunctionAnalysisManager &FAM) {
   if (run_searches_to_the_end(F, FAM.getResult<LoopAnalysis>(F))) {
     removeUnreachableBlocks(F);
@@ -603,7 +638,9 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
         opt->addOccurrence(0, opt->ArgStr, "true");
     }
   } restore{boxes};
-  if (expand_constant_copies(*F))
+  bool expanded = expand_constant_copies(*F);
+  expanded |= expand_small_copies(*F);
+  if (expanded)
     FAM.invalidate(*F, PreservedAnalyses::none());
   if (!careful)
     prepare_loops(*F, FAM);

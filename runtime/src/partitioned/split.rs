@@ -669,6 +669,14 @@ fn split(
         }
         parts.push((device, bx, reads, writes));
     }
+    // Indices that scatter a write into many pieces (a permutation's): merged instead, where
+    // the blocks cannot talk. Element-sized pieces cost a copy each, and coherence maps of as
+    // many pieces, where a merge costs a pass over the buffer.
+    let fragmented: Vec<usize> = found
+        .iter()
+        .filter(|(_, runs)| dn.mergeable && !super::settings::merging_off() && runs.len() > FRAGMENTED_RUNS)
+        .map(|(w, _)| args[*w].buffer)
+        .collect();
     for (w, runs) in found {
         if let Some((a, b, lo, _)) = first_overlap(runs) {
             let arg = dn.arg(args[w].param).expect("checked");
@@ -679,6 +687,9 @@ fn split(
                 arg.name
             ));
         }
+    }
+    for b in fragmented {
+        merge_buffer(&mut parts, &mut reductions, args, b);
     }
     merge_overlaps(&mut parts, &mut reductions, dn, args, buffers.len())?;
     // The home partition updates the buffer's own bytes: current first, the only holder after.
@@ -828,25 +839,40 @@ fn merge_overlaps(
         if first_overlap(runs).is_none() || reductions.iter().any(|r| r.buffer == b) {
             continue;
         }
-        let mut owners = args.iter().filter(|a| a.buffer == b);
-        let (Some(a), None) = (owners.next(), owners.next()) else { continue };
-        let by_maps = dn.arg(a.param).is_some_and(|x| matches!(x.write, WriteKind::Exact | WriteKind::May));
-        if !by_maps || a.size == 0 {
-            continue;
+        let by_maps = args
+            .iter()
+            .filter(|a| a.buffer == b)
+            .all(|a| dn.arg(a.param).is_some_and(|x| matches!(x.write, WriteKind::Exact | WriteKind::May)));
+        if by_maps {
+            merge_buffer(parts, reductions, args, b);
         }
-        for p in parts.iter_mut() {
-            p.3.retain(|(x, _)| *x != b);
-        }
-        reductions.push(Reduce {
-            buffer: b,
-            start: 0,
-            elements: a.size,
-            how: Combine::Changed,
-            home: (0, 0),
-            others: Vec::new(),
-        });
     }
     Ok(())
+}
+
+/// Pieces of an indirect write's indices beyond which it is merged instead (see [`split`]).
+const FRAGMENTED_RUNS: usize = 4096;
+
+/// Buffer `b` merged after the launch ([`Combine::Changed`]) instead of written by pieces:
+/// the partitions' writes of it dropped (the home writes it whole, below in [`split`]). Only
+/// where one argument points into it, and no reduction takes it already.
+fn merge_buffer(parts: &mut Parts, reductions: &mut Vec<Reduce>, args: &[BufArg], b: usize) {
+    let mut owners = args.iter().filter(|a| a.buffer == b);
+    let (Some(a), None) = (owners.next(), owners.next()) else { return };
+    if a.size == 0 || reductions.iter().any(|r| r.buffer == b) {
+        return;
+    }
+    for p in parts.iter_mut() {
+        p.3.retain(|(x, _)| *x != b);
+    }
+    reductions.push(Reduce {
+        buffer: b,
+        start: 0,
+        elements: a.size,
+        how: Combine::Changed,
+        home: (0, 0),
+        others: Vec::new(),
+    });
 }
 
 fn disjoint_writes(parts: &Parts, buffers: usize) -> Result<(), String> {
