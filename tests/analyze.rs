@@ -256,7 +256,8 @@ fn scatters_through_tiles_of_a_runtime_size_split() {
 /// blocks on a whole copy and the bytes it changed are taken into the home's. A kernel whose
 /// blocks publish through a fence and a volatile flag stays whole and says why, at its line.
 /// On four devices every launch of the merged kernels splits, and the program passes; so does
-/// a flag any thread may set, whose parts' writes overlap.
+/// a flag any thread may set, whose parts' writes overlap, and a write at `i ^ mask`, which the
+/// launch's values leave beyond affine arithmetic (merged by them, or by the build's fallback).
 #[test]
 fn writes_no_analysis_can_place_are_merged_where_blocks_cannot_talk() {
     let o = hpvm_mgpu(&["analyze", "tests/cuda/merged.cu"]);
@@ -272,10 +273,13 @@ fn writes_no_analysis_can_place_are_merged_where_blocks_cannot_talk() {
         assert!(n.contains("partitionable, splittable"), "{n}");
         assert!(n.contains("the bytes it changed are merged"), "{n}");
     }
+    // `i ^ mask` stays beyond affine arithmetic whatever the values: merged where they fail.
+    let swizzle = node("swizzle");
+    assert!(swizzle.contains("not partitionable") && swizzle.contains("its writes are merged"), "{swizzle}");
     let publish = node("publish");
     assert!(publish.contains("not partitionable"), "{publish}");
     assert!(publish.contains("its blocks may talk through memory within a launch"), "{publish}");
-    assert!(publish.contains("(tests/cuda/merged.cu:44)"), "{publish}");
+    assert!(publish.contains("(tests/cuda/merged.cu:54)"), "{publish}");
 
     let exe = cached_build("tests/cuda/merged.cu", &["-O2"]);
     let dir = TempDir::new("merged");
@@ -288,10 +292,40 @@ fn writes_no_analysis_can_place_are_merged_where_blocks_cannot_talk() {
     assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
     let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     // `any_above`'s flag: a may-write every part's map reaches, merged at the launch.
-    for (node, split) in [("place.blocks", 3), ("by_key.blocks", 3), ("any_above.blocks", 2), ("publish.blocks", 0)] {
+    let splits = [
+        ("place.blocks", 3),
+        ("by_key.blocks", 3),
+        ("swizzle.blocks", 3),
+        ("any_above.blocks", 2),
+        ("publish.blocks", 0),
+    ];
+    for (node, split) in splits {
         let n = stats["nodes"].as_array().unwrap().iter().find(|n| n["node"] == node).expect(node);
         assert_eq!(n["partitioned_launches"], split, "{node}: {n}");
     }
+    // With no analysis at run time, the fallback merges `swizzle` alike.
+    let run = run_program(
+        &exe,
+        &["20011", "3"],
+        &[
+            ("HPVM_MGPU_DEVICES", "cpu:4"),
+            ("HPVM_MGPU_PARTITION", "always"),
+            ("HPVM_MGPU_SPECIALIZE", "off"),
+            ("HPVM_MGPU_STATS", &file),
+        ],
+    );
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let n = stats["nodes"].as_array().unwrap().iter().find(|n| n["node"] == "swizzle.blocks").unwrap();
+    assert_eq!(n["partitioned_launches"], 3, "{n}");
+    // Merged in pieces of a few bytes (each piece's merge before the next piece's copy): the
+    // same output.
+    let run = run_program(
+        &exe,
+        &["20011", "3"],
+        &[("HPVM_MGPU_DEVICES", "cpu:3"), ("HPVM_MGPU_PARTITION", "always"), ("HPVM_MGPU_MERGE_PIECE", "4097")],
+    );
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
     // Off, they run whole.
     let run = run_program(
         &exe,

@@ -168,12 +168,12 @@ fn maps_made_for_a_launchs_values_split_kernels_the_build_could_not() {
         let kept = std::fs::read_dir(&cache).map_or(0, |d| d.count());
         assert_eq!(kept, 3, "one file per kernel and values after the {round} run");
     }
-    // Without: whole, saying why.
+    // Without, and without merging: whole, saying why.
     for (env, why) in [
         (("HPVM_MGPU_SPECIALIZE", "off"), "HPVM_MGPU_SPECIALIZE=off"),
         (("HPVM_MGPU_COMPILER", "/nonexistent/hpvm-mgpu"), "could not run"),
     ] {
-        let s = run(&[env, ("HPVM_MGPU_SPECIALIZE_CACHE", "off")]);
+        let s = run(&[env, ("HPVM_MGPU_SPECIALIZE_CACHE", "off"), ("HPVM_MGPU_MERGE", "off")]);
         for k in kernels {
             let n = node(&s, &format!("{k}.blocks"));
             assert_eq!(n["partitioned_launches"], 0, "{k} with {env:?}");
@@ -182,6 +182,12 @@ fn maps_made_for_a_launchs_values_split_kernels_the_build_could_not() {
             assert!(because.contains(why), "{k} with {env:?}: {because}");
         }
     }
+    // Without, merging: `periodic` (written at `(i / width) * width + i % width`; its blocks
+    // cannot talk) splits with its writes merged (the build's fallback), with the host's
+    // output (`run` compares).
+    let s = run(&[("HPVM_MGPU_SPECIALIZE", "off"), ("HPVM_MGPU_SPECIALIZE_CACHE", "off")]);
+    let n = node(&s, "periodic.blocks");
+    assert_eq!(n["partitioned_launches"], n["unit_launches"], "{}", n["unpartitioned_because"]);
 }
 
 /// The most of one statistic of the devices' memory, over the devices.

@@ -307,6 +307,7 @@ pub fn analyze_program(
             specializable: false,
             merged_because: Vec::new(),
             mergeable: false,
+            merge_fallback: false,
             reasons: vec![],
             split: Split { dims: vec![], chosen_by: SplitChoice::Analysis },
             args: vec![],
@@ -623,6 +624,10 @@ pub fn analyze_program(
         }
         entry.partitionable = entry.reasons.is_empty();
         entry.specializable = specializable && !entry.partitionable;
+        entry.merge_fallback = entry.specializable
+            && entry.mergeable
+            && only_unplaced_writes(&entry.reasons)
+            && entry.args.iter().any(|a| matches!(a.write, WriteKind::May | WriteKind::Unanalysable));
         if entry.partitionable {
             entry.split = match opts.split.iter().find(|(n, _)| hpvm_core::names::names(n, &node.name)) {
                 Some((_, dims)) => {
@@ -649,24 +654,7 @@ pub fn analyze_program(
 /// through memory ([`blocks_cannot_talk`]), so that what a block writes no other block of the
 /// launch reads unless they race. The reasons move to `merged_because`.
 fn merge_writes(entry: &mut Node, crop: &crop::Cropped) {
-    const MERGEABLE: [&str; 9] = [
-        "is written at a data-dependent index",
-        "is written at an index that is not affine",
-        "is written at an index, or under a condition, that is not affine",
-        "is written at an index read from memory at a place that is not affine",
-        "is written where the analysis cannot follow the write",
-        "may or may not be written",
-        "may be written at elements the analysis cannot bound",
-        "is written where the analysis cannot tell which elements",
-        "arithmetic that may wrap around",
-    ];
-    let mergeable = |r: &dashdb::Reason| {
-        MERGEABLE.iter().any(|m| r.message.contains(m))
-            || r.message.starts_with("its grid-stride loop cannot be split by iterations")
-            || (r.message.contains("is written at indices read from")
-                && r.message.contains("which the node also writes"))
-    };
-    if !entry.reasons.iter().all(mergeable) {
+    if !only_unplaced_writes(&entry.reasons) {
         return;
     }
     // Say why the writes were not merged where that alone kept the node whole.
@@ -696,6 +684,30 @@ fn merge_writes(entry: &mut Node, crop: &crop::Cropped) {
     if any {
         entry.merged_because = std::mem::take(&mut entry.reasons);
     }
+}
+
+/// Whether every reason not to split is of writes the analysis cannot place (a data-dependent
+/// or non-affine index, a write it cannot tie to a thread, an unbounded may-write), which a
+/// merge after the launch takes care of.
+fn only_unplaced_writes(reasons: &[dashdb::Reason]) -> bool {
+    const MERGEABLE: [&str; 9] = [
+        "is written at a data-dependent index",
+        "is written at an index that is not affine",
+        "is written at an index, or under a condition, that is not affine",
+        "is written at an index read from memory at a place that is not affine",
+        "is written where the analysis cannot follow the write",
+        "may or may not be written",
+        "may be written at elements the analysis cannot bound",
+        "is written where the analysis cannot tell which elements",
+        "arithmetic that may wrap around",
+    ];
+    let mergeable = |r: &dashdb::Reason| {
+        MERGEABLE.iter().any(|m| r.message.contains(m))
+            || r.message.starts_with("its grid-stride loop cannot be split by iterations")
+            || (r.message.contains("is written at indices read from")
+                && r.message.contains("which the node also writes"))
+    };
+    !reasons.is_empty() && reasons.iter().all(mergeable)
 }
 
 /// Whether the blocks of a launch cannot talk through memory (dashdb's `Node::mergeable`): no

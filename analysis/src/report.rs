@@ -64,6 +64,13 @@ fn node(s: &mut String, n: &Node) {
                  again with them built in, and splits where that proves its writes"
             );
         }
+        if n.merge_fallback {
+            let _ = writeln!(
+                s,
+                "  where they do not (or nothing analyses it again), its writes are merged (each device a whole \
+                 copy, the bytes it changed taken after the launch; its blocks cannot talk within a launch)"
+            );
+        }
     }
     if let Some(b) = &n.block {
         let size: Vec<String> =

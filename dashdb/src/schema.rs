@@ -95,6 +95,12 @@ pub struct Node {
     /// merged as [`WriteKind::Merged`] says instead of keeping the launch whole.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mergeable: bool,
+    /// Of a [`Self::specializable`] node: every reason is of writes no map places, and the
+    /// node is [`Self::mergeable`]. Where one launch's values do not make the maps exact (or
+    /// nothing can make them: no compiler, ranks), the launch may still split with those
+    /// writes [`WriteKind::Merged`] (each may-write or indescribable write of an argument).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub merge_fallback: bool,
     /// The grid dimensions to cut along when partitioning.
     pub split: Split,
     /// The name each parameter of the node function has in the maps, by position (scalar

@@ -48,6 +48,7 @@ pub fn sample() -> Database {
         specializable: false,
         merged_because: Vec::new(),
         mergeable: false,
+        merge_fallback: false,
         reasons: vec![],
         split: Split { dims: vec![1], chosen_by: SplitChoice::Analysis },
         args: vec![
@@ -85,6 +86,7 @@ pub fn sample() -> Database {
         specializable: false,
         merged_because: Vec::new(),
         mergeable: false,
+        merge_fallback: false,
         reasons: vec![Reason {
             message: "`bins` is written at an index read from `data` (may-write)".into(),
             location: Some("examples/matmul.c:33:5".into()),

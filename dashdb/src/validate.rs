@@ -90,6 +90,9 @@ fn check_node(node: &Node, problems: &mut Vec<String>) {
         if node.specializable {
             bad("partitionable but also marked specializable".to_string());
         }
+        if node.merge_fallback {
+            bad("partitionable but also given a merge fallback".to_string());
+        }
         for arg in &node.args {
             let may_with_map = arg.write == WriteKind::May && arg.write_map.is_some();
             if !matches!(

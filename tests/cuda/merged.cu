@@ -4,7 +4,9 @@
  * step), a placement at an index computed from a float the kernel loads, and a flag set under
  * a data-dependent condition by any number of threads (all of them writing the same value).
  * Their blocks cannot talk through memory, so a split runs each device's blocks on a whole
- * copy of the output and merges the bytes each device changed. A last kernel publishes its
+ * copy of the output and merges the bytes each device changed; so does a kernel writing at
+ * `i ^ mask`, which the launch's values leave beyond affine arithmetic (the analysis marks it
+ * for a merge where they do). A last kernel publishes its
  * result for other blocks behind a fence and a volatile flag: that one must stay whole.
  * Checked against the same computations on the host.
  * Usage: merged [N [ROUNDS]]   (defaults 50000 2)
@@ -25,6 +27,14 @@ __global__ void place(const int *perm, const int *pos, const float *in, float *o
 __global__ void by_key(const float *key, const int *in, int *out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[(int)key[i]] = in[i] * 3 - 7;
+}
+
+// Element `i ^ mask`: beyond affine arithmetic whatever `mask` is, so that the launch's
+// values leave it as it is, and the runtime merges it (the analysis's fallback).
+__global__ void swizzle(const int *in, int *out, int mask, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int j = i ^ mask;
+  if (i < n && j < n) out[j] = in[i] + 11;
 }
 
 // Any thread whose element passes sets the flag; all write 1.
@@ -71,13 +81,14 @@ int main(int argc, char **argv) {
     key[i] = key[j], key[j] = f;
   }
   for (int i = 0; i < n; i++) in[i] = (float)(next() % 1000) / 8.0f, ivals[i] = (int)(next() % 100000);
-  int *d_perm, *d_pos, *d_ivals, *d_iout, *d_flag, *d_sums, *d_ready;
+  int *d_perm, *d_pos, *d_ivals, *d_iout, *d_flag, *d_sums, *d_ready, *d_swz;
   float *d_in, *d_out, *d_key;
   int blocks = (n + 127) / 128;
   cudaMalloc(&d_perm, n * sizeof(int));
   cudaMalloc(&d_pos, n * sizeof(int));
   cudaMalloc(&d_ivals, n * sizeof(int));
   cudaMalloc(&d_iout, n * sizeof(int));
+  cudaMalloc(&d_swz, n * sizeof(int));
   cudaMalloc(&d_flag, 2 * sizeof(int));
   cudaMalloc(&d_sums, n * sizeof(int));
   cudaMalloc(&d_ready, blocks * sizeof(int));
@@ -91,12 +102,14 @@ int main(int argc, char **argv) {
   cudaMemcpy(d_key, key, n * sizeof(float), cudaMemcpyHostToDevice);
   cudaMemset(d_out, 0, n * sizeof(float));
   cudaMemset(d_iout, 0, n * sizeof(int));
+  cudaMemset(d_swz, 0, n * sizeof(int));
   cudaMemset(d_flag, 0, 2 * sizeof(int));
   cudaMemset(d_ready, 0, blocks * sizeof(int));
   cudaMemset(d_sums, 0, n * sizeof(int));
   for (int r = 0; r < rounds; r++) {
     place<<<blocks, 128>>>(d_perm, d_pos, d_in, d_out, n);
     by_key<<<blocks, 128>>>(d_key, d_ivals, d_iout, n);
+    swizzle<<<blocks, 128>>>(d_ivals, d_swz, 5 + r, n);
   }
   // The largest value passes in one block only; no value passes 1000.
   any_above<<<blocks, 128>>>(d_in, d_flag, 124.0f, n);
@@ -104,6 +117,11 @@ int main(int argc, char **argv) {
   publish<<<blocks, 128>>>(d_ivals, d_pos, d_sums, d_ready, n);
   int flag[2], total = 0, ready = 0;
   int *sums = (int *)malloc(n * sizeof(int)), *readys = (int *)malloc(blocks * sizeof(int));
+  int *swz = (int *)malloc(n * sizeof(int)), *swz_ref = (int *)calloc(n, sizeof(int));
+  cudaMemcpy(swz, d_swz, n * sizeof(int), cudaMemcpyDeviceToHost);
+  for (int r = 0; r < rounds; r++)
+    for (int i = 0; i < n; i++)
+      if ((i ^ (5 + r)) < n) swz_ref[i ^ (5 + r)] = ivals[i] + 11;
   cudaMemcpy(sums, d_sums, n * sizeof(int), cudaMemcpyDeviceToHost);
   cudaMemcpy(readys, d_ready, blocks * sizeof(int), cudaMemcpyDeviceToHost);
   for (int i = 0; i < n; i++) total += sums[i];
@@ -115,6 +133,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < n; i++) {
     if (out[pos[perm[i]]] != in[i] * 0.5f + 1.0f) bad++;
     if (iout[(int)key[i]] != ivals[i] * 3 - 7) bad++;
+    if (swz[i] != swz_ref[i]) bad++;
     want_total += ivals[i];
     above |= in[i] > 124.0f;
   }
@@ -127,7 +146,7 @@ int main(int argc, char **argv) {
     sum = sum * 31 + b;
     sum = sum * 31 + (uint32_t)iout[i];
   }
-  for (int i = 0; i < n; i++) sum = sum * 31 + (uint32_t)sums[i];
+  for (int i = 0; i < n; i++) sum = (sum * 31 + (uint32_t)sums[i]) * 31 + (uint32_t)swz[i];
   sum = sum * 31 + (uint32_t)flag[0] * 2 + (uint32_t)flag[1] + (uint32_t)ready;
   printf("%s\nchecksum %016llx\n", bad ? "FAIL" : "PASS", (unsigned long long)sum);
   cudaFree(d_perm);
@@ -137,6 +156,7 @@ int main(int argc, char **argv) {
   cudaFree(d_flag);
   cudaFree(d_sums);
   cudaFree(d_ready);
+  cudaFree(d_swz);
   cudaFree(d_in);
   cudaFree(d_out);
   cudaFree(d_key);
@@ -149,5 +169,7 @@ int main(int argc, char **argv) {
   free(key);
   free(sums);
   free(readys);
+  free(swz);
+  free(swz_ref);
   return bad ? 1 : 0;
 }

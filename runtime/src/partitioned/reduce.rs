@@ -110,44 +110,78 @@ pub(crate) fn finish(reductions: &[Reduce]) -> Result<(), String> {
     for (slot, r) in reductions.iter().enumerate().filter(|(_, r)| !r.others.is_empty()) {
         let (home, dst) = r.home;
         let home_here = devs.is_local(home);
+        // A merged buffer comes over in pieces, so that the scratch stays small beside it (the
+        // home's stream orders each piece's merge before the next piece's copy); a
+        // reduction's elements at once.
+        let piece = match r.how {
+            Combine::Changed => r.bytes().min(merge_piece()),
+            Combine::Op(_) => r.bytes(),
+        };
         // Another rank's home: a stand-in address (the copy's receiving end is that rank's).
-        let scratch = scratch(home, r.bytes())?;
+        let scratch = scratch(home, piece)?;
         for &(k, src) in &r.others {
             let here = devs.is_local(k);
             if !home_here && !here {
                 continue;
             }
-            let c = Copy {
-                src: Place::Device(k),
-                src_addr: src,
-                dst: Place::Device(home),
-                dst_addr: scratch,
-                rows: 1,
-                row_bytes: r.bytes(),
-                pitch: r.bytes(),
-            };
-            if home_here && here {
-                if devs.on_gpus() {
-                    let done = devs.gpu(k).join_point()?;
-                    devs.gpu(home).wait_for(done)?;
-                }
-                devs.get(home).copy(&c)?;
-            } else {
-                // This rank's end of a copy between ranks: done when this returns.
-                crate::memory::execute(&[c])?;
+            if home_here && here && devs.on_gpus() {
+                let done = devs.gpu(k).join_point()?;
+                devs.gpu(home).wait_for(done)?;
             }
-            if home_here {
-                match r.how {
-                    Combine::Op(how) => devs.get(home).combine(dst, scratch, how, r.elements)?,
-                    Combine::Changed => {
-                        let twin = twin(home, slot, r.bytes())?;
-                        devs.get(home).merge_changed(dst, scratch, twin, r.bytes())?
+            let mut at = 0;
+            while at < r.bytes() {
+                let len = piece.min(r.bytes() - at);
+                let c = Copy {
+                    src: Place::Device(k),
+                    src_addr: src + at,
+                    dst: Place::Device(home),
+                    dst_addr: scratch,
+                    rows: 1,
+                    row_bytes: len,
+                    pitch: len,
+                };
+                if home_here && here {
+                    devs.get(home).copy(&c)?;
+                } else {
+                    // This rank's end of a copy between ranks: done when this returns.
+                    crate::memory::execute(&[c])?;
+                }
+                if home_here {
+                    match r.how {
+                        Combine::Op(how) => devs.get(home).combine(dst, scratch, how, r.elements)?,
+                        Combine::Changed => {
+                            let twin = twin(home, slot, r.bytes())?;
+                            devs.get(home).merge_changed(dst + at, scratch, twin + at, len)?
+                        }
                     }
                 }
+                at += len;
             }
         }
     }
     Ok(())
+}
+
+/// The most of a merged buffer brought to the home at once (`HPVM_MGPU_MERGE_PIECE=BYTES`,
+/// default 64 MiB).
+fn merge_piece() -> u64 {
+    static PIECE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *PIECE.get_or_init(|| match std::env::var("HPVM_MGPU_MERGE_PIECE") {
+        Err(_) => 64 << 20,
+        Ok(v) => v.trim().parse::<u64>().ok().filter(|&n| n >= 1).unwrap_or_else(|| {
+            crate::fatal(&format!("HPVM_MGPU_MERGE_PIECE={v}: expected a number of bytes, at least 1"))
+        }),
+    })
+}
+
+/// What a scratch or a twin of `bytes` takes: room to grow for small ones (a histogram whose
+/// size changes a little needs no new allocation), exactly `bytes` for large ones.
+fn room(bytes: u64) -> u64 {
+    if bytes > 64 << 20 {
+        bytes.next_multiple_of(4096)
+    } else {
+        bytes.next_power_of_two().max(4096)
+    }
 }
 
 /// Per device, the scratch buffer partial results are brought into: (address, bytes).
@@ -171,7 +205,7 @@ fn twin(k: usize, slot: usize, bytes: u64) -> Result<u64, String> {
         dev.free(addr)?;
         all.swap_remove(at);
     }
-    let size = bytes.next_power_of_two().max(4096);
+    let size = room(bytes);
     let addr = devices().get(k).alloc(size as usize)?;
     all.push((k, slot, addr, size));
     Ok(addr)
@@ -193,8 +227,7 @@ fn scratch(k: usize, bytes: u64) -> Result<u64, String> {
         dev.free(addr)?;
         all[k] = None;
     }
-    // Room to grow: a histogram whose size changes a little needs no new allocation.
-    let size = bytes.next_power_of_two().max(4096);
+    let size = room(bytes);
     let addr = devices().get(k).alloc(size as usize)?;
     all[k] = Some((addr, size));
     Ok(addr)

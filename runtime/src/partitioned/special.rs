@@ -276,6 +276,38 @@ fn keep(file: &std::path::Path, json: &str) {
     let _ = std::fs::remove_file(&tmp);
 }
 
+/// The compilers making maps now, by process id: killed when the program ends (a
+/// background one would otherwise go on for up to its patience after the program is gone,
+/// and its maps would serve no launch).
+static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// One entry of [`RUNNING`], removed when dropped.
+struct Running(u32);
+
+impl Running {
+    fn new(pid: u32) -> Running {
+        static AT_EXIT: std::sync::Once = std::sync::Once::new();
+        extern "C" fn kill_running() {
+            for &pid in RUNNING.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                // SAFETY: signals a child this process started and has not waited for.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+        }
+        // SAFETY: registers a plain function.
+        AT_EXIT.call_once(|| unsafe {
+            libc::atexit(kill_running);
+        });
+        RUNNING.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+        Running(pid)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING.lock().unwrap_or_else(|e| e.into_inner()).retain(|&p| p != self.0);
+    }
+}
+
 /// Runs `compiler specialize NODE NAME=VALUE...` on `input`; what it printed.
 fn compile(
     input: AnalysisInput,
@@ -292,6 +324,7 @@ fn compile(
         .stderr(std::process::Stdio::piped())
         .spawn()
         .map_err(|e| format!("the compiler `{}` could not run: {e}", compiler.display()))?;
+    let _running = Running::new(child.id());
     let reader = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             let mut out = Vec::new();

@@ -291,7 +291,10 @@ fn split(
                 *pending = true;
                 return Err(format!("{}; its maps for this launch's values are being made", first_reason(dn)));
             }
-            super::special::Found::No(why) => return Err(format!("{} ({why})", first_reason(dn))),
+            super::special::Found::No(why) => match merged_fallback(dn) {
+                Some(n) => n,
+                None => return Err(format!("{} ({why})", first_reason(dn))),
+            },
         },
         _ => dn,
     };
@@ -815,6 +818,34 @@ fn instances(grid: [i64; 3], block: Option<[i64; 3]>, d: usize) -> i64 {
 }
 
 /// Two partitions writing the same byte would leave it to whichever ran last: refuse.
+/// A node the launch's values could not make exact, with its unplaced writes merged instead
+/// (`dashdb::Node::merge_fallback`): made once per node, kept for the run. Cut along x first.
+fn merged_fallback(dn: &dashdb::Node) -> Option<&'static dashdb::Node> {
+    static MADE: std::sync::Mutex<Option<HashMap<String, &'static dashdb::Node>>> = std::sync::Mutex::new(None);
+    if !dn.merge_fallback || super::settings::merging_off() {
+        return None;
+    }
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    let made = made.get_or_insert_with(HashMap::new);
+    if let Some(&n) = made.get(&dn.name) {
+        return Some(n);
+    }
+    let mut n = dn.clone();
+    for a in n.args.iter_mut().filter(|a| matches!(a.write, WriteKind::May | WriteKind::Unanalysable)) {
+        a.write = WriteKind::Merged;
+        a.write_map = None;
+        a.write_through = None;
+    }
+    n.merged_because = std::mem::take(&mut n.reasons);
+    n.partitionable = true;
+    n.specializable = false;
+    n.merge_fallback = false;
+    n.split = dashdb::Split { dims: (0..dn.dims.min(3)).collect(), chosen_by: dashdb::SplitChoice::Analysis };
+    let n: &'static dashdb::Node = Box::leak(Box::new(n));
+    made.insert(dn.name.clone(), n);
+    Some(n)
+}
+
 /// Buffers whose parts' writes overlap at this launch (a flag any thread may set, a
 /// may-write the maps bound only loosely) merged instead (a [`Combine::Changed`] reduction),
 /// where the node's blocks cannot talk (`dashdb::Node::mergeable`) and one argument writes the
