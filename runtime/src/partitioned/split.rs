@@ -817,7 +817,6 @@ fn instances(grid: [i64; 3], block: Option<[i64; 3]>, d: usize) -> i64 {
     }
 }
 
-/// Two partitions writing the same byte would leave it to whichever ran last: refuse.
 /// A node the launch's values could not make exact, with its unplaced writes merged instead
 /// (`dashdb::Node::merge_fallback`): made once per node, kept for the run. Cut along x first.
 fn merged_fallback(dn: &dashdb::Node) -> Option<&'static dashdb::Node> {
@@ -906,6 +905,7 @@ fn merge_buffer(parts: &mut Parts, reductions: &mut Vec<Reduce>, args: &[BufArg]
     });
 }
 
+/// Two partitions writing the same byte would leave it to whichever ran last: refuse.
 fn disjoint_writes(parts: &Parts, buffers: usize) -> Result<(), String> {
     for b in 0..buffers {
         let mut runs: Vec<PartRun> = Vec::new();
