@@ -184,18 +184,19 @@ fn room(bytes: u64) -> u64 {
     }
 }
 
-/// Per device, the scratch buffer partial results are brought into: (address, bytes).
-static SCRATCH: Mutex<Vec<Option<(u64, u64)>>> = Mutex::new(Vec::new());
+/// Device memory the reductions keep between launches, by device and use: (device, use,
+/// address, bytes). One use is the scratch partial results are brought into ([`SCRATCH`]);
+/// the others are merged buffers' twins, by their place in their launch's reductions.
+static KEPT: Mutex<Vec<(usize, usize, u64, u64)>> = Mutex::new(Vec::new());
 
-/// Per device and reduction slot of a launch, the twin of a merged buffer: (device, slot,
-/// address, bytes).
-static TWINS: Mutex<Vec<(usize, usize, u64, u64)>> = Mutex::new(Vec::new());
+/// The use of [`KEPT`] that is a device's scratch.
+const SCRATCH: usize = usize::MAX;
 
-/// Device `k`'s twin for slot `slot` (a merged buffer's place in its launch's reductions), of
-/// at least `bytes`: grown as [`scratch`] is.
-fn twin(k: usize, slot: usize, bytes: u64) -> Result<u64, String> {
-    let mut all = TWINS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(at) = all.iter().position(|&(d, s, _, _)| d == k && s == slot) {
+/// Device `k`'s memory for `use_` of at least `bytes`: grown (the device's work finished
+/// first, which may still read the old one) only when a larger one is wanted.
+fn kept(k: usize, use_: usize, bytes: u64) -> Result<u64, String> {
+    let mut all = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(at) = all.iter().position(|&(d, u, _, _)| d == k && u == use_) {
         let (_, _, addr, size) = all[at];
         if size >= bytes {
             return Ok(addr);
@@ -207,28 +208,16 @@ fn twin(k: usize, slot: usize, bytes: u64) -> Result<u64, String> {
     }
     let size = room(bytes);
     let addr = devices().get(k).alloc(size as usize)?;
-    all.push((k, slot, addr, size));
+    all.push((k, use_, addr, size));
     Ok(addr)
 }
 
-/// Device `k`'s scratch buffer, of at least `bytes`: grown (the device's work finished first,
-/// which may still read the old one) only when a larger reduction comes.
+/// Device `k`'s twin of the merged buffer at `slot` of its launch's reductions.
+fn twin(k: usize, slot: usize, bytes: u64) -> Result<u64, String> {
+    kept(k, slot, bytes)
+}
+
+/// Device `k`'s scratch buffer, of at least `bytes`.
 fn scratch(k: usize, bytes: u64) -> Result<u64, String> {
-    let mut all = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
-    if all.len() <= k {
-        all.resize(k + 1, None);
-    }
-    if let Some((addr, size)) = all[k] {
-        if size >= bytes {
-            return Ok(addr);
-        }
-        let dev = devices().get(k);
-        dev.synchronize()?;
-        dev.free(addr)?;
-        all[k] = None;
-    }
-    let size = room(bytes);
-    let addr = devices().get(k).alloc(size as usize)?;
-    all[k] = Some((addr, size));
-    Ok(addr)
+    kept(k, SCRATCH, bytes)
 }
