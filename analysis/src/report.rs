@@ -15,6 +15,14 @@ pub fn report(db: &Database) -> String {
     s
 }
 
+/// One reason, after `lead`, with its `file:line` where known.
+fn reason_line(s: &mut String, lead: &str, r: &dashdb::Reason) {
+    let _ = match &r.location {
+        Some(l) => writeln!(s, "{lead}{} ({l})", r.message),
+        None => writeln!(s, "{lead}{}", r.message),
+    };
+}
+
 fn node(s: &mut String, n: &Node) {
     let _ = write!(s, "node {} ({}): ", n.shown(), n.location);
     if n.partitionable {
@@ -35,27 +43,13 @@ fn node(s: &mut String, n: &Node) {
                  its blocks cannot talk within a launch), since:"
             );
             for r in &n.merged_because {
-                match &r.location {
-                    Some(l) => {
-                        let _ = writeln!(s, "    {} ({l})", r.message);
-                    }
-                    None => {
-                        let _ = writeln!(s, "    {}", r.message);
-                    }
-                }
+                reason_line(s, "    ", r);
             }
         }
     } else {
         let _ = writeln!(s, "not partitionable");
         for r in &n.reasons {
-            match &r.location {
-                Some(l) => {
-                    let _ = writeln!(s, "  because {} ({l})", r.message);
-                }
-                None => {
-                    let _ = writeln!(s, "  because {}", r.message);
-                }
-            }
+            reason_line(s, "  because ", r);
         }
         if n.specializable {
             let _ = writeln!(

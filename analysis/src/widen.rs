@@ -49,6 +49,29 @@ unsafe fn name_of(v: LLVMValueRef) -> String {
     CStr::from_ptr(p).to_string_lossy().into_owned()
 }
 
+/// `v` extended to `wide` at the builder's place (sign or zero, as `signed`); an extension
+/// instruction (not a folded constant) is queued in `work` to be moved down in turn.
+///
+/// # Safety
+/// `builder` must be positioned in a live function and `v` be a value of it.
+unsafe fn extend_queued(
+    builder: LLVMBuilderRef,
+    v: LLVMValueRef,
+    wide: LLVMTypeRef,
+    signed: bool,
+    work: &mut Vec<LLVMValueRef>,
+) -> LLVMValueRef {
+    let e = if signed {
+        LLVMBuildSExt(builder, v, wide, c"wide".as_ptr())
+    } else {
+        LLVMBuildZExt(builder, v, wide, c"wide".as_ptr())
+    };
+    if !LLVMIsAInstruction(e).is_null() {
+        work.push(e);
+    }
+    e
+}
+
 /// Whether phi `p` is a recurrence: one of its incoming values is computed from it directly
 /// (a loop's counter or accumulator), so that widening it would build a second, narrow chain.
 ///
@@ -559,15 +582,7 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>, narro
                     .filter(|&n| LLVMTypeOf(n) == LLVMTypeOf(x));
                     if let Some(n) = inner {
                         LLVMPositionBuilderBefore(builder, ext);
-                        let e = if signed {
-                            LLVMBuildSExt(builder, n, wide, c"wide".as_ptr())
-                        } else {
-                            LLVMBuildZExt(builder, n, wide, c"wide".as_ptr())
-                        };
-                        if !LLVMIsAInstruction(e).is_null() {
-                            work.push(e);
-                        }
-                        e
+                        extend_queued(builder, n, wide, signed, &mut work)
                     } else if flagged || (is_instance_counter(v) && bits >= 32) {
                         v
                     } else if !LLVMIsAArgument(v).is_null() && narrowed.contains(&(name_of(v), bits)) {
@@ -649,15 +664,7 @@ pub fn widen(f: FunctionValue<'_>, bound: &dyn Fn(&str) -> Option<String>, narro
                             Some(k) => values[k],
                             None => {
                                 LLVMPositionBuilderBefore(builder, LLVMGetBasicBlockTerminator(b));
-                                let e = if signed {
-                                    LLVMBuildSExt(builder, v, wide, c"wide".as_ptr())
-                                } else {
-                                    LLVMBuildZExt(builder, v, wide, c"wide".as_ptr())
-                                };
-                                if !LLVMIsAInstruction(e).is_null() {
-                                    work.push(e);
-                                }
-                                e
+                                extend_queued(builder, v, wide, signed, &mut work)
                             }
                         };
                         values.push(e);
