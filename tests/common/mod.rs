@@ -266,10 +266,7 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 84] = [
 /// and the builds were most of the suites' time.
 pub fn cached_build(src: &str, flags: &[&str]) -> PathBuf {
     use std::hash::{Hash, Hasher};
-    let compiler = PathBuf::from(env!("CARGO_BIN_EXE_hpvm-mgpu"));
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    let meta = compiler.metadata().expect("the compiler is built");
-    (meta.len(), meta.modified().ok()).hash(&mut h);
     flags.hash(&mut h);
     let source = root().join(src);
     std::fs::read(&source).unwrap_or_else(|e| panic!("{src}: {e}")).hash(&mut h);
@@ -288,8 +285,7 @@ pub fn cached_build(src: &str, flags: &[&str]) -> PathBuf {
         std::fs::read(header).unwrap_or_default().hash(&mut h);
     }
     let stem = Path::new(src).file_stem().unwrap().to_string_lossy().into_owned();
-    let dir = root().join("target/test-builds");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = build_cache();
     let exe = dir.join(format!("{stem}-{:016x}", h.finish()));
     if exe.is_file() {
         return exe;
@@ -305,4 +301,38 @@ pub fn cached_build(src: &str, flags: &[&str]) -> PathBuf {
     assert!(out.status.success(), "build {src} {flags:?}:\n{}", stderr(&out));
     std::fs::rename(&tmp, &exe).unwrap();
     exe
+}
+
+/// The folder of one compiler's builds: `target/test-builds/P-C`, where P names the compiler's
+/// path (debug and release suites may run at once) and C its size and modification time. A
+/// compiler rebuilt makes every older build of that path stale, and those are removed here:
+/// kept, they filled a CI machine's disk (55 GB after a few weeks of commits).
+fn build_cache() -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let compiler = PathBuf::from(env!("CARGO_BIN_EXE_hpvm-mgpu"));
+        let meta = compiler.metadata().expect("the compiler is built");
+        let mut path = std::collections::hash_map::DefaultHasher::new();
+        compiler.hash(&mut path);
+        let mut version = std::collections::hash_map::DefaultHasher::new();
+        (meta.len(), meta.modified().ok()).hash(&mut version);
+        let prefix = format!("{:08x}-", path.finish() as u32);
+        let name = format!("{prefix}{:016x}", version.finish());
+        let root = root().join("target/test-builds");
+        for entry in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+            let stale = entry.file_name().to_str().is_some_and(|n| {
+                // Older layouts kept every build flat in `test-builds/` itself.
+                !entry.path().is_dir() || (n.starts_with(&prefix) && n != name)
+            });
+            if stale {
+                let p = entry.path();
+                let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+            }
+        }
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    })
+    .clone()
 }
