@@ -331,6 +331,11 @@ pub fn compile(
         .flatten()
         .filter_map(|n| gpu.get_function(n))
         .collect();
+    // Local arrays still indexed by a loop's counter: those loops unrolled as nvcc would, and
+    // the arrays then promoted to registers by a second optimization.
+    if crate::unroll::mark_local_array_loops(&kernels_left) > 0 {
+        gpu.run_passes("default<O3>", &tm, PassBuilderOptions::create()).map_err(|e| Error::Llvm(e.to_string()))?;
+    }
     crate::align::raise_alignment(&gpu, &tm.get_target_data(), &kernels_left);
     gpu.verify().map_err(|e| Error::Internal(format!("GPU module does not verify: {}", e.to_string())))?;
     // For compiler developers: the optimized GPU module, as LLVM IR.

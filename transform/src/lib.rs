@@ -24,6 +24,7 @@ pub mod layout;
 pub mod sass;
 pub use hpvm_core::plan;
 pub mod trace;
+pub mod unroll;
 pub mod warp;
 
 use hpvm_core::Graph;
