@@ -257,7 +257,9 @@ fn scatters_through_tiles_of_a_runtime_size_split() {
 /// blocks publish through a fence and a volatile flag stays whole and says why, at its line.
 /// On four devices every launch of the merged kernels splits, and the program passes; so does
 /// a flag any thread may set, whose parts' writes overlap, and a write at `i ^ mask`, which the
-/// launch's values leave beyond affine arithmetic (merged by them, or by the build's fallback).
+/// launch's values leave beyond affine arithmetic (merged by them, or by the build's fallback),
+/// and a merge path's search whose maps hold for no launch (every read whole, every write
+/// merged).
 #[test]
 fn writes_no_analysis_can_place_are_merged_where_blocks_cannot_talk() {
     let o = hpvm_mgpu(&["analyze", "tests/cuda/merged.cu"]);
@@ -276,10 +278,13 @@ fn writes_no_analysis_can_place_are_merged_where_blocks_cannot_talk() {
     // `i ^ mask` stays beyond affine arithmetic whatever the values: merged where they fail.
     let swizzle = node("swizzle");
     assert!(swizzle.contains("not partitionable") && swizzle.contains("its writes are merged"), "{swizzle}");
+    // Maps that hold for no launch: none used, every read whole and every write merged.
+    let cuts = node("cuts");
+    assert!(cuts.contains("no launch can check") && cuts.contains("its writes are merged"), "{cuts}");
     let publish = node("publish");
     assert!(publish.contains("not partitionable"), "{publish}");
     assert!(publish.contains("its blocks may talk through memory within a launch"), "{publish}");
-    assert!(publish.contains("(tests/cuda/merged.cu:54)"), "{publish}");
+    assert!(publish.contains("(tests/cuda/merged.cu:87)"), "{publish}");
 
     let exe = cached_build("tests/cuda/merged.cu", &["-O2"]);
     let dir = TempDir::new("merged");
@@ -297,6 +302,7 @@ fn writes_no_analysis_can_place_are_merged_where_blocks_cannot_talk() {
         ("by_key.blocks", 3),
         ("swizzle.blocks", 3),
         ("any_above.blocks", 2),
+        ("cuts.blocks", 1),
         ("publish.blocks", 0),
     ];
     for (node, split) in splits {

@@ -549,11 +549,7 @@ pub fn analyze_program(
             .as_deref()
             .is_some_and(|v| v.trim() == "false" || isl.set(v).and_then(|s| s.is_empty()).unwrap_or(false));
         if never {
-            entry.reasons.push(reason(
-                "the analysis's maps hold only under assumptions on values the code derives (such as a product of \
-                 two scalars, or a value read from memory) that no launch can check",
-                &entry.location,
-            ));
+            entry.reasons.push(reason(dashdb::MAPS_NEVER_HOLD, &entry.location));
         }
         entry.bounds = narrow.bounds.clone();
         for (i, conds) in &read_in_bounds {
@@ -627,7 +623,7 @@ pub fn analyze_program(
         entry.merge_fallback = entry.specializable
             && entry.mergeable
             && only_unplaced_writes(&entry.reasons)
-            && entry.args.iter().any(|a| matches!(a.write, WriteKind::May | WriteKind::Unanalysable));
+            && entry.clone().merge_unplaced_writes();
         if entry.partitionable {
             entry.split = match opts.split.iter().find(|(n, _)| hpvm_core::names::names(n, &node.name)) {
                 Some((_, dims)) => {
@@ -674,21 +670,13 @@ fn merge_writes(entry: &mut Node, crop: &crop::Cropped) {
         ));
         return;
     }
-    let mut any = false;
-    for a in entry.args.iter_mut().filter(|a| matches!(a.write, WriteKind::May | WriteKind::Unanalysable)) {
-        a.write = WriteKind::Merged;
-        a.write_map = None;
-        a.write_through = None;
-        any = true;
-    }
-    if any {
-        entry.merged_because = std::mem::take(&mut entry.reasons);
-    }
+    entry.merge_unplaced_writes();
 }
 
 /// Whether every reason not to split is of writes the analysis cannot place (a data-dependent
 /// or non-affine index, a write it cannot tie to a thread, an unbounded may-write), which a
-/// merge after the launch takes care of.
+/// merge after the launch takes care of, or of maps that hold for no launch (then every
+/// write is merged and every read whole: `dashdb::Node::merge_unplaced_writes`).
 fn only_unplaced_writes(reasons: &[dashdb::Reason]) -> bool {
     const MERGEABLE: [&str; 9] = [
         "is written at a data-dependent index",
@@ -706,6 +694,7 @@ fn only_unplaced_writes(reasons: &[dashdb::Reason]) -> bool {
             || r.message.starts_with("its grid-stride loop cannot be split by iterations")
             || (r.message.contains("is written at indices read from")
                 && r.message.contains("which the node also writes"))
+            || r.message.starts_with(dashdb::MAPS_NEVER_HOLD)
     };
     !reasons.is_empty() && reasons.iter().all(mergeable)
 }

@@ -55,7 +55,7 @@ pub use bound::Bound;
 pub use hash::source_hash;
 pub use schema::{
     Arg, Block, Database, Node, ReadKind, Reason, ReduceOp, ReduceType, Reduction, RuntimeBlock, Source, Split,
-    SplitChoice, Through, WriteKind,
+    SplitChoice, Through, WriteKind, MAPS_NEVER_HOLD,
 };
 pub use show::show;
 

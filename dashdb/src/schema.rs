@@ -520,7 +520,59 @@ impl Node {
     pub fn arg(&self, index: u32) -> Option<&Arg> {
         self.args.iter().find(|a| a.index == index)
     }
+
+    /// Whether the node's maps hold for no launch: one of its reasons is [`MAPS_NEVER_HOLD`].
+    pub fn maps_never_hold(&self) -> bool {
+        self.reasons.iter().any(|r| r.message.starts_with(MAPS_NEVER_HOLD))
+    }
+
+    /// Makes the writes no map places [`WriteKind::Merged`] and moves the reasons to
+    /// `merged_because`, so that the node splits with those writes merged after each launch.
+    /// Whoever calls it has checked that the blocks cannot talk ([`Node::mergeable`]) and that
+    /// every reason is of such writes or is [`MAPS_NEVER_HOLD`].
+    ///
+    /// Where the maps hold for no launch, none of them may be used: every argument read is then
+    /// read whole, every one written is merged, and reductions combine over the whole buffer,
+    /// which no assumption of the analysis is needed for. Returns whether any write is merged.
+    pub fn merge_unplaced_writes(&mut self) -> bool {
+        let forget = self.maps_never_hold();
+        let mut any = false;
+        for a in &mut self.args {
+            if forget {
+                if a.read != ReadKind::None {
+                    a.read = ReadKind::DataDependent;
+                    a.read_map = None;
+                    a.read_valid_when = None;
+                }
+                if a.write == WriteKind::Reduce {
+                    a.write_map = None;
+                    continue;
+                }
+            }
+            let unplaced = matches!(a.write, WriteKind::May | WriteKind::Unanalysable);
+            if unplaced || (forget && a.write != WriteKind::None) {
+                a.write = WriteKind::Merged;
+                a.write_map = None;
+                a.write_through = None;
+                any = true;
+            }
+        }
+        if forget {
+            self.valid_when = None;
+            self.bounds.clear();
+        }
+        if any {
+            self.merged_because = std::mem::take(&mut self.reasons);
+        }
+        any
+    }
 }
+
+/// The reason a node's maps cannot be used at any launch: they hold only under assumptions
+/// (Polly's, on values the code derives) that are false or cannot be checked. The node may
+/// still split with every write merged ([`Node::merge_unplaced_writes`]).
+pub const MAPS_NEVER_HOLD: &str = "the analysis's maps hold only under assumptions on values the code derives \
+     (such as a product of two scalars, or a value read from memory) that no launch can check";
 
 #[cfg(test)]
 mod tests {
@@ -553,6 +605,40 @@ mod tests {
             assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{text}\""));
             assert_eq!(kind.as_str(), text);
         }
+    }
+
+    /// Maps that hold for no launch are all dropped by a merge: the reads become whole, every
+    /// write merged, and the node splits with no assumption left; otherwise only the unplaced
+    /// writes are merged and the exact maps stay.
+    #[test]
+    fn merging_where_maps_never_hold_keeps_no_map() {
+        let mut db = crate::testdata::sample();
+        let mut node = db.nodes[0].clone();
+        node.partitionable = false;
+        node.split.dims.clear();
+        node.valid_when = Some("[N] -> { : false }".into());
+        node.reasons = vec![Reason { message: MAPS_NEVER_HOLD.into(), location: None }];
+        assert!(node.maps_never_hold() && node.merge_unplaced_writes());
+        assert!(node.reasons.is_empty() && node.merged_because.len() == 1 && node.valid_when.is_none());
+        for a in &node.args {
+            assert!(a.read_map.is_none() && a.write_map.is_none(), "{}", a.name);
+            let (read, write) = if a.name == "C" {
+                (ReadKind::None, WriteKind::Merged)
+            } else {
+                (ReadKind::DataDependent, WriteKind::None)
+            };
+            assert_eq!((a.read, a.write), (read, write), "{}", a.name);
+        }
+        node.partitionable = true;
+        node.split.dims = vec![0];
+        db.nodes[0] = node;
+        db.validate().unwrap();
+
+        let mut histogram = db.nodes[1].clone();
+        assert!(!histogram.maps_never_hold() && histogram.merge_unplaced_writes());
+        let data = histogram.arg(0).unwrap();
+        assert!(data.read == ReadKind::Exact && data.read_map.is_some());
+        assert_eq!(histogram.arg(2).unwrap().write, WriteKind::Merged);
     }
 
     #[test]

@@ -43,6 +43,39 @@ __global__ void any_above(const float *in, int *flag, float threshold, int n) {
   if (i < n && in[i] > threshold) flag[0] = 1;
 }
 
+// Merge path (HeCBench merge's first kernel): where each block's diagonal crosses the path
+// through two sorted arrays, found by a 32-wide search that ends when a volatile shared flag
+// is raised. Polly's assumptions for that loop hold for no launch, so no map is used: every
+// read is whole and every write merged. `bit` is 1 up to the crossing and 0 after it.
+__global__ void cuts(const int *a, int na, const int *b, int nb, int *out) {
+  volatile __shared__ int lo, hi, found;
+  __shared__ int bit[32];
+  int diag = (int)((uint64_t)blockIdx.x * (uint64_t)(na + nb) / gridDim.x);
+  int first = diag > nb ? diag - nb : 0, last = diag < na ? diag : na;
+  if (threadIdx.x == 0) lo = first, hi = last, found = 0;
+  __syncthreads();
+  while (!found) {
+    int x = lo + (hi - lo) / 2 + (int)threadIdx.x - 16;
+    bit[threadIdx.x] = x <= first ? 1 : x > last ? 0 : a[x - 1] <= b[diag - x] ? 1 : 0;
+    __syncthreads();
+    if (threadIdx.x > 0 && bit[threadIdx.x] != bit[threadIdx.x - 1]) {
+      found = 1;
+      out[blockIdx.x] = x;
+      out[blockIdx.x + gridDim.x + 1] = diag - x;
+    }
+    __syncthreads();
+    if (threadIdx.x == 16 && !found) {
+      if (bit[31]) lo = x + 15;
+      else hi = x - 16;
+    }
+    __syncthreads();
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    out[gridDim.x] = na;
+    out[gridDim.x + gridDim.x + 1] = nb;
+  }
+}
+
 // Each block publishes its sum at a slot read from memory, then raises its flag behind a
 // fence, as a block does for another that waits on it: blocks that talk within the launch,
 // which no split may cut.
@@ -115,6 +148,21 @@ int main(int argc, char **argv) {
   any_above<<<blocks, 128>>>(d_in, d_flag, 124.0f, n);
   any_above<<<blocks, 128>>>(d_in, d_flag + 1, 1000.0f, n);
   publish<<<blocks, 128>>>(d_ivals, d_pos, d_sums, d_ready, n);
+  // Two sorted arrays (multiples of 3 and odd numbers) and their merge path's crossings.
+  int na = n, nb = n / 2 + 1, parts = blocks < 64 ? blocks : 64;
+  int *sa = (int *)malloc(na * sizeof(int)), *sb = (int *)malloc(nb * sizeof(int));
+  int *cut = (int *)malloc(2 * (parts + 1) * sizeof(int));
+  for (int i = 0; i < na; i++) sa[i] = 3 * i;
+  for (int i = 0; i < nb; i++) sb[i] = 2 * i + 1;
+  int *d_sa, *d_sb, *d_cut;
+  cudaMalloc(&d_sa, na * sizeof(int));
+  cudaMalloc(&d_sb, nb * sizeof(int));
+  cudaMalloc(&d_cut, 2 * (parts + 1) * sizeof(int));
+  cudaMemcpy(d_sa, sa, na * sizeof(int), cudaMemcpyHostToDevice);
+  cudaMemcpy(d_sb, sb, nb * sizeof(int), cudaMemcpyHostToDevice);
+  cudaMemset(d_cut, 0xff, 2 * (parts + 1) * sizeof(int));
+  cuts<<<parts, 32>>>(d_sa, na, d_sb, nb, d_cut);
+  cudaMemcpy(cut, d_cut, 2 * (parts + 1) * sizeof(int), cudaMemcpyDeviceToHost);
   int flag[2], total = 0, ready = 0;
   int *sums = (int *)malloc(n * sizeof(int)), *readys = (int *)malloc(blocks * sizeof(int));
   int *swz = (int *)malloc(n * sizeof(int)), *swz_ref = (int *)calloc(n, sizeof(int));
@@ -137,6 +185,14 @@ int main(int argc, char **argv) {
     want_total += ivals[i];
     above |= in[i] > 124.0f;
   }
+  // The crossing of each diagonal: the first x past the path, searched for here one by one.
+  for (int p = 0; p < parts; p++) {
+    int diag = (int)((uint64_t)p * (uint64_t)(na + nb) / parts);
+    int first = diag > nb ? diag - nb : 0, last = diag < na ? diag : na, x = first + 1;
+    while (x <= last && sa[x - 1] <= sb[diag - x]) x++;
+    if (cut[p] != x || cut[p + parts + 1] != diag - x) bad++;
+  }
+  if (cut[parts] != na || cut[2 * parts + 1] != nb) bad++;
   // `pos` is a permutation of 0..n: each block's sum lands in a slot of its own.
   if (flag[0] != above || flag[1] != 0 || ready != blocks || total != want_total) bad++;
   uint64_t sum = 0;
@@ -148,6 +204,7 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < n; i++) sum = (sum * 31 + (uint32_t)sums[i]) * 31 + (uint32_t)swz[i];
   sum = sum * 31 + (uint32_t)flag[0] * 2 + (uint32_t)flag[1] + (uint32_t)ready;
+  for (int i = 0; i < 2 * (parts + 1); i++) sum = sum * 31 + (uint32_t)cut[i];
   printf("%s\nchecksum %016llx\n", bad ? "FAIL" : "PASS", (unsigned long long)sum);
   cudaFree(d_perm);
   cudaFree(d_pos);
@@ -160,6 +217,12 @@ int main(int argc, char **argv) {
   cudaFree(d_in);
   cudaFree(d_out);
   cudaFree(d_key);
+  cudaFree(d_sa);
+  cudaFree(d_sb);
+  cudaFree(d_cut);
+  free(sa);
+  free(sb);
+  free(cut);
   free(perm);
   free(pos);
   free(ivals);

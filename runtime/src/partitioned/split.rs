@@ -830,12 +830,7 @@ fn merged_fallback(dn: &dashdb::Node) -> Option<&'static dashdb::Node> {
         return Some(n);
     }
     let mut n = dn.clone();
-    for a in n.args.iter_mut().filter(|a| matches!(a.write, WriteKind::May | WriteKind::Unanalysable)) {
-        a.write = WriteKind::Merged;
-        a.write_map = None;
-        a.write_through = None;
-    }
-    n.merged_because = std::mem::take(&mut n.reasons);
+    n.merge_unplaced_writes();
     n.partitionable = true;
     n.specializable = false;
     n.merge_fallback = false;
