@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 85] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 86] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -256,6 +256,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 85] = [
     ("tests/cuda/local_copies.cu", &[&["1", "1"], &["7", "2"], &["40", "3"]]),
     // Local arrays indexed by loop counters, in loops unrolled for the GPU and kept rolled.
     ("tests/cuda/local_arrays.cu", &[&["1"], &["1000"]]),
+    // Squares and sine-cosine pairs of the math library, simplified for the GPU.
+    ("tests/cuda/math_calls.cu", &[&["1"], &["1000"]]),
     ("bench/programs/matmul.cu", &[&["1"], &["37"], &["100"]]),
     ("bench/programs/stencil.cu", &[&["3", "1"], &["37", "3"], &["130", "4"]]),
     ("bench/programs/nbody.cu", &[&["1", "1"], &["100", "2"], &["1100", "2"]]),

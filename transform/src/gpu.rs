@@ -323,6 +323,13 @@ pub fn compile(
     if compiled.is_empty() {
         return Ok((None, fallbacks));
     }
+    // Squares and sine-cosine pairs of the math library as nvcc takes them; the same angle must
+    // be one value first.
+    if linked.is_ok() {
+        gpu.run_passes("function(sroa,early-cse)", &tm, PassBuilderOptions::create())
+            .map_err(|e| Error::Llvm(e.to_string()))?;
+        crate::gpu_math::simplify(&gpu);
+    }
     gpu.run_passes("globaldce,default<O3>", &tm, PassBuilderOptions::create())
         .map_err(|e| Error::Llvm(e.to_string()))?;
     let kernels_left: Vec<FunctionValue> = compiled

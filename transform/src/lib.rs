@@ -17,6 +17,7 @@ pub mod align;
 pub mod describe;
 pub mod entry;
 pub mod gpu;
+pub mod gpu_math;
 pub mod host;
 pub mod indirect;
 pub mod intrinsics;
