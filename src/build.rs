@@ -165,8 +165,9 @@ fn compile_one(
             tracing::info!("{}: {} nodes, {} launches", input.display(), graph.nodes.len(), graph.launches.len());
             let db = analysis_of(&module, &graph, input, opts, scratch)?;
             let json = db.as_ref().map(|d| d.to_json());
-            // A node that wants its launch's values (`dashdb::Node::specializable`) is
-            // analysed again at run time, from the module as the analysis read it.
+            // A node that wants its launch's values (`dashdb::Node::specializable`), or whose
+            // maps' conditions may fail at a launch (`may_respecialize`), is analysed again at
+            // run time, from the module as the analysis read it.
             // Its path, then what tells this compiler from a rebuilt one (size and time): the
             // runtime keeps the maps it makes under that, even where the compiler is absent.
             let compiler = std::env::current_exe().ok().and_then(|p| {
@@ -174,10 +175,11 @@ fn compile_one(
                 let at = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos();
                 Some(format!("{}\n{}-{at}", p.display(), meta.len()))
             });
-            let bitcode = (db.as_ref().is_some_and(|d| d.nodes.iter().any(|n| n.specializable))
-                && compiler.is_some()
-                && !opts.trace_accesses)
-                .then(|| module.write_bitcode_to_memory());
+            let bitcode =
+                (db.as_ref().is_some_and(|d| d.nodes.iter().any(|n| n.specializable || n.may_respecialize()))
+                    && compiler.is_some()
+                    && !opts.trace_accesses)
+                    .then(|| module.write_bitcode_to_memory());
             let sass_dir = scratch.join(format!("sass-{}", out.file_name().unwrap_or_default().to_string_lossy()));
             std::fs::create_dir_all(&sass_dir).map_err(|e| Error::io(sass_dir.display().to_string(), e))?;
             let lowered = transform::lower(

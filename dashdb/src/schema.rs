@@ -521,6 +521,14 @@ impl Node {
         self.args.iter().find(|a| a.index == index)
     }
 
+    /// Whether the runtime may analyse the node again for a launch's values where the maps'
+    /// conditions (`valid_when`, `bounds`) fail at that launch: a partitionable node of CUDA
+    /// blocks, whose conditions often come from products of run-time values that the values
+    /// make constants (`blockIdx.x * blockDim.x * 4` gives Polly's assumption `boffx = 0`).
+    pub fn may_respecialize(&self) -> bool {
+        self.partitionable && self.block.is_some() && (self.valid_when.is_some() || !self.bounds.is_empty())
+    }
+
     /// Whether the node's maps hold for no launch: one of its reasons is [`MAPS_NEVER_HOLD`].
     pub fn maps_never_hold(&self) -> bool {
         self.reasons.iter().any(|r| r.message.starts_with(MAPS_NEVER_HOLD))

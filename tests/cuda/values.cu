@@ -4,7 +4,7 @@
  * a 2-D grid walking the layers of a 3-D array (`j * cols`, `c += cols * rows`, hotspot3D), and
  * a 2-D grid of blocks numbered flat (`blockIdx.y * gridDim.x + blockIdx.x`). No affine map
  * holds for every value of those; the runtime analyses them again with a launch's values
- * built in. Integer arithmetic (wrapping), checked against the host.
+ * built in. So it does for a kernel whose maps hold only for its first block (mixbench). Integer arithmetic (wrapping), checked against the host.
  * Usage: values [WIDTH [HEIGHT [LAYERS [STEPS]]]]   (defaults 64 40 3 4)
  * Prints PASS or FAIL and `checksum <hex>` of the results.
  */
@@ -49,6 +49,46 @@ __global__ void flat(unsigned *out, const unsigned *in, int n) {
   int block = blockIdx.y * gridDim.x + blockIdx.x;
   int i = block * blockDim.x + threadIdx.x;
   if (i < n) out[i] = in[i] * 2654435761u + (unsigned)block;
+}
+
+// Each block's eight elements a block apart, in four rounds a grid apart (HeCBench mixbench):
+// Polly's maps for these products of run-time values hold only for the first block
+// (`boffx = 0`), so the build's maps fail at every launch of more than one block; the launch's
+// values make them exact.
+#define PER 8
+#define ROUNDS 4
+__global__ void strided(unsigned *data, int iters) {
+  const unsigned size = blockDim.x;
+  const int step = size;
+  int idx = blockIdx.x * size * PER + threadIdx.x;
+  const int big = gridDim.x * size * PER;
+  unsigned v[PER];
+  for (int k = 0; k < ROUNDS; k++) {
+#pragma unroll
+    for (int j = 0; j < PER; j++) {
+      v[j] = data[idx + j * step + k * big];
+      for (int i = 0; i < iters; i++) v[j] = v[j] * v[j] + 7u;
+    }
+    unsigned s = 0;
+#pragma unroll
+    for (int j = 0; j < PER; j += 2) s += v[j] * v[j + 1];
+    data[idx + k * big] = s;
+  }
+}
+
+static void host_strided(unsigned *data, int blocks, int size, int iters) {
+  for (int k = 0; k < ROUNDS; k++)
+    for (int b = 0; b < blocks; b++)
+      for (int t = 0; t < size; t++) {
+        size_t at = (size_t)b * size * PER + t + (size_t)k * blocks * size * PER;
+        unsigned v[PER], s = 0;
+        for (int j = 0; j < PER; j++) {
+          v[j] = data[at + (size_t)j * size];
+          for (int i = 0; i < iters; i++) v[j] = v[j] * v[j] + 7u;
+        }
+        for (int j = 0; j < PER; j += 2) s += v[j] * v[j + 1];
+        data[at] = s;
+      }
 }
 
 static void host_periodic(unsigned *out, const unsigned *in, int width, int height) {
@@ -132,6 +172,24 @@ int main(int argc, char **argv) {
   cudaMemcpy(got, b, all * 4, cudaMemcpyDeviceToHost);
   for (size_t i = 0; i < all; ++i) bad += got[i] != h[i] * 2654435761u + (unsigned)(i / 64);
   sum = fnv(sum, got, all);
+
+  // Rounds a grid apart, over as many blocks of 32 as the layers give (at least one).
+  int sblocks = (int)(all / (32 * PER * ROUNDS));
+  if (sblocks < 1) sblocks = 1;
+  size_t sn = (size_t)sblocks * 32 * PER * ROUNDS;
+  unsigned *s_h = (unsigned *)malloc(sn * 4), *sd;
+  if (cudaMalloc(&sd, sn * 4)) return 1;
+  for (size_t i = 0; i < sn; ++i) s_h[i] = (unsigned)(i * 2246822519u >> 5);
+  cudaMemcpy(sd, s_h, sn * 4, cudaMemcpyHostToDevice);
+  strided<<<sblocks, 32>>>(sd, steps);
+  host_strided(s_h, sblocks, 32, steps);
+  unsigned *s_got = (unsigned *)malloc(sn * 4);
+  cudaMemcpy(s_got, sd, sn * 4, cudaMemcpyDeviceToHost);
+  for (size_t i = 0; i < sn; ++i) bad += s_got[i] != s_h[i];
+  sum = fnv(sum, s_got, sn);
+  cudaFree(sd);
+  free(s_h);
+  free(s_got);
 
   printf("%s\n", bad ? "FAIL" : "PASS");
   printf("checksum %016llx\n", (unsigned long long)sum);

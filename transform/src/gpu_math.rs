@@ -78,6 +78,7 @@ unsafe fn squares(f: LLVMValueRef) -> usize {
             LLVMPositionBuilderBefore(b, call);
             let square = LLVMBuildFMul(b, x, x, c"square".as_ptr());
             LLVMDisposeBuilder(b);
+            LLVMSetFastMathFlags(square, contraction(call));
             square
         } else if e == 1.0 {
             x
@@ -89,6 +90,24 @@ unsafe fn squares(f: LLVMValueRef) -> usize {
         done += 1;
     }
     done
+}
+
+/// The fast-math flags a square written as `x * x` would have had: the call's own, and
+/// contraction into a fused multiply-add where the expression around it allows that (clang's
+/// CUDA default, `-ffp-contract=fast`, marks every operation; nvcc fuses the square into the
+/// addition that uses it).
+unsafe fn contraction(call: LLVMValueRef) -> llvm_sys::LLVMFastMathFlags {
+    let mut flags =
+        if LLVMCanValueUseFastMathFlags(call) != 0 { LLVMGetFastMathFlags(call) } else { llvm_sys::LLVMFastMathNone };
+    let mut u = LLVMGetFirstUse(call);
+    while !u.is_null() {
+        let user = LLVMGetUser(u);
+        if LLVMCanValueUseFastMathFlags(user) != 0 {
+            flags |= LLVMGetFastMathFlags(user) & llvm_sys::LLVMFastMathAllowContract;
+        }
+        u = LLVMGetNextUse(u);
+    }
+    flags
 }
 
 /// `sin(a)` and `cos(a)` in one block as one `sincos(a)`.

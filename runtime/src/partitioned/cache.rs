@@ -66,8 +66,9 @@ const MAX_PLANS: usize = 4096;
 #[derive(Default)]
 pub struct Launches {
     plans: Mutex<FxHashMap<Key, Arc<Outcome>>>,
-    /// Per leaf, the parameters its maps name ([`super::bindings::named_params`]).
-    named: Mutex<FxHashMap<u32, Arc<Vec<u32>>>>,
+    /// Per leaf, the parameters its maps name ([`super::bindings::named_params`]), found when
+    /// [`super::special::generation`] was the number kept.
+    named: Mutex<FxHashMap<u32, (u64, Arc<Vec<u32>>)>>,
     /// Per node, what its launches measured for the split policy.
     pub(crate) policy: super::policy::Records,
     /// Per node and device count, its split planned ahead ([`super::ahead`]).
@@ -77,10 +78,19 @@ pub struct Launches {
 }
 
 impl Launches {
-    /// The parameters leaf `leaf`'s maps name, found once.
+    /// The parameters leaf `leaf`'s maps name, found once, and again after a node's maps were
+    /// made for a launch's values where the build's failed (then they name every integer).
     pub(crate) fn named(&self, leaf: u32, find: impl FnOnce() -> Vec<u32>) -> Arc<Vec<u32>> {
+        let generation = super::special::generation();
         let mut named = self.named.lock().unwrap_or_else(|e| e.into_inner());
-        named.entry(leaf).or_insert_with(|| Arc::new(find())).clone()
+        match named.get(&leaf) {
+            Some((found_at, params)) if *found_at == generation => params.clone(),
+            _ => {
+                let params = Arc::new(find());
+                named.insert(leaf, (generation, params.clone()));
+                params
+            }
+        }
     }
 
     pub(crate) fn get(&self, key: &Key, table: &Table) -> Option<Arc<Outcome>> {

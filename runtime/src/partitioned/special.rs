@@ -85,8 +85,46 @@ fn with<T>(f: impl FnOnce(&mut Specials) -> T) -> T {
     f(SPECIALS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(Specials::default))
 }
 
-/// The node `dn` of `module` specialized for `values` (see the module's doc).
-pub(crate) fn for_launch(module: &Module, dn: &dashdb::Node, values: &[(String, i64)]) -> Found {
+/// Nodes whose build maps failed their assumptions at a launch and were made again for its
+/// values (a partitionable node, not `specializable`): from then on a plan of theirs depends on
+/// every integer parameter, as a specializable node's does ([`super::bindings::named_params`]).
+static RESPECIALIZED: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+/// Bumped whenever a node joins [`RESPECIALIZED`], so that what was derived from the old set
+/// (`cache::Launches::named`) is derived again.
+static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn respecialized_key(module: &Module, dn: &dashdb::Node) -> (String, String) {
+    (module.analysis.as_ref().map_or_else(String::new, |db| db.source.hash.clone()), dn.name.clone())
+}
+
+/// Records that `dn`'s build maps failed their assumptions at a launch and are made again for
+/// the launch's values.
+pub(crate) fn mark_respecialized(module: &Module, dn: &dashdb::Node) {
+    let key = respecialized_key(module, dn);
+    let mut set = RESPECIALIZED.lock().unwrap_or_else(|e| e.into_inner());
+    if !set.contains(&key) {
+        set.push(key);
+        GENERATION.fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// Whether [`mark_respecialized`] recorded `dn`.
+pub(crate) fn respecialized(module: &Module, dn: &dashdb::Node) -> bool {
+    GENERATION.load(std::sync::atomic::Ordering::Acquire) > 0
+        && RESPECIALIZED.lock().unwrap_or_else(|e| e.into_inner()).contains(&respecialized_key(module, dn))
+}
+
+/// How many times [`mark_respecialized`] added a node.
+pub(crate) fn generation() -> u64 {
+    GENERATION.load(std::sync::atomic::Ordering::Acquire)
+}
+
+/// The node `dn` of `module` specialized for `values` (see the module's doc). `extents`: the
+/// arrays' extents are built in too ([`to_build_in`]), as for a node whose build maps' conditions
+/// failed, where those extents are often what the conditions are about (HeCBench mixbench's
+/// `g_data[*][gx][bsx]` holds only while `boffx = 0`).
+pub(crate) fn for_launch(module: &Module, dn: &dashdb::Node, values: &[(String, i64)], extents: bool) -> Found {
     let mode = mode();
     if mode == Mode::Off {
         return Found::No("HPVM_MGPU_SPECIALIZE=off".into());
@@ -120,7 +158,7 @@ pub(crate) fn for_launch(module: &Module, dn: &dashdb::Node, values: &[(String, 
     let original = dn.clone();
     let kept = key.clone();
     let job = move || {
-        let made = make(input, &original, &key.values);
+        let made = make(input, &original, &key.values, extents);
         with(|s| {
             let state = match made {
                 Ok(n) => State::Ready(Box::leak(Box::new(n))),
@@ -172,8 +210,13 @@ fn to_build_in(original: &dashdb::Node, values: &[(String, i64)]) -> Vec<(String
 
 /// The node `original` specialized for `values`: from the cache of earlier runs
 /// ([`cached`]) or from the compiler, where its maps are exact and it matches the original.
-fn make(input: AnalysisInput, original: &dashdb::Node, values: &[(String, i64)]) -> Result<dashdb::Node, String> {
-    let values = &to_build_in(original, values)[..];
+fn make(
+    input: AnalysisInput,
+    original: &dashdb::Node,
+    values: &[(String, i64)],
+    extents: bool,
+) -> Result<dashdb::Node, String> {
+    let values = &if extents { values.to_vec() } else { to_build_in(original, values) }[..];
     let (built_by, identity) = input.compiler();
     let compiler = std::env::var_os("HPVM_MGPU_COMPILER").map_or(built_by, std::path::PathBuf::from);
     let file = cached(input, &compiler, &identity, &original.name, values);

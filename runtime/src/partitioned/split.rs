@@ -268,16 +268,53 @@ fn split(
     block: Option<[i64; 3]>,
     args: &[BufArg],
     buffers: &[(u64, u64)],
+    table: Option<&mut Table>,
+    inspections: &mut Vec<Inspection>,
+    pending: &mut bool,
+) -> Result<(Parts, Vec<Reduce>), String> {
+    split_with(l, leaf, leaf_args, block, args, buffers, table, inspections, pending, None)
+}
+
+/// [`split`] with the node's maps `over`, where the build's failed their assumptions at this
+/// launch and maps made for its values replace them ([`respecialize`]).
+#[allow(clippy::too_many_arguments)]
+fn split_with(
+    l: &Launch<'_>,
+    leaf: &NodeDesc,
+    leaf_args: &[u8],
+    block: Option<[i64; 3]>,
+    args: &[BufArg],
+    buffers: &[(u64, u64)],
     mut table: Option<&mut Table>,
     inspections: &mut Vec<Inspection>,
     pending: &mut bool,
+    over: Option<&'static dashdb::Node>,
 ) -> Result<(Parts, Vec<Reduce>), String> {
     if super::settings::partitioning_off() {
         return Err("HPVM_MGPU_PARTITION=off".into());
     }
     let module = l.module;
     let db = module.analysis.as_ref().ok_or("the executable has no analysis database")?;
-    let dn = db.node(&leaf.name).ok_or_else(|| format!("the analysis did not cover node {}", leaf.shown()))?;
+    let built = db.node(&leaf.name).ok_or_else(|| format!("the analysis did not cover node {}", leaf.shown()))?;
+    // The build's maps failing their assumptions at this launch: made again for its values.
+    let respecialize =
+        |why: String, table: Option<&mut Table>, inspections: &mut Vec<Inspection>, pending: &mut bool| {
+            if over.is_some() || !built.may_respecialize() {
+                return Err(why);
+            }
+            super::special::mark_respecialized(module, built);
+            match super::special::for_launch(module, built, &special_values(l, built, leaf, leaf_args, block), true) {
+                super::special::Found::Ready(n) => {
+                    split_with(l, leaf, leaf_args, block, args, buffers, table, inspections, pending, Some(n))
+                }
+                super::special::Found::Pending => {
+                    *pending = true;
+                    Err(format!("{why}; its maps for this launch's values are being made"))
+                }
+                super::special::Found::No(no) => Err(format!("{why} ({no})")),
+            }
+        };
+    let dn = over.unwrap_or(built);
     let first_reason = |dn: &dashdb::Node| {
         dn.reasons.first().map_or("the analysis found it not partitionable".to_string(), |r| {
             format!("{}{}", r.message, r.location.as_ref().map(|l| format!(" ({l})")).unwrap_or_default())
@@ -285,17 +322,19 @@ fn split(
     };
     // Maps not exact for want of this launch's values: made again with them built in.
     let dn = match (dn.partitionable, dn.specializable) {
-        (false, true) => match super::special::for_launch(module, dn, &special_values(l, dn, leaf, leaf_args, block)) {
-            super::special::Found::Ready(n) => n,
-            super::special::Found::Pending => {
-                *pending = true;
-                return Err(format!("{}; its maps for this launch's values are being made", first_reason(dn)));
+        (false, true) => {
+            match super::special::for_launch(module, dn, &special_values(l, dn, leaf, leaf_args, block), false) {
+                super::special::Found::Ready(n) => n,
+                super::special::Found::Pending => {
+                    *pending = true;
+                    return Err(format!("{}; its maps for this launch's values are being made", first_reason(dn)));
+                }
+                super::special::Found::No(why) => match merged_fallback(dn) {
+                    Some(n) => n,
+                    None => return Err(format!("{} ({why})", first_reason(dn))),
+                },
             }
-            super::special::Found::No(why) => match merged_fallback(dn) {
-                Some(n) => n,
-                None => return Err(format!("{} ({why})", first_reason(dn))),
-            },
-        },
+        }
         _ => dn,
     };
     if !dn.partitionable {
@@ -433,7 +472,8 @@ fn split(
         let holds =
             assumptions_hold(cond, &value_refs, &whole).map_err(|e| format!("checking its assumptions: {e}"))?;
         if !holds {
-            return Err(format!("the analysis's assumptions `{cond}` do not hold for this launch"));
+            let why = format!("the analysis's assumptions `{cond}` do not hold for this launch");
+            return respecialize(why, table, inspections, pending);
         }
     }
     // Conditions that multiply parameters, with each block id and offset at its largest.
@@ -448,7 +488,8 @@ fn split(
             }
         };
         if bound.holds(&largest) != Some(true) {
-            return Err(format!("the analysis's assumption `{text}` does not hold for this launch"));
+            let why = format!("the analysis's assumption `{text}` does not hold for this launch");
+            return respecialize(why, table, inspections, pending);
         }
     }
     // Every pointer the leaf uses must have maps.
