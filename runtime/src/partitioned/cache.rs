@@ -63,12 +63,15 @@ impl Key {
 /// scalars should not grow without bound).
 const MAX_PLANS: usize = 4096;
 
+/// A leaf's named parameters, and the [`super::special::generation`] they were found at.
+type Named = (u64, Arc<Vec<u32>>);
+
 #[derive(Default)]
 pub struct Launches {
     plans: Mutex<FxHashMap<Key, Arc<Outcome>>>,
     /// Per leaf, the parameters its maps name ([`super::bindings::named_params`]), found when
     /// [`super::special::generation`] was the number kept.
-    named: Mutex<FxHashMap<u32, (u64, Arc<Vec<u32>>)>>,
+    named: Mutex<FxHashMap<u32, Named>>,
     /// Per node, what its launches measured for the split policy.
     pub(crate) policy: super::policy::Records,
     /// Per node and device count, its split planned ahead ([`super::ahead`]).
