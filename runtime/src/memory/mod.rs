@@ -347,16 +347,20 @@ impl Table {
         };
         let pin_all =
             |list: &[(u64, u64)]| -> Vec<bool> { list.iter().map(|&(start, size)| pin(start, size)).collect() };
-        let (made, pinned): (Vec<Vec<Result<u64, String>>>, Vec<bool>) = if jobs <= 1 {
+        // Simulated and dry-run devices allocate host memory, cheaply: threads would cost more
+        // than they save (a program's first copies spawned one per device and buffer).
+        let (made, pinned): (Vec<Vec<Result<u64, String>>>, Vec<bool>) = if jobs <= 1 || !devs.on_gpus() {
             (per_device.iter().enumerate().map(|(k, v)| alloc_on(k, v)).collect(), pin_all(&pins))
         } else {
             std::thread::scope(|s| {
                 let failed =
                     |e: std::io::Error| -> ! { crate::fatal(&format!("cannot start an allocating thread: {e}")) };
-                let pinner = std::thread::Builder::new()
-                    .name("hpvm-pin".into())
-                    .spawn_scoped(s, || pin_all(&pins))
-                    .unwrap_or_else(|e| failed(e));
+                let pinner = (!pins.is_empty()).then(|| {
+                    std::thread::Builder::new()
+                        .name("hpvm-pin".into())
+                        .spawn_scoped(s, || pin_all(&pins))
+                        .unwrap_or_else(|e| failed(e))
+                });
                 let allocators: Vec<_> = per_device
                     .iter()
                     .enumerate()
@@ -374,7 +378,7 @@ impl Table {
                     .into_iter()
                     .map(|h| h.map(|h| h.join().unwrap_or_else(|_| lost())).unwrap_or_default())
                     .collect();
-                (made, pinner.join().unwrap_or_else(|_| lost()))
+                (made, pinner.map(|p| p.join().unwrap_or_else(|_| lost())).unwrap_or_default())
             })
         };
         // Record everything made before reporting a failure, so that it is freed with the
