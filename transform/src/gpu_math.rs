@@ -168,3 +168,55 @@ unsafe fn sin_cos_pairs(gpu: &Module<'_>, f: LLVMValueRef) -> usize {
     }
     done
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inkwell::context::Context;
+    use inkwell::memory_buffer::MemoryBuffer;
+
+    const IR: &str = r#"
+declare float @__nv_powf(float, float)
+declare double @__nv_sin(double)
+declare double @__nv_cos(double)
+declare void @__nv_sincos(double, ptr, ptr)
+
+define float @squares(float %x) {
+  %a = call float @__nv_powf(float %x, float 2.0)
+  %b = call float @__nv_powf(float %x, float 1.0)
+  %c = call float @__nv_powf(float %x, float 3.0)
+  %s = fadd contract float %a, %b
+  %t = fadd float %s, %c
+  ret float %t
+}
+
+define double @turn(double %a, double %b) {
+  %c = call double @__nv_cos(double %a)
+  %s = call double @__nv_sin(double %a)
+  %other = call double @__nv_sin(double %b)
+  %x = fadd double %c, %s
+  %y = fadd double %x, %other
+  ret double %y
+}
+"#;
+
+    #[test]
+    fn squares_multiply_and_sine_cosine_pairs_share_one_reduction() {
+        let ctx = Context::create();
+        let buf = MemoryBuffer::create_from_memory_range_copy(IR.as_bytes(), "math");
+        let m = ctx.create_module_from_ir(buf).expect("valid IR");
+        assert_eq!(simplify(&m), 4, "two powers, one pair");
+        m.verify().expect("still valid IR");
+        let text = m.print_to_string().to_string();
+        let squares = &text[text.find("@squares(").unwrap()..text.find("@turn(").unwrap()];
+        // x * x takes the contraction of the addition using it; x^1 is x; x^3 stays pow.
+        assert!(squares.contains("fmul contract float %x, %x"), "{squares}");
+        assert_eq!(squares.matches("call float @__nv_powf").count(), 1, "{squares}");
+        assert!(squares.contains("float 3.0") || squares.contains("3.000000e+00"), "{squares}");
+        let turn = &text[text.find("@turn(").unwrap()..];
+        assert_eq!(turn.matches("call void @__nv_sincos(double %a").count(), 1, "{turn}");
+        assert!(!turn.contains("@__nv_cos(double %a)"), "{turn}");
+        // Another angle keeps its own call.
+        assert!(turn.contains("call double @__nv_sin(double %b)"), "{turn}");
+    }
+}

@@ -275,3 +275,73 @@ unsafe fn option_name(op: LLVMValueRef) -> Option<String> {
     (!p.is_null())
         .then(|| String::from_utf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len as usize)).into_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inkwell::context::Context;
+    use inkwell::memory_buffer::MemoryBuffer;
+
+    /// A kernel whose loop from `start` while `i < end` (step 1) writes `a[i]` of a local
+    /// `[64 x float]`; `extra` is more metadata on the latch.
+    fn kernel(start: i32, end: i32, extra: &str) -> String {
+        format!(
+            r#"define void @k(ptr %out) {{
+entry:
+  %a = alloca [64 x float], align 4
+  br label %loop
+loop:
+  %i = phi i32 [ {start}, %entry ], [ %next, %loop ]
+  %idx = zext i32 %i to i64
+  %p = getelementptr inbounds [64 x float], ptr %a, i64 0, i64 %idx
+  store float 1.0, ptr %p, align 4
+  %next = add nuw nsw i32 %i, 1
+  %more = icmp slt i32 %next, {end}
+  br i1 %more, label %loop, label %done{extra}
+done:
+  %q = getelementptr inbounds [64 x float], ptr %a, i64 0, i64 3
+  %v = load float, ptr %q, align 4
+  store float %v, ptr %out, align 4
+  ret void
+}}
+{}"#,
+            if extra.is_empty() { "" } else { "!0 = distinct !{!0, !1}\n!1 = !{!\"llvm.loop.unroll.disable\"}" }
+        )
+    }
+
+    fn marked(ir: &str) -> (usize, String) {
+        let ctx = Context::create();
+        let buf = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "k");
+        let m = ctx.create_module_from_ir(buf).expect("valid IR");
+        let f = m.get_function("k").unwrap();
+        let n = mark_local_array_loops(&[f]);
+        m.verify().expect("still valid IR");
+        (n, m.print_to_string().to_string())
+    }
+
+    #[test]
+    fn short_counted_loops_over_local_arrays_are_marked_for_full_unrolling() {
+        let (n, text) = marked(&kernel(0, 8, ""));
+        assert_eq!(n, 1, "{text}");
+        assert!(text.contains("llvm.loop.unroll.full"), "{text}");
+        // A loop ID names itself first.
+        assert!(text.contains("distinct !{") && text.contains("!llvm.loop"), "{text}");
+    }
+
+    #[test]
+    fn long_loops_and_loops_the_user_marked_stay_as_they_are() {
+        assert_eq!(marked(&kernel(0, 1000, "")).0, 0, "over MAX_TRIPS");
+        // `i < -5` from 0 leaves after its first trip: counted, one trip, marked.
+        assert_eq!(marked(&kernel(0, -5, "")).0, 1);
+        assert_eq!(marked(&kernel(0, 8, ", !llvm.loop !0")).0, 0, "#pragma unroll 1");
+    }
+
+    #[test]
+    fn comparisons_follow_the_integer_width_and_signedness() {
+        use LLVMIntPredicate::*;
+        assert!(compare(LLVMIntULT, 1, -1, 32).unwrap(), "-1 is the largest unsigned");
+        assert!(!compare(LLVMIntSLT, 1, -1, 32).unwrap());
+        assert_eq!(wrap(i64::from(u8::MAX) + 1, 8), 0);
+        assert_eq!(wrap(127 + 1, 8), -128);
+    }
+}
