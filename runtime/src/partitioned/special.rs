@@ -64,6 +64,8 @@ struct Key {
     source: String,
     node: String,
     values: Vec<(String, i64)>,
+    /// Whether the arrays' extents are built in too ([`for_launch`]).
+    extents: bool,
 }
 
 enum State {
@@ -133,7 +135,7 @@ pub(crate) fn for_launch(module: &Module, dn: &dashdb::Node, values: &[(String, 
         return Found::No("the executable carries no analysis input".into());
     };
     let source = module.analysis.as_ref().map_or_else(String::new, |db| db.source.hash.clone());
-    let key = Key { source: source.clone(), node: dn.name.clone(), values: values.to_vec() };
+    let key = Key { source: source.clone(), node: dn.name.clone(), values: values.to_vec(), extents };
     let started = with(|s| {
         match s.by_values.get(&key) {
             Some(State::Ready(n)) => return Err(Found::Ready(n)),
