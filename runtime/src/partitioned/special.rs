@@ -77,8 +77,9 @@ enum State {
 #[derive(Default)]
 struct Specials {
     by_values: HashMap<Key, State>,
-    /// Per (source, node): values tried, and why no more will be.
-    tried: HashMap<(String, String), (usize, Option<String>)>,
+    /// Per (source, node, extents built in): values tried, and why no more will be. Apart for
+    /// the two ways, so that maps made with the extents failing do not stop those without.
+    tried: HashMap<(String, String, bool), (usize, Option<String>)>,
 }
 
 static SPECIALS: Mutex<Option<Specials>> = Mutex::new(None);
@@ -87,9 +88,10 @@ fn with<T>(f: impl FnOnce(&mut Specials) -> T) -> T {
     f(SPECIALS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(Specials::default))
 }
 
-/// Nodes whose build maps failed their assumptions at a launch and were made again for its
-/// values (a partitionable node, not `specializable`): from then on a plan of theirs depends on
-/// every integer parameter, as a specializable node's does ([`super::bindings::named_params`]).
+/// Nodes whose maps failed their conditions at a launch and were made again for its values with
+/// the extents built in (`super::split`'s `respecialize`): from then on a plan of a partitionable
+/// one depends on every integer parameter, as a specializable node's always does
+/// ([`super::bindings::named_params`]).
 static RESPECIALIZED: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
 
 /// Bumped whenever a node joins [`RESPECIALIZED`], so that what was derived from the old set
@@ -143,7 +145,7 @@ pub(crate) fn for_launch(module: &Module, dn: &dashdb::Node, values: &[(String, 
             Some(State::No(why)) => return Err(Found::No(why.clone())),
             None => {}
         }
-        let tried = s.tried.entry((source.clone(), dn.name.clone())).or_default();
+        let tried = s.tried.entry((source.clone(), dn.name.clone(), extents)).or_default();
         if let Some(why) = &tried.1 {
             return Err(Found::No(why.clone()));
         }
@@ -167,7 +169,8 @@ pub(crate) fn for_launch(module: &Module, dn: &dashdb::Node, values: &[(String, 
                 Err(why) => {
                     // Values that did not make the maps exact rarely differ from others that
                     // would: the node is not tried again.
-                    s.tried.entry((key.source.clone(), key.node.clone())).or_default().1 = Some(why.clone());
+                    s.tried.entry((key.source.clone(), key.node.clone(), key.extents)).or_default().1 =
+                        Some(why.clone());
                     State::No(why)
                 }
             };
