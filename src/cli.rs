@@ -197,6 +197,10 @@ pub struct ClangArgs {
     /// -fopenmp`); kernels are unaffected.
     #[arg(long = "openmp")]
     pub openmp: bool,
+    /// Kernels without fused multiply-adds (nvcc's `--fmad=false`): each multiplication and
+    /// addition rounded on its own, on every device.
+    #[arg(long = "no-fmad")]
+    pub no_fmad: bool,
 }
 
 impl ClangArgs {
@@ -212,6 +216,7 @@ impl ClangArgs {
             opt_level: None,
             cuda_arch: None,
             openmp: self.openmp,
+            no_fmad: self.no_fmad,
         }
     }
 }
@@ -258,7 +263,14 @@ pub fn normalize_args(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
             _ => (s, None),
         };
         match nvcc_flag(flag, value.as_deref()) {
-            Some(Nvcc::Args(words)) => out.extend(words.into_iter().map(OsString::from)),
+            // `-c -dc` says it twice.
+            Some(Nvcc::Args(words)) => {
+                for w in words {
+                    if w != "-c" || !out.iter().any(|o| o == "-c") {
+                        out.push(OsString::from(w));
+                    }
+                }
+            }
             Some(Nvcc::Refuse(why)) => {
                 eprintln!("hpvm-mgpu: error: {why}");
                 std::process::exit(1);
@@ -270,7 +282,23 @@ pub fn normalize_args(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
 }
 
 /// nvcc's flags that take a value, as `-flag value` or `-flag=value`.
-const NVCC_WITH_VALUE: [&str; 14] = [
+const NVCC_WITH_VALUE: [&str; 30] = [
+    "-Xcudafe",
+    "--cudafe-options",
+    "-Xnvlink",
+    "--nvlink-options",
+    "-t",
+    "--threads",
+    "-keep-dir",
+    "--keep-dir",
+    "-fmad",
+    "--fmad",
+    "-ftz",
+    "--ftz",
+    "-prec-div",
+    "--prec-div",
+    "-prec-sqrt",
+    "--prec-sqrt",
     "-Xcompiler",
     "--compiler-options",
     "-Xlinker",
@@ -306,11 +334,11 @@ fn nvcc_flag(flag: &str, value: Option<&str>) -> Option<Nvcc> {
         "-fopenmp" => Some(Nvcc::Args(vec!["--openmp".into()])),
         f if f.starts_with("-fopenmp=") => Some(Nvcc::Args(vec!["--openmp".into()])),
         f if f.starts_with("-std=") => Some(Nvcc::Args(vec![format!("-{f}")])),
+        // Every architecture, or the machine's: the default ones, whose PTX the driver compiles
+        // for any other GPU.
+        "-arch" | "--gpu-architecture" if matches!(value, "native" | "all" | "all-major") => none(),
         "-arch" | "--gpu-architecture" => Some(Nvcc::Args(vec![format!("--gpu-arch={}", sm_of(value))])),
-        f if f.starts_with("-arch=") => Some(Nvcc::Args(vec![format!("--gpu-arch={}", sm_of(&f["-arch=".len()..]))])),
-        f if f.starts_with("--gpu-architecture=") => {
-            Some(Nvcc::Args(vec![format!("--gpu-arch={}", sm_of(&f["--gpu-architecture=".len()..]))]))
-        }
+        f if f.starts_with("--gpu-architecture=") => nvcc_flag("--gpu-architecture", f.split_once('=').map(|p| p.1)),
         // `arch=compute_80,code=sm_80`: the code's architecture is what the build targets.
         "-gencode" | "--generate-code" => {
             let code = value.split(',').find_map(|p| p.strip_prefix("code=")).unwrap_or("");
@@ -366,6 +394,32 @@ fn nvcc_flag(flag: &str, value: Option<&str>) -> Option<Nvcc> {
         f if f.starts_with("-maxrregcount=") || f.starts_with("--ptxas-options=") || f.starts_with("-Xptxas=") => {
             none()
         }
+        // Options of NVIDIA's front end, device linker and driver (parallel compilation, kept
+        // intermediates): ours has no such stages.
+        "-Xcudafe"
+        | "--cudafe-options"
+        | "-Xnvlink"
+        | "--nvlink-options"
+        | "-t"
+        | "--threads"
+        | "-keep-dir"
+        | "--keep-dir"
+        | "-keep"
+        | "--keep"
+        | "-allow-unsupported-compiler"
+        | "--allow-unsupported-compiler" => none(),
+        "-w" | "--disable-warnings" => none(),
+        // Relocatable device code, compiled apart: an object like any other here.
+        "-dc" | "--device-c" | "-dw" | "--device-w" => Some(Nvcc::Args(vec!["-c".into()])),
+        // Flushing denormals and approximate division and square roots only lose precision:
+        // kept IEEE, as `-use_fast_math` is. Fused multiply-adds change results either way,
+        // so `--fmad=false` is taken as asked.
+        "-ftz" | "--ftz" | "-prec-div" | "--prec-div" | "-prec-sqrt" | "--prec-sqrt" => none(),
+        "-fmad" | "--fmad" => match value {
+            "false" => Some(Nvcc::Args(vec!["--no-fmad".into()])),
+            "true" => none(),
+            _ => Some(Nvcc::Refuse(format!("{flag}={value}: expected true or false"))),
+        },
         // NVIDIA's runtime: ours is linked in its place.
         "-lcudart" | "-lcudart_static" | "-lcudadevrt" => none(),
         "-G" | "--device-debug" => {
@@ -520,5 +574,21 @@ mod nvcc_tests {
         assert_eq!(nvcc_flag("-Xcompiler", Some("-Wall,-fopenmp")), Some(Nvcc::Args(vec!["--openmp".into()])));
         assert_eq!(nvcc_flag("-fopenmp", None), Some(Nvcc::Args(vec!["--openmp".into()])));
         assert_eq!(nvcc_flag("-o", None), None);
+        // nvcc's driver options with no stage of ours, and relocatable device code.
+        assert_eq!(
+            norm(&["build", "-Xcudafe", "--diag_suppress=177", "-t", "4", "-arch=native", "--keep", "-w", "a.cu"]),
+            ["build", "a.cu"]
+        );
+        assert_eq!(norm(&["build", "-c", "-dc", "a.cu", "-o", "a.o"]), ["build", "-c", "a.cu", "-o", "a.o"]);
+        assert_eq!(norm(&["build", "-dc", "a.cu"]), ["build", "-c", "a.cu"]);
+        assert_eq!(
+            norm(&["build", "--fmad=false", "-ftz=true", "--prec-div", "false", "a.cu"]),
+            ["build", "--no-fmad", "a.cu"]
+        );
+        assert_eq!(
+            norm(&["build", "-fmad=true", "-arch", "all", "--gpu-architecture=native", "a.cu"]),
+            ["build", "a.cu"]
+        );
+        assert_eq!(norm(&["build", "--gpu-architecture=sm_80", "a.cu"]), ["build", "--gpu-arch=sm_80", "a.cu"]);
     }
 }

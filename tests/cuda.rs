@@ -191,6 +191,29 @@ fn nvcc_flags_and_language_override() {
     }
 }
 
+/// nvcc's `--fmad=false`: kernels keep multiplications and additions apart (each rounded),
+/// where by default `a * b + c` is one fused multiply-add, as nvcc and clang's CUDA make it.
+/// `-dc` (relocatable device code) compiles an object as `-c` does, also said twice.
+#[test]
+fn fmad_false_keeps_multiplications_and_additions_apart() {
+    let dir = TempDir::new("cuda-fmad");
+    let exe = dir.join("fmad");
+    let ptx = dir.join("fmad.ptx");
+    for (flags, fused) in [(&[][..], true), (&["--fmad=false"][..], false), (&["-fmad", "false"][..], false)] {
+        let mut args = vec!["build", "-O2", "--emit-ptx"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["tests/inputs/cuda/fmad.cu", "-o", exe.to_str().unwrap()]);
+        let out = hpvm_mgpu(&args);
+        assert!(out.status.success(), "{flags:?}: {}", stderr(&out));
+        let text = std::fs::read_to_string(&ptx).unwrap();
+        assert_eq!(text.contains("fma.rn.f32"), fused, "{flags:?}: {text}");
+        assert_eq!(text.contains("mul.rn.f32"), !fused, "{flags:?}: {text}");
+    }
+    let obj = dir.join("fmad.o");
+    let out = hpvm_mgpu(&["build", "-c", "-dc", "tests/inputs/cuda/fmad.cu", "-o", obj.to_str().unwrap()]);
+    assert!(out.status.success() && obj.is_file(), "{}", stderr(&out));
+}
+
 /// Warp functions compile for the GPU (the PTX shuffles and votes) and run on simulated
 /// devices too, the block's threads as fibers, `__activemask` included (the lanes that reach it
 /// together: a converged warp's are all of them).

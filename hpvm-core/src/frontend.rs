@@ -77,6 +77,9 @@ pub struct ClangOptions {
     /// Host code with OpenMP (`-fopenmp`, LLVM's libomp), as nvcc's `-Xcompiler -fopenmp`.
     /// Device code never sees it.
     pub openmp: bool,
+    /// CUDA device code without fused multiply-adds (nvcc's `--fmad=false`): clang's
+    /// `-ffp-contract=off`, on every device alike.
+    pub no_fmad: bool,
 }
 
 /// The clang used for C and C++: `$HPVM_MGPU_CLANG`, else `clang-19` on the PATH, else

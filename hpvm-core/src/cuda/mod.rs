@@ -172,6 +172,9 @@ fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path, pre_inc
     if opts.openmp && half == Half::Host {
         cmd.arg("-fopenmp");
     }
+    if opts.no_fmad && half == Half::Device {
+        cmd.arg("-ffp-contract=off");
+    }
     if half == Half::Host {
         cmd.args(crate::frontend::GCC_FOLDS_MATH);
     }
