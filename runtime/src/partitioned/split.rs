@@ -308,9 +308,11 @@ fn split_with(
             if !built.may_respecialize() && !built.specializable {
                 return Err(why);
             }
-            super::special::mark_respecialized(module, built);
             match super::special::for_launch(module, built, &special_values(l, built, leaf, leaf_args, block), true) {
                 super::special::Found::Ready(n) => {
+                    // Its plans now depend on every integer (where none are made, nothing
+                    // changes: a plan that runs whole depends on what the build's maps name).
+                    super::special::mark_respecialized(module, built);
                     split_with(l, leaf, leaf_args, block, args, buffers, table, inspections, pending, Some(n))
                 }
                 super::special::Found::Pending => {
