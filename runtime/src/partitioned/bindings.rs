@@ -97,7 +97,7 @@ pub(crate) fn named_params(module: &Module, leaf: u32) -> Vec<u32> {
     let desc = &module.program.nodes[leaf as usize];
     let Some(dn) = module.analysis.as_ref().and_then(|db| db.node(&desc.name)) else { return Vec::new() };
     // Maps made for one launch's values (`special`) build every integer parameter in.
-    if dn.specializable || super::special::respecialized(module, dn) {
+    if dn.specializable || super::respecialized::marked(module, dn) {
         return (0..dn.param_names.len() as u32)
             .filter(|&i| desc.params.get(i as usize).is_some_and(|p| p.kind == ScalarKind::Int))
             .collect();

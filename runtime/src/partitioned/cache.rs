@@ -63,14 +63,14 @@ impl Key {
 /// scalars should not grow without bound).
 const MAX_PLANS: usize = 4096;
 
-/// A leaf's named parameters, and the [`super::special::generation`] they were found at.
+/// A leaf's named parameters, and the [`super::respecialized::generation`] they were found at.
 type Named = (u64, Arc<Vec<u32>>);
 
 #[derive(Default)]
 pub struct Launches {
     plans: Mutex<FxHashMap<Key, Arc<Outcome>>>,
     /// Per leaf, the parameters its maps name ([`super::bindings::named_params`]), found when
-    /// [`super::special::generation`] was the number kept.
+    /// [`super::respecialized::generation`] was the number kept.
     named: Mutex<FxHashMap<u32, Named>>,
     /// Per node, what its launches measured for the split policy.
     pub(crate) policy: super::policy::Records,
@@ -84,7 +84,7 @@ impl Launches {
     /// The parameters leaf `leaf`'s maps name, found once, and again after a node's maps were
     /// made for a launch's values where the build's failed (then they name every integer).
     pub(crate) fn named(&self, leaf: u32, find: impl FnOnce() -> Vec<u32>) -> Arc<Vec<u32>> {
-        let generation = super::special::generation();
+        let generation = super::respecialized::generation();
         let mut named = self.named.lock().unwrap_or_else(|e| e.into_inner());
         match named.get(&leaf) {
             Some((found_at, params)) if *found_at == generation => params.clone(),

@@ -45,6 +45,7 @@ pub(crate) mod policy;
 mod recorded;
 pub(crate) mod reduce;
 pub(crate) mod replay;
+mod respecialized;
 pub(crate) mod settings;
 mod special;
 pub(crate) mod split;

@@ -88,42 +88,6 @@ fn with<T>(f: impl FnOnce(&mut Specials) -> T) -> T {
     f(SPECIALS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(Specials::default))
 }
 
-/// Nodes whose maps failed their conditions at a launch and were made again for its values with
-/// the extents built in (`super::split`'s `respecialize`): from then on a plan of a partitionable
-/// one depends on every integer parameter, as a specializable node's always does
-/// ([`super::bindings::named_params`]).
-static RESPECIALIZED: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
-
-/// Bumped whenever a node joins [`RESPECIALIZED`], so that what was derived from the old set
-/// (`cache::Launches::named`) is derived again.
-static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-fn respecialized_key(module: &Module, dn: &dashdb::Node) -> (String, String) {
-    (module.analysis.as_ref().map_or_else(String::new, |db| db.source.hash.clone()), dn.name.clone())
-}
-
-/// Records that `dn`'s build maps failed their assumptions at a launch and are made again for
-/// the launch's values.
-pub(crate) fn mark_respecialized(module: &Module, dn: &dashdb::Node) {
-    let key = respecialized_key(module, dn);
-    let mut set = RESPECIALIZED.lock().unwrap_or_else(|e| e.into_inner());
-    if !set.contains(&key) {
-        set.push(key);
-        GENERATION.fetch_add(1, std::sync::atomic::Ordering::Release);
-    }
-}
-
-/// Whether [`mark_respecialized`] recorded `dn`.
-pub(crate) fn respecialized(module: &Module, dn: &dashdb::Node) -> bool {
-    GENERATION.load(std::sync::atomic::Ordering::Acquire) > 0
-        && RESPECIALIZED.lock().unwrap_or_else(|e| e.into_inner()).contains(&respecialized_key(module, dn))
-}
-
-/// How many times [`mark_respecialized`] added a node.
-pub(crate) fn generation() -> u64 {
-    GENERATION.load(std::sync::atomic::Ordering::Acquire)
-}
-
 /// The node `dn` of `module` specialized for `values` (see the module's doc). `extents`: the
 /// arrays' extents are built in too ([`to_build_in`]), as for a node whose build maps' conditions
 /// failed, where those extents are often what the conditions are about (HeCBench mixbench's

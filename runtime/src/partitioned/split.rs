@@ -312,7 +312,7 @@ fn split_with(
                 super::special::Found::Ready(n) => {
                     // Its plans now depend on every integer (where none are made, nothing
                     // changes: a plan that runs whole depends on what the build's maps name).
-                    super::special::mark_respecialized(module, built);
+                    super::respecialized::mark(module, built);
                     split_with(l, leaf, leaf_args, block, args, buffers, table, inspections, pending, Some(n))
                 }
                 super::special::Found::Pending => {
