@@ -59,8 +59,18 @@ pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outc
     let leaf_desc = &program.nodes[leaf as usize];
     let mut inspections = Vec::new();
     let mut pending = false;
-    let split =
-        split(l, leaf_desc, &leaf_args, block, &args, &buffers, Some(&mut *table), &mut inspections, &mut pending);
+    let split = split(
+        l,
+        leaf_desc,
+        &leaf_args,
+        block,
+        &args,
+        &buffers,
+        Some(&mut *table),
+        &mut inspections,
+        &mut pending,
+        None,
+    );
     let mut outcome = match split {
         Ok((parts, mut reductions)) => {
             let t = std::time::Instant::now();
@@ -143,7 +153,7 @@ pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outc
 /// reads them from the buffer as it is then.
 pub(crate) fn warm(l: &Launch<'_>, b: &Bindings) {
     let leaf = &l.module.program.nodes[b.leaf as usize];
-    let _ = split(l, leaf, &b.leaf_args, b.block, &b.args, &b.buffers, None, &mut Vec::new(), &mut false);
+    let _ = split(l, leaf, &b.leaf_args, b.block, &b.args, &b.buffers, None, &mut Vec::new(), &mut false, None);
 }
 
 /// An indirect write of one partition whose index values are still to be read.
@@ -259,26 +269,11 @@ fn map_values(l: &Launch<'_>, dn: &dashdb::Node, leaf: &NodeDesc, leaf_args: &[u
 }
 
 /// The partitions and their accesses, or why the launch may not be split. Without the table
-/// (planning ahead) indirect writes are left out.
+/// (planning ahead) indirect writes are left out. `over`: the node's maps made for this
+/// launch's values, where the build's failed their conditions (`respecialize` below); `None`
+/// from every caller but itself.
 #[allow(clippy::too_many_arguments)]
 fn split(
-    l: &Launch<'_>,
-    leaf: &NodeDesc,
-    leaf_args: &[u8],
-    block: Option<[i64; 3]>,
-    args: &[BufArg],
-    buffers: &[(u64, u64)],
-    table: Option<&mut Table>,
-    inspections: &mut Vec<Inspection>,
-    pending: &mut bool,
-) -> Result<(Parts, Vec<Reduce>), String> {
-    split_with(l, leaf, leaf_args, block, args, buffers, table, inspections, pending, None)
-}
-
-/// [`split`] with the node's maps `over`, where the build's failed their assumptions at this
-/// launch and maps made for its values replace them ([`respecialize`]).
-#[allow(clippy::too_many_arguments)]
-fn split_with(
     l: &Launch<'_>,
     leaf: &NodeDesc,
     leaf_args: &[u8],
@@ -313,7 +308,7 @@ fn split_with(
                     // Its plans now depend on every integer (where none are made, nothing
                     // changes: a plan that runs whole depends on what the build's maps name).
                     super::respecialized::mark(module, built);
-                    split_with(l, leaf, leaf_args, block, args, buffers, table, inspections, pending, Some(n))
+                    split(l, leaf, leaf_args, block, args, buffers, table, inspections, pending, Some(n))
                 }
                 super::special::Found::Pending => {
                     *pending = true;
