@@ -36,7 +36,13 @@ pub(crate) fn mode() -> Mode {
     *MODE.get_or_init(|| match std::env::var("HPVM_MGPU_SPECIALIZE").unwrap_or_default().trim() {
         // Every rank must decide alike; a child process beside MPI is avoided.
         "" if crate::ranks::spans_ranks() => Mode::Off,
-        "" if crate::devices::devices().on_gpus() => Mode::Background,
+        // Dry-run devices stand in for GPUs (as for planning ahead): what they measure is a
+        // GPU run's runtime work, which does not wait for the compiler.
+        "" if crate::devices::devices().on_gpus()
+            || crate::devices::devices().sims.first().is_some_and(|d| d.is_dry()) =>
+        {
+            Mode::Background
+        }
         "" => Mode::Wait,
         "off" | "0" => Mode::Off,
         "wait" => Mode::Wait,
