@@ -516,7 +516,9 @@ fn the_split_policy_splits_what_pays_and_says_why_not() {
     assert_eq!(node(&s, "Blocks")["partitioned_launches"], 50);
 
     // A stencil of milliseconds per launch splits: the first launch by default, the others
-    // because the first measured that it pays (a thread start is tens of microseconds).
+    // because the first measured that it pays (a thread start is tens of microseconds). On a
+    // loaded machine (two test binaries at once on two cores) the measurement may say it does
+    // not: then the launches it kept whole say why.
     let exe = build(&dir, "examples/stencil2d.c");
     let args = ["1024", "1024", "4"];
     let host = run_ok(&exe, &args, &[("HPVM_MGPU_DEVICES", "cpu")]);
@@ -529,8 +531,12 @@ fn the_split_policy_splits_what_pays_and_says_why_not() {
     assert_eq!(run_ok(&exe, &args, &env), host);
     let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     let n = node(&s, "StencilBlocks");
-    assert_eq!(n["partitioned_launches"], 4, "{n}");
-    assert_eq!(n["split_declined"], 0, "{n}");
+    let split = n["partitioned_launches"].as_u64().unwrap();
+    assert!(split >= 1, "the first launch splits by default: {n}");
+    assert_eq!(split + n["split_declined"].as_u64().unwrap(), 4, "{n}");
+    if split < 4 {
+        assert!(n["split_declined_because"].as_str().is_some_and(|w| !w.is_empty()), "{n}");
+    }
 }
 
 /// Planning ahead (the default with GPUs, asked for here on simulated devices): the first
