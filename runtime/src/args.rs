@@ -79,7 +79,11 @@ pub fn int_param(node: &NodeDesc, args: &[u8], i: u32) -> Option<i64> {
     if p.kind != ScalarKind::Int {
         return None;
     }
-    let bytes = args.get(p.offset as usize..(p.offset + p.size) as usize)?;
+    int_of(args.get(p.offset as usize..(p.offset + p.size) as usize)?)
+}
+
+/// The integer of 1, 2, 4 or 8 little-endian bytes, sign-extended.
+pub fn int_of(bytes: &[u8]) -> Option<i64> {
     Some(match bytes.len() {
         1 => bytes[0] as i8 as i64,
         2 => i16::from_le_bytes(bytes.try_into().ok()?) as i64,

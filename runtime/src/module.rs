@@ -79,6 +79,11 @@ pub struct NodeStats {
     /// Runs as a launch unit on the devices, and how many of them were split across more
     /// than one device (over at most `max_devices`).
     pub unit_launches: AtomicU64,
+    /// Launches of this unit replayed (`partitioned::replay`) and their instances: each is
+    /// also a run and a unit launch that hit both plan caches, and a run of its root, counted
+    /// so in the report. Two counters, so that a replay adds to no others.
+    pub replays: AtomicU64,
+    pub replayed_instances: AtomicU64,
     pub partitioned: AtomicU64,
     pub max_devices: AtomicU64,
     pub plan_hits: AtomicU64,

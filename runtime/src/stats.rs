@@ -373,8 +373,14 @@ pub fn collect() -> Report {
     let mut modules = launch::loaded();
     modules.sort_by(|a, b| a.module.program.source.cmp(&b.module.program.source));
     for m in modules.iter().map(|l| &l.module) {
-        for (node, st) in m.program.nodes.iter().zip(m.stats.iter()) {
-            let runs = st.runs.load(Ordering::Relaxed);
+        // Replays count only on their unit (`NodeStats::replays`): each was a run of its root.
+        let mut root_replays = vec![0u64; m.stats.len()];
+        for (root, n) in (0..m.program.launches.len() as u32).filter_map(|l| m.cuda_unit(l)) {
+            root_replays[root as usize] += m.stats[n as usize].replays.load(Ordering::Relaxed);
+        }
+        for ((node, st), root_replays) in m.program.nodes.iter().zip(m.stats.iter()).zip(root_replays) {
+            let replays = st.replays.load(Ordering::Relaxed);
+            let runs = st.runs.load(Ordering::Relaxed) + replays + root_replays;
             if runs == 0 {
                 continue;
             }
@@ -398,15 +404,15 @@ pub fn collect() -> Report {
             nodes.push(NodeReport {
                 node: node.shown().to_string(),
                 runs,
-                instances: load(&st.instances),
+                instances: load(&st.instances) + load(&st.replayed_instances) + root_replays,
                 ms: ms(&st.nanos),
                 gpu_kernels_ms: st.kernel_ms.lock().unwrap_or_else(|e| e.into_inner()).clone(),
                 gpu_read_only_cache_launches: load(&st.read_only_cache_launches),
-                unit_launches: load(&st.unit_launches),
+                unit_launches: load(&st.unit_launches) + replays,
                 partitioned_launches: load(&st.partitioned),
                 max_devices: load(&st.max_devices),
-                plan_cache: Hits { hits: load(&st.plan_hits), misses: load(&st.plan_misses) },
-                copy_plan_cache: Hits { hits: load(&st.copy_hits), misses: load(&st.copy_misses) },
+                plan_cache: Hits { hits: load(&st.plan_hits) + replays, misses: load(&st.plan_misses) },
+                copy_plan_cache: Hits { hits: load(&st.copy_hits) + replays, misses: load(&st.copy_misses) },
                 ms_intervals: ms(&st.nanos_intervals),
                 ms_allocation: ms(&st.nanos_alloc),
                 ms_copy_planning: ms(&st.nanos_copy_plan),

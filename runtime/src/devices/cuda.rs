@@ -265,6 +265,9 @@ pub(super) struct Opened {
 pub struct Found {
     f: usize,
     name: usize,
+    /// Whether a launch of it went to the driver directly, with the block and shared memory
+    /// of every launch of it ([`Cuda::launch_found`]'s caller keeps them).
+    validated: bool,
 }
 
 /// Makes `ctx` the calling thread's current context, unless it is already: asking is a read
@@ -508,9 +511,12 @@ impl Cuda {
         let o = self.opened()?;
         // SAFETY: the context lives as long as the process.
         make_current(o.ctx)?;
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if !held.is_empty() {
-            held.flush(o.stream, &|| self.label())?;
+        // Launches are held only where graphs are on: otherwise there is nothing to submit.
+        if super::held::enabled() {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            if !held.is_empty() {
+                held.flush(o.stream, &|| self.label())?;
+            }
         }
         Ok(o)
     }
@@ -985,7 +991,7 @@ impl Cuda {
                 return Ok(());
             }
         }
-        self.launch_direct(ptx, kernel, None, grid, block, shared, params, marks)
+        self.launch_direct(ptx, kernel, None, grid, block, shared, params, marks, false)
     }
 
     /// Holds a launch of `f` ([`super::held`]) where it may be held (one of it went to the
@@ -1018,7 +1024,7 @@ impl Cuda {
     pub fn find_kernel(&self, ptx: &'static CStr, kernel: &str) -> Result<Found, String> {
         let f = self.function(ptx, kernel)?;
         let name = self.held.lock().unwrap_or_else(|e| e.into_inner()).name(kernel);
-        Ok(Found { f: f as usize, name })
+        Ok(Found { f: f as usize, name, validated: false })
     }
 
     /// [`Cuda::launch`] of a kernel [`Cuda::find_kernel`] found, untimed, held where it may be.
@@ -1027,17 +1033,21 @@ impl Cuda {
         &self,
         ptx: &'static CStr,
         kernel: &str,
-        found: &Found,
+        found: &mut Found,
         grid: [u32; 3],
         block: [u32; 3],
         shared: u32,
         params: &mut Params,
     ) -> Result<(), String> {
         let f = found.f as sys::CUfunction;
-        if shared <= 48 * 1024 && super::held::enabled() && self.hold(f, |_| found.name, grid, block, shared, params)? {
+        let name = found.name;
+        if shared <= 48 * 1024 && super::held::enabled() && self.hold(f, |_| name, grid, block, shared, params)? {
             return Ok(());
         }
-        self.launch_direct(ptx, kernel, Some(f), grid, block, shared, params, None)
+        let validated = found.validated;
+        self.launch_direct(ptx, kernel, Some(f), grid, block, shared, params, None, validated)?;
+        found.validated = true;
+        Ok(())
     }
 
     /// A launch straight to the driver (`f`: the kernel's function, where known).
@@ -1052,6 +1062,7 @@ impl Cuda {
         shared: u32,
         params: &mut Params,
         marks: Option<usize>,
+        validated: bool,
     ) -> Result<(), String> {
         let o = self.bind()?;
         let f = match f {
@@ -1076,7 +1087,9 @@ impl Cuda {
         *params = l.params;
         // The message is made only on failure: launches are the hot path.
         launched.map_err(|e| format!("launching {kernel} on {}: {e}", self.label()))?;
-        self.held.lock().unwrap_or_else(|e| e.into_inner()).validated(f, block, shared);
+        if !validated {
+            self.held.lock().unwrap_or_else(|e| e.into_inner()).validated(f, block, shared);
+        }
         if let Some(before) = marks {
             self.mark(before + 1)?;
         }

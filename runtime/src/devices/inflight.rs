@@ -155,6 +155,24 @@ impl Slots {
         Ok(Slots { base, held: Some(f) })
     }
 
+    /// [`Slots::take`] for a launch on GPU `k` alone that needs no slots (an untimed launch
+    /// that copies nothing: a replay); its `base` is empty.
+    pub fn take_none_on(k: usize) -> Result<Slots, String> {
+        let devs = devices();
+        let f = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+        let others = f.busy & !(1u128 << k);
+        if others != 0 {
+            let mut fences = smallvec::SmallVec::<[_; 8]>::new();
+            for d in devs.local_gpus().filter(|d| others & (1 << d) != 0) {
+                fences.push(devs.gpu(d).join_point()?);
+            }
+            for fence in fences {
+                devs.gpu(k).wait_for(fence)?;
+            }
+        }
+        Ok(Slots { base: DeviceList::new(), held: Some(f) })
+    }
+
     /// Whether the launch may be left in flight (its slots were taken for that).
     pub fn asynchronous(&self) -> bool {
         self.held.is_some()

@@ -252,15 +252,8 @@ impl Launch {
         if module.module.cuda_unit(launch).is_none() || !partitioned::replay::may_record() {
             return false;
         }
-        // SAFETY: the caller's argument struct.
-        let args = unsafe { Self::root_args(&module.module, launch, user) };
-        partitioned::replay::try_launch(&module.module, &module.plans, launch, &args)
-    }
-
-    /// A launch that has already run (a replayed CUDA launch, `partitioned::replay`): its
-    /// wait returns at once.
-    pub fn done(module: &'static Loaded, launch: u32) -> Box<Launch> {
-        Box::new(Launch { module, launch, thread: None, stream: None })
+        // SAFETY: the caller's argument struct, of this launch's launcher.
+        unsafe { partitioned::replay::try_launch(&module.module, &module.plans, launch, user) }
     }
 
     /// Starts a launch.

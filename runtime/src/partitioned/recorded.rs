@@ -31,14 +31,37 @@ pub(crate) struct Record {
     pub launch: Launch,
     /// The kernel on its GPU.
     pub found: crate::devices::cuda::Found,
+    /// The launch's parameters as made, each replay's free scalars written over them; empty
+    /// once a held launch took them (made again from `launch` then).
+    pub params: crate::devices::cuda::Params,
+    /// How a replay reads the unit's arguments from the launcher's struct, made at the first
+    /// replay from a launch ([`FromUser`]).
+    pub from_user: Option<FromUser>,
 }
 
-/// Per module: each unit's record.
+/// Where the unit's arguments lie in the argument struct of CUDA launch `launch`'s launcher,
+/// so that a replay compares them with the record where they are, packing nothing.
+pub(crate) struct FromUser {
+    pub launch: u32,
+    /// False where some argument cannot be read so (a free scalar split over two root
+    /// parameters): the unit is then never replayed from this launch.
+    pub usable: bool,
+    /// Bytes that must be as recorded: (offset in the user's struct, offset in
+    /// [`Record::args`], length).
+    pub same: SmallVec<[(u32, u32, u32); 8]>,
+    /// The free scalars: (offset in the user's struct, length, parameter start).
+    pub free: SmallVec<[(u32, u32, u32); 4]>,
+    /// Each root parameter's offset in the user's struct and its bytes (0 where it is no
+    /// integer), for the unit's grid.
+    pub root_params: SmallVec<[(u32, u32); 8]>,
+}
+
+/// Per module: each unit's records, oldest first.
 #[derive(Default)]
-pub(crate) struct Replays(Mutex<FxHashMap<u32, Record>>);
+pub(crate) struct Replays(Mutex<FxHashMap<u32, SmallVec<[Record; 2]>>>);
 
 impl Replays {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, FxHashMap<u32, Record>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, FxHashMap<u32, SmallVec<[Record; 2]>>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -10,12 +10,13 @@
 //!
 //! A unit's launch is recorded ([`record`]) when it ran whole on one GPU, found its plan and its
 //! copy plan in the caches, copied nothing and changed no buffer's coherence state, and its
-//! plan holds for any scalars; the record keeps the table's [`memory::epoch`] after it. A
-//! later launch of the unit is replayed ([`try_launch`]) when:
+//! plan holds for any scalars; the record keeps the table's [`memory::epoch`] after it. A unit
+//! keeps its last two records (a loop swapping two buffers has two launches). A later launch
+//! of the unit is replayed ([`try_launch`]) from a record when:
 //! - the epoch has not moved: nothing was tracked, freed, copied or made current since (every
 //!   change takes the table through [`memory::table`], which moves it; replays do not);
-//! - its arguments are the recorded ones, except scalars the kernel only reads as values
-//!   (`free`), and its grid is the recorded one;
+//! - its arguments are the record's, except scalars the kernel only reads as values
+//!   (`free`), and its grid is the record's, both read where the launcher put them;
 //! - every buffer the plan touches is device memory (`host_stores` false): the host changes
 //!   it only through calls that take the table, never by its own stores.
 //!
@@ -29,19 +30,23 @@
 use super::cache::Launches;
 use super::plan::{CopyPlan, LaunchPlan};
 use super::policy;
-use super::recorded::{Launch, Record, Replays};
+use super::recorded::{FromUser, Launch, Record, Replays};
 use crate::args::{ArgBytes, SendPtr};
 use crate::ctx::NodeCtx;
 use crate::desc::KernelKind;
 use crate::desc::ScalarKind;
 use crate::devices::cuda::Params;
 use crate::devices::devices;
-use crate::devices::inflight::{DeviceList, Slots};
+use crate::devices::inflight::Slots;
 use crate::memory::{self, Table};
 use crate::module::Module;
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
+
+/// Records kept per unit: two, so that a loop that swaps two buffers between launches
+/// (`kernel<<<..>>>(a, b); std::swap(a, b);`) replays both of its launches.
+const RECORDS_PER_UNIT: usize = 2;
 
 /// Whether launches are recorded at all: on GPUs, in one process, with nothing timing the
 /// launches (statistics, benchmarks), and not turned off.
@@ -136,30 +141,62 @@ pub(super) fn record(
     }
     let Some(ptx) = m.ptx else { return };
     let Ok(found) = devices().gpu(l.device).find_kernel(ptx, &l.name) else { return };
-    let record = Record { epoch: memory::epoch(), grid: u.grid, args, free, launch: l, found };
-    u.replays.lock().insert(n, record);
+    let params = Params::copy_of(&l.bytes, &l.starts);
+    let record = Record { epoch: memory::epoch(), grid: u.grid, args, free, launch: l, found, params, from_user: None };
+    let mut replays = u.replays.lock();
+    let records = replays.entry(n).or_default();
+    // The same arguments recorded again (after a change to memory) replace their record;
+    // otherwise the oldest record goes.
+    records.retain(|r| r.args != record.args || r.grid != record.grid);
+    if records.len() == RECORDS_PER_UNIT {
+        records.remove(0);
+    }
+    records.push(record);
 }
 
-/// Replays launch `launch` of `module` (its plans `plans`) with the root's arguments
-/// `root_args`, if its unit's record allows (see the module's doc); whether it did. The
-/// caller has asked [`may_record`] (before packing `root_args`).
-pub(crate) fn try_launch(module: &Module, plans: &Launches, launch: u32, root_args: &[u8]) -> bool {
+/// Replays launch `launch` of `module` (its plans `plans`), its launcher's argument struct at
+/// `user`, if its unit's record allows (see the module's doc); whether it did. The caller has
+/// asked [`may_record`].
+///
+/// This is the launch path of a launch-bound loop: it reads the arguments where the launcher
+/// put them and compares them with the record in place, and launches the record's own
+/// parameters with the free scalars written over them, so that it packs, allocates and
+/// evaluates nothing but the grid.
+///
+/// # Safety
+/// `user` points to the argument struct of launch `launch`'s launcher.
+pub(crate) unsafe fn try_launch(module: &Module, plans: &Launches, launch: u32, user: *const u8) -> bool {
     let Some((root, n)) = module.cuda_unit(launch) else { return false };
     // The table's lock orders a replay with every change to the table, as a launch's is.
     let _table = memory::table_read();
-    let replays = plans.replays.lock();
-    let Some(rec) = replays.get(&n) else { return false };
-    if memory::epoch() != rec.epoch {
-        return false;
+    let mut replays = plans.replays.lock();
+    let Some(records) = replays.get_mut(&n) else { return false };
+    let epoch = memory::epoch();
+    // SAFETY: the launcher's struct (the caller's contract); every offset lies within it.
+    let at = |off: u32, len: u32| unsafe { std::slice::from_raw_parts(user.add(off as usize), len as usize) };
+    let mut matched = None;
+    for (i, rec) in records.iter_mut().enumerate() {
+        if rec.epoch != epoch {
+            continue;
+        }
+        if !matches!(&rec.from_user, Some(f) if f.launch == launch) {
+            rec.from_user = Some(from_user(module, launch, root, n, &rec.free));
+        }
+        let from = rec.from_user.as_ref().expect("made above");
+        let int = |i: u32| match from.root_params.get(i as usize) {
+            Some(&(off, len)) if len > 0 => crate::args::int_of(at(off, len)),
+            _ => None,
+        };
+        if from.usable
+            && module.node(n).counts.iter().enumerate().all(|(d, e)| e.eval(&int) == Some(rec.grid[d]))
+            && from.same.iter().all(|&(u, a, len)| *at(u, len) == rec.args[a as usize..(a + len) as usize])
+        {
+            matched = Some(i);
+            break;
+        }
     }
-    if module.grid(n, Some((root, root_args))) != rec.grid {
-        return false;
-    }
-    let mut args = ArgBytes::from_elem(0, module.node(n).args_size());
-    for &(from, to, size) in module.bound(n) {
-        args[to..to + size].copy_from_slice(&root_args[from..from + size]);
-    }
-    // Every byte as recorded, but the free scalars', which go to the parameters.
+    let Some(rec) = matched.map(|i| &mut records[i]) else { return false };
+    let from = rec.from_user.as_ref().expect("matched above");
     // On several GPUs, only where the split policy would keep the launch whole without
     // looking at it ([`super::policy`]'s settled launches), and counted as it counts them;
     // asked last, since a yes is used up.
@@ -178,24 +215,22 @@ pub(crate) fn try_launch(module: &Module, plans: &Launches, launch: u32, root_ar
             module.stats[n as usize].note_declined_again();
         }
     }
-    let l = &rec.launch;
-    let mut params = Params::copy_of(&l.bytes, &l.starts);
-    for &(o, s, p) in &rec.free {
-        params.set(p, &args[o..o + s]);
-        args[o..o + s].fill(0);
+    let Record { launch: l, params, found, grid, .. } = rec;
+    if params.starts().is_empty() {
+        *params = Params::copy_of(&l.bytes, &l.starts);
     }
-    if args != rec.args {
-        return false;
+    for &(u, len, p) in &from.free {
+        params.set(p as usize, at(u, len));
     }
     let (k, ptx) = (l.device, module.ptx.expect("a unit that launched on a GPU has PTX"));
     // No marks: the launch is untimed and copies nothing.
-    let slots = match Slots::take(&[k], &DeviceList::from_elem(0, devs.count())) {
+    let slots = match Slots::take_none_on(k) {
         Ok(s) => s,
         Err(e) => crate::fatal(&format!("a kernel launched earlier failed: {e}")),
     };
     let node = module.node(n);
     policy::log_line!("{} replayed", node.shown());
-    if let Err(err) = devs.gpu(k).launch_found(ptx, &l.name, &rec.found, l.grid, l.block, l.shared, &mut params) {
+    if let Err(err) = devs.gpu(k).launch_found(ptx, &l.name, found, l.grid, l.block, l.shared, params) {
         crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc));
     }
     if slots.asynchronous() {
@@ -207,10 +242,42 @@ pub(crate) fn try_launch(module: &Module, plans: &Launches, launch: u32, root_ar
         }
     }
     let st = &module.stats[n as usize];
-    st.unit_launches.fetch_add(1, Ordering::Relaxed);
-    st.plan_hits.fetch_add(1, Ordering::Relaxed);
-    st.copy_hits.fetch_add(1, Ordering::Relaxed);
-    st.record(rec.grid.iter().product::<i64>() as u64, 0);
-    module.stats[root as usize].record(1, 0);
+    st.replays.fetch_add(1, Ordering::Relaxed);
+    st.replayed_instances.fetch_add(grid.iter().product::<i64>() as u64, Ordering::Relaxed);
     true
+}
+
+/// Where unit `n`'s arguments (root `root`'s, bound into it) lie in launch `launch`'s
+/// argument struct, its free scalars `free` (unit offset, bytes, parameter start) apart.
+fn from_user(module: &Module, launch: u32, root: u32, n: u32, free: &[(usize, usize, usize)]) -> FromUser {
+    let desc = &module.program.launches[launch as usize];
+    let params = &module.node(root).params;
+    let root_params = params
+        .iter()
+        .zip(&desc.arg_offsets)
+        .map(|(p, &off)| (off, if p.kind == ScalarKind::Int { p.size } else { 0 }))
+        .collect();
+    let mut f = FromUser { launch, usable: true, same: SmallVec::new(), free: SmallVec::new(), root_params };
+    for &(from, to, size) in module.bound(n) {
+        // The root parameter holding bytes `from..from + size` of the root's arguments.
+        let Some((p, &off)) = params
+            .iter()
+            .zip(&desc.arg_offsets)
+            .find(|(p, _)| p.offset as usize <= from && from + size <= (p.offset + p.size) as usize)
+        else {
+            f.usable = false;
+            return f;
+        };
+        let user = off + (from - p.offset as usize) as u32;
+        match free.iter().find(|&&(o, s, _)| o < to + size && to < o + s) {
+            None => f.same.push((user, to as u32, size as u32)),
+            Some(&(o, s, at)) if o == to && s == size => f.free.push((user, size as u32, at as u32)),
+            // Part of a free scalar: not read so.
+            Some(_) => {
+                f.usable = false;
+                return f;
+            }
+        }
+    }
+    f
 }
