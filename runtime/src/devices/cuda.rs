@@ -756,15 +756,15 @@ impl Cuda {
                 ),
                 (Place::Device(_), Place::Device(_)) if flat => {
                     let (p, po) = source()?;
-                    check(
-                        &format!("cuMemcpyPeerAsync from {}", p.label()),
-                        result::memcpy_peer_async(me.ctx, c.dst_addr, po.ctx, c.src_addr, total, s),
-                    )
+                    result::memcpy_peer_async(me.ctx, c.dst_addr, po.ctx, c.src_addr, total, s)
+                        .map_err(|e| format!("cuMemcpyPeerAsync from {}: {e}", p.label()))
                 }
                 (Place::Device(_), Place::Device(_)) => {
                     let (p, po) = source()?;
                     let d = peer_rect(c, po.ctx, me.ctx);
-                    check(&format!("cuMemcpy3DPeerAsync from {}", p.label()), sys::cuMemcpy3DPeerAsync(&d, s).result())
+                    sys::cuMemcpy3DPeerAsync(&d, s)
+                        .result()
+                        .map_err(|e| format!("cuMemcpy3DPeerAsync from {}: {e}", p.label()))
                 }
                 _ => check("cuMemcpy2DAsync", sys::cuMemcpy2DAsync_v2(&rect(c), s).result()),
             }
@@ -1229,7 +1229,8 @@ impl super::Device for Cuda {
     fn synchronize(&self) -> Result<(), String> {
         let o = self.bind()?;
         // SAFETY: this device's stream.
-        check(&format!("waiting for {}", self.label()), unsafe { result::stream::synchronize(o.stream) })
+        // The message is made only on failure: a synchronization per launch is common.
+        unsafe { result::stream::synchronize(o.stream) }.map_err(|e| format!("waiting for {}: {e}", self.label()))
     }
 }
 
