@@ -9,6 +9,7 @@
 
 use crate::error::{Error, Result};
 use crate::isolate;
+use hpvm_core::cuda::Halves;
 use hpvm_core::frontend::{self, ClangOptions, InputKind, Language};
 use hpvm_core::scratch::ScratchDir;
 use inkwell::context::Context;
@@ -29,6 +30,9 @@ pub struct BuildOptions {
     pub lib_dirs: Vec<PathBuf>,
     pub compile_only: bool,
     pub emit_llvm: bool,
+    /// Relocatable device code (`--rdc`): CUDA files become carriers of their halves, which
+    /// the link compiles as one ([`crate::rdc`]).
+    pub rdc: bool,
     /// GPU architecture of the kernels' PTX (`sm_80`...); `None`: no GPU code.
     pub gpu_arch: Option<String>,
     /// Architectures whose machine code the executable carries beside the PTX (ptxas).
@@ -99,40 +103,73 @@ pub fn build(opts: &BuildOptions) -> Result<()> {
         }
         let out =
             if stops_early { outputs[i].clone() } else { scratch.path().join(format!("{i}-{}.o", stem_of(input))) };
-        // In a child process: an abort inside LLVM, Polly or ISL is reported, and what it
-        // left in the scratch directory goes with it.
-        let compile = |opts: &BuildOptions| {
-            isolate::run(scratch.path(), "compile", |_| {
-                compile_one(input, language, opts, &out, stops_early, scratch.path())?;
-                Ok(Vec::new())
-            })
-        };
-        let mut outcome = compile(opts)?;
-        if let (isolate::Outcome::Crashed { how, .. }, Some(_)) = (&outcome, &opts.gpu_arch) {
-            // LLVM's NVPTX backend aborts on some code: the file's kernels then run on the
-            // CPU, and the program builds.
-            eprintln!(
-                "{}: warning: compiling this file's kernels for the GPU crashed ({how}); they run on the CPU. This \
-                 is a bug of hpvm-mgpu: please report it with the file",
-                input.display()
-            );
-            outcome = compile(&BuildOptions { gpu_arch: None, ..opts.clone() })?;
-        }
-        match outcome {
-            isolate::Outcome::Done(_) => {}
-            isolate::Outcome::Reported => return Err(Error::Reported),
-            isolate::Outcome::Crashed { how, doing, .. } => {
-                return Err(Error::Crashed(isolate::crash_message(input, &how, doing.as_deref())))
+        let cuda = matches!(InputKind::detect(input, language)?, InputKind::Source(Language::Cuda));
+        if cuda && opts.rdc && !opts.emit_llvm {
+            let halves = hpvm_core::cuda::compile_halves(input, &clang_for(opts, language))?;
+            let tmp = if stops_early { temp_beside(&out) } else { out.clone() };
+            crate::rdc::write_object(&halves, &tmp, &codegen_machine(opts.opt_level)?)?;
+            if stops_early {
+                install(&tmp, &out)?;
             }
-            // The compile stage runs without a limit.
-            isolate::Outcome::Stalled { .. } => unreachable!("no patience was given"),
+        } else {
+            compile_isolated(input, opts, scratch.path(), &|opts| {
+                compile_one(input, language, opts, &out, stops_early, scratch.path())
+            })?;
         }
         objects.push(out);
     }
     if stops_early {
         return Ok(());
     }
+    // Relocatable device code: the carriers' sources compiled as one.
+    let (carried, mut objects): (Vec<_>, Vec<_>) =
+        objects.into_iter().map(|o| (crate::rdc::read_object(&o), o)).partition(|(h, _)| h.is_some());
+    let carried: Vec<Halves> = carried.into_iter().filter_map(|(h, _)| h).collect();
+    if let Some(first) = carried.first() {
+        let out = scratch.path().join("rdc-linked.o");
+        let shown = PathBuf::from(&first.source);
+        compile_isolated(&shown, opts, scratch.path(), &|opts| compile_carried(&carried, opts, &out, scratch.path()))?;
+        objects.push((None, out));
+    }
+    let objects: Vec<PathBuf> = objects.into_iter().map(|(_, o)| o).collect();
     link(&objects, &outputs[0], opts)
+}
+
+/// Runs `compile` (of `input`, or of the sources it names) in a child process: an abort
+/// inside LLVM, Polly or ISL is reported, and what it left in the scratch directory goes with
+/// it. Where compiling kernels for the GPU crashes, they are compiled for the CPU instead.
+fn compile_isolated(
+    input: &Path,
+    opts: &BuildOptions,
+    scratch: &Path,
+    compile: &dyn Fn(&BuildOptions) -> Result<()>,
+) -> Result<()> {
+    let run = |opts: &BuildOptions| {
+        isolate::run(scratch, "compile", |_| {
+            compile(opts)?;
+            Ok(Vec::new())
+        })
+    };
+    let mut outcome = run(opts)?;
+    if let (isolate::Outcome::Crashed { how, .. }, Some(_)) = (&outcome, &opts.gpu_arch) {
+        // LLVM's NVPTX backend aborts on some code: the file's kernels then run on the
+        // CPU, and the program builds.
+        eprintln!(
+            "{}: warning: compiling this file's kernels for the GPU crashed ({how}); they run on the CPU. This \
+             is a bug of hpvm-mgpu: please report it with the file",
+            input.display()
+        );
+        outcome = run(&BuildOptions { gpu_arch: None, ..opts.clone() })?;
+    }
+    match outcome {
+        isolate::Outcome::Done(_) => Ok(()),
+        isolate::Outcome::Reported => Err(Error::Reported),
+        isolate::Outcome::Crashed { how, doing, .. } => {
+            Err(Error::Crashed(isolate::crash_message(input, &how, doing.as_deref())))
+        }
+        // The compile stage runs without a limit.
+        isolate::Outcome::Stalled { .. } => unreachable!("no patience was given"),
+    }
 }
 
 /// Whether `a` and `b` name the same file (`b` may not exist yet).
@@ -153,17 +190,48 @@ fn compile_one(
     scratch: &Path,
 ) -> Result<()> {
     let ctx = Context::create();
+    tracing::info!("compiling {}", input.display());
+    let module = frontend::load(&ctx, input, &clang_for(opts, language))?;
+    let cuda = matches!(frontend::InputKind::detect(input, language)?, InputKind::Source(Language::Cuda));
+    compile_module(&module, input, cuda, opts, out, user_visible, scratch)
+}
+
+/// The clang options of an input in `language` (`None`: from its extension).
+fn clang_for(opts: &BuildOptions, language: Option<Language>) -> ClangOptions {
     let mut clang = opts.clang.clone();
     clang.opt_level = Some(opts.opt_level);
     clang.language = language;
-    tracing::info!("compiling {}", input.display());
-    let module = frontend::load(&ctx, input, &clang)?;
+    clang
+}
+
+/// The sources of relocatable-device-code carriers ([`crate::rdc`]), compiled as one to the
+/// object `out`.
+fn compile_carried(carried: &[Halves], opts: &BuildOptions, out: &Path, scratch: &Path) -> Result<()> {
+    let ctx = Context::create();
+    let shown = carried.iter().map(|h| h.source.as_str()).collect::<Vec<_>>().join(", ");
+    tracing::info!("compiling the device code of {shown} as one");
+    let module = hpvm_core::cuda::load_halves(&ctx, carried)?;
+    frontend::prepare(&module)?;
+    compile_module(&module, Path::new(&carried[0].source), true, opts, out, false, scratch)
+}
+
+/// A loaded module (of source `input`, a CUDA source if `cuda`) to an object (or `.ll` with
+/// `--emit-llvm`) at `out`.
+fn compile_module(
+    module: &inkwell::module::Module<'_>,
+    input: &Path,
+    cuda: bool,
+    opts: &BuildOptions,
+    out: &Path,
+    user_visible: bool,
+    scratch: &Path,
+) -> Result<()> {
     let tm = codegen_machine(opts.opt_level)?;
     let data = tm.get_target_data();
-    match hpvm_core::graph_of_module(&module, &input.display().to_string()) {
+    match hpvm_core::graph_of_module(module, &input.display().to_string()) {
         Ok(graph) => {
             tracing::info!("{}: {} nodes, {} launches", input.display(), graph.nodes.len(), graph.launches.len());
-            let db = analysis_of(&module, &graph, input, opts, scratch)?;
+            let db = analysis_of(module, &graph, input, opts, scratch)?;
             let json = db.as_ref().map(|d| d.to_json());
             // A node that wants its launch's values (`dashdb::Node::specializable`), or whose
             // maps' conditions may fail at a launch (`may_respecialize`), is analysed again at
@@ -183,7 +251,7 @@ fn compile_one(
             let sass_dir = scratch.join(format!("sass-{}", out.file_name().unwrap_or_default().to_string_lossy()));
             std::fs::create_dir_all(&sass_dir).map_err(|e| Error::io(sass_dir.display().to_string(), e))?;
             let lowered = transform::lower(
-                &module,
+                module,
                 &graph,
                 &data,
                 &transform::LowerOptions {
@@ -196,10 +264,7 @@ fn compile_one(
                         .as_ref()
                         .zip(compiler.as_deref())
                         .map(|(b, c)| transform::host::AnalysisInput { bitcode: b.as_slice(), compiler: c }),
-                    math: match frontend::InputKind::detect(input, language)? {
-                        InputKind::Source(Language::Cuda) => transform::gpu::Math::Cuda,
-                        _ => transform::gpu::Math::C,
-                    },
+                    math: if cuda { transform::gpu::Math::Cuda } else { transform::gpu::Math::C },
                 },
             )?;
             for f in &lowered.fallbacks {
@@ -234,7 +299,7 @@ fn compile_one(
                 std::fs::write(&path, ptx).map_err(|e| Error::io(path.display().to_string(), e))?;
             }
             tracing::info!("{}: {} GPU kernels", input.display(), lowered.kernels);
-            if matches!(frontend::InputKind::detect(input, language)?, InputKind::Source(Language::Cuda)) {
+            if cuda {
                 // A kernel's graph belongs to its file: a kernel defined in several files (a
                 // template instantiated in each, or `static`) has a graph in each, which must
                 // neither clash at the link nor merge, since each file's functions keep their
@@ -253,7 +318,7 @@ fn compile_one(
     module.set_data_layout(&data.get_data_layout());
     if opts.opt_level > 0 {
         let passes = format!("default<O{}>", opts.opt_level);
-        if clang.verbose {
+        if opts.clang.verbose {
             eprintln!("+ optimize {}: {passes}", input.display());
         }
         module.run_passes(&passes, &tm, PassBuilderOptions::create()).map_err(|e| Error::Llvm(e.to_string()))?;
@@ -263,8 +328,8 @@ fn compile_one(
     let written = if opts.emit_llvm {
         module.print_to_file(&tmp).map_err(|e| Error::Llvm(e.to_string()))
     } else {
-        hpvm_core::ctors::to_init_arrays(&module);
-        tm.write_to_file(&module, FileType::Object, &tmp).map_err(|e| Error::Llvm(e.to_string()))
+        hpvm_core::ctors::to_init_arrays(module);
+        tm.write_to_file(module, FileType::Object, &tmp).map_err(|e| Error::Llvm(e.to_string()))
     };
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
@@ -411,7 +476,7 @@ fn keep_done(opts: &mut analysis::Options, heard: &[String]) {
     }
 }
 
-fn codegen_machine(opt_level: u8) -> Result<TargetMachine> {
+pub(crate) fn codegen_machine(opt_level: u8) -> Result<TargetMachine> {
     use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target};
     use inkwell::OptimizationLevel;
     Target::initialize_native(&InitializationConfig::default()).map_err(Error::Llvm)?;

@@ -80,6 +80,12 @@ pub enum Command {
         /// Stop after compiling: write the transformed, optimized LLVM IR (.ll).
         #[arg(long = "emit-llvm")]
         emit_llvm: bool,
+        /// Relocatable device code (nvcc's `-rdc=true`, `-dc`): a kernel may call `__device__`
+        /// functions and use `__device__` variables of other CUDA files. With -c each CUDA
+        /// file's object carries its code as compiled, and the link compiles the device code
+        /// of all of them as one.
+        #[arg(long = "rdc")]
+        rdc: bool,
         /// GPU architecture of the kernels (sm_50 .. sm_90a); repeat it for several. The
         /// executable carries machine code for each (ptxas, as nvcc's -gencode) and PTX for the
         /// oldest, which the driver compiles for any other GPU. Default: sm_80 and sm_90
@@ -263,10 +269,10 @@ pub fn normalize_args(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
             _ => (s, None),
         };
         match nvcc_flag(flag, value.as_deref()) {
-            // `-c -dc` says it twice.
+            // `-c -dc` says it twice, and `-dc -rdc=true` too.
             Some(Nvcc::Args(words)) => {
                 for w in words {
-                    if w != "-c" || !out.iter().any(|o| o == "-c") {
+                    if !matches!(w.as_str(), "-c" | "--rdc") || !out.iter().any(|o| *o == *w) {
                         out.push(OsString::from(w));
                     }
                 }
@@ -282,7 +288,9 @@ pub fn normalize_args(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
 }
 
 /// nvcc's flags that take a value, as `-flag value` or `-flag=value`.
-const NVCC_WITH_VALUE: [&str; 30] = [
+const NVCC_WITH_VALUE: [&str; 32] = [
+    "-rdc",
+    "--relocatable-device-code",
     "-Xcudafe",
     "--cudafe-options",
     "-Xnvlink",
@@ -390,7 +398,10 @@ fn nvcc_flag(flag: &str, value: Option<&str>) -> Option<Nvcc> {
         | "--restrict"
         | "--resource-usage"
         | "-res-usage" => none(),
-        f if f.starts_with("-rdc=") || f.starts_with("--relocatable-device-code=") => none(),
+        "-rdc" | "--relocatable-device-code" => match value {
+            "true" => Some(Nvcc::Args(vec!["--rdc".into()])),
+            _ => none(),
+        },
         f if f.starts_with("-maxrregcount=") || f.starts_with("--ptxas-options=") || f.starts_with("-Xptxas=") => {
             none()
         }
@@ -409,8 +420,9 @@ fn nvcc_flag(flag: &str, value: Option<&str>) -> Option<Nvcc> {
         | "-allow-unsupported-compiler"
         | "--allow-unsupported-compiler" => none(),
         "-w" | "--disable-warnings" => none(),
-        // Relocatable device code, compiled apart: an object like any other here.
-        "-dc" | "--device-c" | "-dw" | "--device-w" => Some(Nvcc::Args(vec!["-c".into()])),
+        // `-dc` is `-c -rdc=true`; `-dw` compiles whole-program device code, as `-c` does.
+        "-dc" | "--device-c" => Some(Nvcc::Args(vec!["-c".into(), "--rdc".into()])),
+        "-dw" | "--device-w" => Some(Nvcc::Args(vec!["-c".into()])),
         // Flushing denormals and approximate division and square roots only lose precision:
         // kept IEEE, as `-use_fast_math` is. Fused multiply-adds change results either way,
         // so `--fmad=false` is taken as asked.
@@ -492,6 +504,7 @@ pub fn run(cli: Cli, languages: Vec<Option<Language>>) -> Result<()> {
             lib_dirs,
             compile_only,
             emit_llvm,
+            rdc,
             gpu_arch,
             no_gpu,
             emit_ptx,
@@ -512,6 +525,7 @@ pub fn run(cli: Cli, languages: Vec<Option<Language>>) -> Result<()> {
             lib_dirs,
             compile_only,
             emit_llvm,
+            rdc,
             gpu_arch: (!no_gpu).then(|| ptx_arch(&gpu_arch)),
             sass: if no_gpu { vec![] } else { sass_archs(gpu_arch) },
             emit_ptx,
@@ -568,7 +582,7 @@ mod nvcc_tests {
         assert_eq!(norm(&["build", "-arch", "sm_70", "a.cu"]), ["build", "--gpu-arch=sm_70", "a.cu"]);
         assert_eq!(
             norm(&["build", "--use_fast_math", "--expt-relaxed-constexpr", "-lineinfo", "-rdc=true", "a.cu"]),
-            ["build", "a.cu"]
+            ["build", "--rdc", "a.cu"]
         );
         assert_eq!(norm(&["build", "-ccbin", "g++", "-Xptxas", "-v", "a.cu"]), ["build", "a.cu"]);
         assert_eq!(nvcc_flag("-Xcompiler", Some("-Wall,-fopenmp")), Some(Nvcc::Args(vec!["--openmp".into()])));
@@ -579,8 +593,10 @@ mod nvcc_tests {
             norm(&["build", "-Xcudafe", "--diag_suppress=177", "-t", "4", "-arch=native", "--keep", "-w", "a.cu"]),
             ["build", "a.cu"]
         );
-        assert_eq!(norm(&["build", "-c", "-dc", "a.cu", "-o", "a.o"]), ["build", "-c", "a.cu", "-o", "a.o"]);
-        assert_eq!(norm(&["build", "-dc", "a.cu"]), ["build", "-c", "a.cu"]);
+        assert_eq!(norm(&["build", "-c", "-dc", "a.cu", "-o", "a.o"]), ["build", "-c", "--rdc", "a.cu", "-o", "a.o"]);
+        assert_eq!(norm(&["build", "-dc", "-rdc=true", "a.cu"]), ["build", "-c", "--rdc", "a.cu"]);
+        assert_eq!(norm(&["build", "-rdc", "true", "-dw", "a.cu"]), ["build", "--rdc", "-c", "a.cu"]);
+        assert_eq!(norm(&["build", "--relocatable-device-code=false", "a.cu"]), ["build", "a.cu"]);
         assert_eq!(
             norm(&["build", "--fmad=false", "-ftz=true", "--prec-div", "false", "a.cu"]),
             ["build", "--no-fmad", "a.cu"]

@@ -9,6 +9,7 @@ mod cli;
 mod error;
 mod isolate;
 mod libraries;
+mod rdc;
 
 use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;

@@ -193,7 +193,7 @@ fn nvcc_flags_and_language_override() {
 
 /// nvcc's `--fmad=false`: kernels keep multiplications and additions apart (each rounded),
 /// where by default `a * b + c` is one fused multiply-add, as nvcc and clang's CUDA make it.
-/// `-dc` (relocatable device code) compiles an object as `-c` does, also said twice.
+/// `-c -dc` (relocatable device code, `-c` said twice) writes an object.
 #[test]
 fn fmad_false_keeps_multiplications_and_additions_apart() {
     let dir = TempDir::new("cuda-fmad");
@@ -363,6 +363,47 @@ fn kernels_defined_in_two_files_link_and_stay_apart() {
             );
         }
     }
+}
+
+/// Relocatable device code (nvcc's `-dc`, `-rdc=true`): a kernel calls a `__device__`
+/// function and reads a `__device__` variable (written by `cudaMemcpyToSymbol`) of another
+/// file, and each file keeps its own `static` kernel and variable of a shared name. Objects
+/// compiled apart and one command over both sources give the same program; its kernels have
+/// GPU code (they do not fall back to the CPU for want of the other file's function).
+#[test]
+fn relocatable_device_code_links_across_files() {
+    let dir = TempDir::new("cuda-rdc");
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let (main, ops) = ("tests/inputs/cuda/rdc/main.cu", "tests/inputs/cuda/rdc/ops.cu");
+    for (src, obj) in [(main, "main.o"), (ops, "ops.o")] {
+        let out = hpvm_mgpu(&["build", "-O2", "-dc", src, "-o", &path(obj)]);
+        assert!(out.status.success(), "{src}: {}", stderr(&out));
+    }
+    let apart = hpvm_mgpu(&["build", "-O2", "--emit-ptx", &path("main.o"), &path("ops.o"), "-o", &path("apart")]);
+    assert!(apart.status.success(), "{}", stderr(&apart));
+    assert!(!stderr(&apart).contains("runs on the CPU"), "{}", stderr(&apart));
+    let ptx = std::fs::read_to_string(dir.join("main.ptx")).unwrap();
+    assert!(ptx.contains("_Z5applyPfi_blocks(") && ptx.contains("_ZL4bumpPfi_blocks("), "{ptx}");
+    let once = hpvm_mgpu(&["build", "-O0", "-rdc=true", main, ops, "-o", &path("once")]);
+    assert!(once.status.success(), "{}", stderr(&once));
+    let mut sums = Vec::new();
+    for exe in ["apart", "once"] {
+        for devices in ["cpu:1", "cpu:3"] {
+            let run = run_program(&dir.join(exe), &["10007"], &[("HPVM_MGPU_DEVICES", devices)]);
+            let text = stdout(&run);
+            assert!(run.status.success() && text.contains("PASS"), "{exe} {devices}: {text}{}", stderr(&run));
+            sums.push(checksum(&text).expect("a checksum"));
+        }
+    }
+    assert!(sums.windows(2).all(|w| w[0] == w[1]), "{sums:?}");
+
+    // `static` kernels of one name in two files stay apart under -rdc too.
+    let src = "tests/inputs/cuda/two_files";
+    let (a, main) = (format!("{src}/a.cu"), format!("{src}/main.cu"));
+    let out = hpvm_mgpu(&["build", "-O2", "-rdc=true", &a, &main, "-o", &path("two")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = run_program(&dir.join("two"), &[], &[("HPVM_MGPU_DEVICES", "cpu:2")]);
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
 }
 
 /// A syntax error in a `.cu` file is clang's message at the user's file:line, exit 1, no

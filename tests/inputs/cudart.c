@@ -221,6 +221,14 @@ int main(int argc, char **argv) {
   EXPECT(cudaMemPrefetchAsync(um + 16, 64, 0, 0) == cudaSuccess);
   EXPECT(cudaMemPrefetchAsync(um, 8192, cudaCpuDeviceId, 0) == cudaErrorInvalidValue);
   EXPECT(cudaMemPrefetchAsync(e, bytes, 0, 0) == cudaErrorInvalidValue);
+  /* CUDA 12.2's spellings with a location, which the C++ overloads call. */
+  struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, 0}, cpu = {cudaMemLocationTypeHost, 0};
+  struct cudaMemLocation none = {cudaMemLocationTypeInvalid, 0};
+  EXPECT(cudaMemAdvise_v2(um, 4096, cudaMemAdviseSetPreferredLocation, gpu) == cudaSuccess);
+  EXPECT(cudaMemAdvise_v2(um, 4096, cudaMemAdviseSetAccessedBy, none) == cudaErrorInvalidValue);
+  EXPECT(cudaMemPrefetchAsync_v2(um, 4096, cpu, 0, 0) == cudaSuccess);
+  EXPECT(cudaMemPrefetchAsync_v2(um, 4096, gpu, 1, 0) == cudaErrorInvalidValue);
+  EXPECT(cudaMemPrefetchAsync_v2(e, bytes, gpu, 0, 0) == cudaErrorInvalidValue);
   EXPECT(cudaGetLastError() == cudaErrorInvalidValue);
   EXPECT(cudaFree(um) == cudaSuccess);
   float *page = malloc(4096);

@@ -30,7 +30,6 @@ use inkwell::AddressSpace;
 use llvm_sys::core::*;
 use llvm_sys::debuginfo::*;
 use llvm_sys::prelude::*;
-use std::path::Path;
 
 /// What the host side needs to launch one converted kernel.
 pub(super) struct Kernel {
@@ -114,21 +113,106 @@ fn scalars_of(ty: LLVMTypeRef) -> Option<Vec<(Vec<u32>, LLVMTypeRef)>> {
     }
 }
 
-/// Reads the device half's IR: its kernels, and the module without their NVPTX annotations
-/// (which would make the GPU backend take every leaf for a kernel of its own).
-pub(super) fn read<'ctx>(ctx: &'ctx Context, path: &Path) -> Result<(Module<'ctx>, Vec<String>)> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(&path.display().to_string(), e))?;
-    let parse = |text: &str| {
-        let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "device");
-        ctx.create_module_from_ir(buf)
-            .map_err(|e| Error::BadIr { file: path.display().to_string(), message: e.to_string() })
-    };
-    let annotated = parse(&text)?;
-    let kernels = kernels_of(&annotated);
-    drop(annotated);
-    let kept: String =
-        text.lines().filter(|l| !l.starts_with("!nvvm.annotations = ")).flat_map(|l| [l, "\n"]).collect();
-    Ok((parse(&kept)?, kernels))
+/// Reads the device halves of one or more sources (NVPTX IR as text, with the sources' names
+/// for messages) into one module: their kernels, and the module without their NVPTX
+/// annotations (which would make the GPU backend take every leaf for a kernel of its own).
+/// Several halves are linked as one program's device code is (relocatable device code): a
+/// kernel may call a `__device__` function or use a `__device__` variable another defines.
+/// A kernel or variable local to its source (`static`) whose name an earlier source has too
+/// is renamed apart (a `.rdcN` suffix, N the source's index); the renames, per source, are
+/// returned for its host half, whose stubs and shadows must follow.
+pub(super) fn read<'ctx>(ctx: &'ctx Context, halves: &[(&str, &str)]) -> Result<Read<'ctx>> {
+    let mut linked: Option<Module<'ctx>> = None;
+    let mut kernels = Vec::new();
+    let mut renames = Vec::new();
+    // Every source's names local to it so far (`static` kernels and variables), which the
+    // host registers by name.
+    let mut local: Vec<String> = Vec::new();
+    for (i, &(source, text)) in halves.iter().enumerate() {
+        let parse = |text: &str| {
+            let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "device");
+            ctx.create_module_from_ir(buf)
+                .map_err(|e| Error::BadIr { file: source.to_string(), message: e.to_string() })
+        };
+        let annotated = parse(text)?;
+        let mut these = kernels_of(&annotated);
+        drop(annotated);
+        let kept: String =
+            text.lines().filter(|l| !l.starts_with("!nvvm.annotations = ")).flat_map(|l| [l, "\n"]).collect();
+        let module = parse(&kept)?;
+        let mut renamed = Vec::new();
+        if halves.len() > 1 {
+            for (name, is_kernel) in local_symbols(&module, &these) {
+                if !local.contains(&name) {
+                    local.push(name);
+                    continue;
+                }
+                let new = format!("{name}.rdc{i}");
+                let global = match is_kernel {
+                    true => module.get_function(&name).expect("a kernel of the module").as_global_value(),
+                    false => module.get_global(&name).expect("a variable of the module"),
+                };
+                global.set_name(&new);
+                // Out of the comdat named after it (clang puts a `static` kernel in one), which
+                // the link would otherwise fold into the earlier source's, dropping this one.
+                unsafe { llvm_sys::comdat::LLVMSetComdat(global.as_value_ref(), std::ptr::null_mut()) };
+                if let Some(k) = these.iter_mut().find(|k| **k == name) {
+                    *k = new.clone();
+                }
+                renamed.push(Rename { from: name, to: new, kernel: is_kernel });
+            }
+        }
+        renames.push(renamed);
+        for k in these {
+            if !kernels.contains(&k) {
+                kernels.push(k);
+            }
+        }
+        match &linked {
+            None => linked = Some(module),
+            Some(all) => all.link_in_module(module).map_err(|e| {
+                Error::Cuda(format!("{source}: error: linking its device code with the other files': {e}"))
+            })?,
+        }
+    }
+    let module = linked.ok_or_else(|| Error::Cuda("no CUDA source to read".into()))?;
+    Ok(Read { module, kernels, renames })
+}
+
+/// What [`read`] made of device halves.
+pub(super) struct Read<'ctx> {
+    pub module: Module<'ctx>,
+    pub kernels: Vec<String>,
+    /// Per source, the names of its own that were renamed apart from an earlier source's.
+    pub renames: Vec<Vec<Rename>>,
+}
+
+/// A kernel or variable local to its source, renamed apart from another source's of the same
+/// name ([`read`]).
+pub(super) struct Rename {
+    pub from: String,
+    pub to: String,
+    pub kernel: bool,
+}
+
+/// The module's kernels (of `kernels`) and GPU variables local to its source: those the host
+/// registers by name. clang gives a `static` kernel (or one in an anonymous namespace) an
+/// external symbol in a comdat, so the link would keep one of two such kernels for both;
+/// its name says it is local (`_ZL`, `_GLOBAL__N_`). Other local functions may share names
+/// across sources: the link renames them, and each source's calls keep to its own.
+fn local_symbols(m: &Module<'_>, kernels: &[String]) -> Vec<(String, bool)> {
+    let local = |l: Linkage| matches!(l, Linkage::Internal | Linkage::Private);
+    let functions = kernels.iter().filter(|k| {
+        m.get_function(k).is_some_and(|f| {
+            f.count_basic_blocks() > 0 && (local(f.get_linkage()) || k.starts_with("_ZL") || k.contains("_GLOBAL__N_"))
+        })
+    });
+    let variables = m.get_globals().filter(|g| {
+        let space = unsafe { LLVMGetPointerAddressSpace(LLVMTypeOf(g.as_value_ref())) };
+        matches!(space, 1 | 4) && !g.is_declaration() && local(g.get_linkage())
+    });
+    let variables = variables.map(|g| (g.get_name().to_string_lossy().into_owned(), false));
+    functions.map(|k| (k.clone(), true)).chain(variables).collect()
 }
 
 /// The functions `nvvm.annotations` marks as kernels.

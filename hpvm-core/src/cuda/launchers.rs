@@ -24,7 +24,7 @@ use inkwell::AddressSpace;
 /// The stub clang made for kernel `symbol` in the host half: the kernel's name with
 /// `__device_stub__` before its last component (`_Z4tilePfi` → `_Z19__device_stub__tilePfi`),
 /// matched on the demangled names.
-fn stub_of<'ctx>(host: &Module<'ctx>, symbol: &str) -> Option<FunctionValue<'ctx>> {
+pub(super) fn stub_of<'ctx>(host: &Module<'ctx>, symbol: &str) -> Option<FunctionValue<'ctx>> {
     if !symbol.starts_with("_Z") {
         return host.get_function(&format!("__device_stub__{symbol}"));
     }

@@ -30,7 +30,7 @@ mod launchers;
 pub use asm::{ASM_CONSTRAINTS, ASM_PREFIX, ASM_TEXT};
 pub use device::{is_pure_libdevice, PRINTF, WARP_PREFIX};
 
-use crate::frontend::{add_ir_flags, add_user_flags, clang, read_ir, run_clang, ClangOptions};
+use crate::frontend::{add_ir_flags, add_user_flags, clang, run_clang, ClangOptions};
 use crate::scratch::ScratchDir;
 use crate::{Error, Result};
 use inkwell::context::Context;
@@ -60,6 +60,24 @@ enum Half {
 
 /// Compiles, rewrites and links a CUDA source into one host module (not yet [`crate::frontend::prepare`]d).
 pub fn load<'ctx>(ctx: &'ctx Context, path: &Path, opts: &ClangOptions) -> Result<Module<'ctx>> {
+    load_halves(ctx, &[compile_halves(path, opts)?])
+}
+
+/// A CUDA source's two halves as clang leaves them, before they are rewritten: what an object
+/// compiled with relocatable device code (`-rdc`, `-dc`) carries, so that the link rewrites the
+/// halves of all its sources together, as one source ([`load_halves`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Halves {
+    /// The source's path, for messages.
+    pub source: String,
+    /// The device half: NVPTX IR, as text.
+    pub device: String,
+    /// The host half: bitcode for the host.
+    pub host: Vec<u8>,
+}
+
+/// Compiles the two halves of CUDA source `path`.
+pub fn compile_halves(path: &Path, opts: &ClangOptions) -> Result<Halves> {
     let scratch = ScratchDir::new("cuda").map_err(|e| Error::io("temporary directory", e))?;
     let (dev_ll, host_bc) = (scratch.path().join("device.ll"), scratch.path().join("host.bc"));
     let minmax = scratch.path().join("hpvm_host_minmax.h");
@@ -89,14 +107,52 @@ pub fn load<'ctx>(ctx: &'ctx Context, path: &Path, opts: &ClangOptions) -> Resul
     let pre = [minmax.as_path(), nvcc.as_path(), textures.as_path()];
     compile_half(&src, opts, Half::Device, &dev_ll, &pre)?;
     compile_half(&src, opts, Half::Host, &host_bc, &pre)?;
-    let host = read_ir(ctx, &host_bc)?;
-    let (dev, kernels) = device::read(ctx, &dev_ll)?;
+    let read = |p: &Path| std::fs::read(p).map_err(|e| Error::io(&p.display().to_string(), e));
+    Ok(Halves {
+        source: path.display().to_string(),
+        device: String::from_utf8_lossy(&read(&dev_ll)?).into_owned(),
+        host: read(&host_bc)?,
+    })
+}
+
+/// Rewrites and links the halves of one or more CUDA sources into one host module (not yet
+/// [`crate::frontend::prepare`]d): several sources' device code is linked before it is
+/// rewritten, so that their kernels may call one another's `__device__` functions, as with
+/// nvcc's relocatable device code.
+pub fn load_halves<'ctx>(ctx: &'ctx Context, halves: &[Halves]) -> Result<Module<'ctx>> {
+    let shown = halves.iter().map(|h| h.source.as_str()).collect::<Vec<_>>().join(", ");
+    let device: Vec<(&str, &str)> = halves.iter().map(|h| (h.source.as_str(), h.device.as_str())).collect();
+    let device::Read { module: dev, kernels, renames } = device::read(ctx, &device)?;
+    let mut linked: Option<Module<'ctx>> = None;
+    for (h, renamed) in halves.iter().zip(&renames) {
+        let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(&h.host, "host");
+        let module = Module::parse_bitcode_from_buffer(&buf, ctx)
+            .map_err(|e| Error::BadIr { file: h.source.clone(), message: e.to_string() })?;
+        // The host's stubs and shadows of kernels and variables renamed on the device side.
+        for r in renamed {
+            if r.kernel {
+                if let Some(stub) = launchers::stub_of(&module, &r.from) {
+                    let name = format!("{}{}", stub.get_name().to_string_lossy(), &r.to[r.from.len()..]);
+                    stub.as_global_value().set_name(&name);
+                }
+            } else if let Some(shadow) = module.get_global(&r.from) {
+                shadow.set_name(&r.to);
+            }
+        }
+        match &linked {
+            None => linked = Some(module),
+            Some(all) => all.link_in_module(module).map_err(|e| {
+                Error::Cuda(format!("{}: error: linking its host code with the other files': {e}", h.source))
+            })?,
+        }
+    }
+    let host = linked.ok_or_else(|| Error::Cuda("no CUDA source to load".into()))?;
     let symbols = device::symbols(&dev, &host);
     let kernels = device::convert(&dev, &kernels, &host)?;
     host.link_in_module(dev).map_err(|e| Error::Llvm(e.to_string()))?;
     device::initialize_shadows(&host);
     launchers::add(&host, &kernels, &symbols)?;
-    host.verify().map_err(|e| Error::Llvm(format!("{}: the rewritten CUDA module is invalid: {e}", path.display())))?;
+    host.verify().map_err(|e| Error::Llvm(format!("{shown}: the rewritten CUDA module is invalid: {e}")))?;
     Ok(host)
 }
 

@@ -398,6 +398,52 @@ pub extern "C" fn cudaMemPrefetchAsync(ptr: *const c_void, count: usize, device:
     })
 }
 
+/// CUDA's `cudaMemLocation`: a kind (1 a device, 2 the host, 3 and 4 a host NUMA node) and
+/// the device's or node's number.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct MemLocation {
+    kind: c_int,
+    id: c_int,
+}
+
+impl MemLocation {
+    /// As the first API's device argument: the device's number, or -1 for the CPU.
+    fn device(self) -> Option<c_int> {
+        match self.kind {
+            1 => Some(self.id),
+            2..=4 => Some(-1),
+            _ => None,
+        }
+    }
+}
+
+/// `cudaMemAdvise` with the location as a `cudaMemLocation` (CUDA 12.2; the C++ overload of
+/// `cudaMemAdvise` with a location calls it).
+#[no_mangle]
+pub extern "C" fn cudaMemAdvise_v2(ptr: *const c_void, count: usize, advice: c_int, location: MemLocation) -> Error {
+    match location.device() {
+        Some(device) => cudaMemAdvise(ptr, count, advice, device),
+        None => api("cudaMemAdvise_v2", || ret(INVALID_VALUE)),
+    }
+}
+
+/// `cudaMemPrefetchAsync` with the location as a `cudaMemLocation` (CUDA 12.2; the C++
+/// overload of `cudaMemPrefetchAsync` with a location calls it). Flags must be 0.
+#[no_mangle]
+pub extern "C" fn cudaMemPrefetchAsync_v2(
+    ptr: *const c_void,
+    count: usize,
+    location: MemLocation,
+    flags: std::ffi::c_uint,
+    stream: *mut c_void,
+) -> Error {
+    match location.device() {
+        Some(device) if flags == 0 => cudaMemPrefetchAsync(ptr, count, device, stream),
+        _ => api("cudaMemPrefetchAsync_v2", || ret(INVALID_VALUE)),
+    }
+}
+
 /// Host memory the program page-locks: copies from it are the runtime's to make fast, so
 /// registering only records the range (CUDA's errors for a range registered twice, or one
 /// never registered, kept). Start and length.
