@@ -5,7 +5,8 @@
 # hpvm-mgpu, on each GPU count (HPVM_MGPU_DEVICES=cuda:N); with NVCC also built there by the
 # machine's nvcc from its sources (`make` with its Makefile) and run alike. One JSON row per
 # run in $OUT/hecbench.jsonl: program, configuration, exit status, wall seconds, the output's
-# last lines (programs print PASS/FAIL or their results).
+# last lines (programs print PASS/FAIL or their results). HEC_BUILD_SECONDS (300) and HEC_RUN_SECONDS
+# (60) bound each nvcc build and each run.
 set -u
 out=${OUT:-/tmp/out}
 counts=$1
@@ -18,7 +19,7 @@ if [ -n "$with_nvcc" ] && [ -n "$nvcc" ]; then
   for dir in carry/hec/*/; do
     name=$(basename "$dir")
     program=$(sed -n 's/^program *= *//p' "$dir/src/Makefile" | head -1)
-    echo "cd $dir/src && timeout 300 make -B CC=$nvcc NVCC=$nvcc ARCH=sm_90 >/tmp/nvcc-$name.log 2>&1 && cp ${program:-main} ../nvcc_main"
+    echo "cd $dir/src && timeout ${HEC_BUILD_SECONDS:-300} make -B CC=$nvcc NVCC=$nvcc ARCH=sm_90 >/tmp/nvcc-$name.log 2>&1 && cp ${program:-main} ../nvcc_main"
   done | xargs -P "$(nproc)" -I{} sh -c '{}'
 fi
 for dir in carry/hec/*/; do
@@ -30,7 +31,7 @@ for dir in carry/hec/*/; do
   for config in $configs; do
     if [ "$config" = nvcc ]; then cmd=(./nvcc_main); else cmd=(env HPVM_MGPU_DEVICES=cuda:${config#hpvm:} ./main); fi
     start=$(date +%s.%N)
-    text=$(cd "$dir/src" && timeout 60 "${cmd[@]/#.\//../}" $args 2>&1)
+    text=$(cd "$dir/src" && timeout ${HEC_RUN_SECONDS:-60} "${cmd[@]/#.\//../}" $args 2>&1)
     rc=$?
     wall=$(awk "BEGIN{print $(date +%s.%N) - $start}")
     python3 -c 'import json,sys; print(json.dumps({"program":sys.argv[1],"config":sys.argv[2],"rc":int(sys.argv[3]),"wall_s":float(sys.argv[4]),"tail":sys.argv[5].splitlines()[-4:]}))' \
