@@ -12,6 +12,8 @@ out=${OUT:-/tmp/out}
 counts=$1
 with_nvcc=${2:-}
 tar xJf carry/hec.txz -C carry
+# Libraries the machine lacks, carried with the programs (libomp: scripts/hecbench-carry).
+export LD_LIBRARY_PATH=$PWD/carry/hec/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
 # nvcc's builds first, all at once (each Makefile's own, one program per job): they take
 # longer than the runs.
