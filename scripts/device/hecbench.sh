@@ -19,12 +19,14 @@ nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
 # longer than the runs.
 if [ -n "$with_nvcc" ] && [ -n "$nvcc" ]; then
   for dir in carry/hec/*/; do
+    [ -f "$dir/args" ] || continue
     name=$(basename "$dir")
     program=$(sed -n 's/^program *= *//p' "$dir/src/Makefile" | head -1)
     echo "cd $dir/src && timeout ${HEC_BUILD_SECONDS:-300} make -B CC=$nvcc NVCC=$nvcc ARCH=sm_90 >/tmp/nvcc-$name.log 2>&1 && cp ${program:-main} ../nvcc_main"
   done | xargs -P "$(nproc)" -I{} sh -c '{}'
 fi
 for dir in carry/hec/*/; do
+  [ -f "$dir/args" ] || continue
   name=$(basename "$dir")
   args=$(cat "$dir/args")
   configs=""
