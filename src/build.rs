@@ -193,7 +193,7 @@ fn compile_one(
     tracing::info!("compiling {}", input.display());
     let module = frontend::load(&ctx, input, &clang_for(opts, language))?;
     let cuda = matches!(frontend::InputKind::detect(input, language)?, InputKind::Source(Language::Cuda));
-    compile_module(&module, input, cuda, opts, out, user_visible, scratch)
+    compile_module(&module, &Origin { input, cuda, files: 1 }, opts, out, user_visible, scratch)
 }
 
 /// The clang options of an input in `language` (`None`: from its extension).
@@ -212,26 +212,34 @@ fn compile_carried(carried: &[Halves], opts: &BuildOptions, out: &Path, scratch:
     tracing::info!("compiling the device code of {shown} as one");
     let module = hpvm_core::cuda::load_halves(&ctx, carried)?;
     frontend::prepare(&module)?;
-    compile_module(&module, Path::new(&carried[0].source), true, opts, out, false, scratch)
+    let origin = Origin { input: Path::new(&carried[0].source), cuda: true, files: carried.len() as u32 };
+    compile_module(&module, &origin, opts, out, false, scratch)
 }
 
-/// A loaded module (of source `input`, a CUDA source if `cuda`) to an object (or `.ll` with
-/// `--emit-llvm`) at `out`.
+/// What a module was compiled from: its source (the first, where several were compiled as
+/// one), whether CUDA, and how many files.
+struct Origin<'a> {
+    input: &'a Path,
+    cuda: bool,
+    files: u32,
+}
+
+/// A loaded module (of `origin`) to an object (or `.ll` with `--emit-llvm`) at `out`.
 fn compile_module(
     module: &inkwell::module::Module<'_>,
-    input: &Path,
-    cuda: bool,
+    origin: &Origin<'_>,
     opts: &BuildOptions,
     out: &Path,
     user_visible: bool,
     scratch: &Path,
 ) -> Result<()> {
+    let (input, cuda) = (origin.input, origin.cuda);
     let tm = codegen_machine(opts.opt_level)?;
     let data = tm.get_target_data();
     match hpvm_core::graph_of_module(module, &input.display().to_string()) {
         Ok(graph) => {
             tracing::info!("{}: {} nodes, {} launches", input.display(), graph.nodes.len(), graph.launches.len());
-            let db = analysis_of(module, &graph, input, opts, scratch)?;
+            let db = analysis_of(module, &graph, origin, opts, scratch)?;
             let json = db.as_ref().map(|d| d.to_json());
             // A node that wants its launch's values (`dashdb::Node::specializable`), or whose
             // maps' conditions may fail at a launch (`may_respecialize`), is analysed again at
@@ -347,10 +355,11 @@ fn compile_module(
 fn analysis_of(
     module: &inkwell::module::Module<'_>,
     graph: &hpvm_core::Graph,
-    input: &Path,
+    origin: &Origin<'_>,
     opts: &BuildOptions,
     scratch: &Path,
 ) -> Result<Option<dashdb::Database>> {
+    let input = origin.input;
     if let Some(path) = &opts.db {
         let bytes = std::fs::read(input).map_err(|e| Error::io(input.display().to_string(), e))?;
         let db = dashdb::Database::load(path, Some(&bytes))?;
@@ -363,8 +372,9 @@ fn analysis_of(
     let mut analysis_opts = analysis::Options { split: opts.split.clone(), ..Default::default() };
     // A file's analysis gets three nodes' patience in all: past that, a stall leaves the
     // nodes not analysed yet whole (HeCBench's segsort has dozens of kernels ISL takes tens
-    // of seconds each on: its build took over 5 minutes).
-    let budget = 3 * isolate::analysis_patience();
+    // of seconds each on: its build took over 5 minutes). Files compiled as one (relocatable
+    // device code) get each file's.
+    let budget = 3 * origin.files.max(1) * isolate::analysis_patience();
     let started = std::time::Instant::now();
     loop {
         let deadline = (!analysis_opts.out_of_time).then(|| started + budget);
