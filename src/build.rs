@@ -113,7 +113,7 @@ pub fn build(opts: &BuildOptions) -> Result<()> {
             }
         } else {
             compile_isolated(input, opts, scratch.path(), &|opts| {
-                compile_one(input, language, opts, &out, stops_early, scratch.path())
+                compile_one(input, language, cuda, opts, &out, stops_early, scratch.path())
             })?;
         }
         objects.push(out);
@@ -122,16 +122,20 @@ pub fn build(opts: &BuildOptions) -> Result<()> {
         return Ok(());
     }
     // Relocatable device code: the carriers' sources compiled as one.
-    let (carried, mut objects): (Vec<_>, Vec<_>) =
-        objects.into_iter().map(|o| (crate::rdc::read_object(&o), o)).partition(|(h, _)| h.is_some());
-    let carried: Vec<Halves> = carried.into_iter().filter_map(|(h, _)| h).collect();
+    let mut carried = Vec::new();
+    objects.retain(|o| match crate::rdc::read_object(o) {
+        Some(halves) => {
+            carried.push(halves);
+            false
+        }
+        None => true,
+    });
     if let Some(first) = carried.first() {
         let out = scratch.path().join("rdc-linked.o");
         let shown = PathBuf::from(&first.source);
         compile_isolated(&shown, opts, scratch.path(), &|opts| compile_carried(&carried, opts, &out, scratch.path()))?;
-        objects.push((None, out));
+        objects.push(out);
     }
-    let objects: Vec<PathBuf> = objects.into_iter().map(|(_, o)| o).collect();
     link(&objects, &outputs[0], opts)
 }
 
@@ -180,10 +184,12 @@ pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// One source (or IR) file to an object (or `.ll` with `--emit-llvm`) at `out`.
+/// One source (or IR) file (a CUDA source if `cuda`) to an object (or `.ll` with
+/// `--emit-llvm`) at `out`.
 fn compile_one(
     input: &Path,
     language: Option<Language>,
+    cuda: bool,
     opts: &BuildOptions,
     out: &Path,
     user_visible: bool,
@@ -192,7 +198,6 @@ fn compile_one(
     let ctx = Context::create();
     tracing::info!("compiling {}", input.display());
     let module = frontend::load(&ctx, input, &clang_for(opts, language))?;
-    let cuda = matches!(frontend::InputKind::detect(input, language)?, InputKind::Source(Language::Cuda));
     compile_module(&module, &Origin { input, cuda, files: 1 }, opts, out, user_visible, scratch)
 }
 

@@ -76,6 +76,15 @@ pub fn write_object(halves: &Halves, out: &Path, tm: &TargetMachine) -> Result<(
 pub fn read_object(path: &Path) -> Option<Halves> {
     let buffer = MemoryBuffer::create_from_file(path).ok()?;
     let binary = buffer.create_binary_file(None).ok()?;
+    // Sections are asked only of object files (an archive is no object file to LLVM's C API).
+    use inkwell::object_file::LLVMBinaryType as T;
+    let object = matches!(
+        binary.get_binary_type(),
+        T::LLVMBinaryTypeELF32L | T::LLVMBinaryTypeELF32B | T::LLVMBinaryTypeELF64L | T::LLVMBinaryTypeELF64B
+    );
+    if !object {
+        return None;
+    }
     let mut sections = binary.get_sections()?;
     while let Some(section) = sections.next_section() {
         if section.get_name().is_some_and(|n| n.to_bytes() == SECTION.as_bytes()) {
@@ -122,5 +131,8 @@ mod tests {
         assert_eq!(read_object(&plain), None);
         std::fs::write(dir.path().join("c.o"), b"not an object").unwrap();
         assert_eq!(read_object(&dir.path().join("c.o")), None);
+        // An archive (here an empty one) is passed on to the system linker as it is.
+        std::fs::write(dir.path().join("d.a"), b"!<arch>\n").unwrap();
+        assert_eq!(read_object(&dir.path().join("d.a")), None);
     }
 }
