@@ -229,6 +229,10 @@ int main(int argc, char **argv) {
   EXPECT(cudaMemPrefetchAsync_v2(um, 4096, cpu, 0, 0) == cudaSuccess);
   EXPECT(cudaMemPrefetchAsync_v2(um, 4096, gpu, 1, 0) == cudaErrorInvalidValue);
   EXPECT(cudaMemPrefetchAsync_v2(e, bytes, gpu, 0, 0) == cudaErrorInvalidValue);
+  EXPECT(cudaStreamAttachMemAsync(0, um, 0, cudaMemAttachHost) == cudaSuccess);
+  EXPECT(cudaStreamAttachMemAsync(0, um + 8, 64, cudaMemAttachSingle) == cudaSuccess);
+  EXPECT(cudaStreamAttachMemAsync(0, um, 0, 3) == cudaErrorInvalidValue);
+  EXPECT(cudaStreamAttachMemAsync(0, e, 0, cudaMemAttachGlobal) == cudaErrorInvalidValue);
   EXPECT(cudaGetLastError() == cudaErrorInvalidValue);
   EXPECT(cudaFree(um) == cudaSuccess);
   float *page = malloc(4096);

@@ -398,6 +398,28 @@ pub extern "C" fn cudaMemPrefetchAsync(ptr: *const c_void, count: usize, device:
     })
 }
 
+/// Which streams may use managed memory (`cudaMemAttachGlobal`, `Host` or `Single`): every
+/// stream here is the device's one stream in program order, and the runtime keeps managed
+/// memory coherent itself, so attaching changes nothing (its arguments are checked as CUDA
+/// checks them; length 0 is the whole allocation).
+#[no_mangle]
+pub extern "C" fn cudaStreamAttachMemAsync(
+    stream: *mut c_void,
+    ptr: *mut c_void,
+    length: usize,
+    flags: std::ffi::c_uint,
+) -> Error {
+    api("cudaStreamAttachMemAsync", || {
+        if !super::stream_ok(stream) {
+            ret(super::INVALID_RESOURCE_HANDLE)
+        } else if !managed(ptr, length.max(1)) || ![1, 2, 4].contains(&flags) {
+            ret(INVALID_VALUE)
+        } else {
+            SUCCESS
+        }
+    })
+}
+
 /// CUDA's `cudaMemLocation`: a kind (1 a device, 2 the host, 3 and 4 a host NUMA node) and
 /// the device's or node's number.
 #[repr(C)]
