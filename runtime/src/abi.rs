@@ -35,6 +35,7 @@ pub extern "C" fn __hpvm__init() {
         crate::pool::pool();
         let t = std::time::Instant::now();
         crate::devices::devices();
+        crate::devices::ask_limits_ahead();
         launch::load_registered();
         stats::DEVICE_SETUP_NANOS.fetch_add(t.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
         crate::partitioned::check_settings();
@@ -49,6 +50,7 @@ pub extern "C" fn __hpvm__cleanup() {
         // A GPU still opening in the background is waited for: its time counts in the
         // statistics, and the driver is not left making a context.
         crate::devices::opening::finish();
+        crate::devices::limits_asked();
         // Buffers first: the copies back to the host count in the statistics.
         memory::forget_all();
         stats::emit();

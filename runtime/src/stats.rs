@@ -29,6 +29,32 @@ static GPUS_OPENED: AtomicU64 = AtomicU64::new(0);
 static GPU_OPEN_NANOS: AtomicU64 = AtomicU64::new(0);
 /// Time launches waited for GPUs still opening.
 static GPU_WAIT_NANOS: AtomicU64 = AtomicU64::new(0);
+/// Time asking the driver for the GPUs' properties (`devices::Devices::limits`), on
+/// whichever thread asked, summed over GPUs.
+pub static GPU_LIMITS_NANOS: AtomicU64 = AtomicU64::new(0);
+/// The host's time in a CUDA program's first kernel launch, from the API's entry to its
+/// return (0 until it returns).
+static FIRST_LAUNCH_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// Times the program's first kernel launch while alive ([`FIRST_LAUNCH_NANOS`]); later
+/// launches pay one relaxed load.
+pub struct FirstLaunch(Option<std::time::Instant>);
+
+impl FirstLaunch {
+    pub fn start() -> FirstLaunch {
+        static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        let first = !STARTED.load(Ordering::Relaxed) && !STARTED.swap(true, Ordering::Relaxed);
+        FirstLaunch(first.then(std::time::Instant::now))
+    }
+}
+
+impl Drop for FirstLaunch {
+    fn drop(&mut self) {
+        if let Some(t) = self.0 {
+            FIRST_LAUNCH_NANOS.store(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+    }
+}
 
 /// A GPU loaded a module, from machine code (`sass`) or by compiling its PTX, in `nanos`.
 fn module_loaded(sass: bool, nanos: u64) {
@@ -237,6 +263,10 @@ pub struct Report {
     pub ms_gpu_opening: f64,
     /// The time launches waited for GPUs opening in the background (on the launching thread).
     pub ms_waiting_for_gpus: f64,
+    /// The time asking the driver for the GPUs' properties took (in the background, from the
+    /// session's start), and the host's time in a CUDA program's first kernel launch.
+    pub ms_gpu_limits: f64,
+    pub ms_first_launch: f64,
     /// Held launch sequences submitted as CUDA graphs (replays), and graphs made, over the
     /// GPUs (`HPVM_MGPU_GRAPHS`).
     pub gpu_graph_replays: u64,
@@ -472,6 +502,8 @@ pub fn collect() -> Report {
         gpus_opened: GPUS_OPENED.load(Ordering::Relaxed),
         ms_gpu_opening: GPU_OPEN_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
         ms_waiting_for_gpus: GPU_WAIT_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
+        ms_gpu_limits: GPU_LIMITS_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
+        ms_first_launch: FIRST_LAUNCH_NANOS.load(Ordering::Relaxed) as f64 / 1e6,
         gpu_graph_replays: graphs.0,
         gpu_graphs_built: graphs.1,
         bytes_page_locked: c.bytes_pinned.load(Ordering::Relaxed),
@@ -624,6 +656,14 @@ pub fn report() -> String {
             "  GPU contexts: {} of {} opened, {:.3} ms in all (those after the first open when first wanted); launches \
              waited {:.3} ms for them",
             r.gpus_opened, r.device_count, r.ms_gpu_opening, r.ms_waiting_for_gpus
+        );
+    }
+    if r.ms_first_launch > 0.0 {
+        let _ = writeln!(
+            s,
+            "  first kernel launch: {:.3} ms on the host; asking the GPUs' properties {:.3} ms (from the start, beside \
+             the program)",
+            r.ms_first_launch, r.ms_gpu_limits
         );
     }
     if r.gpu_modules_from_sass + r.gpu_modules_jit_compiled > 0 {

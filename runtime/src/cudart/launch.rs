@@ -203,6 +203,7 @@ pub unsafe extern "C" fn cudaLaunchKernel(
         Err(e) => return ret(e),
     };
     begin_session();
+    let _first = crate::stats::FirstLaunch::start();
     if shmem as u64 > max_dynamic_shared() {
         return ret(INVALID_VALUE);
     }

@@ -31,6 +31,7 @@ use crate::devices::addresses::Addresses;
 use cudarc::driver::{result, sys};
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
+use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard};
 
 pub struct Cuda {
@@ -453,7 +454,14 @@ impl Cuda {
     /// call (`cudaDeviceGetAttribute`, occupancy): HeCBench's kurtosis, 100 of Thrust's
     /// `transform_reduce`, took 0.41 s asking each time against nvcc's 0.07 s.
     pub fn limits(&self) -> Result<super::DeviceLimits, String> {
-        self.limits.get_or_init(|| self.ask_limits()).clone()
+        self.limits
+            .get_or_init(|| {
+                let t = std::time::Instant::now();
+                let l = self.ask_limits();
+                crate::stats::GPU_LIMITS_NANOS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                l
+            })
+            .clone()
     }
 
     fn ask_limits(&self) -> Result<super::DeviceLimits, String> {

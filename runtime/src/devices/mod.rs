@@ -344,6 +344,36 @@ impl Devices {
     }
 }
 
+/// The thread asking the GPUs' properties ahead ([`ask_limits_ahead`]), until joined.
+static LIMITS_AHEAD: std::sync::Mutex<Option<std::thread::JoinHandle<()>>> = std::sync::Mutex::new(None);
+
+/// Asks the driver for every GPU's properties on a thread of its own, so that the program's
+/// first launch, which needs them, finds them asked: on an H200 the first launch spent about
+/// 0.85 ms in the 24 attribute queries (NVIDIA's runtime takes 0.11-0.17 ms for its whole first
+/// launch). No context is needed for them. Under ranks the gathered limits are still
+/// gathered at first use, by the thread that uses them.
+pub fn ask_limits_ahead() {
+    if devices().gpus.is_empty() {
+        return;
+    }
+    let spawned = std::thread::Builder::new().name("hpvm-mgpu-limits".into()).spawn(|| {
+        for g in &devices().gpus {
+            let _ = g.limits();
+        }
+    });
+    if let Ok(h) = spawned {
+        *LIMITS_AHEAD.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
+    }
+}
+
+/// Waits for [`ask_limits_ahead`]'s thread: the driver's exit handlers must not run under it.
+pub fn limits_asked() {
+    let h = LIMITS_AHEAD.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(h) = h {
+        let _ = h.join();
+    }
+}
+
 pub fn devices() -> &'static Devices {
     static DEVICES: OnceLock<Devices> = OnceLock::new();
     DEVICES.get_or_init(|| {
