@@ -659,12 +659,12 @@ pub fn report() -> String {
         );
     }
     if r.ms_first_launch > 0.0 {
-        let _ = writeln!(
-            s,
-            "  first kernel launch: {:.3} ms on the host; asking the GPUs' properties {:.3} ms (from the start, beside \
-             the program)",
-            r.ms_first_launch, r.ms_gpu_limits
-        );
+        let limits = if r.ms_gpu_limits > 0.0 {
+            format!("; asking the GPUs' properties {:.3} ms (from the start, beside the program)", r.ms_gpu_limits)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(s, "  first kernel launch: {:.3} ms on the host{limits}", r.ms_first_launch);
     }
     if r.gpu_modules_from_sass + r.gpu_modules_jit_compiled > 0 {
         let _ = writeln!(
