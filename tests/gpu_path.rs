@@ -130,3 +130,37 @@ fn replays_tell_swapped_buffers_scalars_and_grids_apart() {
     // its launches take the full path until that grid is recorded again.
     assert_eq!((count("head.blocks replayed"), count("head.blocks launch starts")), (112, 88), "{err}");
 }
+
+/// The statistics name a CUDA program's first launch and the time the GPUs' properties took
+/// to ask: asked on a thread of their own from the session's start, so the first launch need
+/// not (on an H200 they took 0.96-1.5 ms, the whole first launch 0.14-0.16 ms since). On the
+/// stand-in driver both are tiny but counted; on simulated devices no GPU is asked.
+#[test]
+fn first_launch_and_gpu_properties_are_in_the_statistics() {
+    let exe = cached_build("bench/cuda/launches.cu", &["-O2"]);
+    let dir = TempDir::new("first_launch_stats");
+    let stats = dir.0.join("stats.json");
+    let env = [("HPVM_MGPU_DEVICES", "cuda:1"), ("HPVM_MGPU_STATS", stats.to_str().unwrap())];
+    let (ok, c, err) = run_on_fake(&exe, &["4096", "20"], &env);
+    assert!(ok, "{err}");
+    assert_eq!(c.get("kernels run"), Some(&60), "{err}");
+    let read = |p: &std::path::Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    let s = read(&stats);
+    assert!(s["ms_first_launch"].as_f64().unwrap() > 0.0, "{s}");
+    assert!(s["ms_gpu_limits"].as_f64().unwrap() > 0.0, "{s}");
+    // The properties are asked once: two device queries by `find`, the rest by the limits.
+    assert!(c.get("cuDeviceGetAttribute").copied().unwrap_or(0) <= 25, "{err}");
+
+    let sim = dir.0.join("sim.json");
+    let out = run_program(
+        &exe,
+        &["4096", "20"],
+        &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_STATS", sim.to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s = read(&sim);
+    assert!(s["ms_first_launch"].as_f64().unwrap() > 0.0, "{s}");
+    assert_eq!(s["ms_gpu_limits"].as_f64(), Some(0.0), "{s}");
+}
