@@ -1,5 +1,6 @@
-//! One-GPU comparisons (`bench/results/*-cuda-one-gpu.json`): per program, the time of our
-//! build and of NVIDIA's compilers' builds, each relative to plain clang's.
+//! One-GPU comparisons: per program, the time of our build and of NVIDIA's compilers' builds,
+//! each relative to plain clang's (`bench/results/*-cuda-one-gpu.json`), or of our build's
+//! configurations relative to nvcc's (a `launch_bound` table: the launch-bound programs).
 
 use serde_json::Value;
 
@@ -46,6 +47,27 @@ pub fn rows(v: &Value) -> Result<Vec<Row>, String> {
     Ok(rows)
 }
 
+/// The rows of a results file's `launch_bound` table: `{program: {config: ms}}`, every
+/// configuration measured beside `nvcc`'s build (medians, milliseconds).
+pub fn launch_bound_rows(v: &Value) -> Result<Vec<Row>, String> {
+    let table = v["launch_bound"].as_object().ok_or("no `launch_bound` table in the results")?;
+    let rows: Vec<Row> = table
+        .iter()
+        .map(|(program, configs)| Row {
+            program: program.clone(),
+            times: configs
+                .as_object()
+                .map(|c| c.iter().filter_map(|(k, t)| t.as_f64().map(|t| (k.clone(), t))).collect())
+                .unwrap_or_default(),
+        })
+        .filter(|r| r.time("nvcc").is_some() && r.times.len() > 1)
+        .collect();
+    if rows.is_empty() {
+        return Err("no program of `launch_bound` has an nvcc time and another".into());
+    }
+    Ok(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,5 +86,20 @@ mod tests {
         assert_eq!(names, ["stencil", "PolyBench gemm (XL)"]);
         assert_eq!(rows[0].time("nvcc"), Some(97.0));
         assert_eq!(rows[1].time("nvcc"), None);
+    }
+
+    #[test]
+    fn reads_the_launch_bound_table_against_nvcc() {
+        let v: Value = serde_json::from_str(
+            r#"{"launch_bound": {"lu": {"nvcc": 47.8, "hpvm:1": 54.3},
+                                 "alone": {"hpvm:1": 3.0},
+                                 "launches": {"nvcc": 14.4, "hpvm:1": 4.7, "hpvm:1 graphs off": 15.6}}}"#,
+        )
+        .unwrap();
+        let rows = launch_bound_rows(&v).unwrap();
+        let names: Vec<&str> = rows.iter().map(|r| r.program.as_str()).collect();
+        assert_eq!(names, ["launches", "lu"]);
+        assert_eq!(rows[0].time("hpvm:1 graphs off"), Some(15.6));
+        assert!(launch_bound_rows(&serde_json::json!({"launch_bound": {"x": {"hpvm:1": 1.0}}})).is_err());
     }
 }

@@ -221,17 +221,56 @@ pub fn breakdown(points: &[Point], caption: &str, path: &Path) -> Result<(), Str
 /// Per program, each configuration's time relative to plain clang's build on one GPU
 /// (1.0), as horizontal bars, with the 5% band the CUDA issue allows.
 pub fn against_clang(rows: &[crate::baseline::Row], caption: &str, path: &Path) -> Result<(), String> {
-    let configs = ["nvcc", "hpvm:1"];
+    let against = Against {
+        baseline: "clang",
+        configs: &["nvcc", "hpvm:1"],
+        title: "One GPU, time / plain clang's",
+        x_desc: "time relative to clang++-19 -x cuda with NVIDIA's libcudart (1.0); lower is faster",
+        room: 1.1,
+        legend: SeriesLabelPosition::LowerRight,
+    };
+    bars_against(rows, &against, caption, path)
+}
+
+/// The launch-bound programs on one GPU: our build's time by default and without CUDA graphs,
+/// each relative to nvcc's build (`launch-bound.png`).
+pub fn against_nvcc(rows: &[crate::baseline::Row], caption: &str, path: &Path) -> Result<(), String> {
+    let against = Against {
+        baseline: "nvcc",
+        configs: &["hpvm:1", "hpvm:1 graphs off"],
+        title: "Launch-bound programs, one GPU, time / nvcc's",
+        x_desc: "time relative to nvcc's build (1.0; red: 1.05); lower is faster",
+        // Room on the right for the legend beside the longest bar.
+        room: 1.6,
+        legend: SeriesLabelPosition::UpperRight,
+    };
+    bars_against(rows, &against, caption, path)
+}
+
+/// What a bar chart of times relative to a baseline build shows.
+struct Against<'a> {
+    baseline: &'a str,
+    /// The configurations drawn, one bar each per program.
+    configs: &'a [&'a str],
+    title: &'a str,
+    x_desc: &'a str,
+    /// The x axis's end past the longest bar, as a factor.
+    room: f64,
+    legend: SeriesLabelPosition,
+}
+
+fn bars_against(rows: &[crate::baseline::Row], a: &Against<'_>, caption: &str, path: &Path) -> Result<(), String> {
+    let configs = a.configs;
     let height = 60 * rows.len() as u32 + 160;
     let root = BitMapBackend::new(path, (1100, height)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let ratios: Vec<Vec<Option<f64>>> =
-        rows.iter().map(|r| configs.iter().map(|c| Some(r.time(c)? / r.time("clang")?)).collect()).collect();
-    let xmax = ratios.iter().flatten().flatten().fold(1.2f64, |a, &b| a.max(b)) * 1.1;
+        rows.iter().map(|r| configs.iter().map(|c| Some(r.time(c)? / r.time(a.baseline)?)).collect()).collect();
+    let xmax = ratios.iter().flatten().flatten().fold(1.2f64, |a, &b| a.max(b)) * a.room;
     let n = rows.len();
     let labels: Vec<String> = rows.iter().map(|r| r.program.clone()).collect();
     let mut chart = ChartBuilder::on(&root)
-        .caption(format!("One GPU, time / plain clang's — {caption}"), (FONT, 20))
+        .caption(format!("{} — {caption}", a.title), (FONT, 20))
         .margin(14)
         .x_label_area_size(40)
         .y_label_area_size(300)
@@ -247,7 +286,7 @@ pub fn against_clang(rows: &[crate::baseline::Row], caption: &str, path: &Path) 
             }
             labels[n - 1 - i as usize].clone()
         })
-        .x_desc("time relative to clang++-19 -x cuda with NVIDIA's libcudart (1.0); lower is faster")
+        .x_desc(a.x_desc)
         .label_style((FONT, 14))
         .draw()
         .map_err(err)?;
@@ -261,7 +300,11 @@ pub fn against_clang(rows: &[crate::baseline::Row], caption: &str, path: &Path) 
         chart
             .draw_series(bars)
             .map_err(err)?
-            .label(if *config == "hpvm:1" { "hpvm-mgpu, 1 GPU" } else { "nvcc" })
+            .label(match *config {
+                "hpvm:1" => "hpvm-mgpu, 1 GPU",
+                "hpvm:1 graphs off" => "hpvm-mgpu, 1 GPU, HPVM_MGPU_GRAPHS=off",
+                other => other,
+            })
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
     }
     for (x, style) in [(1.0, BLACK.stroke_width(2)), (1.05, RED.stroke_width(1))] {
@@ -269,7 +312,7 @@ pub fn against_clang(rows: &[crate::baseline::Row], caption: &str, path: &Path) 
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(a.legend.clone())
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font((FONT, 13))

@@ -6,7 +6,8 @@
 //!
 //! Writes `speedup.png` and `breakdown.png`. A one-GPU results file (its runs in `batches`,
 //! `bench/results/*-cuda-one-gpu.json`) gives `one-gpu.png` instead: each program's time
-//! against plain clang's build. Text needs a TrueType font: DejaVu Sans
+//! against plain clang's build; one with a `launch_bound` table gives `launch-bound.png`: each
+//! launch-bound program's time against nvcc's build. Text needs a TrueType font: DejaVu Sans
 //! (Debian's `fonts-dejavu-core`) unless `--font PATH` names another.
 
 mod baseline;
@@ -50,6 +51,14 @@ fn run() -> Result<(), String> {
         .map_err(|e| format!("the font {}: {e} (install fonts-dejavu-core or pass --font FILE.ttf)", font.display()))?;
     draw::register_font(font_bytes)?;
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    if value.get("launch_bound").is_some() {
+        let rows = baseline::launch_bound_rows(&value).map_err(|e| format!("{}: {e}", input.display()))?;
+        let path = out.join("launch-bound.png");
+        let caption = value["launch_bound_caption"].as_str().or(value["device"].as_str()).unwrap_or("");
+        draw::against_nvcc(&rows, caption, &path)?;
+        println!("wrote {}", path.display());
+        return Ok(());
+    }
     if value.get("batches").is_some() {
         let rows = baseline::rows(&value).map_err(|e| format!("{}: {e}", input.display()))?;
         let path = out.join("one-gpu.png");
