@@ -574,6 +574,43 @@ fn a_first_split_is_planned_ahead_while_its_launch_runs_whole() {
     assert!(stderr(&out).contains("HPVM_MGPU_PLAN_AHEAD=maybe: expected `on` or `off`"), "{}", stderr(&out));
 }
 
+/// ISL's work for one partition's plan is bounded (`HPVM_MGPU_ISL_OPERATIONS`): past the
+/// bound the launch runs whole, with the host's output, and the statistics say why in the
+/// setting's terms; the stencil's plan (10 000 to 30 000 operations a partition) splits
+/// under the default.
+#[test]
+fn a_plan_past_its_isl_bound_runs_whole_and_says_why() {
+    let dir = TempDir::new("isl_bound");
+    let exe = build(&dir, "examples/stencil2d.c");
+    let args = ["256", "256", "3"];
+    let host = run_ok(&exe, &args, &[("HPVM_MGPU_DEVICES", "cpu")]);
+    let run = |ops: Option<&str>| {
+        let file = dir.path_str(&format!("stats-{}.json", ops.unwrap_or("default")));
+        let mut env =
+            vec![("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_PARTITION", "always"), ("HPVM_MGPU_STATS", &file[..])];
+        if let Some(ops) = ops {
+            env.push(("HPVM_MGPU_ISL_OPERATIONS", ops));
+        }
+        assert_eq!(run_ok(&exe, &args, &env), host, "{ops:?}");
+        let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        node(&s, "StencilBlocks").clone()
+    };
+    let tight = run(Some("1000"));
+    assert_eq!(tight["partitioned_launches"].as_u64(), Some(0), "{tight}");
+    let why = tight["unpartitioned_because"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("passed the bound of 1000 ISL operations") && why.contains("HPVM_MGPU_ISL_OPERATIONS"),
+        "{why}"
+    );
+    for ops in [None, Some("0")] {
+        let n = run(ops);
+        assert_eq!(n["partitioned_launches"].as_u64(), Some(3), "{ops:?}: {n}");
+    }
+    let out = run_program(&exe, &args, &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_ISL_OPERATIONS", "lots")]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("HPVM_MGPU_ISL_OPERATIONS=lots: expected a number"), "{}", stderr(&out));
+}
+
 /// A leaf whose own code faults (reading one row past its input, which ends at a page the
 /// program made inaccessible): the process dies of SIGSEGV as it would without the runtime,
 /// after naming the node, its file:line, the address and the buffer it is past, with what the

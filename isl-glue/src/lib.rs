@@ -237,15 +237,32 @@ impl Isl {
     /// `f` with ISL's operations bounded ([`HEURISTIC_OPERATIONS`]): past the bound ISL fails,
     /// quietly, and so does `f`.
     fn bounded<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.within(HEURISTIC_OPERATIONS, f).0
+    }
+
+    /// `f` with at most `operations` of ISL's operations (0: no bound), and whether it
+    /// passed them: past the bound every ISL call fails, quietly, so `f` fails too, and its
+    /// caller knows why. Nests: an inner bound restores the outer one (its count starting
+    /// over, so an outer bound is per inner call at worst).
+    pub fn within<T>(&self, operations: u64, f: impl FnOnce() -> T) -> (T, bool) {
         let on_error = isl::Options::get_on_error(&self.ctx).unwrap_or(ISL_ON_ERROR_WARN);
+        let outer = self.ctx.get_max_operations();
         let _ = isl::Options::set_on_error(&self.ctx, ISL_ON_ERROR_CONTINUE);
         self.ctx.reset_operations();
-        self.ctx.set_max_operations(HEURISTIC_OPERATIONS);
+        self.ctx.set_max_operations(operations);
         let out = f();
-        self.ctx.set_max_operations(0);
+        // Whether the bound was passed: a call past it fails with ISL's quota error, which the
+        // bindings clear as they report it, so one more small call tells (and at the edge of
+        // the bound counts as past it).
+        let passed = operations > 0
+            && isl::Set::read_from_str(&self.ctx, "{ [i] : 0 <= i < 2 }")
+                .err()
+                .is_some_and(|e| e.to_string().starts_with("[Quota]"));
+        self.ctx.set_max_operations(outer);
+        self.ctx.reset_operations();
         self.ctx.reset_error();
         let _ = isl::Options::set_on_error(&self.ctx, on_error);
-        out
+        (out, passed)
     }
 
     /// The parameter constraint `[p...] -> { : p0 = v0 and ... }`.

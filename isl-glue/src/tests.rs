@@ -432,3 +432,27 @@ fn closed_conditions_agree_with_isl_for_every_value() {
         assert_eq!(closed.eval(&v).unwrap(), truth, "blocks {lo}..{hi}");
     }
 }
+
+#[test]
+fn a_budget_of_operations_stops_isl_and_says_so() {
+    let isl = Isl::new();
+    let text = "[N] -> { I[x, y] -> A[y, k] : 0 <= x < N and 0 <= y < N and 0 <= k < N }";
+    let work = |isl: &Isl| -> Result<Vec<Run>> {
+        let m = isl.map(text)?;
+        m.fix_params(&[("N", 64)])?.restrict_to_box(&[0, 2], &[64, 40])?.range()?.runs(&[64, 64])
+    };
+    // Unbounded, and generously bounded: the work is done, and no bound was passed.
+    let (free, passed) = isl.within(0, || work(&isl));
+    assert_eq!(free.unwrap(), vec![Run { start: 128, end: 2560 }]);
+    assert!(!passed);
+    let (roomy, passed) = isl.within(10_000_000, || work(&isl));
+    assert_eq!(roomy.unwrap(), vec![Run { start: 128, end: 2560 }]);
+    assert!(!passed);
+    // A bound of a few operations: the work fails, and the caller learns why.
+    for tiny in [1, 10, 100] {
+        let (short, passed) = isl.within(tiny, || work(&isl));
+        assert!(short.is_err() && passed, "{tiny}: {short:?} {passed}");
+    }
+    // The context is whole again afterwards.
+    assert_eq!(work(&isl).unwrap(), vec![Run { start: 128, end: 2560 }]);
+}

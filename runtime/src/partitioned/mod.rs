@@ -70,6 +70,7 @@ pub fn check_settings() {
     partitioning_off();
     strict();
     partitions_per_device();
+    settings::isl_operations();
     device_weight(0);
     kernel::bench_repeat();
     crate::devices::held::enabled();

@@ -20,6 +20,25 @@ pub(crate) fn partitions_per_device() -> usize {
     })
 }
 
+/// `HPVM_MGPU_ISL_OPERATIONS=N`: the most of ISL's operations one partition's plan may take
+/// (0: no bound). Past it the launch runs whole, its statistics saying why
+/// ([`super::split`]): a plan is never left to run for minutes.
+pub(crate) fn isl_operations() -> u64 {
+    static N: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        let Ok(v) = std::env::var("HPVM_MGPU_ISL_OPERATIONS") else { return DEFAULT_ISL_OPERATIONS };
+        v.trim().parse::<u64>().unwrap_or_else(|_| {
+            crate::fatal(&format!("HPVM_MGPU_ISL_OPERATIONS={v}: expected a number of operations (0: no bound)"))
+        })
+    })
+}
+
+/// [`isl_operations`]'s default, about 4 s of ISL on this project's CPU machine (ISL did about
+/// 2-3 million operations a second in a synthetic test over a 3-D convolution's maps, 54 s
+/// unbounded); a
+/// partition of `examples/stencil2d.c`'s plan takes 10 000 to 30 000.
+const DEFAULT_ISL_OPERATIONS: u64 = 10_000_000;
+
 /// `HPVM_MGPU_WEIGHTS=w0,w1,...`: device `k` gets a share of a split launch proportional to
 /// `wk` (default: equal shares). One weight per device, non-negative, not all zero.
 pub(crate) fn device_weight(k: usize) -> f64 {
