@@ -45,6 +45,9 @@ pub enum Event {
     GpuOpened { nanos: u64 },
     /// A launch waited `nanos` for GPUs still opening ([`crate::devices::opening`]).
     WaitedForGpus { nanos: u64 },
+    /// A GPU's properties were asked of the driver, taking `nanos`
+    /// ([`crate::devices::ask_limits_ahead`]).
+    GpuPropertiesAsked { nanos: u64 },
 }
 
 /// A receiver of events. Called from any thread, often on hot paths: keep it to atomics.

@@ -31,7 +31,7 @@ static GPU_OPEN_NANOS: AtomicU64 = AtomicU64::new(0);
 static GPU_WAIT_NANOS: AtomicU64 = AtomicU64::new(0);
 /// Time asking the driver for the GPUs' properties (`devices::Devices::limits`), on
 /// whichever thread asked, summed over GPUs.
-pub static GPU_LIMITS_NANOS: AtomicU64 = AtomicU64::new(0);
+static GPU_LIMITS_NANOS: AtomicU64 = AtomicU64::new(0);
 /// The host's time in a CUDA program's first kernel launch, from the API's entry to its
 /// return (0 until it returns).
 static FIRST_LAUNCH_NANOS: AtomicU64 = AtomicU64::new(0);
@@ -142,6 +142,9 @@ impl Sink for Counters {
             }
             Event::WaitedForGpus { nanos } => {
                 GPU_WAIT_NANOS.fetch_add(nanos, Ordering::Relaxed);
+            }
+            Event::GpuPropertiesAsked { nanos } => {
+                GPU_LIMITS_NANOS.fetch_add(nanos, Ordering::Relaxed);
             }
             Event::CrossedRanks { sent, received, nanos } => {
                 add(&self.rank_exchanges, 1);

@@ -31,7 +31,6 @@ use crate::devices::addresses::Addresses;
 use cudarc::driver::{result, sys};
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
-use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard};
 
 pub struct Cuda {
@@ -458,7 +457,7 @@ impl Cuda {
             .get_or_init(|| {
                 let t = std::time::Instant::now();
                 let l = self.ask_limits();
-                crate::stats::GPU_LIMITS_NANOS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                crate::sink::record(crate::sink::Event::GpuPropertiesAsked { nanos: t.elapsed().as_nanos() as u64 });
                 l
             })
             .clone()
