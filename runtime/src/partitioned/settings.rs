@@ -33,10 +33,9 @@ pub(crate) fn isl_operations() -> u64 {
     })
 }
 
-/// [`isl_operations`]'s default, about 4 s of ISL on this project's CPU machine (ISL did about
-/// 2-3 million operations a second in a synthetic test over a 3-D convolution's maps, 54 s
-/// unbounded); a
-/// partition of `examples/stencil2d.c`'s plan takes 10 000 to 30 000.
+/// [`isl_operations`]'s default, about 4 s of ISL on this project's CPU machine (about 2-3
+/// million operations a second in a synthetic test over a 3-D convolution's maps, which took
+/// 54 s unbounded); a partition of `examples/stencil2d.c`'s plan takes 10 000 to 30 000.
 const DEFAULT_ISL_OPERATIONS: u64 = 10_000_000;
 
 /// `HPVM_MGPU_WEIGHTS=w0,w1,...`: device `k` gets a share of a split launch proportional to
