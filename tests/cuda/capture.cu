@@ -87,6 +87,8 @@ int main(int argc, char **argv) {
   EXPECT(cudaGraphGetNodes(graph, nullptr, &count) == cudaSuccess && count == 6);
   cudaGraphExec_t exec;
   EXPECT(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  EXPECT(cudaGraphUpload(exec, s) == cudaSuccess);
+  EXPECT(cudaGraphUpload(nullptr, s) == cudaErrorInvalidValue);
   for (int k = 0; k < 3; ++k)
     EXPECT(cudaGraphLaunch(exec, s) == cudaSuccess);
   EXPECT(cudaStreamSynchronize(s) == cudaSuccess);

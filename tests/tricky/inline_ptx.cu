@@ -1,5 +1,7 @@
-// Inline PTX: the lane id read through `mov.u32 %0, %%laneid;`, and the four-byte sum of
-// absolute differences (`vabsdiff4...add`, NVIDIA's stereoDisparity `__usad4`).
+// Inline PTX: the lane id read through `mov.u32 %0, %%laneid;`, the four-byte sum of
+// absolute differences (`vabsdiff4...add`, NVIDIA's stereoDisparity `__usad4`), and registers
+// spelled with one `%` as nvcc takes them (`%lanemask_lt`, HeCBench bscan; `%globaltimer`,
+// NVIDIA's cudaGraphsPerfScaling), which clang alone refuses.
 #include <cstdio>
 #include <cuda_runtime.h>
 #include <cstdlib>
@@ -9,6 +11,18 @@ __device__ unsigned lane_id() {
   unsigned id;
   asm volatile("mov.u32 %0, %%laneid;" : "=r"(id));
   return id;
+}
+
+__device__ unsigned lanes_below() {
+  unsigned mask;
+  asm("mov.u32 %0, %lanemask_lt;" : "=r"(mask));
+  return mask;
+}
+
+__device__ unsigned long long timer() {
+  unsigned long long ns;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(ns));
+  return ns;
 }
 
 __device__ unsigned sad4(unsigned a, unsigned b, unsigned c) {
@@ -21,8 +35,11 @@ static unsigned word(int i) { return (unsigned)i * 2654435761u; }
 
 __global__ void lanes(unsigned *out, unsigned *sads, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned long long t0 = timer();
   if (i < n) {
-    out[i] = lane_id();
+    // The lane, the lanes below it as bits (their count is the lane), and whether the timer
+    // went forward.
+    out[i] = lane_id() | (__popc(lanes_below()) << 8) | ((timer() >= t0) << 16);
     sads[i] = sad4((unsigned)i * 2654435761u, (unsigned)(i + 7) * 2654435761u, (unsigned)i);
   }
 }
@@ -37,7 +54,7 @@ int main(int argc, char **argv) {
   cudaMemcpy(hs, ds, n * sizeof(unsigned), cudaMemcpyDeviceToHost);
   int bad = 0;
   for (int i = 0; i < n; i++) {
-    bad += h[i] != (unsigned)(i % 32);
+    bad += h[i] != ((unsigned)(i % 32) | (unsigned)(i % 32) << 8 | 1u << 16);
     unsigned a = word(i), b = word(i + 7), sum = (unsigned)i;
     for (int k = 0; k < 4; k++) {
       int x = (a >> (8 * k)) & 255, y = (b >> (8 * k)) & 255;

@@ -284,6 +284,28 @@ pub(super) fn lower<'ctx>(
         // grid's workspace there, which only a cooperative launch has (the registers are 0
         // otherwise, as here: no launch on simulated devices is cooperative).
         fb.build_return(Some(&ret_ty.into_int_type().const_zero())).map_err(llvm)?;
+    } else if let (Some(half), true) = (globaltimer_half(&shown), ret_ty.is_int_type()) {
+        // The GPU's nanosecond timer (programs time their kernels' phases with it): on the CPU
+        // the host's (`hpvm_rt_globaltimer`), or its lower or upper 32 bits.
+        let (i32t, i64t) = (ctx.i32_type(), ctx.i64_type());
+        let timer = dev
+            .get_function("hpvm_rt_globaltimer")
+            .unwrap_or_else(|| dev.add_function("hpvm_rt_globaltimer", i64t.fn_type(&[], false), None));
+        let ns = fb.build_call(timer, &[], "ns").map_err(llvm)?.try_as_basic_value().basic().expect("i64");
+        let ns = ns.into_int_value();
+        let v = match half {
+            Timer::Whole => ns,
+            Timer::Low => fb.build_int_truncate(ns, i32t, "lo").map_err(llvm)?,
+            Timer::High => {
+                let hi = fb.build_right_shift(ns, i64t.const_int(32, false), false, "").map_err(llvm)?;
+                fb.build_int_truncate(hi, i32t, "hi").map_err(llvm)?
+            }
+        };
+        if v.get_type() != ret_ty.into_int_type() {
+            stop_body(dev, &fb, call, &shown, fn_ty)?;
+        } else {
+            fb.build_return(Some(&v)).map_err(llvm)?;
+        }
     } else if shown == "exit" && ret_ty.is_void_type() {
         // The thread ends here (CUB's radix sort ends its threads early): the runtime stops
         // the instance's fiber, which never comes back.
@@ -745,6 +767,23 @@ fn is_hint(stmt: &str) -> bool {
         || op.starts_with("prefetch.")
         || op.starts_with("prefetchu.")
         || op == "nanosleep.u32"
+}
+
+/// Which part of the GPU's nanosecond timer a statement reads.
+enum Timer {
+    Whole,
+    Low,
+    High,
+}
+
+/// `mov.u64 $0, %globaltimer` and its 32-bit halves.
+fn globaltimer_half(stmt: &str) -> Option<Timer> {
+    match stmt {
+        "mov.u64 $0, %globaltimer" => Some(Timer::Whole),
+        "mov.u32 $0, %globaltimer_lo" => Some(Timer::Low),
+        "mov.u32 $0, %globaltimer_hi" => Some(Timer::High),
+        _ => None,
+    }
 }
 
 /// A CPU body that stops the program, naming the statement and its line.

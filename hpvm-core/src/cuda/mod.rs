@@ -84,10 +84,11 @@ pub fn compile_halves(path: &Path, opts: &ClangOptions) -> Result<Halves> {
     std::fs::write(&minmax, HOST_MINMAX_H).map_err(|e| Error::io("temporary hpvm_host_minmax.h", e))?;
     let nvcc = scratch.path().join("hpvm_nvcc_macros.h");
     std::fs::write(&nvcc, NVCC_MACROS_H).map_err(|e| Error::io("temporary hpvm_nvcc_macros.h", e))?;
-    // `k<< <grid, block>> >(...)`, which nvcc takes: compiled from a respelled copy that
+    // `k<< <grid, block>> >(...)` and `asm("mov.u64 %0, %globaltimer;" : ...)`, which nvcc
+    // takes (`respell`): compiled from a respelled copy that
     // `#line` keeps at the user's file and lines, its directory searched first for quoted
     // includes as the original's would be.
-    let respelled = std::fs::read_to_string(path).ok().and_then(|text| respell_launches(&text));
+    let respelled = std::fs::read_to_string(path).ok().and_then(|text| respell(&text));
     let mut opts_here;
     let (src, opts) = match respelled {
         Some(text) => {
@@ -154,6 +155,102 @@ pub fn load_halves<'ctx>(ctx: &'ctx Context, halves: &[Halves]) -> Result<Module
     launchers::add(&host, &kernels, &symbols)?;
     host.verify().map_err(|e| Error::Llvm(format!("{shown}: the rewritten CUDA module is invalid: {e}")))?;
     Ok(host)
+}
+
+/// `text` with nvcc's spellings that clang refuses respelled ([`respell_launches`],
+/// [`respell_asm`]); `None` when there is none.
+fn respell(text: &str) -> Option<String> {
+    match respell_launches(text) {
+        Some(t) => Some(respell_asm(&t).unwrap_or(t)),
+        None => respell_asm(text),
+    }
+}
+
+/// `text` with the `%` of every register name in an extended `asm` statement's template
+/// doubled: nvcc passes `%globaltimer` or `%laneid` through to PTX as written, while clang
+/// takes a lone `%` for the start of an operand and refuses the letters after it. Kept as they
+/// are: `%%`, operands (`%0`, `%[name]`) and one-letter modifiers before one (`%k1`, which a
+/// host's x86 `asm` uses). A basic `asm` (no `:`), whose `%` clang takes as written, is left
+/// alone. `None` when nothing changed.
+fn respell_asm(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    let word = |i: usize| i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_');
+    // Byte offsets of the `%` to double.
+    let mut doubled = Vec::new();
+    let mut i = 0;
+    while let Some(at) = text[i..].find("asm").map(|a| a + i) {
+        i = at + 3;
+        if (at > 0 && word(at - 1)) || word(at + 3) {
+            continue;
+        }
+        // Qualifiers, then the parenthesis.
+        let mut j = at + 3;
+        loop {
+            while j < b.len() && b[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            let start = j;
+            while word(j) {
+                j += 1;
+            }
+            if !matches!(&text[start..j], "volatile" | "__volatile__" | "goto" | "inline") {
+                j = start;
+                break;
+            }
+        }
+        if j >= b.len() || b[j] != b'(' {
+            continue;
+        }
+        j += 1;
+        // The template: string literals up to the first `:` (extended) or `)` (basic).
+        let mut found = Vec::new();
+        let extended = loop {
+            match b.get(j) {
+                None => break false,
+                Some(b'"') => {
+                    j += 1;
+                    while j < b.len() && b[j] != b'"' {
+                        if b[j] == b'\\' {
+                            j += 1;
+                        } else if b[j] == b'%' {
+                            if b.get(j + 1) == Some(&b'%') {
+                                j += 1;
+                            } else {
+                                let letters =
+                                    b[j + 1..].iter().take_while(|c| c.is_ascii_alphabetic() || **c == b'_').count();
+                                let next = b.get(j + 1 + letters).copied().unwrap_or(b' ');
+                                let operand = letters == 1 && (next.is_ascii_digit() || next == b'[');
+                                if letters > 0 && !operand {
+                                    found.push(j);
+                                }
+                            }
+                        }
+                        j += 1;
+                    }
+                    j += 1;
+                }
+                Some(b':') => break true,
+                Some(b')' | b';') => break false,
+                Some(_) => j += 1,
+            }
+        };
+        if extended {
+            doubled.extend(found);
+        }
+        i = j.max(i);
+    }
+    if doubled.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len() + doubled.len());
+    let mut from = 0;
+    for at in doubled {
+        out.push_str(&text[from..=at]);
+        out.push('%');
+        from = at + 1;
+    }
+    out.push_str(&text[from..]);
+    Some(out)
 }
 
 /// `text` with every launch written `<< <...>> >` respelled `<<<...>>>` (nvcc's lexer takes the
@@ -245,7 +342,32 @@ fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path, pre_inc
 
 #[cfg(test)]
 mod tests {
-    use super::respell_launches;
+    use super::{respell_asm, respell_launches};
+
+    #[test]
+    fn register_names_in_extended_asm_are_respelled_and_nothing_else() {
+        assert_eq!(
+            respell_asm("asm volatile(\"mov.u64 %0, %globaltimer;\" : \"=l\"(t));").as_deref(),
+            Some("asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t));")
+        );
+        assert_eq!(
+            respell_asm(
+                "asm(\"{\\n\"\n  \"mov.u32 %0, %lanemask_lt; mov.u32 %1, %clock64;\"\n : \"=r\"(m), \"=r\"(c));"
+            )
+            .as_deref(),
+            Some("asm(\"{\\n\"\n  \"mov.u32 %0, %%lanemask_lt; mov.u32 %1, %%clock64;\"\n : \"=r\"(m), \"=r\"(c));")
+        );
+        for text in [
+            "asm(\"mov.u32 %0, %%laneid;\" : \"=r\"(x));",
+            "asm(\"movl %k1, %0\" : \"=r\"(x) : \"r\"(y));",
+            "asm(\"add %[a], %[b]\" : [a] \"+r\"(x) : [b] \"r\"(y));",
+            "asm(\" rdtsc; shl $0x20,%rdx; or %rdx,%rax; \");",
+            "int plasma = 3; // \"%x\" : ",
+            "printf(\"%d %s\", a, b) ? x : y;",
+        ] {
+            assert_eq!(respell_asm(text), None, "{text}");
+        }
+    }
 
     #[test]
     fn launches_with_spaces_are_respelled_and_nothing_else() {

@@ -779,6 +779,22 @@ pub extern "C" fn cudaGraphLaunch(exec: *mut c_void, stream: *mut c_void) -> Err
     })
 }
 
+/// Prepares an instantiated graph's launch on `stream` ahead of it: the graph's work is
+/// the runtime's to place at each launch, so there is nothing to move, only handles to check.
+#[no_mangle]
+pub extern "C" fn cudaGraphUpload(exec: *mut c_void, stream: *mut c_void) -> Error {
+    guard("cudaGraphUpload", || {
+        if !stream_ok(stream) {
+            return ret(super::INVALID_RESOURCE_HANDLE);
+        }
+        if graphs().execs.contains_key(&(exec as usize)) {
+            SUCCESS
+        } else {
+            ret(INVALID_VALUE)
+        }
+    })
+}
+
 #[no_mangle]
 pub extern "C" fn cudaGraphExecDestroy(exec: *mut c_void) -> Error {
     guard("cudaGraphExecDestroy", || {

@@ -266,6 +266,13 @@ pub extern "C" fn hpvm_rt_warp_unsupported() {
     )
 }
 
+/// `%globaltimer` on the CPU: nanoseconds of the host's real-time clock, as the GPU's timer
+/// counts them (its origin is the driver's; programs take differences).
+#[no_mangle]
+pub extern "C" fn hpvm_rt_globaltimer() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
 /// The CPU body of an inline PTX statement that has no CPU equivalent: the GPU runs it as
 /// written; here the program stops, naming it and its line (`where`), rather than go on
 /// without its effect.

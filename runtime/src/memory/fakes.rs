@@ -18,6 +18,7 @@ pub(crate) fn buffer(size: u64, devices: usize) -> Buffer {
         host_stores: true,
         races_refused: false,
         runtime_wrote: Vec::new(),
+        kept: Vec::new(),
         watch: super::Watch::NotYet,
         edge_bytes: Vec::new(),
         backing: Vec::new(),

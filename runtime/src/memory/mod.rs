@@ -132,6 +132,11 @@ pub struct Buffer {
     /// Absolute runs the runtime itself wrote into the host's pages since the last scan,
     /// some of which the watch may report as the program's: no race is claimed there.
     runtime_wrote: Vec<(u64, u64)>,
+    /// Where races are refused but the host's writes are not watched (a kernel older than
+    /// 6.7, `HPVM_MGPU_HOST_WRITES=all`): the host's bytes where a device holds them newer,
+    /// as they were when the launch that made them so was planned, as (offset, bytes). A
+    /// later look that finds the host's bytes changed there found a race ([`Buffer::raced`]).
+    kept: Vec<(u64, Vec<u8>)>,
     /// Whether the host's stores into it are watched ([`watch`]).
     watch: Watch,
     /// While watched: the host's bytes in its partial pages ([`watch::edges`]) at the last
@@ -283,6 +288,7 @@ impl Table {
             host_stores,
             races_refused: false,
             runtime_wrote: Vec::new(),
+            kept: Vec::new(),
             watch: Watch::NotYet,
             edge_bytes: Vec::new(),
             backing: Vec::new(),
@@ -611,6 +617,7 @@ impl Buffer {
     /// one ([`Coherence::host_wins`]). What it wrote is watched ([`watch`]) where possible;
     /// elsewhere, and with `HPVM_MGPU_HOST_WRITES=all`, all it holds counts as written.
     pub(crate) fn account_host_writes(&mut self) {
+        self.compare_kept();
         let now = HOST_EPOCH.load(Ordering::Relaxed);
         if self.host_epoch != now && self.host_stores {
             self.absorb_host_writes();
@@ -709,11 +716,85 @@ impl Buffer {
         ))
     }
 
+    /// Whether races are found by comparing the host's bytes with [`Buffer::kept`] copies:
+    /// where they are refused and the watch does not see the host's writes. Not under
+    /// `HPVM_MGPU_HOST_WRITES=none`, the program's promise that the host writes nothing.
+    fn races_compared(&self) -> bool {
+        self.races_refused
+            && match host_writes() {
+                HostWrites::None => false,
+                HostWrites::Assumed => true,
+                HostWrites::Watched => self.watch != Watch::Watched,
+            }
+    }
+
+    /// The byte runs (offsets) where a device holds a newer copy than the host.
+    fn stale_runs(&self) -> Vec<(u64, u64)> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for s in self.coherence.segments().iter().filter(|s| !s.holders.has(Place::Host)) {
+            match runs.last_mut() {
+                Some(l) if l.1 == s.start => l.1 = s.end,
+                _ => runs.push((s.start, s.end)),
+            }
+        }
+        runs
+    }
+
+    /// After a launch's plan moved the coherence map on: keeps a copy of the host's bytes
+    /// wherever a device now holds them newer ([`Buffer::kept`]). Runs kept already were
+    /// compared with the host's bytes just before ([`Buffer::account_host_writes`]), so they
+    /// are not copied again.
+    pub(crate) fn keep_stale(&mut self) {
+        if !self.races_compared() {
+            self.kept.clear();
+            return;
+        }
+        let old = std::mem::take(&mut self.kept);
+        for (a, b) in self.stale_runs() {
+            if let Some(k) = old.iter().position(|(o, bytes)| *o == a && bytes.len() as u64 == b - a) {
+                self.kept.push((a, old[k].1.clone()));
+                continue;
+            }
+            // SAFETY: bytes of the tracked buffer, which the program keeps allocated while it
+            // is tracked; the table is locked, and no device writes the host's copy.
+            let now = unsafe { std::slice::from_raw_parts((self.start + a) as *const u8, (b - a) as usize) };
+            self.kept.push((a, now.to_vec()));
+        }
+    }
+
+    /// Compares the host's bytes with the copies [`Buffer::keep_stale`] kept, where a device
+    /// still holds them newer: a difference is a host write that raced the kernel, which
+    /// stops the run ([`Buffer::raced`]). Then keeps only what is still stale.
+    fn compare_kept(&mut self) {
+        if self.kept.is_empty() {
+            return;
+        }
+        let stale = self.stale_runs();
+        let mut still = Vec::new();
+        for (o, bytes) in std::mem::take(&mut self.kept) {
+            let end = o + bytes.len() as u64;
+            for &(a, b) in stale.iter().filter(|&&(a, b)| a < end && o < b) {
+                let (a, b) = (a.max(o), b.min(end));
+                let then = &bytes[(a - o) as usize..(b - o) as usize];
+                // SAFETY: as in `keep_stale`.
+                let now = unsafe { std::slice::from_raw_parts((self.start + a) as *const u8, (b - a) as usize) };
+                if let Some(i) = then.iter().zip(now).position(|(x, y)| x != y) {
+                    let at = a + i as u64;
+                    let holders = self.coherence.query(at, at + 1).next().expect("inside the buffer").holders;
+                    self.raced(coherence::Segment { start: a, end: b, holders });
+                }
+                still.push((a, then.to_vec()));
+            }
+        }
+        self.kept = still;
+    }
+
     /// Makes the host current on `lo..hi` now.
     pub(crate) fn host_current(&mut self, lo: u64, hi: u64) {
         if self.coherence.missing(lo, hi, Place::Host).is_empty() {
             return;
         }
+        self.compare_kept();
         let t = std::time::Instant::now();
         // The copies below write the host's pages, which the watch would take for the
         // program's writes: what the program wrote is taken first, then they are protected

@@ -256,6 +256,7 @@ impl LaunchPlan {
             }
             let plan = entry.plan.clone();
             cached.insert(0, entry);
+            self.keep_stale(table);
             return (plan, true);
         }
         let before: Vec<Coherence> =
@@ -297,7 +298,16 @@ impl LaunchPlan {
         let plan = Arc::new(CopyPlan { copies, sources, after: after.collect() });
         cached.insert(0, CachedCopies { before, plan: plan.clone() });
         cached.truncate(COPY_PLANS_KEPT);
+        self.keep_stale(table);
         (plan, false)
+    }
+
+    /// Where races with the host are found by comparing bytes (`memory::Buffer::keep_stale`):
+    /// what the host holds where the launch made a device's copy newer.
+    fn keep_stale(&self, table: &mut Table) {
+        for &(s, _) in &self.buffers {
+            table.get_mut(s).expect("current").keep_stale();
+        }
     }
 }
 
