@@ -232,12 +232,12 @@ pub fn against_clang(rows: &[crate::baseline::Row], caption: &str, path: &Path) 
     bars_against(rows, &against, caption, path)
 }
 
-/// The launch-bound programs on one GPU: our build's time by default and without CUDA graphs,
-/// each relative to nvcc's build (`launch-bound.png`).
+/// The launch-bound programs on one GPU: plain clang's build, and ours by default and without
+/// CUDA graphs, each relative to nvcc's build (`launch-bound.png`).
 pub fn against_nvcc(rows: &[crate::baseline::Row], caption: &str, path: &Path) -> Result<(), String> {
     let against = Against {
         baseline: "nvcc",
-        configs: &["hpvm:1", "hpvm:1 graphs off"],
+        configs: &["clang", "hpvm:1", "hpvm:1 graphs off"],
         title: "Launch-bound programs, one GPU, time / nvcc's",
         x_desc: "time relative to nvcc's build (1.0; red: 1.05); lower is faster",
         // Room on the right for the legend beside the longest bar.
@@ -301,6 +301,7 @@ fn bars_against(rows: &[crate::baseline::Row], a: &Against<'_>, caption: &str, p
             .draw_series(bars)
             .map_err(err)?
             .label(match *config {
+                "clang" => "plain clang-19 (libcudart)",
                 "hpvm:1" => "hpvm-mgpu, 1 GPU",
                 "hpvm:1 graphs off" => "hpvm-mgpu, 1 GPU, HPVM_MGPU_GRAPHS=off",
                 other => other,
