@@ -7,7 +7,9 @@
  *   launch_probe [LAUNCHES]      (default 20000)
  *
  * Each case launches an empty-bodied one-block kernel LAUNCHES times and synchronizes; it
- * prints the host's microseconds per launch (median of 5 rounds). Exit status: 0 done, 1 a
+ * prints the host's microseconds per launch (median of 5 rounds). The round-trip cases
+ * then wait after every launch (launch, wait, launch...: PolyBench's lu), by each of the ways
+ * a runtime may wait, and print the microseconds per launch-and-wait. Exit status: 0 done, 1 a
  * CUDA call failed (named on stderr), 2 bad arguments.
  */
 #define _GNU_SOURCE
@@ -54,6 +56,7 @@ static struct {
   CUresult (*GraphExecUpdate)(CUgraphExec, CUgraph, void *);
   CUresult (*GraphDestroy)(CUgraph);
   CUresult (*StreamSynchronize)(CUstream);
+  CUresult (*EventSynchronize)(CUevent);
 } cu;
 
 static void check(CUresult r, const char *what) {
@@ -113,6 +116,37 @@ static double per_launch(CUfunction f, int nparams, CUstream s, int extra, int n
       if (extra == EVENTS) check(cu.EventRecord(ev[1], s), "cuEventRecord");
     }
     check(cu.CtxSynchronize(), "cuCtxSynchronize");
+    rounds[r] = (now() - t) / n * 1e6;
+  }
+  qsort(rounds, 5, sizeof rounds[0], cmp);
+  return rounds[2];
+}
+
+/* How a round-trip case waits after each launch. */
+enum { WAIT_CONTEXT, WAIT_STREAM, WAIT_EVENT };
+
+/* Launch, wait, launch...: the host's microseconds per launch-and-wait (median of 5). */
+static double per_round_trip(CUfunction f, int nparams, CUstream s, int how, int n, CUevent ev,
+                             unsigned long long word) {
+  uint64_t words[17] = {0};
+  void *ptrs[17];
+  for (int i = 0; i < 17; ++i) ptrs[i] = &words[i];
+  words[0] = word;
+  (void)nparams;
+  double rounds[5];
+  for (int r = 0; r < 5; ++r) {
+    double t = now();
+    for (int i = 0; i < n; ++i) {
+      check(cu.LaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, ptrs, NULL), "cuLaunchKernel");
+      if (how == WAIT_CONTEXT) {
+        check(cu.CtxSynchronize(), "cuCtxSynchronize");
+      } else if (how == WAIT_STREAM) {
+        check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+      } else {
+        check(cu.EventRecord(ev, s), "cuEventRecord");
+        check(cu.EventSynchronize(ev), "cuEventSynchronize");
+      }
+    }
     rounds[r] = (now() - t) / n * 1e6;
   }
   qsort(rounds, 5, sizeof rounds[0], cmp);
@@ -199,6 +233,7 @@ int main(int argc, char **argv) {
   LOAD(GraphExecUpdate, "cuGraphExecUpdate_v2");
   LOAD(GraphDestroy, "cuGraphDestroy");
   LOAD(StreamSynchronize, "cuStreamSynchronize");
+  LOAD(EventSynchronize, "cuEventSynchronize");
   CUdevice dev;
   CUcontext ctx;
   CUmodule mod;
@@ -236,6 +271,30 @@ int main(int argc, char **argv) {
     per_launch(cases[c].f, cases[c].nparams, cases[c].s, cases[c].extra, n / 10 + 1, ctx, ev, word); /* warm-up */
     double us = per_launch(cases[c].f, cases[c].nparams, cases[c].s, cases[c].extra, n, ctx, ev, word);
     printf("%-45s %.3f us/launch\n", cases[c].name, us);
+  }
+  CUstream blocking;
+  check(cu.StreamCreate(&blocking, 0), "cuStreamCreate");
+  CUevent timeless;
+  check(cu.EventCreate(&timeless, 2 /* CU_EVENT_DISABLE_TIMING */), "cuEventCreate");
+  struct {
+    const char *name;
+    CUfunction f;
+    int nparams;
+    CUstream s;
+    int how;
+  } trips[] = {
+      {"wait: legacy stream, cuCtxSynchronize", k3, 3, NULL, WAIT_CONTEXT},
+      {"wait: legacy stream, cuStreamSynchronize", k3, 3, NULL, WAIT_STREAM},
+      {"wait: blocking stream, cuStreamSynchronize", k3, 3, blocking, WAIT_STREAM},
+      {"wait: non-blocking, cuStreamSynchronize", k3, 3, nonblocking, WAIT_STREAM},
+      {"wait: non-blocking, 17 params", k17, 17, nonblocking, WAIT_STREAM},
+      {"wait: non-blocking, cuCtxSynchronize", k3, 3, nonblocking, WAIT_CONTEXT},
+      {"wait: non-blocking, event record and sync", k3, 3, nonblocking, WAIT_EVENT},
+  };
+  for (size_t c = 0; c < sizeof trips / sizeof trips[0]; ++c) {
+    per_round_trip(trips[c].f, trips[c].nparams, trips[c].s, trips[c].how, n / 20 + 1, timeless, word);
+    double us = per_round_trip(trips[c].f, trips[c].nparams, trips[c].s, trips[c].how, n / 4, timeless, word);
+    printf("%-45s %.3f us/launch-and-wait\n", trips[c].name, us);
   }
   struct {
     const char *name;
