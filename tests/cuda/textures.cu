@@ -4,7 +4,9 @@
  * normalized, wrapping coordinates; a uchar4 array read as normalized floats with a border;
  * tex1Dfetch over linear memory (ints, reading zero past the end); a 3-D array filled by
  * cudaMemcpy3D; pitched linear memory as a 2-D texture; signed 16-bit texels read
- * normalized; half-precision texels; a layered array; a surface written and read (its
+ * normalized; half-precision texels; a layered array; cube maps, one and two to an array,
+ * fetched at their texels' directions (at two lengths) and by arbitrary directions (whose
+ * face is checked); a surface written and read (its
  * boundary modes); copies back out of an array; the descriptions asked
  * back; and the errors of bad formats. Checked against the host: exactly where a texel is
  * read whole, within 1/256 of the range where texels are filtered (the texture unit holds
@@ -74,6 +76,31 @@ __global__ void layers(cudaTextureObject_t layered, float *out, int w, int h, in
 
 // Surfaces: one element written per thread (those outside dropped), then a neighbour read,
 // clamped at the edge.
+// Cube maps of CW x CW faces: `exact` gets, per face f and texel (x, y), the texel fetched at
+// the direction of its centre (CUDA's table inverted), at length 1 and 3.5, and from the
+// second cube of `cubes`; `faces` gets the fetch at arbitrary directions `dirs`.
+__global__ void cubemaps(cudaTextureObject_t cube, cudaTextureObject_t cubes, float *exact, const float3 *dirs,
+                         float *faces, int cw, int ndirs) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x < cw && y < cw)
+    for (int f = 0; f < 6; ++f) {
+      float s = (x + 0.5f) / cw * 2.0f - 1.0f, t = (y + 0.5f) / cw * 2.0f - 1.0f;
+      float3 d = f == 0   ? make_float3(1, -t, -s)
+                 : f == 1 ? make_float3(-1, -t, s)
+                 : f == 2 ? make_float3(s, 1, t)
+                 : f == 3 ? make_float3(s, -1, -t)
+                 : f == 4 ? make_float3(s, -t, 1)
+                          : make_float3(-s, -t, -1);
+      int i = (f * cw + y) * cw + x;
+      exact[3 * i] = texCubemap<float>(cube, d.x, d.y, d.z);
+      exact[3 * i + 1] = texCubemap<float>(cube, 3.5f * d.x, 3.5f * d.y, 3.5f * d.z);
+      exact[3 * i + 2] = texCubemapLayered<float>(cubes, d.x, d.y, d.z, 1);
+    }
+  int k = y * cw + x;
+  if (k < ndirs)
+    faces[k] = texCubemap<float>(cube, dirs[k].x, dirs[k].y, dirs[k].z);
+}
+
 __global__ void paint(cudaSurfaceObject_t s, int w, int h) {
   int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x < w + 2 && y < h)
@@ -302,6 +329,56 @@ int main(int argc, char **argv) {
     mix(bits(hl[i]));
   }
 
+  // Cube maps: texel (f, x, y) holds f * 10000 + y * 100 + x; two cubes hold it + 100000 * cube.
+  const int cw = 8, ndirs = 125;
+  std::vector<float> faces(2 * 6 * cw * cw);
+  for (int i = 0; i < (int)faces.size(); ++i)
+    faces[i] = (float)(i / (6 * cw * cw) * 100000 + i / (cw * cw) % 6 * 10000 + i / cw % cw * 100 + i % cw);
+  cudaArray_t cubeArr, cubesArr;
+  CHECK(cudaMalloc3DArray(&cubeArr, &fd, make_cudaExtent(cw, cw, 6), cudaArrayCubemap));
+  CHECK(cudaMalloc3DArray(&cubesArr, &fd, make_cudaExtent(cw, cw, 12), cudaArrayCubemap | cudaArrayLayered));
+  cudaArray_t notSquare;
+  ok &= cudaMalloc3DArray(&notSquare, &fd, make_cudaExtent(cw, cw + 1, 6), cudaArrayCubemap) == cudaErrorInvalidValue;
+  cudaGetLastError();
+  for (cudaArray_t a : {cubeArr, cubesArr}) {
+    cudaMemcpy3DParms c = {};
+    c.srcPtr = make_cudaPitchedPtr(faces.data(), cw * sizeof(float), cw, cw);
+    c.dstArray = a;
+    c.extent = make_cudaExtent(cw, cw, a == cubeArr ? 6 : 12);
+    c.kind = cudaMemcpyHostToDevice;
+    CHECK(cudaMemcpy3D(&c));
+  }
+  cudaTextureObject_t cubeTex = make(of_array(cubeArr), cudaAddressModeClamp, cudaFilterModePoint, cudaReadModeElementType, 1);
+  cudaTextureObject_t cubesTex =
+      make(of_array(cubesArr), cudaAddressModeClamp, cudaFilterModePoint, cudaReadModeElementType, 1);
+  // Directions with no two components of one magnitude (the face is then the major axis's).
+  std::vector<float3> dirs(ndirs);
+  for (int k = 0; k < ndirs; ++k)
+    dirs[k] = make_float3(k % 5 - 2 + 0.13f, k / 5 % 5 - 2 + 0.29f, k / 25 % 5 - 2 + 0.47f);
+  float *cubeOut, *faceOut;
+  float3 *ddirs;
+  CHECK(cudaMalloc(&cubeOut, 3 * 6 * cw * cw * sizeof(float)));
+  CHECK(cudaMalloc(&faceOut, ndirs * sizeof(float)));
+  CHECK(cudaMalloc(&ddirs, ndirs * sizeof(float3)));
+  CHECK(cudaMemcpy(ddirs, dirs.data(), ndirs * sizeof(float3), cudaMemcpyHostToDevice));
+  cubemaps<<<dim3(2, 2), dim3(cw, cw)>>>(cubeTex, cubesTex, cubeOut, ddirs, faceOut, cw, ndirs);
+  CHECK(cudaGetLastError());
+  std::vector<float> hcube(3 * 6 * cw * cw), hface(ndirs);
+  CHECK(cudaMemcpy(hcube.data(), cubeOut, hcube.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(hface.data(), faceOut, hface.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < 6 * cw * cw; ++i) {
+    ok &= hcube[3 * i] == faces[i] && hcube[3 * i + 1] == faces[i] && hcube[3 * i + 2] == faces[6 * cw * cw + i];
+    for (int j = 0; j < 3; ++j)
+      mix(bits(hcube[3 * i + j]));
+  }
+  for (int k = 0; k < ndirs; ++k) {
+    float ax = fabsf(dirs[k].x), ay = fabsf(dirs[k].y), az = fabsf(dirs[k].z);
+    int want = ax > ay && ax > az ? (dirs[k].x > 0 ? 0 : 1) : ay > az ? (dirs[k].y > 0 ? 2 : 3) : (dirs[k].z > 0 ? 4 : 5);
+    int face = (int)hface[k] / 10000;
+    ok &= face == want;
+    mix((uint32_t)face);
+  }
+
   // A surface over a 2-D array: written, read back through the surface and by a copy.
   cudaArray_t surfArr;
   CHECK(cudaMallocArray(&surfArr, &fd, w, h, cudaArraySurfaceLoadStore));
@@ -348,9 +425,10 @@ int main(int argc, char **argv) {
   ok &= cudaMallocArray(&none, &bad, w, h) == cudaErrorInvalidChannelDescriptor;
   cudaGetLastError();
 
-  for (cudaTextureObject_t t : {point, linear, colorTex, intTex, volTex, pitchTex, shortTex, halfTex, layerTex})
+  for (cudaTextureObject_t t :
+       {point, linear, colorTex, intTex, volTex, pitchTex, shortTex, halfTex, layerTex, cubeTex, cubesTex})
     CHECK(cudaDestroyTextureObject(t));
-  for (cudaArray_t a : {arr, carr, varr, sarr, harr, larr})
+  for (cudaArray_t a : {arr, carr, varr, sarr, harr, larr, cubeArr, cubesArr})
     CHECK(cudaFreeArray(a));
   printf("filtered: worst error %.6f\n", worst);
   printf("checksum %016llx\n%s\n", (unsigned long long)sum, ok ? "PASS" : "FAIL");

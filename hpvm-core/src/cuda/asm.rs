@@ -238,7 +238,7 @@ pub(super) fn lower<'ctx>(
         return Err(Error::Cuda(format!(
             "{}: error: `{stmt}` is not supported: textures are fetched and surfaces accessed in software (1-D, \
              2-D, 3-D and layered fetches, `tex1Dfetch`, `tex2D`, `tex3D`, `tex2DLayered`..., CUDA's `surf*read` \
-             and `surf*write`); cube maps, gathers, texture queries and surface statements in inline PTX are not",
+             and `surf*write`, cube maps); gathers, texture queries and surface statements in inline PTX are not",
             crate::loc::show(&Val(call).loc())
         )));
     }
@@ -962,7 +962,7 @@ pub(super) fn texture_fetch<'ctx>(dev: &Module<'ctx>) -> Option<inkwell::values:
 /// layered ones name the layer first): a call of the software fetch (`textures.h`, the same
 /// code on both backends) into four words of the stack, which become the statement's four
 /// results. Levels and gradients are not read: the runtime makes no mipmapped textures.
-/// `None` for any other statement (cube maps, sparse fetches with their extra predicate).
+/// `None` for any other statement (sparse fetches with their extra predicate).
 fn texture<'ctx>(
     dev: &Module<'ctx>,
     b: &Builder<'ctx>,
@@ -980,12 +980,15 @@ fn texture<'ctx>(
         [_, g, "v4", d, c] => (g, d, c),
         _ => return Ok(None),
     };
-    let (dims, layered) = match geometry {
-        "1d" => (1, false),
-        "2d" => (2, false),
-        "3d" => (3, false),
-        "a1d" => (1, true),
-        "a2d" => (2, true),
+    // Cube maps take a direction (x, y, z); the fetch knows them by dimension code 4.
+    let (dims, layered, cube) = match geometry {
+        "1d" => (1, false, false),
+        "2d" => (2, false, false),
+        "3d" => (3, false, false),
+        "a1d" => (1, true, false),
+        "a2d" => (2, true, false),
+        "cube" => (3, false, true),
+        "acube" => (3, true, true),
         _ => return Ok(None),
     };
     let AnyTypeEnum::StructType(st) = result else { return Ok(None) };
@@ -1004,6 +1007,9 @@ fn texture<'ctx>(
     };
     let Some(coords) = coords else { return Ok(None) };
     let integer = ctype == "s32";
+    if cube && integer {
+        return Ok(None);
+    }
     let expected: BasicTypeEnum = if integer { i32t.into() } else { f32t.into() };
     if coords.iter().any(|c| c.get_type() != expected) || layer.is_some_and(|l| l.get_type() != i32t.into()) {
         return Ok(None);
@@ -1034,7 +1040,7 @@ fn texture<'ctx>(
     let slot = eb.build_alloca(i32t.array_type(4), "texels").map_err(llvm)?;
     let call_args: Vec<BasicMetadataValueEnum> = vec![
         object.into(),
-        i32t.const_int(dims as u64, false).into(),
+        i32t.const_int(if cube { 4 } else { dims } as u64, false).into(),
         i32t.const_int(single as u64, false).into(),
         ix.into(),
         xyz[0].into(),

@@ -184,6 +184,12 @@ static __device__ unsigned __hpvm_mgpu_texel(const __hpvm_mgpu_texture *t, int i
   return __builtin_bit_cast(unsigned, f);
 }
 
+/* The texel at coordinate x (in texels) of a dimension of n, clamped to its edges. */
+static __device__ int __hpvm_mgpu_clamp(float x, int n) {
+  int i = x != x ? 0 : (int)__builtin_floorf(x);
+  return i < 0 ? 0 : i >= n ? n - 1 : i;
+}
+
 /* The texel index along one dimension for coordinate x (in texels), or -1 for the border. */
 static __device__ int __hpvm_mgpu_tex_index(const __hpvm_mgpu_texture *t, int d, float x) {
   int n = t->size[d], i = (int)__builtin_floorf(x);
@@ -215,7 +221,9 @@ static __device__ float __hpvm_mgpu_tex_coord(const __hpvm_mgpu_texture *t, int 
 
 /* One fetch (the CUDA frontend finds it by this name inside its mangled one; internal to
  * each source, as every source has it): `dims` coordinates (x, y, z) in `layer` of a layered texture (0 otherwise), or
- * the integer index `ix` where `integer` is set; four words into `out`. */
+ * the integer index `ix` where `integer` is set; four words into `out`. `dims` 4 is a cube
+ * map's direction (x, y, z) in cube `layer`: the face its major axis names (CUDA's table:
+ * +x, -x, +y, -y, +z, -z are layers 0 to 5) at (s / m + 1) / 2, (t / m + 1) / 2. */
 static __device__ __attribute__((used)) void __hpvm_mgpu_tex_fetch(unsigned long long object, int dims, int integer,
                                                                   int ix, float x, float y, float z, int layer,
                                                                   unsigned *out) {
@@ -237,6 +245,25 @@ static __device__ __attribute__((used)) void __hpvm_mgpu_tex_fetch(unsigned long
       out[c] = __hpvm_mgpu_texel(t, ix, 0, layer, c, as_float);
     return;
   }
+  int cube = dims == 4;
+  if (cube) {
+    float ax = __builtin_fabsf(x), ay = __builtin_fabsf(y), az = __builtin_fabsf(z), m, s, u;
+    int face;
+    if (ax >= ay && ax >= az) {
+      face = x >= 0.0f ? 0 : 1;
+      m = ax, s = x >= 0.0f ? -z : z, u = -y;
+    } else if (ay >= az) {
+      face = y >= 0.0f ? 2 : 3;
+      m = ay, s = x, u = y >= 0.0f ? z : -z;
+    } else {
+      face = z >= 0.0f ? 4 : 5;
+      m = az, s = z >= 0.0f ? x : -x, u = -y;
+    }
+    x = (s / m + 1.0f) * 0.5f;
+    y = (u / m + 1.0f) * 0.5f;
+    layer = layer * 6 + face;
+    dims = 2;
+  }
   /* Layers clamp, as the texture unit clamps them. */
   layer = layer < 0 ? 0 : layer >= t->size[2] ? t->size[2] - 1 : layer;
   float at[3] = {x, y, z};
@@ -245,15 +272,16 @@ static __device__ __attribute__((used)) void __hpvm_mgpu_tex_fetch(unsigned long
   int linear = t->filter == 1 && as_float;
   int d;
   for (d = 0; d < dims; ++d) {
-    float u = __hpvm_mgpu_tex_coord(t, d, at[d]);
+    /* A face's coordinates are normalized, and clamp at its edges. */
+    float u = cube ? at[d] * (float)t->size[d] : __hpvm_mgpu_tex_coord(t, d, at[d]);
     if (linear) {
       float b = u - 0.5f, whole = __builtin_floorf(b);
       /* The weight in 1.8 fixed point, as the texture unit holds it. */
       a[d] = __builtin_rintf((b - whole) * 256.0f) / 256.0f;
-      lo[d] = __hpvm_mgpu_tex_index(t, d, whole);
-      hi[d] = __hpvm_mgpu_tex_index(t, d, whole + 1.0f);
+      lo[d] = cube ? __hpvm_mgpu_clamp(whole, t->size[d]) : __hpvm_mgpu_tex_index(t, d, whole);
+      hi[d] = cube ? __hpvm_mgpu_clamp(whole + 1.0f, t->size[d]) : __hpvm_mgpu_tex_index(t, d, whole + 1.0f);
     } else {
-      lo[d] = hi[d] = __hpvm_mgpu_tex_index(t, d, u);
+      lo[d] = hi[d] = cube ? __hpvm_mgpu_clamp(u, t->size[d]) : __hpvm_mgpu_tex_index(t, d, u);
     }
   }
   for (c = 0; c < t->channels; ++c) {

@@ -18,8 +18,9 @@
 //! through CUDA's surface functions (`textures.h` declares them: clang's headers have none).
 //!
 //! Mipmapped arrays are not made here (their calls are not defined, so a program using them
-//! fails at link time naming them); cube maps are refused; kernels that gather or query a
-//! texture fail to build, naming the line.
+//! fails at link time naming them); a cube map is an array of six square layers (per cube),
+//! which kernels fetch by direction (`textures.h`); kernels that gather or query a texture fail
+//! to build, naming the line.
 
 use super::graphs::Extent;
 use super::{allocate, copy, copy_2d, put, ret, Error, Kind, INVALID_VALUE, SUCCESS};
@@ -204,16 +205,24 @@ pub extern "C" fn cudaMalloc3DArray(
 const LAYERED: c_uint = 1;
 /// `cudaArraySurfaceLoadStore`: surfaces may be made over the array.
 const SURFACE_LOAD_STORE: c_uint = 2;
+/// `cudaArrayCubemap`: six square layers, the faces +x, -x, +y, -y, +z, -z (with
+/// `cudaArrayLayered`, six per cube).
+const CUBEMAP: c_uint = 4;
 
 /// An array of `extent` elements of `desc`'s format: 1-D, 2-D, 3-D or layered, for textures
-/// and surfaces. Cube maps and gathers are refused (`cudaErrorInvalidValue`): kernels cannot
-/// use them.
+/// and surfaces, and cube maps (six square layers per cube). Texture gathers are refused
+/// (`cudaErrorInvalidValue`): kernels cannot use them.
 fn make_array(out: *mut *mut c_void, desc: *const ChannelFormatDesc, extent: Extent, flags: c_uint) -> Error {
     // SAFETY: the caller's format, checked non-null.
     let Some(&desc) = (unsafe { desc.as_ref() }) else { return ret(INVALID_VALUE) };
     let layered = flags & LAYERED != 0 && extent.depth > 0;
+    let cube = flags & CUBEMAP == 0
+        || (extent.width == extent.height
+            && extent.depth > 0
+            && extent.depth % 6 == 0
+            && (layered || extent.depth == 6));
     let shape = extent.width > 0 && (extent.height > 0 || extent.depth == 0 || layered);
-    if out.is_null() || !shape || flags & !(LAYERED | SURFACE_LOAD_STORE) != 0 {
+    if out.is_null() || !shape || !cube || flags & !(LAYERED | SURFACE_LOAD_STORE | CUBEMAP) != 0 {
         return ret(INVALID_VALUE);
     }
     if desc.shape().is_none() {
