@@ -219,7 +219,7 @@ fn make_array(out: *mut *mut c_void, desc: *const ChannelFormatDesc, extent: Ext
     let cube = flags & CUBEMAP == 0
         || (extent.width == extent.height
             && extent.depth > 0
-            && extent.depth % 6 == 0
+            && extent.depth.is_multiple_of(6)
             && (layered || extent.depth == 6));
     let shape = extent.width > 0 && (extent.height > 0 || extent.depth == 0 || layered);
     if out.is_null() || !shape || !cube || flags & !(LAYERED | SURFACE_LOAD_STORE | CUBEMAP) != 0 {
