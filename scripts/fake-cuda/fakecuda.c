@@ -172,6 +172,12 @@ CUresult cuLaunchKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigne
     return OK;
 }
 
+CUresult cuLaunchCooperativeKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                   unsigned bz, unsigned shmem, Handle s, void **params) {
+    C;
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL);
+}
+
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) { C;
     void *m = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
     if (!m) return 2;

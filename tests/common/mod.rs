@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 86] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 87] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -258,6 +258,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 86] = [
     ("tests/cuda/local_arrays.cu", &[&["1"], &["1000"]]),
     // Squares and sine-cosine pairs of the math library, simplified for the GPU.
     ("tests/cuda/math_calls.cu", &[&["1"], &["1000"]]),
+    // A cooperative launch: blocks meeting at the grid's barrier, whole on one device.
+    ("tests/cuda/grid_sync.cu", &[&["1"], &["1000"], &["30001"]]),
     ("bench/programs/matmul.cu", &[&["1"], &["37"], &["100"]]),
     ("bench/programs/stencil.cu", &[&["3", "1"], &["37", "3"], &["130", "4"]]),
     ("bench/programs/nbody.cu", &[&["1", "1"], &["100", "2"], &["1100", "2"]]),

@@ -277,13 +277,28 @@ pub(super) fn lower<'ctx>(
         fb.build_return(Some(&v)).map_err(llvm)?;
     } else if let Some(v) = byte_sad(&fb, &shown, &params, ret_ty)? {
         fb.build_return(Some(&v)).map_err(llvm)?;
-    } else if matches!(shown.as_str(), "mov.u32 $0, %envreg0" | "mov.u32 $0, %envreg1" | "mov.u32 $0, %envreg2")
-        && ret_ty.is_int_type()
-    {
+    } else if let (Some(n), true) = (
+        shown.strip_prefix("mov.u32 $0, %envreg").and_then(|n| n.parse::<u64>().ok()).filter(|&n| n <= 2),
+        ret_ty.is_int_type(),
+    ) {
         // The driver's environment registers: cooperative groups' `this_grid()` finds the
-        // grid's workspace there, which only a cooperative launch has (the registers are 0
-        // otherwise, as here: no launch on simulated devices is cooperative).
-        fb.build_return(Some(&ret_ty.into_int_type().const_zero())).map_err(llvm)?;
+        // grid's workspace in registers 1 and 2, which only a cooperative launch has; on the
+        // CPU the runtime gives the running cooperative launch's (0 outside one, as on a GPU).
+        let i32t = ctx.i32_type();
+        let envreg = dev
+            .get_function("hpvm_rt_envreg")
+            .unwrap_or_else(|| dev.add_function("hpvm_rt_envreg", i32t.fn_type(&[i32t.into()], false), None));
+        let v = fb
+            .build_call(envreg, &[i32t.const_int(n, false).into()], "envreg")
+            .map_err(llvm)?
+            .try_as_basic_value()
+            .basic()
+            .expect("i32");
+        if ret_ty.into_int_type() == i32t {
+            fb.build_return(Some(&v)).map_err(llvm)?;
+        } else {
+            stop_body(dev, &fb, call, &shown, fn_ty)?;
+        }
     } else if let (Some(half), true) = (globaltimer_half(&shown), ret_ty.is_int_type()) {
         // The GPU's nanosecond timer (programs time their kernels' phases with it): on the CPU
         // the host's (`hpvm_rt_globaltimer`), or its lower or upper 32 bits.

@@ -183,7 +183,66 @@ pub unsafe extern "C" fn cudaLaunchKernel(
     shmem: usize,
     stream: *mut c_void,
 ) -> Error {
-    let launcher = guard("cudaLaunchKernel", || {
+    // SAFETY: as this function's contract says.
+    unsafe { launch_kernel(func, grid_xy, grid_z, block_xy, block_z, args, shmem, stream, false) }
+}
+
+/// A cooperative launch: its blocks may wait for one another at the grid's barrier
+/// (cooperative groups' `this_grid().sync()`), so all of them must run at once. It runs whole,
+/// on one device (`crate::launch::as_cooperative_launch`): on a GPU through the driver's
+/// cooperative launch, which refuses a grid the GPU cannot hold at once; on simulated devices
+/// every block on a thread of its own. A grid larger than the device the program sees holds
+/// at once (its occupancy times its multiprocessors) is refused here, with CUDA's
+/// `cudaErrorCooperativeLaunchTooLarge`, before anything runs.
+///
+/// # Safety
+/// `args` holds a pointer to each of the kernel's arguments, as CUDA's API says.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn cudaLaunchCooperativeKernel(
+    func: *const c_void,
+    grid_xy: u64,
+    grid_z: c_uint,
+    block_xy: u64,
+    block_z: c_uint,
+    args: *mut *mut c_void,
+    shmem: usize,
+    stream: *mut c_void,
+) -> Error {
+    let (grid, block) = (Dim3::from_regs(grid_xy, grid_z), Dim3::from_regs(block_xy, block_z));
+    let blocks = grid.x as u64 * grid.y as u64 * grid.z as u64;
+    let threads = block.x.saturating_mul(block.y).saturating_mul(block.z);
+    if let Ok(l) = crate::devices::devices().limits() {
+        let at_once =
+            super::config::blocks_per_multiprocessor(&l, threads, shmem as u64) as u64 * l.multiprocessors as u64;
+        if threads <= 1024 && blocks > at_once && is_kernel(func) {
+            return ret(super::COOPERATIVE_LAUNCH_TOO_LARGE);
+        }
+    }
+    crate::launch::as_cooperative_launch(|| {
+        // SAFETY: as this function's contract says.
+        unsafe { launch_kernel(func, grid_xy, grid_z, block_xy, block_z, args, shmem, stream, true) }
+    })
+}
+
+/// [`cudaLaunchKernel`], cooperative or not.
+///
+/// # Safety
+/// `args` holds a pointer to each of the kernel's arguments, as CUDA's API says.
+#[allow(clippy::too_many_arguments)]
+unsafe fn launch_kernel(
+    func: *const c_void,
+    grid_xy: u64,
+    grid_z: c_uint,
+    block_xy: u64,
+    block_z: c_uint,
+    args: *mut *mut c_void,
+    shmem: usize,
+    stream: *mut c_void,
+    cooperative: bool,
+) -> Error {
+    let name = if cooperative { "cudaLaunchCooperativeKernel" } else { "cudaLaunchKernel" };
+    let launcher = guard(name, || {
         let (grid, block) = (Dim3::from_regs(grid_xy, grid_z), Dim3::from_regs(block_xy, block_z));
         let kernels = KERNELS.lock().unwrap_or_else(|e| e.into_inner());
         let Some(&launcher) = kernels.as_ref().and_then(|k| k.get(&(func as usize))) else {
@@ -208,6 +267,11 @@ pub unsafe extern "C" fn cudaLaunchKernel(
         return ret(INVALID_VALUE);
     }
     if let Some(graph) = super::graphs::capture_of(stream) {
+        if cooperative {
+            // A graph's kernel nodes are not cooperative here: refused, as a call CUDA's
+            // stream capture does not take.
+            return ret(super::INVALID_VALUE);
+        }
         // SAFETY: the caller's argument array, as this function's contract says.
         return unsafe { super::graphs::record_kernel(graph, func, g, b, args, shmem) };
     }

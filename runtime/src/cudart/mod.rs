@@ -76,6 +76,7 @@ pub const MISSING_CONFIGURATION: Error = 52;
 pub const UNSUPPORTED_LIMIT: Error = 215;
 pub const HOST_MEMORY_ALREADY_REGISTERED: Error = 712;
 pub const HOST_MEMORY_NOT_REGISTERED: Error = 713;
+pub const COOPERATIVE_LAUNCH_TOO_LARGE: Error = 720;
 
 /// `cudaMemcpyKind`.
 const HOST_TO_HOST: c_int = 0;
@@ -755,7 +756,7 @@ pub extern "C" fn cudaPeekAtLastError() -> Error {
 }
 
 /// The name and description of each code this runtime returns.
-const MESSAGES: [(Error, &CStr, &CStr); 13] = [
+const MESSAGES: [(Error, &CStr, &CStr); 14] = [
     (INVALID_CONFIGURATION, c"cudaErrorInvalidConfiguration", c"invalid configuration argument"),
     (INVALID_DEVICE_FUNCTION, c"cudaErrorInvalidDeviceFunction", c"invalid device function"),
     (MISSING_CONFIGURATION, c"cudaErrorMissingConfiguration", c"__global__ function call is not configured"),
@@ -769,6 +770,7 @@ const MESSAGES: [(Error, &CStr, &CStr); 13] = [
     (INVALID_MEMCPY_DIRECTION, c"cudaErrorInvalidMemcpyDirection", c"invalid copy direction for memcpy"),
     (INVALID_DEVICE, c"cudaErrorInvalidDevice", c"invalid device ordinal"),
     (INVALID_RESOURCE_HANDLE, c"cudaErrorInvalidResourceHandle", c"invalid resource handle"),
+    (COOPERATIVE_LAUNCH_TOO_LARGE, c"cudaErrorCooperativeLaunchTooLarge", c"too many blocks in cooperative launch"),
 ];
 
 #[no_mangle]
@@ -1097,6 +1099,7 @@ mod prop {
     pub const SHARED_MEM_PER_MULTIPROCESSOR: usize = 640;
     pub const REGS_PER_MULTIPROCESSOR: usize = 648;
     pub const MANAGED_MEMORY: usize = 652;
+    pub const COOPERATIVE_LAUNCH: usize = 688;
     pub const SHARED_MEM_PER_BLOCK_OPTIN: usize = 696;
 }
 
@@ -1135,6 +1138,7 @@ fn device_prop(d: &DeviceLimits) -> [u8; DEVICE_PROP_SIZE] {
     put_bytes(prop::SHARED_MEM_PER_MULTIPROCESSOR, &size(d.shared_per_multiprocessor));
     put_bytes(prop::REGS_PER_MULTIPROCESSOR, &int(d.registers_per_multiprocessor));
     put_bytes(prop::MANAGED_MEMORY, &int(1));
+    put_bytes(prop::COOPERATIVE_LAUNCH, &int(1));
     put_bytes(prop::SHARED_MEM_PER_BLOCK_OPTIN, &size(d.shared_per_block_optin));
     b
 }
@@ -1223,8 +1227,10 @@ pub extern "C" fn cudaDeviceGetAttribute(value: *mut c_int, attribute: c_int, de
             // without concurrent managed access), registered host memory, memory pools.
             86 | 88 | 89 | 91 | 100 | 101 => 0,
             90 | 99 | 115 => 1,
-            // Cooperative launches are not taken (`cudaLaunchCooperativeKernel`).
-            95 | 96 => 0,
+            // Cooperative launches run on one device (`cudaLaunchCooperativeKernel`); there is
+            // no launch over several devices' grids at once.
+            95 => 1,
+            96 => 0,
             97 => d.shared_per_block_optin,
             106 => (d.max_threads_per_multiprocessor / 64).max(1) as u64,
             // No persisting L2 lines or access-policy windows (the hint is taken and ignored).

@@ -990,7 +990,9 @@ impl Cuda {
         marks: Option<usize>,
         hold: bool,
     ) -> Result<(), String> {
-        let hold = hold && marks.is_none() && shared <= 48 * 1024 && super::held::enabled();
+        // A cooperative launch goes to the driver's cooperative launch, never held.
+        let cooperative = crate::launch::cooperative();
+        let hold = hold && !cooperative && marks.is_none() && shared <= 48 * 1024 && super::held::enabled();
         if hold {
             // Looking the function up needs no context once it was found before.
             let f = self.function(ptx, kernel)?;
@@ -998,7 +1000,7 @@ impl Cuda {
                 return Ok(());
             }
         }
-        self.launch_direct(ptx, kernel, None, grid, block, shared, params, marks, false)
+        self.launch_direct(ptx, kernel, None, grid, block, shared, params, marks, false, cooperative)
     }
 
     /// Holds a launch of `f` ([`super::held`]) where it may be held (one of it went to the
@@ -1052,12 +1054,13 @@ impl Cuda {
             return Ok(());
         }
         let validated = found.validated;
-        self.launch_direct(ptx, kernel, Some(f), grid, block, shared, params, None, validated)?;
+        self.launch_direct(ptx, kernel, Some(f), grid, block, shared, params, None, validated, false)?;
         found.validated = true;
         Ok(())
     }
 
-    /// A launch straight to the driver (`f`: the kernel's function, where known).
+    /// A launch straight to the driver (`f`: the kernel's function, where known), through its
+    /// cooperative launch where `cooperative`.
     #[allow(clippy::too_many_arguments)]
     fn launch_direct(
         &self,
@@ -1070,6 +1073,7 @@ impl Cuda {
         params: &mut Params,
         marks: Option<usize>,
         validated: bool,
+        cooperative: bool,
     ) -> Result<(), String> {
         let o = self.bind()?;
         let f = match f {
@@ -1090,7 +1094,11 @@ impl Cuda {
             self.mark(before)?;
         }
         let mut l = Launch { f, name: 0, grid, block, shared, params: std::mem::take(params) };
-        let launched = super::held::launch(&mut l, o.stream);
+        let launched = if cooperative {
+            super::held::launch_cooperative(&mut l, o.stream)
+        } else {
+            super::held::launch(&mut l, o.stream)
+        };
         *params = l.params;
         // The message is made only on failure: launches are the hot path.
         launched.map_err(|e| format!("launching {kernel} on {}: {e}", self.label()))?;

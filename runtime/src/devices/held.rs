@@ -313,6 +313,31 @@ fn aligned(launches: &[Launch]) -> usize {
 }
 
 /// `cuLaunchKernel` of `l` on `stream` (its context current).
+/// [`launch`] through the driver's cooperative launch (`cuLaunchCooperativeKernel`): every
+/// block resident at once, or the launch refused
+/// (`CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE`).
+pub(super) fn launch_cooperative(l: &mut Launch, stream: sys::CUstream) -> Result<(), cudarc::driver::DriverError> {
+    let (f, grid, block, shared) = (l.f, l.grid, l.block, l.shared);
+    l.params.with_pointers(|ptrs| {
+        // SAFETY: one pointer per kernel parameter, each to bytes of the parameter's size.
+        unsafe {
+            sys::cuLaunchCooperativeKernel(
+                f,
+                grid[0],
+                grid[1],
+                grid[2],
+                block[0],
+                block[1],
+                block[2],
+                shared,
+                stream,
+                ptrs.as_mut_ptr(),
+            )
+        }
+        .result()
+    })
+}
+
 pub(super) fn launch(l: &mut Launch, stream: sys::CUstream) -> Result<(), cudarc::driver::DriverError> {
     let (f, grid, block, shared) = (l.f, l.grid, l.block, l.shared);
     l.params.with_pointers(|ptrs| {

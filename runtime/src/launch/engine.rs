@@ -37,6 +37,33 @@ pub struct Engine {
     /// run (a unit whose leaf keeps pointers in memory, [`crate::desc::NodeDesc::indirect`],
     /// made it so once): its leaves need not do it again, block after block.
     pub host_current: bool,
+    /// A cooperative launch ([`crate::launch::as_cooperative_launch`]): every instance of an
+    /// internal node runs at once, on a thread of its own, so that its blocks can wait for
+    /// one another at the grid's barrier ([`grid_workspace`]).
+    pub cooperative: bool,
+}
+
+/// The grid's barrier of the cooperative launch running on simulated devices or the host:
+/// the address of a driver-style workspace (`{size, barrier}`, two words), which cooperative
+/// groups' `this_grid()` reads from the environment registers 1 and 2 (`hpvm_rt_envreg`).
+/// One cooperative launch runs at a time here ([`COOPERATIVE_RUN`]).
+static GRID_WORKSPACE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Held while a cooperative launch's blocks run on the CPU.
+static COOPERATIVE_RUN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `%envreg<n>` on the CPU: registers 1 and 2 hold the running cooperative launch's grid
+/// workspace (its high and low words: CUDA's `load_env_reg64<1, 2>`), as the driver sets them
+/// on a GPU; 0 elsewhere, as there outside a cooperative launch (`this_grid().is_valid()` is
+/// then false).
+#[no_mangle]
+pub extern "C" fn hpvm_rt_envreg(n: u32) -> u32 {
+    let ws = GRID_WORKSPACE.load(std::sync::atomic::Ordering::Acquire);
+    match n {
+        1 => (ws >> 32) as u32,
+        2 => ws as u32,
+        _ => 0,
+    }
 }
 
 impl Engine {
@@ -138,7 +165,11 @@ impl Engine {
                     });
                     self.run_children(n, &args.for_instance(lin), &ctx, slot);
                 };
-                if bx.len() == 1 {
+                if self.cooperative && node.shape.is_some() {
+                    // The grid of blocks of a cooperative launch (however few): its barrier
+                    // needs a workspace, and every block at once.
+                    run_together(bx.linear_indices().collect(), &instance, &node.name);
+                } else if bx.len() == 1 {
                     instance(bx.linear_indices().next().expect("one instance"));
                 } else if self.place == Place::Host && crate::ranks::spans_ranks() {
                     // Under ranks, the launch units inside run in the same order on every
@@ -184,4 +215,26 @@ impl Engine {
         }
         outs
     }
+}
+
+/// The instances `lins` of a cooperative launch's grid, each on a thread of its own and all at
+/// once, with a fresh grid workspace for their barrier ([`GRID_WORKSPACE`]).
+fn run_together(lins: Vec<i64>, instance: &(dyn Fn(i64) + Sync), name: &str) {
+    let _one = COOPERATIVE_RUN.lock().unwrap_or_else(|e| e.into_inner());
+    // {size, barrier}: the barrier counts arrivals from zero.
+    let workspace: Box<[u32; 2]> = Box::new([8, 0]);
+    let ws = workspace.as_ptr() as u64;
+    GRID_WORKSPACE.store(ws, std::sync::atomic::Ordering::Release);
+    std::thread::scope(|s| {
+        for &lin in &lins {
+            std::thread::Builder::new()
+                .name(format!("hpvm-block-{lin}"))
+                .spawn_scoped(s, move || instance(lin))
+                .unwrap_or_else(|e| {
+                    crate::fatal(&format!("node {name}: cannot start a cooperative block's thread: {e}"))
+                });
+        }
+    });
+    GRID_WORKSPACE.store(0, std::sync::atomic::Ordering::Release);
+    drop(workspace);
 }

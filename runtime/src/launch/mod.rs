@@ -173,6 +173,24 @@ pub enum Mode {
 thread_local! {
     /// Whether this thread is inside a CUDA kernel's launcher ([`as_cuda_launch`]).
     static IN_CUDA_LAUNCH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Whether that launch is cooperative ([`as_cooperative_launch`]).
+    static COOPERATIVE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` (a CUDA launch, [`as_cuda_launch`]) as a cooperative launch
+/// (`cudaLaunchCooperativeKernel`): its blocks may wait for one another at the grid's barrier
+/// (cooperative groups' `this_grid().sync()`), so all of them run at once, on one device,
+/// never split, held, replayed or made part of a graph.
+pub fn as_cooperative_launch<R>(f: impl FnOnce() -> R) -> R {
+    COOPERATIVE.with(|c| c.set(true));
+    let r = f();
+    COOPERATIVE.with(|c| c.set(false));
+    r
+}
+
+/// Whether the calling thread is inside [`as_cooperative_launch`].
+pub fn cooperative() -> bool {
+    COOPERATIVE.with(|c| c.get())
 }
 
 /// Runs `f` (a CUDA kernel's launcher, which launches its graph and waits at once) so that
@@ -220,7 +238,14 @@ fn engine(loaded: &'static Loaded, asynchronous: bool) -> Engine {
     if loaded.module.ptx.is_some() && !devices().on_gpus() {
         notice_gpu_nodes_on_cpu();
     }
-    Engine { module: &loaded.module, plans: &loaded.plans, place: Place::Host, asynchronous, host_current: false }
+    Engine {
+        module: &loaded.module,
+        plans: &loaded.plans,
+        place: Place::Host,
+        asynchronous,
+        host_current: false,
+        cooperative: cooperative(),
+    }
 }
 
 impl Launch {
@@ -249,7 +274,7 @@ impl Launch {
     /// # Safety
     /// `user` points to the launch's argument struct.
     pub unsafe fn replay(module: &'static Loaded, launch: u32, user: *const u8) -> bool {
-        if module.module.cuda_unit(launch).is_none() || !partitioned::replay::may_record() {
+        if module.module.cuda_unit(launch).is_none() || !partitioned::replay::may_record() || cooperative() {
             return false;
         }
         // SAFETY: the caller's argument struct, of this launch's launcher.
@@ -281,6 +306,7 @@ impl Launch {
         let args = unsafe { Self::root_args(&module.module, launch, user) };
         let user = SendPtr(user);
         let loaded = module;
+        let cooperative = cooperative();
         let run = move || {
             let user = user;
             let m = &loaded.module;
@@ -293,6 +319,8 @@ impl Launch {
                 let grid = m.grid(l.root, None);
                 e.run(l.root, &Args::uniform(args), &ROOT_CTX, grid, out_ptr)
             };
+            // The pool's thread runs it as the caller would: cooperative where the caller's is.
+            let go = || if cooperative { as_cooperative_launch(go) } else { go() };
             // A CUDA launch on GPUs (or dry-run devices) only enqueues work, and its graph is
             // one root over one grid of blocks, which the engine runs inline: it stays on the
             // caller's thread, since handing it to the pool and back costs two thread
@@ -604,6 +632,7 @@ pub fn bench_launch(loaded: &'static Loaded, node: u32, args: Vec<u8>, grid: [i6
         place: Place::Host,
         asynchronous: false,
         host_current: false,
+        cooperative: false,
     };
     let Some(shape) = &loaded.module.node(node).shape else { return false };
     let parent = SendPtr(&ROOT_CTX as *const NodeCtx as *mut NodeCtx);

@@ -733,6 +733,10 @@ fn decide(
 ) -> (usize, Option<policy::Probe>, Likely) {
     let devs = devices();
     let all = devs.order.len();
+    if crate::launch::cooperative() {
+        // Its blocks wait for one another: all of them on one device.
+        return (1, None, Likely::NONE);
+    }
     match policy::mode() {
         // Whole on device 0: planned as one device's launch (`bindings::plan_direct`), not
         // through the split planner, which would only find the setting and run it whole.
