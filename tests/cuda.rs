@@ -145,7 +145,20 @@ fn inline_ptx_without_a_cpu_equivalent_stops_at_its_line() {
     assert!(err.contains("runs only on GPUs"), "{err}");
 }
 
-/// Texture statements the software fetch does not take (a gather, a cube map) fail the build
+/// A grid's barrier outside a cooperative launch traps (CUDA's header checks it): on
+/// simulated devices the run stops naming the line and what a grid's barrier needs.
+#[test]
+fn a_grid_barrier_outside_a_cooperative_launch_stops_at_its_line() {
+    let dir = TempDir::new("cuda-grid-plain");
+    let exe = build_cu(&dir, "tests/inputs/cuda/grid_sync_plain.cu");
+    let run = run_program(&exe, &[], &[("HPVM_MGPU_DEVICES", "cpu:2")]);
+    let err = stderr(&run);
+    assert_eq!(run.status.code(), Some(1), "{err}");
+    assert!(err.contains("the kernel trapped") && err.contains("cudaLaunchCooperativeKernel"), "{err}");
+    assert!(stdout(&run).is_empty(), "{}", stdout(&run));
+}
+
+/// Texture statements the software fetch does not take (a gather) fail the build
 /// at the user's line: a GPU's texture unit would read the runtime's texture objects, which
 /// are descriptions in memory, as its own.
 #[test]

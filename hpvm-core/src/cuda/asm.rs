@@ -329,6 +329,18 @@ pub(super) fn lower<'ctx>(
             .unwrap_or_else(|| dev.add_function("hpvm_rt_thread_exit", ctx.void_type().fn_type(&[], false), None));
         fb.build_call(end, &[], "").map_err(llvm)?;
         fb.build_unreachable().map_err(llvm)?;
+    } else if shown == "trap" && ret_ty.is_void_type() {
+        // The kernel stops (`__trap()`, or cooperative groups' checks, such as a grid's
+        // `sync()` outside a cooperative launch): on a GPU the launch fails; here the run
+        // stops, naming the line.
+        let trap = dev.get_function("hpvm_rt_trap").unwrap_or_else(|| {
+            let ptr = ctx.ptr_type(inkwell::AddressSpace::default());
+            dev.add_function("hpvm_rt_trap", ctx.void_type().fn_type(&[ptr.into()], false), None)
+        });
+        let at = crate::loc::show(&Val(call).loc());
+        let message = fb.build_global_string_ptr(&at, "trap.where").map_err(llvm)?;
+        fb.build_call(trap, &[message.as_pointer_value().into()], "").map_err(llvm)?;
+        fb.build_return(None).map_err(llvm)?;
     } else {
         stop_body(dev, &fb, call, &shown, fn_ty)?;
     }

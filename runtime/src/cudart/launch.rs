@@ -337,6 +337,21 @@ pub extern "C" fn hpvm_rt_globaltimer() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
+/// `trap` on the CPU (`__trap()`, and the checks of CUDA's headers: cooperative groups' grid
+/// `sync()` outside a cooperative launch traps): the kernel stops there, and the run with it,
+/// naming the line (`at`), where on a GPU the launch fails and its context is lost.
+///
+/// # Safety
+/// `at` is the NUL-terminated text the compiler made.
+#[no_mangle]
+pub unsafe extern "C" fn hpvm_rt_trap(at: *const std::ffi::c_char) {
+    let at = if at.is_null() { "a kernel".into() } else { std::ffi::CStr::from_ptr(at).to_string_lossy() };
+    crate::fatal(&format!(
+        "{at}: the kernel trapped (`__trap()`, or a check of CUDA's headers: a grid's `sync()` needs a \
+         cooperative launch, cudaLaunchCooperativeKernel); on a GPU the launch fails with cudaErrorLaunchFailure"
+    ))
+}
+
 /// The CPU body of an inline PTX statement that has no CPU equivalent: the GPU runs it as
 /// written; here the program stops, naming it and its line (`where`), rather than go on
 /// without its effect.
