@@ -164,3 +164,23 @@ fn first_launch_and_gpu_properties_are_in_the_statistics() {
     assert!(s["ms_first_launch"].as_f64().unwrap() > 0.0, "{s}");
     assert_eq!(s["ms_gpu_limits"].as_f64(), Some(0.0), "{s}");
 }
+
+/// On GPUs a kernel's occupancy is the driver's for the compiled kernel (the stand-in driver
+/// answers 2048 / threads, whatever the shared memory), so that a cooperative launch sized
+/// from it fits the GPU; on simulated devices it comes from the devices' limits, where 48 KiB
+/// of shared memory per block leaves fewer blocks. A cooperative launch reaches the driver's
+/// cooperative entry point.
+#[test]
+fn occupancy_on_gpus_is_the_drivers_and_cooperative_launches_reach_it() {
+    let exe = cached_build("tests/inputs/cuda/occupancy.cu", &["-O2"]);
+    let (ok, c, err) = run_on_fake(&exe, &[], &[("HPVM_MGPU_DEVICES", "cuda:1")]);
+    assert!(ok, "{err}");
+    assert!(c.get("cuOccupancyMaxActiveBlocksPerMultiprocessor").copied().unwrap_or(0) >= 2, "{err}");
+    let out = run_program(&exe, &[], &[("HPVM_MGPU_DEVICES", "cpu:1")]);
+    let text = stdout(&out);
+    assert!(out.status.success() && text.starts_with("occupancy ") && !text.starts_with("occupancy 16 "), "{text}");
+
+    let exe = cached_build("tests/cuda/grid_sync.cu", &["-O2"]);
+    let (_, c, err) = run_on_fake(&exe, &["1000"], &[("HPVM_MGPU_DEVICES", "cuda:1")]);
+    assert_eq!(c.get("cuLaunchCooperativeKernel"), Some(&1), "{err}");
+}

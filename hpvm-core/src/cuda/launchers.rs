@@ -140,7 +140,8 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
             table.set_linkage(Linkage::Private);
             table.set_constant(true);
             table.set_initializer(&i64t.const_array(&sizes));
-            registrations.push((stub, launcher, table, sizes.len()));
+            let static_shared: u64 = k.shared.iter().sum();
+            registrations.push((stub, launcher, table, sizes.len(), k.root.clone(), static_shared));
         }
     }
     let shadows: Vec<_> = symbols.iter().filter_map(|(name, bytes)| Some((host.get_global(name)?, *bytes))).collect();
@@ -159,12 +160,22 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
         ctx.void_type().fn_type(&[ptr.into(), i64t.into(), ptr.into()], false),
         None,
     );
-    for (stub, launcher, table, count) in registrations {
+    // The kernel's root node and its static shared memory, for the occupancy a GPU's driver
+    // finds for the compiled kernel (`cudaOccupancyMaxActiveBlocksPerMultiprocessor`).
+    let register_root = host.add_function(
+        "hpvm_rt_cuda_register_root",
+        ctx.void_type().fn_type(&[ptr.into(), ptr.into(), i64t.into()], false),
+        None,
+    );
+    for (stub, launcher, table, count, root, static_shared) in registrations {
         let stub = stub.as_global_value().as_pointer_value();
         b.build_call(register, &[stub.into(), launcher.as_global_value().as_pointer_value().into()], "")
             .map_err(llvm)?;
         let args = [stub.into(), i64t.const_int(count as u64, false).into(), table.as_pointer_value().into()];
         b.build_call(register_params, &args, "").map_err(llvm)?;
+        let name = b.build_global_string_ptr(&root, "root.name").map_err(llvm)?;
+        let shared = i64t.const_int(static_shared, false);
+        b.build_call(register_root, &[stub.into(), name.as_pointer_value().into(), shared.into()], "").map_err(llvm)?;
     }
     for (shadow, bytes) in shadows {
         let args = [shadow.as_pointer_value().into(), i64t.const_int(bytes, false).into()];

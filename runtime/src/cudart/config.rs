@@ -159,7 +159,30 @@ pub fn blocks_per_multiprocessor(l: &crate::devices::DeviceLimits, block: u32, s
     by_threads.min(by_shared).min(MOST)
 }
 
-/// Occupancy, by [`blocks_per_multiprocessor`]; flags 0 (default) or 1 (caching override),
+/// On GPUs, what the driver finds for the compiled kernel on the first GPU (registers,
+/// shared memory and threads: a cooperative launch sized from it fits that GPU), the kernel's
+/// static shared memory added to `dynamic` as the compiled kernel takes it; `None` elsewhere,
+/// or where the driver cannot say.
+fn gpu_blocks_per_multiprocessor(func: *const c_void, block: u32, dynamic: u64) -> Option<u32> {
+    let devs = devices();
+    if !devs.on_gpus() {
+        return None;
+    }
+    let (ptx, kernel, shared) = super::launch::gpu_kernel_of(func)?;
+    let gpu = devs.gpus.get(*devs.order.first()?)?;
+    let shared = u32::try_from(shared.checked_add(dynamic)?).ok()?;
+    gpu.blocks_per_multiprocessor(ptx, &kernel, block, shared).ok()
+}
+
+/// Blocks of kernel `func` one multiprocessor of the device the program sees holds at once,
+/// as [`cudaOccupancyMaxActiveBlocksPerMultiprocessor`] tells it; `None` without devices.
+pub(super) fn occupancy(func: *const c_void, block: u32, dynamic: u64) -> Option<u32> {
+    gpu_blocks_per_multiprocessor(func, block, dynamic)
+        .or_else(|| devices().limits().ok().map(|l| blocks_per_multiprocessor(&l, block, dynamic)))
+}
+
+/// Occupancy: on GPUs the driver's for the compiled kernel ([`gpu_blocks_per_multiprocessor`]),
+/// elsewhere by [`blocks_per_multiprocessor`]; flags 0 (default) or 1 (caching override),
 /// which change nothing here.
 #[no_mangle]
 pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
@@ -173,6 +196,9 @@ pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
         function_then(func, || {
             if block_size <= 0 || flags > 1 {
                 return ret(INVALID_VALUE);
+            }
+            if let Some(n) = gpu_blocks_per_multiprocessor(func, block_size as u32, dynamic_shared as u64) {
+                return put(blocks, n as c_int);
             }
             match devices().limits() {
                 Ok(l) => put(blocks, blocks_per_multiprocessor(&l, block_size as u32, dynamic_shared as u64) as c_int),

@@ -79,6 +79,43 @@ pub extern "C" fn hpvm_rt_cuda_register_symbol(shadow: *const c_void, bytes: u64
 }
 
 /// Whether `func` is a kernel's stub (what `cudaLaunchKernel` and `cudaFuncSet*` take).
+/// Per kernel stub: its graph's root node (by name) and its static shared memory in bytes
+/// ([`hpvm_rt_cuda_register_root`]).
+static ROOTS: Mutex<Option<FxHashMap<usize, (String, u64)>>> = Mutex::new(None);
+
+/// Names the root node of the kernel whose stub is `stub` and the bytes of its static
+/// `__shared__` variables, which the compiled kernel takes as dynamic shared memory: the
+/// occupancy a GPU's driver finds for it (`cudaOccupancyMaxActiveBlocksPerMultiprocessor`).
+///
+/// # Safety
+/// `name` is a NUL-terminated constant of the executable.
+#[no_mangle]
+pub unsafe extern "C" fn hpvm_rt_cuda_register_root(stub: *const c_void, name: *const std::ffi::c_char, shared: u64) {
+    if name.is_null() {
+        return;
+    }
+    let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy().into_owned();
+    ROOTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(Default::default)
+        .insert(stub as usize, (name, shared));
+}
+
+/// The compiled GPU kernel of the kernel whose stub is `func`: its module's PTX, the kernel's
+/// name there, and its static shared memory; `None` before its module is loaded or where it
+/// has no GPU kernel.
+pub(super) fn gpu_kernel_of(func: *const c_void) -> Option<(&'static std::ffi::CStr, String, u64)> {
+    let (root, shared) = ROOTS.lock().unwrap_or_else(|e| e.into_inner()).as_ref()?.get(&(func as usize))?.clone();
+    crate::launch::loaded().into_iter().find_map(|m| {
+        let module = &m.module;
+        let l = module.program.launches.iter().position(|l| module.node(l.root).name == root)?;
+        let (_, unit) = module.cuda_unit(l as u32)?;
+        let kernel = module.node(unit).kernel.as_ref()?;
+        Some((module.ptx?, kernel.name.clone(), shared))
+    })
+}
+
 pub(super) fn is_kernel(func: *const c_void) -> bool {
     let kernels = KERNELS.lock().unwrap_or_else(|e| e.into_inner());
     !func.is_null() && kernels.as_ref().is_some_and(|k| k.contains_key(&(func as usize)))
@@ -212,10 +249,10 @@ pub unsafe extern "C" fn cudaLaunchCooperativeKernel(
     let (grid, block) = (Dim3::from_regs(grid_xy, grid_z), Dim3::from_regs(block_xy, block_z));
     let blocks = grid.x as u64 * grid.y as u64 * grid.z as u64;
     let threads = block.x.saturating_mul(block.y).saturating_mul(block.z);
-    if let Ok(l) = crate::devices::devices().limits() {
-        let at_once =
-            super::config::blocks_per_multiprocessor(&l, threads, shmem as u64) as u64 * l.multiprocessors as u64;
-        if threads <= 1024 && blocks > at_once && is_kernel(func) {
+    if let (Ok(l), true) = (crate::devices::devices().limits(), threads <= 1024 && is_kernel(func)) {
+        // What the program was told it may launch (`cudaOccupancyMaxActiveBlocksPerMultiprocessor`).
+        let per_sm = super::config::occupancy(func, threads, shmem as u64).unwrap_or(0);
+        if blocks > per_sm as u64 * l.multiprocessors as u64 {
             return ret(super::COOPERATIVE_LAUNCH_TOO_LARGE);
         }
     }

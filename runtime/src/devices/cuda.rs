@@ -957,15 +957,29 @@ impl Cuda {
         Ok(())
     }
 
-    /// Blocks of `kernel` (`threads` per block, `shared` bytes of dynamic shared memory) this
-    /// GPU runs at once: its occupancy per multiprocessor times its multiprocessors.
-    pub fn wave(&self, ptx: &'static CStr, kernel: &str, threads: u32, shared: u32) -> Result<u64, String> {
+    /// Blocks of `kernel` (`threads` per block, `shared` bytes of dynamic shared memory) one
+    /// multiprocessor of this GPU holds at once, as the driver finds for the compiled kernel
+    /// (its registers too).
+    pub fn blocks_per_multiprocessor(
+        &self,
+        ptx: &'static CStr,
+        kernel: &str,
+        threads: u32,
+        shared: u32,
+    ) -> Result<u32, String> {
         self.bind()?;
         let f = self.function(ptx, kernel)?;
         // SAFETY: a loaded function; the call only reads its attributes.
         let per_sm = check("cuOccupancyMaxActiveBlocksPerMultiprocessor", unsafe {
             result::occupancy::max_active_block_per_multiprocessor(f, threads as i32, shared as usize)
         })?;
+        Ok(per_sm.max(0) as u32)
+    }
+
+    /// Blocks of `kernel` (`threads` per block, `shared` bytes of dynamic shared memory) this
+    /// GPU runs at once: its occupancy per multiprocessor times its multiprocessors.
+    pub fn wave(&self, ptx: &'static CStr, kernel: &str, threads: u32, shared: u32) -> Result<u64, String> {
+        let per_sm = self.blocks_per_multiprocessor(ptx, kernel, threads, shared)?;
         // SAFETY: `dev` comes from cuDeviceGet; attributes are plain integers.
         let sms = check("cuDeviceGetAttribute", unsafe {
             result::device::get_attribute(self.dev, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
