@@ -735,6 +735,10 @@ fn decide(
     let all = devs.order.len();
     if crate::launch::cooperative() {
         // Its blocks wait for one another: all of them on one device.
+        u.module.stats[u.node as usize].note_unpartitioned(
+            "it is launched cooperatively (cudaLaunchCooperativeKernel): its blocks wait for one another at the \
+             grid's barrier, so all of them run at once on one device",
+        );
         return (1, None, Likely::NONE);
     }
     match policy::mode() {
