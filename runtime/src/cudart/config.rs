@@ -174,6 +174,19 @@ fn gpu_blocks_per_multiprocessor(func: *const c_void, block: u32, dynamic: u64) 
     gpu.blocks_per_multiprocessor(ptx, &kernel, block, shared).ok()
 }
 
+/// On GPUs, blocks of kernel `func` the GPU a cooperative launch runs on (the first) holds at
+/// once, as its driver finds for the compiled kernel; `None` elsewhere, or where it cannot say.
+pub(super) fn gpu_wave(func: *const c_void, block: u32, dynamic: u64) -> Option<u64> {
+    let devs = devices();
+    if !devs.on_gpus() {
+        return None;
+    }
+    let (ptx, kernel, shared) = super::launch::gpu_kernel_of(func)?;
+    let gpu = devs.gpus.get(*devs.order.first()?)?;
+    let shared = u32::try_from(shared.checked_add(dynamic)?).ok()?;
+    gpu.wave(ptx, &kernel, block, shared).ok()
+}
+
 /// Blocks of kernel `func` one multiprocessor of the device the program sees holds at once,
 /// as [`cudaOccupancyMaxActiveBlocksPerMultiprocessor`] tells it; `None` without devices.
 pub(super) fn occupancy(func: *const c_void, block: u32, dynamic: u64) -> Option<u32> {

@@ -227,10 +227,10 @@ pub unsafe extern "C" fn cudaLaunchKernel(
 /// A cooperative launch: its blocks may wait for one another at the grid's barrier
 /// (cooperative groups' `this_grid().sync()`), so all of them must run at once. It runs whole,
 /// on one device (`crate::launch::as_cooperative_launch`): on a GPU through the driver's
-/// cooperative launch, which refuses a grid the GPU cannot hold at once; on simulated devices
-/// every block on a thread of its own. A grid larger than the device the program sees holds
-/// at once (its occupancy times its multiprocessors) is refused here, with CUDA's
-/// `cudaErrorCooperativeLaunchTooLarge`, before anything runs.
+/// cooperative launch; on simulated devices every block on a thread of its own. A grid larger
+/// than that device holds at once (on a GPU, as its driver finds for the compiled kernel; on
+/// simulated devices, the occupancy the program is told times the multiprocessors) is refused
+/// here, with CUDA's `cudaErrorCooperativeLaunchTooLarge`, before anything runs.
 ///
 /// # Safety
 /// `args` holds a pointer to each of the kernel's arguments, as CUDA's API says.
@@ -250,9 +250,12 @@ pub unsafe extern "C" fn cudaLaunchCooperativeKernel(
     let blocks = grid.x as u64 * grid.y as u64 * grid.z as u64;
     let threads = block.x.saturating_mul(block.y).saturating_mul(block.z);
     if let (Ok(l), true) = (crate::devices::devices().limits(), threads <= 1024 && is_kernel(func)) {
-        // What the program was told it may launch (`cudaOccupancyMaxActiveBlocksPerMultiprocessor`).
-        let per_sm = super::config::occupancy(func, threads, shmem as u64).unwrap_or(0);
-        if blocks > per_sm as u64 * l.multiprocessors as u64 {
+        // On GPUs what the one GPU it runs on holds; elsewhere what the program was told it may
+        // launch (`cudaOccupancyMaxActiveBlocksPerMultiprocessor` times the multiprocessors).
+        let at_once = super::config::gpu_wave(func, threads, shmem as u64).unwrap_or_else(|| {
+            super::config::occupancy(func, threads, shmem as u64).unwrap_or(0) as u64 * l.multiprocessors as u64
+        });
+        if blocks > at_once {
             return ret(super::COOPERATIVE_LAUNCH_TOO_LARGE);
         }
     }
