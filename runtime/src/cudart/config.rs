@@ -159,31 +159,34 @@ pub fn blocks_per_multiprocessor(l: &crate::devices::DeviceLimits, block: u32, s
     by_threads.min(by_shared).min(MOST)
 }
 
-/// On GPUs, what the driver finds for the compiled kernel on the first GPU (registers,
-/// shared memory and threads: a cooperative launch sized from it fits that GPU), the kernel's
-/// static shared memory added to `dynamic` as the compiled kernel takes it; `None` elsewhere,
-/// or where the driver cannot say.
-fn gpu_blocks_per_multiprocessor(func: *const c_void, block: u32, dynamic: u64) -> Option<u32> {
+/// On GPUs, the first GPU (where a cooperative launch runs), the compiled kernel of `func`
+/// (its module's PTX and name) and the dynamic shared memory it takes with `dynamic` more (its
+/// static `__shared__` variables too); `None` elsewhere, or before its module is known.
+fn first_gpu_kernel(
+    func: *const c_void,
+    dynamic: u64,
+) -> Option<(&'static crate::devices::cuda::Cuda, &'static std::ffi::CStr, String, u32)> {
     let devs = devices();
     if !devs.on_gpus() {
         return None;
     }
     let (ptx, kernel, shared) = super::launch::gpu_kernel_of(func)?;
     let gpu = devs.gpus.get(*devs.order.first()?)?;
-    let shared = u32::try_from(shared.checked_add(dynamic)?).ok()?;
+    Some((gpu, ptx, kernel, u32::try_from(shared.checked_add(dynamic)?).ok()?))
+}
+
+/// On GPUs, what the driver finds for the compiled kernel on the first GPU (registers,
+/// shared memory and threads: a cooperative launch sized from it fits that GPU); `None`
+/// elsewhere, or where the driver cannot say.
+fn gpu_blocks_per_multiprocessor(func: *const c_void, block: u32, dynamic: u64) -> Option<u32> {
+    let (gpu, ptx, kernel, shared) = first_gpu_kernel(func, dynamic)?;
     gpu.blocks_per_multiprocessor(ptx, &kernel, block, shared).ok()
 }
 
 /// On GPUs, blocks of kernel `func` the GPU a cooperative launch runs on (the first) holds at
 /// once, as its driver finds for the compiled kernel; `None` elsewhere, or where it cannot say.
 pub(super) fn gpu_wave(func: *const c_void, block: u32, dynamic: u64) -> Option<u64> {
-    let devs = devices();
-    if !devs.on_gpus() {
-        return None;
-    }
-    let (ptx, kernel, shared) = super::launch::gpu_kernel_of(func)?;
-    let gpu = devs.gpus.get(*devs.order.first()?)?;
-    let shared = u32::try_from(shared.checked_add(dynamic)?).ok()?;
+    let (gpu, ptx, kernel, shared) = first_gpu_kernel(func, dynamic)?;
     gpu.wave(ptx, &kernel, block, shared).ok()
 }
 
@@ -210,12 +213,9 @@ pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
             if block_size <= 0 || flags > 1 {
                 return ret(INVALID_VALUE);
             }
-            if let Some(n) = gpu_blocks_per_multiprocessor(func, block_size as u32, dynamic_shared as u64) {
-                return put(blocks, n as c_int);
-            }
-            match devices().limits() {
-                Ok(l) => put(blocks, blocks_per_multiprocessor(&l, block_size as u32, dynamic_shared as u64) as c_int),
-                Err(_) => ret(INVALID_DEVICE),
+            match occupancy(func, block_size as u32, dynamic_shared as u64) {
+                Some(n) => put(blocks, n as c_int),
+                None => ret(INVALID_DEVICE),
             }
         })
     })

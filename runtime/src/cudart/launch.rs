@@ -226,7 +226,7 @@ pub unsafe extern "C" fn cudaLaunchKernel(
 
 /// A cooperative launch: its blocks may wait for one another at the grid's barrier
 /// (cooperative groups' `this_grid().sync()`), so all of them must run at once. It runs whole,
-/// on one device (`crate::launch::as_cooperative_launch`): on a GPU through the driver's
+/// on one device (`crate::devices::as_cooperative_launch`): on a GPU through the driver's
 /// cooperative launch; on simulated devices every block on a thread of its own. A grid larger
 /// than that device holds at once (on a GPU, as its driver finds for the compiled kernel; on
 /// simulated devices, the occupancy the program is told times the multiprocessors) is refused
@@ -259,7 +259,7 @@ pub unsafe extern "C" fn cudaLaunchCooperativeKernel(
             return ret(super::COOPERATIVE_LAUNCH_TOO_LARGE);
         }
     }
-    crate::launch::as_cooperative_launch(|| {
+    crate::devices::as_cooperative_launch(|| {
         // SAFETY: as this function's contract says.
         unsafe { launch_kernel(func, grid_xy, grid_z, block_xy, block_z, args, shmem, stream, true) }
     })

@@ -1005,7 +1005,7 @@ impl Cuda {
         hold: bool,
     ) -> Result<(), String> {
         // A cooperative launch goes to the driver's cooperative launch, never held.
-        let cooperative = crate::launch::cooperative();
+        let cooperative = super::cooperative();
         let hold = hold && !cooperative && marks.is_none() && shared <= 48 * 1024 && super::held::enabled();
         if hold {
             // Looking the function up needs no context once it was found before.

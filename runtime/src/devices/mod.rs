@@ -603,3 +603,25 @@ mod tests {
         }
     }
 }
+
+thread_local! {
+    /// Whether this thread is making a cooperative launch ([`as_cooperative_launch`]).
+    static COOPERATIVE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` (a CUDA launch) as a cooperative launch (`cudaLaunchCooperativeKernel`): its
+/// blocks may wait for one another at the grid's barrier (cooperative groups'
+/// `this_grid().sync()`), so all of them run at once, on one device, never split, held,
+/// replayed or made part of a graph. Here, at the devices, because a GPU runs it through the
+/// driver's cooperative launch; the layers above read it too.
+pub fn as_cooperative_launch<R>(f: impl FnOnce() -> R) -> R {
+    COOPERATIVE.with(|c| c.set(true));
+    let r = f();
+    COOPERATIVE.with(|c| c.set(false));
+    r
+}
+
+/// Whether the calling thread is inside [`as_cooperative_launch`].
+pub fn cooperative() -> bool {
+    COOPERATIVE.with(|c| c.get())
+}

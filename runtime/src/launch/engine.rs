@@ -37,7 +37,7 @@ pub struct Engine {
     /// run (a unit whose leaf keeps pointers in memory, [`crate::desc::NodeDesc::indirect`],
     /// made it so once): its leaves need not do it again, block after block.
     pub host_current: bool,
-    /// A cooperative launch ([`crate::launch::as_cooperative_launch`]): every instance of an
+    /// A cooperative launch ([`crate::devices::as_cooperative_launch`]): every instance of an
     /// internal node runs at once, on a thread of its own, so that its blocks can wait for
     /// one another at the grid's barrier ([`grid_workspace`]).
     pub cooperative: bool,

@@ -244,7 +244,7 @@ fn engine(loaded: &'static Loaded, asynchronous: bool) -> Engine {
         place: Place::Host,
         asynchronous,
         host_current: false,
-        cooperative: cooperative(),
+        cooperative: crate::devices::cooperative(),
     }
 }
 
@@ -274,7 +274,10 @@ impl Launch {
     /// # Safety
     /// `user` points to the launch's argument struct.
     pub unsafe fn replay(module: &'static Loaded, launch: u32, user: *const u8) -> bool {
-        if module.module.cuda_unit(launch).is_none() || !partitioned::replay::may_record() || cooperative() {
+        if module.module.cuda_unit(launch).is_none()
+            || !partitioned::replay::may_record()
+            || crate::devices::cooperative()
+        {
             return false;
         }
         // SAFETY: the caller's argument struct, of this launch's launcher.
@@ -306,7 +309,7 @@ impl Launch {
         let args = unsafe { Self::root_args(&module.module, launch, user) };
         let user = SendPtr(user);
         let loaded = module;
-        let cooperative = cooperative();
+        let cooperative = crate::devices::cooperative();
         let run = move || {
             let user = user;
             let m = &loaded.module;
@@ -320,7 +323,7 @@ impl Launch {
                 e.run(l.root, &Args::uniform(args), &ROOT_CTX, grid, out_ptr)
             };
             // The pool's thread runs it as the caller would: cooperative where the caller's is.
-            let go = || if cooperative { as_cooperative_launch(go) } else { go() };
+            let go = || if cooperative { crate::devices::as_cooperative_launch(go) } else { go() };
             // A CUDA launch on GPUs (or dry-run devices) only enqueues work, and its graph is
             // one root over one grid of blocks, which the engine runs inline: it stays on the
             // caller's thread, since handing it to the pool and back costs two thread

@@ -733,7 +733,7 @@ fn decide(
 ) -> (usize, Option<policy::Probe>, Likely) {
     let devs = devices();
     let all = devs.order.len();
-    if crate::launch::cooperative() {
+    if crate::devices::cooperative() {
         // Its blocks wait for one another: all of them on one device.
         u.module.stats[u.node as usize].note_unpartitioned(
             "it is launched cooperatively (cudaLaunchCooperativeKernel): its blocks wait for one another at the \

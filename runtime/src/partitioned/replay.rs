@@ -59,7 +59,7 @@ pub(crate) fn may_record() -> bool {
     });
     let devs = devices();
     setting
-        && !crate::launch::cooperative()
+        && !crate::devices::cooperative()
         && devs.on_gpus()
         && !crate::ranks::spans_ranks()
         && !crate::sink::timing()
