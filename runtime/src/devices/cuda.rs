@@ -62,6 +62,13 @@ pub struct Cuda {
     held: Mutex<Held>,
     /// The event another GPU's stream waits on to follow this one ([`Cuda::join_point`]).
     join: Mutex<Option<sys::CUevent>>,
+    /// Points of the streams in a launch's slots, without timing ([`Cuda::point`]).
+    points: Mutex<Vec<sys::CUevent>>,
+    /// [`Cuda::join_point`]'s event for the side stream.
+    side_join: Mutex<Option<sys::CUevent>>,
+    /// The second stream, for copies from other GPUs that run beside the kernels
+    /// ([`Lane::Side`]); made at its first use.
+    side: Mutex<Option<sys::CUstream>>,
     /// The address table last written ([`Cuda::write_address_table`]): its module's PTX
     /// address and its words.
     addresses: Mutex<Option<(usize, Vec<u64>)>>,
@@ -337,10 +344,22 @@ fn link_rank(from: sys::CUdevice, to: sys::CUdevice) -> Result<u32, String> {
     Ok(rank.max(0) as u32)
 }
 
+/// A GPU's two streams: the main one, in program order, and the side one, where copies from
+/// other GPUs run beside the main stream's kernels ([`super::inflight`] orders them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    Main,
+    Side,
+}
+
 /// A point of a GPU's stream, as recorded by [`Cuda::mark`]; valid until that slot is
 /// recorded again.
 #[derive(Clone, Copy, Debug)]
 pub struct Mark(sys::CUevent);
+
+// SAFETY: an event handle is a name for the driver, usable from any thread of the process
+// (the in-flight ledger keeps them under its lock).
+unsafe impl Send for Mark {}
 
 /// The GPUs of a run.
 pub struct Gpus {
@@ -417,6 +436,9 @@ impl Cuda {
             functions: Mutex::default(),
             marks: Mutex::default(),
             join: Mutex::default(),
+            points: Mutex::default(),
+            side: Mutex::default(),
+            side_join: Mutex::default(),
             staging: Mutex::default(),
             granule: std::sync::OnceLock::new(),
             reservations: Mutex::default(),
@@ -731,6 +753,16 @@ impl Cuda {
     /// page-locked (`HPVM_MGPU_PIN=on`); a copy back to the host then completes before this
     /// returns.
     fn enqueue_copy(&self, c: &super::Copy, peer: Option<&Cuda>) -> Result<(), String> {
+        self.enqueue_copy_on(c, peer, None)
+    }
+
+    /// [`Cuda::enqueue_copy`] on `stream` (a device-to-device copy; default: the device's).
+    fn enqueue_copy_on(
+        &self,
+        c: &super::Copy,
+        peer: Option<&Cuda>,
+        stream: Option<sys::CUstream>,
+    ) -> Result<(), String> {
         use super::Place;
         if c.bytes() >= STAGE_AT_LEAST && !super::pinning() {
             match (c.src, c.dst) {
@@ -742,7 +774,7 @@ impl Cuda {
         let me = self.bind()?;
         let flat = c.rows <= 1 || c.row_bytes == c.pitch;
         let total = c.bytes() as usize;
-        let s = me.stream;
+        let s = stream.unwrap_or(me.stream);
         // The source GPU of a device-to-device copy holds data, so it is open.
         let source = || -> Result<(&Cuda, Opened), String> {
             let p = peer.ok_or("a device-to-device copy without its source GPU")?;
@@ -848,6 +880,68 @@ impl Cuda {
         // SAFETY: an event of this context, recorded on its stream.
         check("cuEventRecord", unsafe { result::event::record(event, o.stream) })?;
         Ok(Mark(event))
+    }
+
+    /// The stream of `lane`, the side one made at its first use.
+    fn lane(&self, lane: Lane) -> Result<sys::CUstream, String> {
+        let o = self.bind()?;
+        match lane {
+            Lane::Main => Ok(o.stream),
+            Lane::Side => {
+                let mut side = self.side.lock().unwrap_or_else(|e| e.into_inner());
+                match *side {
+                    Some(s) => Ok(s),
+                    None => Ok(*side.insert(check(
+                        "cuStreamCreate",
+                        result::stream::create(result::stream::StreamKind::NonBlocking),
+                    )?)),
+                }
+            }
+        }
+    }
+
+    /// Marks the present end of stream `lane` in slot `slot` for other streams to wait on,
+    /// as [`Cuda::join_point`] does, but valid until the slot is recorded again (after a
+    /// drain, [`super::inflight`]) rather than until the next call.
+    pub fn point(&self, lane: Lane, slot: usize) -> Result<Mark, String> {
+        let stream = self.lane(lane)?;
+        let mut points = self.points.lock().unwrap_or_else(|e| e.into_inner());
+        while points.len() <= slot {
+            points.push(check("cuEventCreate", result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
+        }
+        // SAFETY: an event of this context, recorded on one of its streams.
+        check("cuEventRecord", unsafe { result::event::record(points[slot], stream) })?;
+        Ok(Mark(points[slot]))
+    }
+
+    /// [`Cuda::join_point`] of the side stream.
+    pub fn side_join_point(&self) -> Result<Mark, String> {
+        let stream = self.lane(Lane::Side)?;
+        let mut join = self.side_join.lock().unwrap_or_else(|e| e.into_inner());
+        let event = match *join {
+            Some(e) => e,
+            None => *join
+                .insert(check("cuEventCreate", result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))?),
+        };
+        // SAFETY: an event of this context, recorded on its side stream.
+        check("cuEventRecord", unsafe { result::event::record(event, stream) })?;
+        Ok(Mark(event))
+    }
+
+    /// [`Cuda::wait_for`] for stream `lane`.
+    pub fn wait_on(&self, lane: Lane, mark: Mark) -> Result<(), String> {
+        let stream = self.lane(lane)?;
+        // SAFETY: a recorded event; the stream is this device's.
+        check("cuStreamWaitEvent", unsafe {
+            result::stream::wait_event(stream, mark.0, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
+        })
+    }
+
+    /// Enqueues a copy from another GPU (`c.src`) into this one on the side stream.
+    pub fn copy_beside(&self, c: &super::Copy) -> Result<(), String> {
+        let super::Place::Device(from) = c.src else { return Err("a copy beside the kernels comes from a GPU".into()) };
+        let stream = self.lane(Lane::Side)?;
+        self.enqueue_copy_on(c, Some(super::devices().gpu(from)), Some(stream))
     }
 
     /// Work enqueued on this stream from now on starts after `event` (of any GPU) is reached.
@@ -1257,9 +1351,13 @@ impl super::Device for Cuda {
 
     fn synchronize(&self) -> Result<(), String> {
         let o = self.bind()?;
-        // SAFETY: this device's stream.
+        let side = *self.side.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: this device's streams.
         // The message is made only on failure: a synchronization per launch is common.
-        unsafe { result::stream::synchronize(o.stream) }.map_err(|e| format!("waiting for {}: {e}", self.label()))
+        for s in std::iter::once(o.stream).chain(side) {
+            unsafe { result::stream::synchronize(s) }.map_err(|e| format!("waiting for {}: {e}", self.label()))?;
+        }
+        Ok(())
     }
 }
 

@@ -16,7 +16,24 @@
 //!
 //! Launches that move host memory, or whose outputs the host reads at once, are not left in
 //! flight (their callers drain first and wait at the end).
+//!
+//! A split launch whose GPUs run several partitions each may say what it touches instead
+//! ([`Footprint`], [`Slots::follow`]): then a stream waits only for the point of another
+//! stream after the last work there that it conflicts with (wrote bytes it reads or
+//! overwrites, or read bytes it overwrites), as the ledger of what is in flight records them
+//! ([`Slots::record`]). Such a launch copies from other GPUs on each GPU's side stream
+//! ([`Lane::Side`]), beside its kernels: a stencil's GPU copies its neighbour's halo as soon as
+//! the neighbour's partition at the boundary has run, while both GPUs' interiors still run.
+//! Everything else in flight counts as touching everything ([`Access::All`]), and is waited
+//! for whole, as above. The ledger's invariants:
+//! - a stream's entries are in its order (appended under the lock, as enqueued), so waiting
+//!   for one entry's point waits for every earlier entry of that stream;
+//! - an entry is dropped only when a later entry of the same stream covers it (every conflict
+//!   with it is a conflict with the later one), or at a drain;
+//! - `seen[s][t]`: stream `s` already follows stream `t`'s entries up to that number;
+//! - the busy bit of a GPU is set while either of its streams has work in flight.
 
+use super::cuda::{Lane, Mark};
 use super::devices;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -31,12 +48,129 @@ pub type Finish = Box<dyn FnOnce() -> Result<(), String> + Send>;
 struct InFlight {
     /// Bit `k`: GPU `k` has work not yet waited for.
     busy: u128,
+    /// Bit `k`: GPU `k`'s side stream has work not yet waited for.
+    side_busy: u128,
     /// Per GPU, the first mark slot no launch in flight owns.
     next: Vec<usize>,
     finish: Vec<Finish>,
+    /// What the work in flight touches (see the module's doc).
+    ledger: Vec<Entry>,
+    /// The next entry's number (from 1).
+    seq: u64,
+    /// `seen[s * 2 * count + t]` (streams by [`Stream::index`]): stream `s` follows stream
+    /// `t`'s entries up to this number.
+    seen: Vec<u64>,
 }
 
-static IN_FLIGHT: Mutex<InFlight> = Mutex::new(InFlight { busy: 0, next: Vec::new(), finish: Vec::new() });
+static IN_FLIGHT: Mutex<InFlight> = Mutex::new(InFlight {
+    busy: 0,
+    side_busy: 0,
+    next: Vec::new(),
+    finish: Vec::new(),
+    ledger: Vec::new(),
+    seq: 1,
+    seen: Vec::new(),
+});
+
+/// Bytes `start..end` of the tracked buffer numbered `buffer` (its id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub buffer: u64,
+    pub start: u64,
+    pub end: u64,
+}
+
+impl Span {
+    fn overlaps(&self, o: &Span) -> bool {
+        self.buffer == o.buffer && self.start < o.end && o.start < self.end
+    }
+
+    fn covers(&self, o: &Span) -> bool {
+        self.buffer == o.buffer && self.start <= o.start && o.end <= self.end
+    }
+}
+
+/// One of a GPU's streams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stream {
+    pub gpu: usize,
+    pub lane: Lane,
+}
+
+impl Stream {
+    pub fn main(gpu: usize) -> Stream {
+        Stream { gpu, lane: Lane::Main }
+    }
+
+    pub fn side(gpu: usize) -> Stream {
+        Stream { gpu, lane: Lane::Side }
+    }
+
+    /// Its index in the `seen` table.
+    fn index(self) -> usize {
+        2 * self.gpu + usize::from(self.lane == Lane::Side)
+    }
+}
+
+/// What work in flight on a stream did that another stream's later work may have to follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Wrote these bytes of its GPU's memory.
+    Wrote(Span),
+    /// Read these bytes of its GPU's memory (a kernel).
+    Used(Span),
+    /// Copied these bytes out of GPU `from`'s memory (a peer copy it executed).
+    Read { from: usize, span: Span },
+    /// Anything: work that said nothing of what it touches.
+    All,
+}
+
+impl Access {
+    /// Whether an entry `e` covers this one: every conflict with this is one with `e`.
+    fn covered_by(&self, e: &Access) -> bool {
+        match (self, e) {
+            (_, Access::All) => true,
+            (Access::Wrote(a), Access::Wrote(b)) | (Access::Used(a), Access::Used(b)) => b.covers(a),
+            (Access::Read { from: f, span: a }, Access::Read { from: g, span: b }) => f == g && b.covers(a),
+            _ => false,
+        }
+    }
+}
+
+struct Entry {
+    seq: u64,
+    stream: Stream,
+    /// The point of the stream after the work; none for [`Access::All`], whose point is
+    /// taken when a later launch needs it (the stream's end then).
+    point: Option<Mark>,
+    access: Access,
+}
+
+/// What a stream is about to do, for [`Slots::follow`]: the bytes it copies from other GPUs
+/// (source GPU, bytes), and the bytes of its own GPU's memory it reads and overwrites.
+#[derive(Default, Debug)]
+pub struct Footprint {
+    pub reads: Vec<(usize, Span)>,
+    pub uses: Vec<Span>,
+    pub writes: Vec<Span>,
+}
+
+/// Whether stream `s` doing `fp` must follow entry `a` of another stream `t`.
+fn conflicts(a: &Access, t: Stream, s: Stream, fp: &Footprint) -> bool {
+    let same_memory = s.gpu == t.gpu;
+    let writes = |x: &Span| fp.writes.iter().any(|w| w.overlaps(x));
+    match a {
+        Access::All => true,
+        // Read after write, and on the same GPU's memory write after write.
+        Access::Wrote(w) => {
+            fp.reads.iter().any(|(from, r)| *from == t.gpu && r.overlaps(w))
+                || same_memory && (writes(w) || fp.uses.iter().any(|u| u.overlaps(w)))
+        }
+        // Write after read.
+        Access::Used(u) => same_memory && writes(u),
+        Access::Read { from, span } => *from == s.gpu && writes(span),
+    }
+}
 
 /// Whether anything is in flight: checked without the lock, since every drain point (any
 /// host access to tracked memory) asks.
@@ -98,7 +232,10 @@ fn drain_locked(f: &mut InFlight) -> Result<(), String> {
         }
     }
     f.busy = 0;
+    f.side_busy = 0;
     f.next.iter_mut().for_each(|n| *n = 0);
+    f.ledger.clear();
+    f.seen.iter_mut().for_each(|n| *n = 0);
     let finish = std::mem::take(&mut f.finish);
     ANY.store(false, Ordering::Release);
     first_err?;
@@ -121,56 +258,66 @@ impl Slots {
     }
 
     /// Slots for an asynchronous launch on GPUs `used` that needs `need[k]` slots on GPU `k`;
-    /// orders its streams after the work in flight (see the module's invariants).
+    /// orders their streams after the work in flight (see the module's invariants).
     pub fn take(used: &[usize], need: &[usize]) -> Result<Slots, String> {
-        // Indexed by the run's device numbers; only this process's GPUs are ever used.
-        let devs = devices();
-        let mut f = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-        f.next.resize(devs.count(), 0);
-        if devs.local_gpus().any(|k| f.next[k] + need[k] > MAX_SLOTS) {
-            drain_locked(&mut f)?;
-        }
-        let busy = f.busy;
-        // Every fence is recorded before any stream waits: a fence recorded after its GPU's
-        // wait for another's would add that wait's latency to every GPU waiting on it. A split
-        // stencil's step on two H200s waited on such a chain, two cross-GPU hops of 10-15 µs
-        // each between one kernel and the next (scripts/device/timeline).
-        let mut fences = smallvec::SmallVec::<[(usize, _); 8]>::new();
-        for d in devs.local_gpus().filter(|d| busy & (1 << d) != 0) {
-            if used.iter().all(|&u| u == d) {
-                continue;
-            }
-            // A join point (an event without timing, the cheapest to wait on), not a slot.
-            fences.push((d, devs.gpu(d).join_point()?));
-        }
-        for (d, fence) in fences {
-            for &u in used.iter().filter(|&&u| u != d) {
-                devs.gpu(u).wait_for(fence)?;
-            }
-        }
-        let base = DeviceList::from_slice(&f.next);
-        for (k, n) in need.iter().enumerate() {
-            f.next[k] += n;
-        }
-        Ok(Slots { base, held: Some(f) })
+        let mut f = lock_for(need)?;
+        let used: smallvec::SmallVec<[Stream; 8]> = used.iter().map(|&k| Stream::main(k)).collect();
+        f.follow_whole(&used)?;
+        Ok(hand_out(f, need))
+    }
+
+    /// [`Slots::take`] for a launch that then says what each stream it uses touches, before
+    /// enqueueing there ([`Slots::follow`], [`Slots::record`]).
+    pub fn take_precise(need: &[usize]) -> Result<Slots, String> {
+        Ok(hand_out(lock_for(need)?, need))
     }
 
     /// [`Slots::take`] for a launch on GPU `k` alone that needs no slots (an untimed launch
     /// that copies nothing: a replay); its `base` is empty.
     pub fn take_none_on(k: usize) -> Result<Slots, String> {
         let devs = devices();
-        let f = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-        let others = f.busy & !(1u128 << k);
-        if others != 0 {
-            let mut fences = smallvec::SmallVec::<[_; 8]>::new();
-            for d in devs.local_gpus().filter(|d| others & (1 << d) != 0) {
-                fences.push(devs.gpu(d).join_point()?);
+        let mut f = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+        f.size_seen(devs.count());
+        f.follow_whole(&[Stream::main(k)])?;
+        Ok(Slots { base: DeviceList::new(), held: Some(f) })
+    }
+
+    /// Orders stream `s` of a launch taken with [`Slots::take_precise`] after what it
+    /// conflicts with of the work in flight, doing `fp` next: for each other stream, after the
+    /// point of the last entry it conflicts with.
+    pub fn follow(&mut self, s: Stream, fp: &Footprint) -> Result<(), String> {
+        let f = self.held.as_mut().expect("a precise launch holds the state in flight");
+        let devs = devices();
+        let mut waits = smallvec::SmallVec::<[(Mark, Stream, u64); 8]>::new();
+        for t in f.streams() {
+            if t == s {
+                continue;
             }
-            for fence in fences {
-                devs.gpu(k).wait_for(fence)?;
+            let seen = f.seen[f.at(s, t)];
+            let hit = f
+                .ledger
+                .iter()
+                .rev()
+                .take_while(|e| e.seq > seen)
+                .find(|e| e.stream == t && conflicts(&e.access, t, s, fp));
+            let Some(e) = hit else { continue };
+            match e.point {
+                Some(p) => waits.push((p, t, e.seq)),
+                None => waits.push((join_point(t)?, t, f.last_seq(t))),
             }
         }
-        Ok(Slots { base: DeviceList::new(), held: Some(f) })
+        for (point, t, seq) in waits {
+            devs.gpu(s.gpu).wait_on(s.lane, point)?;
+            f.saw(s, t, seq);
+        }
+        Ok(())
+    }
+
+    /// Records what stream `s` of a precise launch did last (it is in flight from now on),
+    /// with the point of the stream after it.
+    pub fn record(&mut self, s: Stream, point: Mark, access: Access) {
+        let f = self.held.as_mut().expect("a precise launch holds the state in flight");
+        f.record(s, Some(point), access);
     }
 
     /// Whether the launch may be left in flight (its slots were taken for that).
@@ -179,13 +326,212 @@ impl Slots {
     }
 
     /// Leaves an asynchronous launch in flight on GPUs `used`; `finish`, if any, runs once
-    /// they have been waited for.
+    /// they have been waited for. Unless it was taken with [`Slots::take_precise`] (its
+    /// entries recorded), it touched anything, as far as later launches know.
     pub fn leave(self, used: &[usize], finish: Option<Finish>) {
+        self.leave_as(used, false, finish)
+    }
+
+    /// [`Slots::leave`] for a launch taken with [`Slots::take_precise`].
+    pub fn leave_precise(self, used: &[usize], finish: Option<Finish>) {
+        self.leave_as(used, true, finish)
+    }
+
+    fn leave_as(self, used: &[usize], precise: bool, finish: Option<Finish>) {
         let Some(mut f) = self.held else { unreachable!("only asynchronous launches are left in flight") };
         for &k in used {
             f.busy |= 1 << k;
+            if !precise {
+                f.record(Stream::main(k), None, Access::All);
+            }
         }
         f.finish.extend(finish);
         ANY.store(true, Ordering::Release);
+    }
+}
+
+/// The state in flight, locked, with room for `need` more slots on each GPU (drained first
+/// if there is none).
+fn lock_for(need: &[usize]) -> Result<MutexGuard<'static, InFlight>, String> {
+    let devs = devices();
+    let mut f = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+    f.size_seen(devs.count());
+    if devs.local_gpus().any(|k| f.next[k] + need[k] > MAX_SLOTS) {
+        drain_locked(&mut f)?;
+    }
+    Ok(f)
+}
+
+/// The present end of stream `t`, for another stream to wait on at once.
+fn join_point(t: Stream) -> Result<Mark, String> {
+    let gpu = devices().gpu(t.gpu);
+    match t.lane {
+        Lane::Main => gpu.join_point(),
+        Lane::Side => gpu.side_join_point(),
+    }
+}
+
+impl InFlight {
+    fn gpus(&self) -> usize {
+        self.next.len()
+    }
+
+    /// Sizes the per-GPU tables for `n` GPUs (the run's device count, fixed for the run).
+    fn size_seen(&mut self, n: usize) {
+        if self.next.len() < n {
+            self.next.resize(n, 0);
+        }
+        if self.seen.len() != 4 * n * n {
+            self.seen = vec![0; 4 * n * n];
+        }
+    }
+
+    /// The index of `seen[s][t]`.
+    fn at(&self, s: Stream, t: Stream) -> usize {
+        s.index() * 2 * self.gpus() + t.index()
+    }
+
+    /// The streams with work in flight.
+    fn streams(&self) -> impl Iterator<Item = Stream> + '_ {
+        devices().local_gpus().flat_map(move |k| {
+            let main = (self.busy & (1 << k) != 0).then(|| Stream::main(k));
+            let side = (self.side_busy & (1 << k) != 0).then(|| Stream::side(k));
+            main.into_iter().chain(side)
+        })
+    }
+
+    /// Orders every stream of `used` after all the work in flight on the others (what a
+    /// launch that says nothing of what it touches needs). Every end is recorded before any
+    /// stream waits: an end recorded after its stream's wait for another's would add that
+    /// wait's latency to every stream waiting on it. A split stencil's step on two H200s
+    /// waited on such a chain, two cross-GPU hops of 10-15 µs each between one kernel and the
+    /// next (scripts/device/timeline).
+    fn follow_whole(&mut self, used: &[Stream]) -> Result<(), String> {
+        let devs = devices();
+        let mut ends = smallvec::SmallVec::<[(Stream, Mark, u64); 8]>::new();
+        for t in self.streams() {
+            let last = self.last_seq(t);
+            let followed = |s: &Stream| *s == t || last > 0 && self.seen[self.at(*s, t)] >= last;
+            if used.iter().all(followed) {
+                continue;
+            }
+            ends.push((t, join_point(t)?, last));
+        }
+        for (t, end, last) in ends {
+            for &s in used.iter().filter(|&&s| s != t) {
+                devs.gpu(s.gpu).wait_on(s.lane, end)?;
+                self.saw(s, t, last);
+            }
+        }
+        Ok(())
+    }
+
+    /// The number of stream `t`'s last entry (0: none).
+    fn last_seq(&self, t: Stream) -> u64 {
+        self.ledger.iter().rev().find(|e| e.stream == t).map_or(0, |e| e.seq)
+    }
+
+    /// Stream `s` now follows stream `t`'s entries up to `seq`.
+    fn saw(&mut self, s: Stream, t: Stream, seq: u64) {
+        let at = self.at(s, t);
+        self.seen[at] = self.seen[at].max(seq);
+    }
+
+    fn record(&mut self, stream: Stream, point: Option<Mark>, access: Access) {
+        self.ledger.retain(|e| e.stream != stream || !e.access.covered_by(&access));
+        let seq = self.seq;
+        self.seq += 1;
+        self.ledger.push(Entry { seq, stream, point, access });
+        self.busy |= 1 << stream.gpu;
+        if stream.lane == Lane::Side {
+            self.side_busy |= 1 << stream.gpu;
+        }
+    }
+}
+
+/// The slots `need` asks for on each GPU, from the first free ones, with the lock held.
+fn hand_out(mut f: MutexGuard<'static, InFlight>, need: &[usize]) -> Slots {
+    let base = DeviceList::from_slice(&f.next);
+    for (k, n) in need.iter().enumerate() {
+        f.next[k] += n;
+    }
+    Slots { base, held: Some(f) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(buffer: u64, start: u64, end: u64) -> Span {
+        Span { buffer, start, end }
+    }
+
+    /// A two-GPU stencil step: GPU 1's side stream copies GPU 0's edge rows of buffer 7 into
+    /// GPU 1; its main stream then reads buffer 7 and writes its half of buffer 8.
+    #[test]
+    fn a_stream_follows_only_the_work_it_conflicts_with() {
+        let (main0, side0, main1, side1) = (Stream::main(0), Stream::side(0), Stream::main(1), Stream::side(1));
+        let copy = Footprint { reads: vec![(0, span(7, 96, 100))], uses: vec![], writes: vec![span(7, 96, 100)] };
+        // GPU 0's kernel wrote its edge: read after write.
+        assert!(conflicts(&Access::Wrote(span(7, 50, 100)), main0, side1, &copy));
+        // ... its interior, or another buffer: nothing to follow.
+        assert!(!conflicts(&Access::Wrote(span(7, 0, 50)), main0, side1, &copy));
+        assert!(!conflicts(&Access::Wrote(span(8, 0, 100)), main0, side1, &copy));
+        // GPU 1's kernel still reads the halo's bytes the copy overwrites: write after read.
+        assert!(conflicts(&Access::Used(span(7, 90, 200)), main1, side1, &copy));
+        // ... on GPU 0's memory, the same bytes are another copy: nothing.
+        assert!(!conflicts(&Access::Used(span(7, 90, 200)), main0, side1, &copy));
+        let kernel = Footprint { reads: vec![], uses: vec![span(7, 96, 200)], writes: vec![span(8, 100, 200)] };
+        // The kernel reads what its side stream copied in: read after write, same memory.
+        assert!(conflicts(&Access::Wrote(span(7, 96, 100)), side1, main1, &kernel));
+        // ... but not what GPU 0's side stream wrote into GPU 0.
+        assert!(!conflicts(&Access::Wrote(span(7, 96, 100)), side0, main1, &kernel));
+        // GPU 0 copies bytes of GPU 1 that GPU 1's kernel now overwrites: write after read.
+        assert!(conflicts(&Access::Read { from: 1, span: span(8, 100, 104) }, side0, main1, &kernel));
+        // ... bytes it leaves alone, or another GPU's: nothing.
+        assert!(!conflicts(&Access::Read { from: 1, span: span(8, 200, 204) }, side0, main1, &kernel));
+        assert!(!conflicts(&Access::Read { from: 2, span: span(8, 100, 104) }, side0, main1, &kernel));
+        // Work that said nothing: always followed.
+        assert!(conflicts(&Access::All, main0, main1, &kernel));
+    }
+
+    /// Only an entry that every conflict of an older one also hits may replace it.
+    #[test]
+    fn an_entry_is_dropped_only_when_a_later_one_covers_it() {
+        let w = Access::Wrote(span(7, 10, 20));
+        assert!(w.covered_by(&Access::Wrote(span(7, 0, 20))));
+        assert!(!w.covered_by(&Access::Wrote(span(7, 11, 20))));
+        assert!(!w.covered_by(&Access::Wrote(span(8, 0, 20))));
+        assert!(!w.covered_by(&Access::Used(span(7, 0, 20))));
+        assert!(w.covered_by(&Access::All));
+        let r = Access::Read { from: 1, span: span(7, 10, 20) };
+        assert!(r.covered_by(&Access::Read { from: 1, span: span(7, 10, 20) }));
+        assert!(!r.covered_by(&Access::Read { from: 2, span: span(7, 10, 20) }));
+        assert!(!r.covered_by(&Access::Wrote(span(7, 0, 30))));
+        assert!(!Access::All.covered_by(&w));
+        // In a ledger: the later write of the same bytes replaces the earlier, a write of
+        // other bytes or another stream's does not, and work that said nothing replaces them.
+        let mut f = InFlight {
+            busy: 0,
+            side_busy: 0,
+            next: vec![0; 2],
+            finish: Vec::new(),
+            ledger: Vec::new(),
+            seq: 1,
+            seen: Vec::new(),
+        };
+        let (main0, side0) = (Stream::main(0), Stream::side(0));
+        f.record(main0, None, Access::Wrote(span(7, 10, 20)));
+        f.record(side0, None, Access::Wrote(span(7, 10, 20)));
+        f.record(main0, None, Access::Wrote(span(7, 30, 40)));
+        f.record(main0, None, Access::Wrote(span(7, 0, 25)));
+        let on =
+            |f: &InFlight, s: Stream| f.ledger.iter().filter(|e| e.stream == s).map(|e| e.access).collect::<Vec<_>>();
+        assert_eq!(on(&f, main0), vec![Access::Wrote(span(7, 30, 40)), Access::Wrote(span(7, 0, 25))]);
+        assert_eq!(f.last_seq(main0), 4);
+        assert_eq!((f.busy, f.side_busy), (1, 1));
+        f.record(main0, None, Access::All);
+        assert_eq!(on(&f, main0), vec![Access::All]);
+        assert_eq!(on(&f, side0).len(), 1);
     }
 }

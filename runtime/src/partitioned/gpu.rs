@@ -23,7 +23,8 @@ use super::policy::Probe;
 use crate::args::SendPtr;
 use crate::ctx::NodeCtx;
 use crate::desc::KernelDesc;
-use crate::devices::inflight::{DeviceList, Slots};
+use crate::devices::cuda::Lane;
+use crate::devices::inflight::{Access, DeviceList, Footprint, Slots, Span, Stream};
 use crate::devices::{devices, Copy, Device, Place};
 use crate::memory;
 use crate::module::Module;
@@ -72,20 +73,34 @@ pub(super) fn run(
     used.sort_unstable();
     used.dedup();
     let touches_host = copies.iter().any(|c| c.src == Place::Host || c.dst == Place::Host);
-    let slots = if asynchronous && !touches_host && !kernel::must_wait(m, n, kernel) {
+    let in_flight = asynchronous && !touches_host && !kernel::must_wait(m, n, kernel);
+    // The order the partitions are enqueued in, as indices into the plan's.
+    let order = boundary_first(lp, &|k| devs.is_local(k));
+    let precise = in_flight && lp.reductions.is_empty() && several_on_a_gpu(lp) && !devs.spans_ranks() && precise_on();
+    let mut slots = if in_flight {
         // Marks are events: a launch that copies nothing and is not timed records none, and
         // takes no slots, so it never forces a drain for want of them.
         let mut need = DeviceList::from_elem(0, devs.count());
-        if !copies.is_empty() || crate::sink::timing() || sampled {
+        if !copies.is_empty() || crate::sink::timing() || sampled || precise {
             for &k in &used {
-                need[k] = kernel::slots_needed(lp.parts.iter().filter(|p| p.device == k && !p.bx.is_empty()).count());
+                let parts = lp.parts.iter().filter(|p| p.device == k && !p.bx.is_empty()).count();
+                need[k] = kernel::slots_needed(parts) + if precise { parts + 1 } else { 0 };
             }
         }
-        Slots::take(&used, &need)?
+        if precise {
+            Slots::take_precise(&need)?
+        } else {
+            Slots::take(&used, &need)?
+        }
     } else {
         Slots::synchronous()
     };
-    let base = &slots.base;
+    let base = slots.base.clone();
+    // Where a precise launch records its points: after the marks' slots of each GPU.
+    let point_slot = |k: usize, i: usize| {
+        let parts = lp.parts.iter().filter(|p| p.device == k && !p.bx.is_empty()).count();
+        base[k] + kernel::slots_needed(parts) + i
+    };
     super::policy::log_line!("gpu run: slots taken");
 
     let t0 = Stopwatch::start();
@@ -96,12 +111,27 @@ pub(super) fn run(
     // on its copies, six event records of them, while its GPUs spent 125 µs on its kernels
     // (8192 x 8192), and the host set the pace.
     let marked = !copies.is_empty() && timed(sampled);
-    if !copies.is_empty() {
+    if marked {
+        for &k in &used {
+            devs.gpu(k).mark(base[k] + MARK_START)?;
+        }
+    }
+    if precise {
+        // Every copy is from another GPU (none touches the host), on its GPU's side stream,
+        // after only what it conflicts with; then each GPU's kernels after what theirs do.
         if marked {
             for &k in &used {
-                devs.gpu(k).mark(base[k] + MARK_START)?;
+                devs.gpu(k).mark(base[k] + MARK_HOST_COPIES)?;
             }
         }
+        copy_beside(lp, copies, sources, &used, &mut slots, &point_slot)?;
+        for &k in &used {
+            slots.follow(Stream::main(k), &kernels_footprint(lp, k))?;
+            if marked {
+                devs.gpu(k).mark(base[k] + MARK_COPIES)?;
+            }
+        }
+    } else if !copies.is_empty() {
         let (from_host, from_gpus): (Vec<Copy>, Vec<Copy>) = copies.iter().partition(|c| c.src == Place::Host);
         // Copies that read what their source GPU's partitions write: (source GPU, copying GPU).
         let mut waits = war_waits(lp, copies, sources);
@@ -136,18 +166,47 @@ pub(super) fn run(
     // copies, before their kernels (and after any copy out of them: `war_waits`).
     super::reduce::start(&lp.reductions)?;
     let t1 = Stopwatch::start();
-    let parts: smallvec::SmallVec<[GpuPart<'_>; 4]> = lp
-        .parts
+    let parts: smallvec::SmallVec<[GpuPart<'_>; 4]> = order
         .iter()
-        .zip(part_args)
-        .filter(|(p, _)| devs.is_local(p.device))
-        .map(|(p, a)| GpuPart { device: p.device, args: a, bx: p.bx })
+        .map(|&i| GpuPart { device: lp.parts[i].device, args: &part_args[i], bx: lp.parts[i].bx })
         .collect();
     let wait = !slots.asynchronous();
     super::policy::log_line!("gpu run: copies enqueued");
     let capture = super::replay::may_record();
-    let launched =
-        kernel::run(m, n, kernel, name, prepared, ptx, &parts, parent, grid, outs, base, wait, sampled, capture);
+    let mut done_on = DeviceList::from_elem(0, devs.count());
+    let mut after_part = |i: usize| -> Result<(), String> {
+        if !precise {
+            return Ok(());
+        }
+        let p = &lp.parts[order[i]];
+        done_on[p.device] += 1;
+        let point = devs.gpu(p.device).point(Lane::Main, point_slot(p.device, done_on[p.device]))?;
+        let main = Stream::main(p.device);
+        for &(b, w) in &p.reads {
+            slots.record(main, point, Access::Used(span_of(lp, b, w.start, w.end())));
+        }
+        for &(b, w) in &p.writes {
+            slots.record(main, point, Access::Wrote(span_of(lp, b, w.start, w.end())));
+        }
+        Ok(())
+    };
+    let launched = kernel::run(
+        &mut after_part,
+        m,
+        n,
+        kernel,
+        name,
+        prepared,
+        ptx,
+        &parts,
+        parent,
+        grid,
+        outs,
+        &base,
+        wait,
+        sampled,
+        capture,
+    );
     super::policy::log_line!("gpu run: kernels enqueued");
     let launched = launched.and_then(|l| super::reduce::finish(&lp.reductions).map(|()| l));
     let launched = match launched {
@@ -164,7 +223,11 @@ pub(super) fn run(
     // short launches between two synchronizations kept one closure per launch, 90 000 of them
     // and 27 MB in `launches.cu 65536 30000`, and paid for fresh heap pages on every launch).
     if slots.asynchronous() && !launched.timed() && probe.is_none() {
-        slots.leave(&used, None);
+        if precise {
+            slots.leave_precise(&used, None);
+        } else {
+            slots.leave(&used, None);
+        }
         st.nanos_kernels.fetch_add(t1.nanos(), Ordering::Relaxed);
         return Ok(launched.replay);
     }
@@ -190,7 +253,11 @@ pub(super) fn run(
         Ok(())
     };
     if slots.asynchronous() {
-        slots.leave(&used_all, Some(Box::new(finish)));
+        if precise {
+            slots.leave_precise(&used_all, Some(Box::new(finish)));
+        } else {
+            slots.leave(&used_all, Some(Box::new(finish)));
+        }
     } else {
         for &k in &used_all {
             devs.gpu(k).synchronize()?;
@@ -199,6 +266,114 @@ pub(super) fn run(
     }
     st.nanos_kernels.fetch_add(t1.nanos(), Ordering::Relaxed);
     Ok(None)
+}
+
+/// `HPVM_MGPU_PRECISE=off`: launches left in flight order GPUs after one another's whole
+/// work, never after the parts they depend on ([`crate::devices::inflight`]).
+fn precise_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| match std::env::var("HPVM_MGPU_PRECISE").unwrap_or_default().trim() {
+        "" | "on" | "1" => true,
+        "off" | "0" => false,
+        other => crate::fatal(&format!("HPVM_MGPU_PRECISE={other}: expected `on` or `off`")),
+    })
+}
+
+/// Whether some GPU runs more than one partition of the launch: then its partitions at the
+/// edges of its share end before the others, and what its neighbours need of them can move
+/// while the others run, where the GPUs follow one another's parts ([`footprint`]).
+fn several_on_a_gpu(lp: &LaunchPlan) -> bool {
+    let mut seen = DeviceList::new();
+    for p in lp.parts.iter().filter(|p| !p.bx.is_empty()) {
+        if seen.contains(&p.device) {
+            return true;
+        }
+        seen.push(p.device);
+    }
+    false
+}
+
+/// The order of the plan's local partitions to enqueue: on each GPU, those next to another
+/// GPU's partitions (in the plan's order, which is the split's) first, so that what the
+/// neighbours copy of them at the next launch is ready while the GPU runs the rest.
+fn boundary_first(lp: &LaunchPlan, local: &dyn Fn(usize) -> bool) -> smallvec::SmallVec<[usize; 8]> {
+    let parts = &lp.parts;
+    let live: smallvec::SmallVec<[usize; 8]> = (0..parts.len()).filter(|&i| !parts[i].bx.is_empty()).collect();
+    let at_edge = |j: usize| {
+        let d = parts[live[j]].device;
+        (j > 0 && parts[live[j - 1]].device != d) || (j + 1 < live.len() && parts[live[j + 1]].device != d)
+    };
+    let mut order: smallvec::SmallVec<[(bool, usize); 8]> = (0..live.len()).map(|j| (!at_edge(j), live[j])).collect();
+    order.sort_by_key(|&(inner, i)| (inner, i));
+    let mut all: smallvec::SmallVec<[usize; 8]> = order.into_iter().map(|(_, i)| i).collect();
+    all.extend((0..parts.len()).filter(|&i| parts[i].bx.is_empty()));
+    all.retain(|i| local(parts[*i].device));
+    all
+}
+
+/// Bytes `start..end` of the plan's buffer `b`, named by the buffer's id.
+fn span_of(lp: &LaunchPlan, b: usize, start: u64, end: u64) -> Span {
+    Span { buffer: lp.buffers[b].1, start, end }
+}
+
+/// Enqueues a precise launch's copies (all from other GPUs) on each copying GPU's side
+/// stream, each stream after only what its copies conflict with, and records them.
+fn copy_beside(
+    lp: &LaunchPlan,
+    copies: &[Copy],
+    sources: &[Source],
+    used: &[usize],
+    slots: &mut Slots,
+    point_slot: &dyn Fn(usize, usize) -> usize,
+) -> Result<(), String> {
+    let devs = devices();
+    for &k in used {
+        let mine: smallvec::SmallVec<[(&Copy, Span); 4]> = copies
+            .iter()
+            .zip(sources)
+            .filter(|(c, _)| c.executor() == k)
+            .map(|(c, s)| (c, span_of(lp, s.buffer, s.start, s.end)))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let from = |c: &Copy| match c.src {
+            Place::Device(d) => Ok(d),
+            Place::Host => Err("a copy from the host in a launch ordered by what it touches".to_string()),
+        };
+        let mut fp = Footprint::default();
+        for &(c, span) in &mine {
+            fp.reads.push((from(c)?, span));
+            fp.writes.push(span);
+        }
+        let side = Stream::side(k);
+        slots.follow(side, &fp)?;
+        let gpu = devs.gpu(k);
+        for &(c, _) in &mine {
+            gpu.copy_beside(c).map_err(|e| format!("{}: {e}", gpu.label()))?;
+            crate::sink::record(crate::sink::Event::Copied {
+                from: c.src.index(),
+                to: c.dst.index(),
+                bytes: c.bytes(),
+            });
+        }
+        let point = gpu.point(Lane::Side, point_slot(k, 0))?;
+        for &(c, span) in &mine {
+            slots.record(side, point, Access::Read { from: from(c)?, span });
+            slots.record(side, point, Access::Wrote(span));
+        }
+    }
+    Ok(())
+}
+
+/// What GPU `k`'s partitions of a launch read and write of its memory.
+fn kernels_footprint(lp: &LaunchPlan, k: usize) -> Footprint {
+    let mut fp = Footprint::default();
+    for p in lp.parts.iter().filter(|p| p.device == k && !p.bx.is_empty()) {
+        fp.uses.extend(p.reads.iter().map(|&(b, w)| span_of(lp, b, w.start, w.end())));
+        fp.writes.extend(p.writes.iter().map(|&(b, w)| span_of(lp, b, w.start, w.end())));
+    }
+    fp
 }
 
 /// Whether a launch's GPU times are read ([`kernel::run`] decides alike): the statistics,
@@ -252,6 +427,22 @@ mod tests {
             row_bytes: 8,
             pitch: 8,
         }
+    }
+
+    /// Two partitions per GPU over three GPUs, in the split's order: each GPU first runs its
+    /// partitions next to another GPU's, then the rest; partitions of other processes' GPUs
+    /// are left out.
+    #[test]
+    fn partitions_next_to_another_gpu_go_first() {
+        let plan =
+            |devices: &[usize]| LaunchPlan::new(vec![], devices.iter().map(|&d| part(d, vec![])).collect(), None);
+        let all = |_: usize| true;
+        assert_eq!(boundary_first(&plan(&[0, 0, 1, 1]), &all).to_vec(), vec![1, 2, 0, 3]);
+        assert_eq!(boundary_first(&plan(&[0, 0, 0, 1, 1, 1, 2, 2, 2]), &all).to_vec(), vec![2, 3, 5, 6, 0, 1, 4, 7, 8]);
+        assert_eq!(boundary_first(&plan(&[0, 1]), &all).to_vec(), vec![0, 1]);
+        assert_eq!(boundary_first(&plan(&[0, 0, 1, 1]), &|k| k == 1).to_vec(), vec![2, 3]);
+        assert!(several_on_a_gpu(&plan(&[0, 0, 1, 1])));
+        assert!(!several_on_a_gpu(&plan(&[0, 1, 2])));
     }
 
     /// A ping-pong stencil: each GPU copies its neighbour's halo of buffer 0 and writes its

@@ -163,9 +163,11 @@ pub(crate) fn must_wait(m: &Module, n: u32, kernel: &KernelDesc) -> bool {
 /// each part on its GPU's stream (after whatever that stream holds: the part's copies), its
 /// marks from slot `base[k]` on GPU `k`. With `wait` (required when [`must_wait`]), waits
 /// for every part; output records come back to `outs`, each instance's from the GPU that
-/// ran it.
+/// ran it. `after_part(i)` runs once part `i` of `parts` is enqueued (a launch that records
+/// where each part ends on its stream).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
+    after_part: &mut dyn FnMut(usize) -> Result<(), String>,
     m: &Module,
     n: u32,
     kernel: &KernelDesc,
@@ -210,7 +212,7 @@ pub(crate) fn run(
     let timed = crate::sink::timing() || bench_repeat().is_some() || sampled;
     let mut launched = Ok(());
     let mut replay = None;
-    for p in parts.iter().filter(|p| !p.bx.is_empty()) {
+    for (i, p) in parts.iter().enumerate().filter(|(_, p)| !p.bx.is_empty()) {
         let gpu = devs.gpu(p.device);
         let leaf_args = match &kernel.kind {
             KernelKind::Blocks { leaf, .. } => {
@@ -286,7 +288,7 @@ pub(crate) fn run(
                     break;
                 }
             }
-        } else if let Err(err) = launch() {
+        } else if let Err(err) = launch().and_then(|()| after_part(i)) {
             launched = Err(err);
             break;
         }

@@ -177,6 +177,13 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
         None => {
             st.whole_while_planning.fetch_add(1, Ordering::Relaxed);
             (order, key.devices, planning) = (&order[..1], 1, None);
+            // It runs over one device: what the next launch's copies are measured against
+            // (a split after it moves data once, which is not a split's steady state; taken
+            // as one, a stencil's first split made every later one look too dear to pay).
+            u.plans.policy.of(n).lock().unwrap_or_else(|e| e.into_inner()).last_devices = 1;
+            if let Some(p) = &mut probe {
+                p.devices = 1;
+            }
             plan_of(u, &key, order, &mut table, &t0, None).expect("a whole launch is planned at once")
         }
     };

@@ -553,9 +553,11 @@ fn split(
         }
         s => s,
     };
-    // Partition k runs on device order[k % devices], with that device's weight: consecutive
-    // partitions, which share the most, on the best links.
-    let device = |k: usize| l.order[k % l.order.len()];
+    // Partition k runs on device order[k / per_device], with that device's weight: a
+    // device's partitions are neighbours, which share the most, and the devices' shares meet
+    // in the order of the best links. A device's partitions at the edges of its share are the
+    // only ones its neighbours need, and run first (`gpu::boundary_first`).
+    let device = |k: usize| l.order[(k / l.per_device.max(1)).min(l.order.len() - 1)];
     let weights: Vec<f64> =
         (0..l.order.len() * l.per_device).map(|k| super::settings::device_weight(device(k))).collect();
     let split = cut_along(&dn.split, blocks, weights.len())?;
