@@ -42,6 +42,7 @@ pub(crate) mod kernel;
 pub(crate) mod memo;
 pub(crate) mod plan;
 pub(crate) mod policy;
+mod reasons;
 mod recorded;
 pub(crate) mod reduce;
 pub(crate) mod replay;
@@ -313,6 +314,20 @@ fn gpu_kernel(u: &Unit, base: &[u8]) -> Result<Option<GpuKernel>, ()> {
     }
 }
 
+/// Partitions per device of a launch over `devices` (`HPVM_MGPU_PARTITIONS`): on GPUs, a
+/// launch on one runs as one partition. Several per GPU are for a split's GPUs to run their
+/// edges first and exchange them beside the rest (`gpu`); on one GPU they would only cost a
+/// kernel launch each, and a plan from ISL where the whole grid needs none
+/// (`bindings::plan_direct`). Simulated devices keep them (the tests' way of cutting a
+/// launch finer than its devices).
+fn partitions_on(devices: usize) -> usize {
+    if devices == 1 && crate::devices::devices().on_gpus() {
+        1
+    } else {
+        partitions_per_device()
+    }
+}
+
 /// A split over `k` devices is likely soon (the policy said so at a launch that missed the
 /// caches, a node's first): ISL's part of its plan starts now, in the background
 /// ([`ahead`]), unless it has started before.
@@ -328,7 +343,7 @@ fn speculate(u: &Unit, key: &cache::Key, k: usize, table: &mut Table) {
         parent: key.parent,
         grid: u.grid,
         order: &devices().order[..k],
-        per_device: partitions_per_device(),
+        per_device: partitions_on(k),
     };
     match bindings::bindings(&launch, table) {
         Ok(b) => ahead::start(ahead_job(u, &launch, b)),
@@ -463,7 +478,7 @@ fn plan_of(
 ) -> Option<(Arc<Outcome>, bool)> {
     let Unit { module, plans, node: n, shape, grid, .. } = *u;
     let st = &module.stats[n as usize];
-    let per_device = partitions_per_device();
+    let per_device = partitions_on(order.len());
     let launch =
         bindings::Launch { module, node: n, shape, args: &key.args, parent: key.parent, grid, order, per_device };
     // A plan for any scalars first (one device), then one for these map inputs.

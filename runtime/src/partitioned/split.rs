@@ -475,7 +475,11 @@ fn split(
         let holds =
             assumptions_hold(cond, &value_refs, &whole).map_err(|e| format!("checking its assumptions: {e}"))?;
         if !holds {
-            let why = format!("the analysis's assumptions `{cond}` do not hold for this launch");
+            let why = format!(
+                "the analysis's maps hold only where `{}`, which this launch does not meet ({})",
+                super::reasons::in_user_terms(cond),
+                unit.loc
+            );
             return respecialize(why, table, inspections, pending);
         }
     }
@@ -491,7 +495,11 @@ fn split(
             }
         };
         if bound.holds(&largest) != Some(true) {
-            let why = format!("the analysis's assumption `{text}` does not hold for this launch");
+            let why = format!(
+                "the analysis's maps hold only where `{}`, which this launch does not meet ({})",
+                super::reasons::in_user_terms(text),
+                unit.loc
+            );
             return respecialize(why, table, inspections, pending);
         }
     }
