@@ -370,7 +370,10 @@ fn unsigned_indices_split_only_while_they_cannot_wrap() {
     let n = node(&s, "RowSum");
     assert_eq!(n["partitioned_launches"].as_u64(), Some(0), "{n}");
     let why = n["unpartitioned_because"].as_str().unwrap_or_default();
-    assert!(why.contains("(gx - 1) * w + (w - 1) < 4294967296") && why.contains("does not hold"), "{n}");
+    assert!(
+        why.contains("`((instances along x) - 1) * w + (w - 1) < 4294967296`, which this launch does not meet"),
+        "{n}"
+    );
 }
 
 /// A blocks node whose leaf returns its parameters (`__hpvm__return(2, tmp, bytes_tmp)`, bound

@@ -4,12 +4,14 @@
 //! `bsx`, `boffx`, ...: `analysis::wrap`) and writes conditions as ISL sets
 //! (`[gx, boffx] -> { : boffx = 0 and gx > 0 }`). A reason that quotes them names nothing the
 //! user wrote. [`in_user_terms`] keeps the condition alone and spells each of those
-//! parameters as CUDA does (`gridDim.x`, `blockIdx.x`, `blockDim.x`); the kernel's own
+//! parameters as CUDA does (`gridDim.x`, `blockIdx.x`, `blockDim.x`) for a grid of blocks, and
+//! as the node's instances for an HPVM-C node whose grid is of instances; the kernel's own
 //! parameters keep their names.
 
 /// `cond` (an ISL set's text or a bare condition) with the analysis's own parameters spelt
-/// as CUDA spells them and the set's syntax left out.
-pub(crate) fn in_user_terms(cond: &str) -> String {
+/// as the user knows them and the set's syntax left out; `blocks`: the unit's grid is of
+/// thread blocks (a CUDA kernel's), else of a node's instances.
+pub(crate) fn in_user_terms(cond: &str, blocks: bool) -> String {
     let body = match (cond.find('{'), cond.rfind('}')) {
         (Some(a), Some(b)) if a < b => {
             let inner = cond[a + 1..b].trim();
@@ -22,7 +24,7 @@ pub(crate) fn in_user_terms(cond: &str) -> String {
     // ISL writes a coefficient against its name (`32768bidx`).
     let flush = |word: &mut String, out: &mut String| {
         let name = word.trim_start_matches(|c: char| c.is_ascii_digit());
-        match spelt(name) {
+        match spelt(name, blocks) {
             Some(s) if name.len() < word.len() => {
                 out.push_str(&word[..word.len() - name.len()]);
                 out.push('*');
@@ -45,9 +47,12 @@ pub(crate) fn in_user_terms(cond: &str) -> String {
     out
 }
 
-/// How CUDA spells one of the analysis's parameters.
-fn spelt(name: &str) -> Option<&'static str> {
+/// How the user knows one of the analysis's parameters.
+fn spelt(name: &str, blocks: bool) -> Option<&'static str> {
     Some(match name {
+        "gx" if !blocks => "(instances along x)",
+        "gy" if !blocks => "(instances along y)",
+        "gz" if !blocks => "(instances along z)",
         "gx" => "gridDim.x",
         "gy" => "gridDim.y",
         "gz" => "gridDim.z",
@@ -77,15 +82,20 @@ mod tests {
     #[test]
     fn conditions_name_what_the_user_wrote() {
         assert_eq!(
-            in_user_terms("[gx, boffx] -> {  : boffx = 0 and gx > 0 }"),
+            in_user_terms("[gx, boffx] -> {  : boffx = 0 and gx > 0 }", true),
             "(the first block of a part of the grid, along x) = 0 and gridDim.x > 0"
         );
         assert_eq!(
-            in_user_terms("[bidy, bidx, input_w] -> { : bidy <= 4 and 32768bidx <= -243 + input_w }"),
+            in_user_terms("[bidy, bidx, input_w] -> { : bidy <= 4 and 32768bidx <= -243 + input_w }", true),
             "blockIdx.y <= 4 and 32768*blockIdx.x <= -243 + input_w"
         );
         // Bare conditions, and names that only contain the parameters' names, stay as they are.
-        assert_eq!(in_user_terms("n * bsx <= 2147483647"), "n * blockDim.x <= 2147483647");
-        assert_eq!(in_user_terms("gxx + bidx_2 > 0"), "gxx + bidx_2 > 0");
+        assert_eq!(in_user_terms("n * bsx <= 2147483647", true), "n * blockDim.x <= 2147483647");
+        assert_eq!(in_user_terms("gxx + bidx_2 > 0", true), "gxx + bidx_2 > 0");
+        // An HPVM-C node's grid is of instances.
+        assert_eq!(
+            in_user_terms("(gx - 1) * w + (w - 1) < 4294967296", false),
+            "((instances along x) - 1) * w + (w - 1) < 4294967296"
+        );
     }
 }

@@ -477,7 +477,7 @@ fn split(
         if !holds {
             let why = format!(
                 "the analysis's maps hold only where `{}`, which this launch does not meet ({})",
-                super::reasons::in_user_terms(cond),
+                super::reasons::in_user_terms(cond, matches!(l.shape, crate::desc::KernelKind::Blocks { .. })),
                 unit.loc
             );
             return respecialize(why, table, inspections, pending);
@@ -497,7 +497,7 @@ fn split(
         if bound.holds(&largest) != Some(true) {
             let why = format!(
                 "the analysis's maps hold only where `{}`, which this launch does not meet ({})",
-                super::reasons::in_user_terms(text),
+                super::reasons::in_user_terms(text, matches!(l.shape, crate::desc::KernelKind::Blocks { .. })),
                 unit.loc
             );
             return respecialize(why, table, inspections, pending);
