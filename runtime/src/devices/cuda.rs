@@ -870,16 +870,35 @@ impl Cuda {
     /// ([`Cuda::wait_for`]): one event, recorded again at the next call (a wait already
     /// enqueued keeps the point it was given).
     pub fn join_point(&self) -> Result<Mark, String> {
-        let o = self.bind()?;
-        let mut join = self.join.lock().unwrap_or_else(|e| e.into_inner());
+        self.join_point_on(Lane::Main)
+    }
+
+    /// [`Cuda::join_point`] of the side stream.
+    pub fn side_join_point(&self) -> Result<Mark, String> {
+        self.join_point_on(Lane::Side)
+    }
+
+    fn join_point_on(&self, lane: Lane) -> Result<Mark, String> {
+        let stream = self.lane(lane)?;
+        let mut join = match lane {
+            Lane::Main => &self.join,
+            Lane::Side => &self.side_join,
+        }
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
         let event = match *join {
             Some(e) => e,
             None => *join
                 .insert(check("cuEventCreate", result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))?),
         };
-        // SAFETY: an event of this context, recorded on its stream.
-        check("cuEventRecord", unsafe { result::event::record(event, o.stream) })?;
+        // SAFETY: an event of this context, recorded on one of its streams.
+        check("cuEventRecord", unsafe { result::event::record(event, stream) })?;
         Ok(Mark(event))
+    }
+
+    /// Work enqueued on this stream from now on starts after `event` (of any GPU) is reached.
+    pub fn wait_for(&self, mark: Mark) -> Result<(), String> {
+        self.wait_on(Lane::Main, mark)
     }
 
     /// The stream of `lane`, the side one made at its first use.
@@ -914,20 +933,6 @@ impl Cuda {
         Ok(Mark(points[slot]))
     }
 
-    /// [`Cuda::join_point`] of the side stream.
-    pub fn side_join_point(&self) -> Result<Mark, String> {
-        let stream = self.lane(Lane::Side)?;
-        let mut join = self.side_join.lock().unwrap_or_else(|e| e.into_inner());
-        let event = match *join {
-            Some(e) => e,
-            None => *join
-                .insert(check("cuEventCreate", result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))?),
-        };
-        // SAFETY: an event of this context, recorded on its side stream.
-        check("cuEventRecord", unsafe { result::event::record(event, stream) })?;
-        Ok(Mark(event))
-    }
-
     /// [`Cuda::wait_for`] for stream `lane`.
     pub fn wait_on(&self, lane: Lane, mark: Mark) -> Result<(), String> {
         let stream = self.lane(lane)?;
@@ -942,15 +947,6 @@ impl Cuda {
         let super::Place::Device(from) = c.src else { return Err("a copy beside the kernels comes from a GPU".into()) };
         let stream = self.lane(Lane::Side)?;
         self.enqueue_copy_on(c, Some(super::devices().gpu(from)), Some(stream))
-    }
-
-    /// Work enqueued on this stream from now on starts after `event` (of any GPU) is reached.
-    pub fn wait_for(&self, mark: Mark) -> Result<(), String> {
-        let o = self.bind()?;
-        // SAFETY: a recorded event; the stream is this device's.
-        check("cuStreamWaitEvent", unsafe {
-            result::stream::wait_event(o.stream, mark.0, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
-        })
     }
 
     /// The module of `ptx` on this GPU, loaded on first use: the build's machine code for

@@ -173,24 +173,6 @@ pub enum Mode {
 thread_local! {
     /// Whether this thread is inside a CUDA kernel's launcher ([`as_cuda_launch`]).
     static IN_CUDA_LAUNCH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    /// Whether that launch is cooperative ([`as_cooperative_launch`]).
-    static COOPERATIVE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Runs `f` (a CUDA launch, [`as_cuda_launch`]) as a cooperative launch
-/// (`cudaLaunchCooperativeKernel`): its blocks may wait for one another at the grid's barrier
-/// (cooperative groups' `this_grid().sync()`), so all of them run at once, on one device,
-/// never split, held, replayed or made part of a graph.
-pub fn as_cooperative_launch<R>(f: impl FnOnce() -> R) -> R {
-    COOPERATIVE.with(|c| c.set(true));
-    let r = f();
-    COOPERATIVE.with(|c| c.set(false));
-    r
-}
-
-/// Whether the calling thread is inside [`as_cooperative_launch`].
-pub fn cooperative() -> bool {
-    COOPERATIVE.with(|c| c.get())
 }
 
 /// Runs `f` (a CUDA kernel's launcher, which launches its graph and waits at once) so that
