@@ -823,8 +823,54 @@ fn host_writes_racing_a_kernel_stop_the_run() {
             let run = run_program(&exe, &["race", "1000"], env);
             let err = stderr(&run);
             assert!(!run.status.success(), "{env:?}: {}{err}", stdout(&run));
-            assert!(err.contains("the host wrote bytes 0..16 of the buffer") && err.contains("race"), "{env:?}: {err}");
+            // Stopped at the store: the guard names its line whether or not the host's writes
+            // are watched.
+            assert!(
+                err.contains("the host's store at tests/inputs/cuda/managed_race.cu:30 wrote byte 0 of the buffer")
+                    && err.contains("newer copy of its bytes 0..16")
+                    && err.contains("race"),
+                "{env:?}: {err}"
+            );
             assert!(stdout(&run).is_empty(), "{env:?}: printed a result: {}", stdout(&run));
+        }
+    }
+}
+
+/// A store racing a kernel into a large managed buffer stops at the store's line, from the
+/// main thread and from a thread of the program's; stores beside the kernel's bytes (in pages
+/// next to them, and in the page they share) go on, and the result is right. With the guard
+/// off, the checks after the fact still refuse the race, naming the bytes.
+#[test]
+fn racing_stores_stop_at_their_line_and_stores_beside_them_go_on() {
+    let dir = TempDir::new("cuda-managed-race-pages");
+    let exe = build_cu(&dir, "tests/inputs/cuda/managed_race_pages.cu");
+    // The kernel's 3i over the first n/2 + 7 elements, the host's 5 over the rest.
+    let (n, half) = (1u64 << 20, (1u64 << 19) + 7);
+    let want = ((0..half).map(|i| 3 * i).sum::<u64>() + 5 * (n - half)).to_string();
+    for devices in ["cpu:1", "cpu:4"] {
+        for writes in ["any", "all"] {
+            for guard in ["on", "off"] {
+                let env: &[(&str, &str)] = &[
+                    ("HPVM_MGPU_DEVICES", devices),
+                    ("HPVM_MGPU_HOST_WRITES", writes),
+                    ("HPVM_MGPU_RACE_GUARD", guard),
+                ];
+                let run = run_program(&exe, &["apart"], env);
+                assert!(run.status.success(), "{env:?}: {}", stderr(&run));
+                assert_eq!(stdout(&run).trim(), format!("{want}\nPASS"), "{env:?}");
+                for (mode, line) in [("race", 32), ("thread", 20)] {
+                    let run = run_program(&exe, &[mode], env);
+                    let err = stderr(&run);
+                    assert!(!run.status.success(), "{env:?} {mode}: {}{err}", stdout(&run));
+                    assert!(stdout(&run).is_empty(), "{env:?} {mode}: printed a result: {}", stdout(&run));
+                    let named = if guard == "on" {
+                        format!("the host's store at tests/inputs/cuda/managed_race_pages.cu:{line} wrote byte")
+                    } else {
+                        "the host wrote bytes ".to_string()
+                    };
+                    assert!(err.contains(&named) && err.contains("race"), "{env:?} {mode}: {err}");
+                }
+            }
         }
     }
 }

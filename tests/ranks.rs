@@ -448,3 +448,30 @@ fn host_writes_are_watched_and_agreed_across_ranks() {
     let (watched, assumed) = (sent("any"), sent("all"));
     assert!(watched < assumed, "watching sent {watched} bytes from the host, assuming {assumed}");
 }
+
+/// A host store racing a kernel into managed memory stops the run under ranks too, naming the
+/// store's line, whichever rank's device holds the bytes; with partitions, the same; stores
+/// beside the kernel's bytes go on and every rank prints the one-process result.
+#[test]
+fn racing_stores_stop_every_rank_at_their_line() {
+    if !have_mpirun() {
+        return;
+    }
+    let dir = TempDir::new("ranks-managed-race");
+    let exe = build(&dir, "tests/inputs/cuda/managed_race_pages.cu");
+    let want = one_process(&exe, &["apart"]);
+    for partitions in ["1", "3"] {
+        let env = [("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_PARTITIONS", partitions)];
+        same_on_every_rank(&dir, &exe, &["apart"], 2, &env, &want);
+        let out = dir.join("ranks-race");
+        let _ = std::fs::remove_dir_all(&out);
+        let o = mpirun(2, &env, &out, &exe, &["race"]).output().unwrap();
+        let err = stderr(&o);
+        assert!(!o.status.success(), "partitions {partitions}: {err}");
+        assert!(
+            err.contains("the host's store at tests/inputs/cuda/managed_race_pages.cu:32 wrote byte 4000"),
+            "partitions {partitions}: {err}"
+        );
+        assert!(rank_outputs(&out, 2).iter().all(|o| o.is_empty()), "partitions {partitions}: a rank printed a result");
+    }
+}

@@ -9,6 +9,7 @@ use std::ffi::{c_char, c_void};
 /// Runs `f`; a panic (a bug in the runtime) ends the process with a message instead of
 /// unwinding into C.
 pub(crate) fn guard<R>(what: &str, f: impl FnOnce() -> R) -> R {
+    let _runtime = crate::crash::InRuntime::enter();
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(_) => {

@@ -15,6 +15,12 @@
 //! executable's line tables, for the instruction that faulted and the lines it was inlined
 //! into; without `addr2line` the node's line is all there is.
 //!
+//! The memory layer also guards pages (`memory::guard`): a SIGSEGV goes first to the hook it
+//! sets ([`set_fault_hook`]), which either takes the fault (the store is retried, or the run
+//! stops naming the store's line) or leaves it to the rest of this handler. To tell the
+//! program's stores from the runtime's, the runtime's C entry points mark their thread
+//! ([`InRuntime`]); [`programs_store`] reads that mark, the leaf mark and the thread's name.
+//!
 //! Invariants (what a signal handler may do):
 //! - no allocation and no lock it could wait for: the message is formatted into a buffer on
 //!   the handler's stack, the region list is read only if its lock is free at once (it is
@@ -30,6 +36,55 @@ use std::sync::Mutex;
 thread_local! {
     /// The leaf this thread runs now (null when none).
     static RUNNING: Cell<*const NodeDesc> = const { Cell::new(std::ptr::null()) };
+}
+
+thread_local! {
+    /// How deep the calling thread is inside the runtime's C entry points.
+    static IN_RUNTIME: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Marks the calling thread as running the runtime's code (a C entry point) until dropped:
+/// a store it makes is never the program's ([`programs_store`]).
+pub struct InRuntime(());
+
+impl InRuntime {
+    pub fn enter() -> InRuntime {
+        IN_RUNTIME.with(|d| d.set(d.get() + 1));
+        InRuntime(())
+    }
+}
+
+impl Drop for InRuntime {
+    fn drop(&mut self) {
+        IN_RUNTIME.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
+/// Whether the calling thread, interrupted by a fault, was running the program's own host
+/// code: not inside a runtime entry point ([`InRuntime`]), not running a leaf, and not one
+/// of the runtime's threads (all named `hpvm-...`). Async-signal-safe.
+pub fn programs_store() -> bool {
+    if IN_RUNTIME.with(|d| d.get()) > 0 || !RUNNING.with(|r| r.get()).is_null() {
+        return false;
+    }
+    let mut name = [0u8; 17];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes and a NUL into the buffer.
+    let named = unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) } == 0;
+    !(named && name.starts_with(b"hpvm-"))
+}
+
+/// A hook that sees every SIGSEGV first: given the faulting address and instruction, it
+/// returns true where it took the fault (the instruction is then retried) and false to leave
+/// it to the crash handler. It must be async-signal-safe until it decides to end the run.
+pub type FaultHook = fn(addr: u64, pc: Option<u64>) -> bool;
+
+static FAULT_HOOK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sets the fault hook (one per process; the memory layer's page guard) and installs the
+/// handler if it is not yet.
+pub fn set_fault_hook(hook: FaultHook) {
+    FAULT_HOOK.store(hook as usize, std::sync::atomic::Ordering::Release);
+    install();
 }
 
 /// Marks the calling thread as running a leaf of `node` until dropped (the mark before is
@@ -160,6 +215,15 @@ const SIGNALS: [i32; 3] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE];
 static mut PREVIOUS: [std::mem::MaybeUninit<libc::sigaction>; 3] = [std::mem::MaybeUninit::uninit(); 3];
 
 extern "C" fn on_signal(signal: i32, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    let hook = FAULT_HOOK.load(std::sync::atomic::Ordering::Acquire);
+    if signal == libc::SIGSEGV && hook != 0 {
+        // SAFETY: only `set_fault_hook` stores here, and it stores a `FaultHook`; the kernel
+        // passes the signal's information.
+        let (hook, addr) = unsafe { (std::mem::transmute::<usize, FaultHook>(hook), (*info).si_addr() as u64) };
+        if hook(addr, faulting_pc(_ctx)) {
+            return;
+        }
+    }
     let node = RUNNING.with(|r| r.get());
     let slot = SIGNALS.iter().position(|&s| s == signal);
     if !node.is_null() {
@@ -239,24 +303,8 @@ fn symbolizer() -> Option<Symbolizer> {
 /// would not be. Where LLVM gave the instruction no line (line 0: an instruction merged from
 /// several lines), the nearest instruction before it that has one is named, and said to be.
 fn name_the_line(pc: u64) {
-    let Some(Some(s)) = SYMBOLIZER.get() else { return };
     let mut out = [0u8; 4096];
-    let mut found = None;
-    for back in [0u64, 1, 2, 4, 8, 16, 32, 64, 128] {
-        let n = addr2line(s, pc.wrapping_sub(back), &mut out);
-        if n == 0 {
-            break;
-        }
-        if has_line(&out[..n]) {
-            found = Some((n, back > 0));
-            break;
-        }
-    }
-    // No instruction near it has a line either: its own answer, as it is.
-    let (shown, nearest) = found.unwrap_or_else(|| (addr2line(s, pc, &mut out), false));
-    if shown == 0 {
-        return;
-    }
+    let Some((shown, nearest)) = find_line(pc, &mut out) else { return };
     let header: &[u8] = if nearest {
         b"hpvm-mgpu: the faulting instruction has no line of its own; the nearest instruction before it is at \
           (innermost first):\n"
@@ -268,6 +316,46 @@ fn name_the_line(pc: u64) {
         libc::write(2, header.as_ptr() as *const libc::c_void, header.len());
         libc::write(2, out.as_ptr() as *const libc::c_void, shown);
     }
+}
+
+/// `addr2line`'s answer for the instruction at `pc` into `out` (its length), and whether it
+/// is the nearest instruction before `pc` that has a line rather than `pc`'s own; `None`
+/// where there is no answer. Async-signal-safe (see [`name_the_line`]).
+fn find_line(pc: u64, out: &mut [u8]) -> Option<(usize, bool)> {
+    let Some(Some(s)) = SYMBOLIZER.get() else { return None };
+    let mut found = None;
+    for back in [0u64, 1, 2, 4, 8, 16, 32, 64, 128] {
+        let n = addr2line(s, pc.wrapping_sub(back), out);
+        if n == 0 {
+            break;
+        }
+        if has_line(&out[..n]) {
+            found = Some((n, back > 0));
+            break;
+        }
+    }
+    // No instruction near it has a line either: its own answer, as it is.
+    let (shown, nearest) = found.unwrap_or_else(|| (addr2line(s, pc, out), false));
+    (shown > 0).then_some((shown, nearest))
+}
+
+/// Where the instruction at `pc` is in the source, as `file:line (function)`, from the
+/// innermost frame of `addr2line`'s answer; `None` where there is none. It allocates: a
+/// handler calls it only to end the run.
+pub fn source_line(pc: u64) -> Option<String> {
+    let mut out = [0u8; 4096];
+    let (n, _) = find_line(pc, &mut out).filter(|&(n, _)| has_line(&out[..n]))?;
+    let first = out[..n].split(|&b| b == b'\n').next()?;
+    let first = String::from_utf8_lossy(first);
+    let first = first.split(" (discriminator").next().unwrap_or_default().trim();
+    // A path under the working directory is named from there, as the user would write it.
+    let here = std::env::current_dir().ok().map(|d| format!("{}/", d.display()));
+    let shorter =
+        |at: &'_ str| -> String { here.as_deref().and_then(|h| at.strip_prefix(h)).unwrap_or(at).to_string() };
+    Some(match first.rsplit_once(" at ") {
+        Some((function, at)) => format!("{} (in {function})", shorter(at)),
+        None => shorter(first),
+    })
 }
 
 /// Whether `addr2line`'s answer names a line: its first (innermost) line does not end in

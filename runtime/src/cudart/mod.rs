@@ -165,6 +165,17 @@ fn state() -> MutexGuard<'static, State> {
     STATE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The memory behind an allocation of `layout`: managed (and mapped) memory takes whole pages
+/// of its own, as CUDA's does, so that guarding its bytes while a kernel writes them
+/// (`memory::guard`) makes no other allocation's page read-only.
+fn backing(layout: Layout, kind: Kind) -> Layout {
+    const PAGE: usize = 4096;
+    match kind {
+        Kind::Managed => Layout::from_size_align(layout.size().next_multiple_of(PAGE), PAGE).unwrap_or(layout),
+        Kind::Device | Kind::PageLocked => layout,
+    }
+}
+
 fn allocate(out: *mut *mut c_void, size: usize, kind: Kind) -> Error {
     if out.is_null() {
         return INVALID_VALUE;
@@ -176,7 +187,7 @@ fn allocate(out: *mut *mut c_void, size: usize, kind: Kind) -> Error {
     }
     let Ok(layout) = Layout::from_size_align(size, ALIGN) else { return MEMORY_ALLOCATION };
     // SAFETY: a layout of non-zero size.
-    let p = unsafe { std::alloc::alloc(layout) };
+    let p = unsafe { std::alloc::alloc(backing(layout, kind)) };
     if p.is_null() {
         return MEMORY_ALLOCATION;
     }
@@ -219,7 +230,7 @@ fn release(ptr: *mut c_void, kinds: &[Kind]) -> Error {
         memory::discard(ptr as usize);
     }
     // SAFETY: allocated by `allocate` with this layout; removed from the table, so freed once.
-    unsafe { std::alloc::dealloc(ptr as *mut u8, layout) };
+    unsafe { std::alloc::dealloc(ptr as *mut u8, backing(layout, kind)) };
     SUCCESS
 }
 

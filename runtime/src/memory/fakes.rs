@@ -19,6 +19,7 @@ pub(crate) fn buffer(size: u64, devices: usize) -> Buffer {
         races_refused: false,
         runtime_wrote: Vec::new(),
         kept: Vec::new(),
+        guard: Default::default(),
         watch: super::Watch::NotYet,
         edge_bytes: Vec::new(),
         backing: Vec::new(),

@@ -18,6 +18,7 @@ pub mod coherence;
 mod crossing;
 #[cfg(test)]
 pub(crate) mod fakes;
+mod guard;
 pub mod residency;
 pub mod watch;
 
@@ -70,6 +71,18 @@ pub(crate) fn host_writes() -> HostWrites {
     })
 }
 
+/// Whether the host's pages that a kernel not yet waited for makes stale are guarded
+/// (`HPVM_MGPU_RACE_GUARD`, `on` by default): a racing store then stops at its line
+/// ([`guard`]); `off` leaves races to the checks after the fact, which name only the bytes.
+pub(crate) fn race_guard() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| match std::env::var("HPVM_MGPU_RACE_GUARD").unwrap_or_default().trim() {
+        "" | "on" => true,
+        "off" => false,
+        other => crate::fatal(&format!("HPVM_MGPU_RACE_GUARD={other}: expected `on` or `off`")),
+    })
+}
+
 /// How host writes are found, for the statistics.
 pub fn host_writes_described() -> String {
     match (host_writes(), watch::watcher()) {
@@ -103,10 +116,17 @@ pub fn host_resumes() {
     HOST_EPOCH.fetch_add(1, Ordering::Relaxed);
 }
 
+/// What a race message tells the program to do (see [`Buffer::raced`]).
+const RACE_ADVICE: &str = "a kernel that writes them had not been waited for, so the host's write and the kernel's \
+     race, and one would be lost. Managed memory here is as on a GPU without concurrent managed access \
+     (cudaDevAttrConcurrentManagedAccess is 0): wait for the kernel (cudaDeviceSynchronize, cudaStreamSynchronize, \
+     an event) before the host touches memory it writes";
+
 /// Reads the memory settings (ending the program on a bad one).
 pub fn check_settings() {
     pinning();
     host_writes();
+    race_guard();
 }
 
 pub struct Buffer {
@@ -134,9 +154,13 @@ pub struct Buffer {
     runtime_wrote: Vec<(u64, u64)>,
     /// Where races are refused but the host's writes are not watched (a kernel older than
     /// 6.7, `HPVM_MGPU_HOST_WRITES=all`): the host's bytes where a device holds them newer,
-    /// as they were when the launch that made them so was planned, as (offset, bytes). A
+    /// as they were when the launch that made them so was planned, as (offset, bytes). Where
+    /// they are watched, only such bytes in pages partly stale (the watch sees pages). A
     /// later look that finds the host's bytes changed there found a race ([`Buffer::raced`]).
     kept: Vec<(u64, Vec<u8>)>,
+    /// Where races are refused: the host's pages holding bytes a device holds newer, made
+    /// read-only so that a racing store stops at its line ([`guard`]).
+    guard: guard::Guarded,
     /// Whether the host's stores into it are watched ([`watch`]).
     watch: Watch,
     /// While watched: the host's bytes in its partial pages ([`watch::edges`]) at the last
@@ -289,6 +313,7 @@ impl Table {
             races_refused: false,
             runtime_wrote: Vec::new(),
             kept: Vec::new(),
+            guard: Default::default(),
             watch: Watch::NotYet,
             edge_bytes: Vec::new(),
             backing: Vec::new(),
@@ -623,6 +648,7 @@ impl Buffer {
             self.absorb_host_writes();
         }
         self.host_epoch = now;
+        self.guard_sync();
     }
 
     /// The host's copy wins where it wrote (see [`Buffer::account_host_writes`]).
@@ -691,9 +717,54 @@ impl Buffer {
             let (a, b) = (page(self.start + s.start), page(self.start + s.end - 1) + watch::PAGE);
             self.runtime_wrote.iter().any(|&(x, y)| x < b && a < y)
         };
-        if let Some(stale) = self.coherence.stale_for_host(runs).into_iter().find(|s| !runtime_wrote(s)) {
+        // The watch sees pages: a written page all of whose bytes are stale is a race; one
+        // only partly stale may have been written beside them, and its stale bytes are
+        // compared with the copy kept of them instead ([`Buffer::keep_stale`]).
+        let whole = self.wholly_stale_pages();
+        let in_whole = self.coherence.stale_for_host(runs).into_iter().flat_map(|s| {
+            whole.iter().filter(move |&&(a, b)| a < s.end && s.start < b).map(move |&(a, b)| coherence::Segment {
+                start: a.max(s.start),
+                end: b.min(s.end),
+                holders: s.holders,
+            })
+        });
+        if let Some(stale) = in_whole.into_iter().find(|s| !runtime_wrote(s)) {
             self.raced(stale);
         }
+    }
+
+    /// The offsets of the host's pages all of whose bytes a device holds newer.
+    fn wholly_stale_pages(&self) -> Vec<(u64, u64)> {
+        let (down, up) = (|a: u64| a & !(watch::PAGE - 1), |a: u64| (a + watch::PAGE - 1) & !(watch::PAGE - 1));
+        self.stale_runs()
+            .into_iter()
+            .map(|(a, b)| (up(self.start + a) - self.start, down(self.start + b).saturating_sub(self.start)))
+            .filter(|(a, b)| a < b)
+            .collect()
+    }
+
+    /// The pieces of the stale runs that lie in pages only partly stale: where the watch's
+    /// "written" does not say whether the stale bytes were.
+    fn partly_stale_pieces(&self) -> Vec<(u64, u64)> {
+        let (down, up) = (|a: u64| a & !(watch::PAGE - 1), |a: u64| (a + watch::PAGE - 1) & !(watch::PAGE - 1));
+        let mut pieces = Vec::new();
+        for (a, b) in self.stale_runs() {
+            let (lo, hi) = (
+                up(self.start + a).min(self.start + b) - self.start,
+                down(self.start + b).max(self.start + a) - self.start,
+            );
+            if lo >= hi {
+                pieces.push((a, b));
+                continue;
+            }
+            if a < lo {
+                pieces.push((a, lo));
+            }
+            if hi < b {
+                pieces.push((hi, b));
+            }
+        }
+        pieces
     }
 
     /// The host wrote bytes of the buffer that a device holds newer (`stale`): it wrote them
@@ -708,12 +779,34 @@ impl Buffer {
         };
         crate::fatal(&format!(
             "the host wrote bytes {}..{} of the buffer at {:#x} ({} bytes) while {holder} held a newer copy of them: \
-             a kernel that writes them had not been waited for, so the host's write and the kernel's race, and one \
-             would be lost. Managed memory here is as on a GPU without concurrent managed access \
-             (cudaDevAttrConcurrentManagedAccess is 0): wait for the kernel (cudaDeviceSynchronize, \
-             cudaStreamSynchronize, an event) before the host touches memory it writes",
+             {RACE_ADVICE}",
             stale.start, stale.end, self.start, self.size
         ))
+    }
+
+    /// Guards the host's bytes that a device holds newer ([`guard`]) where races are refused:
+    /// after anything that may change which they are.
+    fn guard_sync(&mut self) {
+        if !self.races_refused || host_writes() == HostWrites::None || devices().count() == 0 || !race_guard() {
+            self.guard.clear();
+            return;
+        }
+        let mut runs: Vec<guard::StaleRun> = Vec::new();
+        for s in self.coherence.segments().iter().filter(|s| !s.holders.has(Place::Host)) {
+            let full = runs.len() > guard::RUNS_PER_BUFFER;
+            match runs.last_mut() {
+                Some(l) if l.end == s.start => l.end = s.end,
+                _ if full => break,
+                _ => {
+                    let holder = match s.holders.source() {
+                        Some(Place::Device(k)) => Some(k),
+                        _ => None,
+                    };
+                    runs.push(guard::StaleRun { start: s.start, end: s.end, holder })
+                }
+            }
+        }
+        self.guard.sync(self.start, self.size, runs);
     }
 
     /// Whether races are found by comparing the host's bytes with [`Buffer::kept`] copies:
@@ -740,17 +833,24 @@ impl Buffer {
         runs
     }
 
-    /// After a launch's plan moved the coherence map on: keeps a copy of the host's bytes
-    /// wherever a device now holds them newer ([`Buffer::kept`]). Runs kept already were
+    /// After a launch's plan moved the coherence map on: guards the host's bytes wherever a
+    /// device now holds them newer ([`guard`]), and keeps a copy of them ([`Buffer::kept`];
+    /// under the watch, of those in pages partly stale). Runs kept already were
     /// compared with the host's bytes just before ([`Buffer::account_host_writes`]), so they
     /// are not copied again.
     pub(crate) fn keep_stale(&mut self) {
-        if !self.races_compared() {
+        self.guard_sync();
+        let pieces = if self.races_compared() {
+            self.stale_runs()
+        } else if self.races_refused && host_writes() == HostWrites::Watched {
+            // Watched: only where pages are partly stale (see [`Buffer::refuse_races`]).
+            self.partly_stale_pieces()
+        } else {
             self.kept.clear();
             return;
-        }
+        };
         let old = std::mem::take(&mut self.kept);
-        for (a, b) in self.stale_runs() {
+        for (a, b) in pieces {
             if let Some(k) = old.iter().position(|(o, bytes)| *o == a && bytes.len() as u64 == b - a) {
                 self.kept.push((a, old[k].1.clone()));
                 continue;
@@ -795,6 +895,8 @@ impl Buffer {
             return;
         }
         self.compare_kept();
+        // The copies below write the host's pages, some of them guarded.
+        self.guard.clear();
         let t = std::time::Instant::now();
         // The copies below write the host's pages, which the watch would take for the
         // program's writes: what the program wrote is taken first, then they are protected
@@ -823,11 +925,13 @@ impl Buffer {
                 }
             }
         }
+        self.guard_sync();
         sink::record(Event::ToHost { nanos: t.elapsed().as_nanos() as u64 });
     }
 
     /// Frees the device copies and unlocks the pages.
     fn release(mut self) {
+        self.guard.clear();
         crash::forget_buffer(self.start);
         if self.allocs.iter().all(Option::is_none) && !self.pinned {
             return;
@@ -1085,6 +1189,7 @@ pub fn host_access(ptr: usize, bytes: usize, write: bool) {
     buf.host_current(lo, hi);
     if write {
         buf.coherence.set_only(lo, hi, Place::Host);
+        buf.guard_sync();
     }
 }
 
@@ -1102,6 +1207,7 @@ pub fn host_access_all() {
         let size = buf.size;
         buf.host_current(0, size);
         buf.coherence.set_only(0, size, Place::Host);
+        buf.guard_sync();
     }
 }
 
@@ -1160,6 +1266,7 @@ pub fn host_overwrites(ptr: usize, bytes: usize) {
     let buf = t.buffers.get_mut(&start).expect("found above");
     let lo = ptr - start;
     buf.coherence.set_only(lo, lo + bytes, Place::Host);
+    buf.guard_sync();
 }
 
 /// Every device receives `[ptr, ptr + bytes)` now, from its current holders (CUDA's
@@ -1392,6 +1499,32 @@ mod tests {
     use super::fakes::{buffer, device_base, Memories, HOST};
     use super::*;
     use crate::testing::numbers;
+
+    /// The watch sees pages: of the bytes a device holds newer, those in pages wholly stale
+    /// are a race wherever a page is written; those in pages only partly stale are the ones
+    /// compared byte by byte. Together they are exactly the stale bytes.
+    #[test]
+    fn stale_bytes_split_into_whole_pages_and_pieces_of_pages() {
+        let page = watch::PAGE;
+        let mut buf = buffer(3 * page + 100, 2);
+        assert_eq!(HOST % page, 0);
+        buf.coherence.set_only(100, 2 * page + 808, Place::Device(0));
+        buf.coherence.set_only(3 * page + 10, 3 * page + 20, Place::Device(1));
+        assert_eq!(buf.wholly_stale_pages(), vec![(page, 2 * page)]);
+        assert_eq!(
+            buf.partly_stale_pieces(),
+            vec![(100, page), (2 * page, 2 * page + 808), (3 * page + 10, 3 * page + 20)]
+        );
+        // A run of whole pages has no pieces; a run inside one page has no whole page.
+        let mut buf = buffer(4 * page, 1);
+        buf.coherence.set_only(page, 3 * page, Place::Device(0));
+        assert_eq!(buf.wholly_stale_pages(), vec![(page, 3 * page)]);
+        assert!(buf.partly_stale_pieces().is_empty());
+        let mut buf = buffer(4 * page, 1);
+        buf.coherence.set_only(page + 1, page + 2, Place::Device(0));
+        assert!(buf.wholly_stale_pages().is_empty());
+        assert_eq!(buf.partly_stale_pieces(), vec![(page + 1, page + 2)]);
+    }
 
     /// The property the partitioned launch rests on: after the planned copies, a place that
     /// reads a rectangle holds the latest value of every byte of it, whoever wrote it last;
