@@ -875,6 +875,44 @@ fn racing_stores_stop_at_their_line_and_stores_beside_them_go_on() {
     }
 }
 
+/// What a kernel loads from a `__constant__` struct at fixed places (its buffers' pointers,
+/// its size) is a launch argument to the analysis: the maps are exact and the launch splits.
+/// A pointer picked from a constant array by a computed index is not: that kernel runs whole
+/// on one device and says why.
+#[test]
+fn pointers_in_constant_memory_split_like_arguments() {
+    let out = hpvm_mgpu(&["analyze", "tests/tricky/const_struct_pointers.cu"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let node = text.split("node twice_plus_one").nth(1).expect("the kernel's node");
+    assert!(node.trim_start().contains("partitionable"), "{text}");
+    assert!(node.contains("writes exactly") && !node.contains("pointer loaded from memory"), "{text}");
+    let dir = TempDir::new("cuda-constant-args");
+    let exe = build_cu(&dir, "tests/tricky/constant_args.cu");
+    let stats = dir.join("stats.json");
+    let env = [
+        ("HPVM_MGPU_DEVICES", "cpu:4"),
+        ("HPVM_MGPU_PARTITION", "always"),
+        ("HPVM_MGPU_STATS", stats.to_str().unwrap()),
+    ];
+    let run = run_program(&exe, &["5000"], &env);
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let node = |name: &str| report["nodes"].as_array().unwrap().iter().find(|n| n["node"] == name).unwrap().clone();
+    // Six launches of `scale_step`: five of the program's, one of the graph's launched twice.
+    for (name, launches) in [("scale_step.blocks", 6), ("add_fixed.blocks", 1)] {
+        let n = node(name);
+        assert_eq!(n["partitioned_launches"], launches, "{name}: {n}");
+        assert_eq!(n["max_devices"], 4, "{name}: {n}");
+    }
+    let chosen = node("add_chosen.blocks");
+    assert_eq!(chosen["partitioned_launches"], 0);
+    assert!(
+        chosen["unpartitioned_because"].as_str().unwrap().contains("it uses a pointer loaded from memory"),
+        "{chosen}"
+    );
+}
+
 /// Reasons name a kernel's parameters as the source does, never by the names clang gives the
 /// pieces of a struct passed by value (`out.0`).
 #[test]

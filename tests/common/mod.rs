@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 87] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 88] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -180,6 +180,7 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 87] = [
     ("tests/cuda/dims.cu", &[&["1", "2"], &["100", "9"], &["1000", "64"]]),
     // Tricky programs (`tests/tricky/`): pointers kept in memory, inline PTX, symbols, limits.
     ("tests/tricky/const_struct_pointers.cu", &[&["1"], &["100"], &["4096"]]),
+    ("tests/tricky/constant_args.cu", &[&["1"], &["100"], &["5000"]]),
     ("tests/tricky/pointer_array.cu", &[&["1", "1"], &["3", "5"], &["64", "300"]]),
     ("tests/tricky/linked_list.cu", &[&["1"], &["1000"]]),
     ("tests/tricky/pointer_ints.cu", &[&["1"], &["130"], &["1000"]]),

@@ -63,6 +63,10 @@ pub(super) struct Param {
     pub by_value: bool,
     /// The scalars: the path of field and element indices to each, and its type.
     pub scalars: Vec<(Vec<u32>, LLVMTypeRef)>,
+    /// Not an argument of the launch but a value the kernel loads from a `__constant__`
+    /// variable (its host shadow's name) at a byte offset, read there at the launch
+    /// ([`super::hoist`]). Such parameters follow the kernel's own.
+    pub from_symbol: Option<(String, u64)>,
 }
 
 impl Param {
@@ -346,6 +350,10 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
         // SAFETY: the leaf and its parameters, live in `dev`.
         unsafe { shared_indices_wrap(leaf.as_value_ref(), &shared) };
     }
+    for (kernel, Leaf { function: leaf, vars, .. }) in out.iter_mut().zip(&mut leaves) {
+        let front = kernel.params.iter().map(Param::width).sum();
+        *leaf = super::hoist::constant_loads(dev, *leaf, vars, front, &mut kernel.params)?;
+    }
     for (kernel, Leaf { function: leaf, .. }) in out.iter_mut().zip(&leaves) {
         let params: Vec<Val> = Val(leaf.as_value_ref()).params();
         kernel.read_only = buffer_params(kernel).into_iter().filter(|&i| read_only(params[i])).collect();
@@ -435,7 +443,7 @@ fn leaf_of<'ctx>(
                 names.push(piece);
             }
         }
-        params.push(Param { ty, by_value: by_value.is_some(), scalars });
+        params.push(Param { ty, by_value: by_value.is_some(), scalars, from_symbol: None });
     }
     // The GPU variables the kernel reaches, in the order it first reaches them.
     const BUILTIN_VARS: [&str; 5] = ["threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize"];

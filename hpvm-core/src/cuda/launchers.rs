@@ -46,6 +46,8 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
     let hpvm = Hpvm::declare(host);
     let extent = host.add_function("hpvm_rt_cuda_extent", i64t.fn_type(&[ptr.into()], false), None);
     let symbol_fn = host.add_function("hpvm_rt_cuda_symbol", ptr.fn_type(&[ptr.into(), i64t.into()], false), None);
+    let symbol_current =
+        host.add_function("hpvm_rt_cuda_symbol_current", ptr.fn_type(&[ptr.into(), i64t.into()], false), None);
     let register =
         host.add_function("hpvm_rt_cuda_register", ctx.void_type().fn_type(&[ptr.into(), ptr.into()], false), None);
     let b = ctx.create_builder();
@@ -70,10 +72,32 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
         let p: Vec<BasicValueEnum> = launcher.get_param_iter().collect();
         let args = b.build_alloca(record, "args").map_err(llvm)?;
         let mut values: Vec<BasicValueEnum> = Vec::new();
+        // The constant variables values are read from, current on the host before they are.
+        let mut read_from: Vec<&str> = Vec::new();
+        for name in k.params.iter().filter_map(|p| p.from_symbol.as_ref().map(|(n, _)| n.as_str())) {
+            if !read_from.contains(&name) {
+                read_from.push(name);
+                let shadow = host.get_global(name).expect("checked by the device half");
+                let bytes = k.symbols.iter().find(|(n, _)| n == name).map_or(0, |&(_, b)| b);
+                let args = [shadow.as_pointer_value().into(), i64t.const_int(bytes, false).into()];
+                b.build_call(symbol_current, &args, "").map_err(llvm)?;
+            }
+        }
         for (i, param) in k.params.iter().enumerate() {
-            let at = unsafe { b.build_gep(ptr, p[0].into_pointer_value(), &[i64t.const_int(i as u64, false)], "") }
-                .map_err(llvm)?;
-            let slot = b.build_load(ptr, at, "").map_err(llvm)?.into_pointer_value();
+            let slot = match &param.from_symbol {
+                // A value the kernel loads from constant memory: the shadow's, now.
+                Some((name, offset)) => {
+                    let shadow = host.get_global(name).expect("checked by the device half").as_pointer_value();
+                    unsafe { b.build_gep(ctx.i8_type(), shadow, &[i64t.const_int(*offset, false)], "") }
+                        .map_err(llvm)?
+                }
+                None => {
+                    let at =
+                        unsafe { b.build_gep(ptr, p[0].into_pointer_value(), &[i64t.const_int(i as u64, false)], "") }
+                            .map_err(llvm)?;
+                    b.build_load(ptr, at, "").map_err(llvm)?.into_pointer_value()
+                }
+            };
             let whole = unsafe { BasicTypeEnum::new(param.ty) };
             for (path, raw) in &param.scalars {
                 let ty = unsafe { BasicTypeEnum::new(*raw) };
@@ -133,6 +157,7 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
             let sizes: Vec<_> = k
                 .params
                 .iter()
+                .filter(|p| p.from_symbol.is_none())
                 .map(|p| i64t.const_int(data.get_abi_size(&unsafe { BasicTypeEnum::new(p.ty) }), false))
                 .collect();
             let table =

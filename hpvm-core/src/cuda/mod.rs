@@ -25,6 +25,7 @@
 mod asm;
 mod consts;
 mod device;
+mod hoist;
 mod launchers;
 
 pub use asm::{ASM_CONSTRAINTS, ASM_PREFIX, ASM_TEXT};

@@ -149,6 +149,16 @@ pub extern "C" fn hpvm_rt_cuda_symbol(ptr: *mut c_void, bytes: u64) -> *mut c_vo
     })
 }
 
+/// As [`hpvm_rt_cuda_symbol`], for a variable whose values the launcher reads at the launch
+/// (what a kernel loads from a `__constant__` variable at fixed places): its host copy made
+/// current first.
+#[no_mangle]
+pub extern "C" fn hpvm_rt_cuda_symbol_current(ptr: *mut c_void, bytes: u64) -> *mut c_void {
+    let at = hpvm_rt_cuda_symbol(ptr, bytes);
+    guard("a kernel launch", || memory::host_reads(ptr as usize, bytes as usize));
+    at
+}
+
 #[no_mangle]
 pub extern "C" fn __cudaPushCallConfiguration(
     grid_xy: u64,

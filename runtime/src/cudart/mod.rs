@@ -240,6 +240,13 @@ fn copy(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int) -> Error {
     copy_2d(dst, n, src, n, n, 1, kind)
 }
 
+/// A copy into a device variable's shadow (`cudaMemcpyToSymbol`): through the host's copy,
+/// which stays current, since launchers read the values kernels load from `__constant__`
+/// variables there (`hpvm-core`'s `cuda::hoist`).
+fn copy_to_symbol(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int) -> Error {
+    copy_rows(dst, n, src, n, n, 1, kind, false)
+}
+
 /// The bytes a 2-D region of `height` rows of `width` bytes, `pitch` apart, spans.
 fn span(pitch: usize, width: usize, height: usize) -> Option<usize> {
     pitch.checked_mul(height - 1)?.checked_add(width)
@@ -256,6 +263,22 @@ fn copy_2d(
     width: usize,
     height: usize,
     kind: c_int,
+) -> Error {
+    copy_rows(dst, dpitch, src, spitch, width, height, kind, true)
+}
+
+/// [`copy_2d`]; `direct`: a plain copy between the program's memory and device memory may
+/// skip the host's copy of the device memory.
+#[allow(clippy::too_many_arguments)]
+fn copy_rows(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: c_int,
+    direct: bool,
 ) -> Error {
     if width == 0 || height == 0 {
         return SUCCESS;
@@ -283,7 +306,7 @@ fn copy_2d(
     }
     // A plain copy between the program's memory and device memory goes straight between the
     // program's bytes and the devices, as CUDA's does, where the memory manager can take it.
-    if height == 1 && src_dev != dst_dev {
+    if direct && height == 1 && src_dev != dst_dev {
         let direct = if dst_dev {
             eager_copies() && memory::copy_from_program(dst as usize, width, src as *const u8)
         } else {
@@ -542,7 +565,7 @@ pub extern "C" fn cudaMemcpyToSymbol(
             HOST_TO_DEVICE | DEVICE_TO_DEVICE | DEFAULT => match symbol_range(symbol, offset, n) {
                 Ok(at) => {
                     let kind = if kind == DEVICE_TO_DEVICE { DEVICE_TO_HOST } else { HOST_TO_HOST };
-                    copy(at as *mut c_void, src, n, kind)
+                    copy_to_symbol(at as *mut c_void, src, n, kind)
                 }
                 Err(e) => e,
             },

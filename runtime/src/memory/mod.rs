@@ -1193,6 +1193,22 @@ pub fn host_access(ptr: usize, bytes: usize, write: bool) {
     }
 }
 
+/// Makes the host's copy of `[ptr, ptr + bytes)` current for the runtime to read (a launcher
+/// reading the values a kernel loads from a `__constant__` variable): nothing is waited for
+/// where the host holds it already, which is the rule (`cudaMemcpyToSymbol` keeps it so).
+pub fn host_reads(ptr: usize, bytes: usize) {
+    {
+        let t = table();
+        let Some(start) = t.containing(ptr as u64, bytes as u64) else { return };
+        let buf = t.get(start).expect("found above");
+        let lo = ptr as u64 - start;
+        if buf.coherence.missing(lo, lo + bytes as u64, Place::Host).is_empty() {
+            return;
+        }
+    }
+    host_access(ptr, bytes, false);
+}
+
 /// Before the host runs a leaf that may reach any tracked buffer (one that keeps pointers in
 /// memory, [`crate::desc::NodeDesc::indirect`]): every buffer's host copy made current, and
 /// the host the only holder of all of it, since the leaf may write anywhere. In the order the
