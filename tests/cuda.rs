@@ -837,7 +837,8 @@ fn host_writes_racing_a_kernel_stop_the_run() {
 }
 
 /// A store racing a kernel into a large managed buffer stops at the store's line, from the
-/// main thread and from a thread of the program's; stores beside the kernel's bytes (in pages
+/// main thread, from a thread of the program's and through the C library's `memset` (named by
+/// the program's line that called it); stores beside the kernel's bytes (in pages
 /// next to them, and in the page they share) go on, and the result is right. With the guard
 /// off, the checks after the fact still refuse the race, naming the bytes.
 #[test]
@@ -858,13 +859,14 @@ fn racing_stores_stop_at_their_line_and_stores_beside_them_go_on() {
                 let run = run_program(&exe, &["apart"], env);
                 assert!(run.status.success(), "{env:?}: {}", stderr(&run));
                 assert_eq!(stdout(&run).trim(), format!("{want}\nPASS"), "{env:?}");
-                for (mode, line) in [("race", 32), ("thread", 20)] {
+                for (mode, line) in [("race", 33), ("thread", 21), ("memset", 40)] {
                     let run = run_program(&exe, &[mode], env);
                     let err = stderr(&run);
                     assert!(!run.status.success(), "{env:?} {mode}: {}{err}", stdout(&run));
                     assert!(stdout(&run).is_empty(), "{env:?} {mode}: printed a result: {}", stdout(&run));
                     let named = if guard == "on" {
-                        format!("the host's store at tests/inputs/cuda/managed_race_pages.cu:{line} wrote byte")
+                        let through = if mode == "memset" { " (through " } else { " wrote byte" };
+                        format!("the host's store at tests/inputs/cuda/managed_race_pages.cu:{line}{through}")
                     } else {
                         "the host wrote bytes ".to_string()
                     };

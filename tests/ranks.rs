@@ -469,7 +469,7 @@ fn racing_stores_stop_every_rank_at_their_line() {
         let err = stderr(&o);
         assert!(!o.status.success(), "partitions {partitions}: {err}");
         assert!(
-            err.contains("the host's store at tests/inputs/cuda/managed_race_pages.cu:32 wrote byte 4000"),
+            err.contains("the host's store at tests/inputs/cuda/managed_race_pages.cu:33 wrote byte 4000"),
             "partitions {partitions}: {err}"
         );
         assert!(rank_outputs(&out, 2).iter().all(|o| o.is_empty()), "partitions {partitions}: a rank printed a result");

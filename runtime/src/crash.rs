@@ -73,10 +73,19 @@ pub fn programs_store() -> bool {
     !(named && name.starts_with(b"hpvm-"))
 }
 
-/// A hook that sees every SIGSEGV first: given the faulting address and instruction, it
+/// Where a fault happened: the faulting instruction, and the return address a leaf function
+/// of a library (`memset`, `memcpy`) would return to (the word at the stack pointer on
+/// x86-64, the link register on AArch64; a guess, checked against the executable's code).
+#[derive(Clone, Copy, Debug)]
+pub struct Site {
+    pub pc: u64,
+    pub return_guess: u64,
+}
+
+/// A hook that sees every SIGSEGV first: given the faulting address and where it happened, it
 /// returns true where it took the fault (the instruction is then retried) and false to leave
 /// it to the crash handler. It must be async-signal-safe until it decides to end the run.
-pub type FaultHook = fn(addr: u64, pc: Option<u64>) -> bool;
+pub type FaultHook = fn(addr: u64, site: Option<Site>) -> bool;
 
 static FAULT_HOOK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -220,7 +229,7 @@ extern "C" fn on_signal(signal: i32, info: *mut libc::siginfo_t, _ctx: *mut libc
         // SAFETY: only `set_fault_hook` stores here, and it stores a `FaultHook`; the kernel
         // passes the signal's information.
         let (hook, addr) = unsafe { (std::mem::transmute::<usize, FaultHook>(hook), (*info).si_addr() as u64) };
-        if hook(addr, faulting_pc(_ctx)) {
+        if hook(addr, fault_site(_ctx)) {
             return;
         }
     }
@@ -266,6 +275,24 @@ fn faulting_pc(ctx: *mut libc::c_void) -> Option<u64> {
     return Some(unsafe { (*(ctx as *const libc::ucontext_t)).uc_mcontext.pc });
     #[allow(unreachable_code)]
     None
+}
+
+/// Where the fault happened, from the signal's context (see [`Site`]).
+fn fault_site(ctx: *mut libc::c_void) -> Option<Site> {
+    let pc = faulting_pc(ctx)?;
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    // SAFETY: the kernel passes a `ucontext_t`; the stack pointer of the interrupted thread
+    // points into its own stack, which is mapped.
+    let return_guess = unsafe {
+        let sp = (*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RSP as usize] as *const u64;
+        sp.read_unaligned()
+    };
+    #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+    // SAFETY: as above.
+    let return_guess = unsafe { (*(ctx as *const libc::ucontext_t)).uc_mcontext.regs[30] };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let return_guess = 0;
+    Some(Site { pc, return_guess })
 }
 
 /// What naming the faulting line takes, found at [`install`] (a signal handler may not look
@@ -339,10 +366,40 @@ fn find_line(pc: u64, out: &mut [u8]) -> Option<(usize, bool)> {
     (shown > 0).then_some((shown, nearest))
 }
 
-/// Where the instruction at `pc` is in the source, as `file:line (function)`, from the
-/// innermost frame of `addr2line`'s answer; `None` where there is none. It allocates: a
-/// handler calls it only to end the run.
-pub fn source_line(pc: u64) -> Option<String> {
+/// Where the instruction at `site` is in the source, as `file:line (in function)`, from the
+/// innermost frame of `addr2line`'s answer. An instruction of a shared library (the C
+/// library's `memset`) is named with the line of the program's code that called it, where
+/// the return address says so. `None` where nothing is known. It allocates: a handler calls
+/// it only to end the run.
+pub fn source_line(site: Site) -> Option<String> {
+    let base = SYMBOLIZER.get()?.as_ref()?.base;
+    let object = |addr: u64| {
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: dladdr only reads the loader's tables for the address.
+        (unsafe { libc::dladdr(addr as *const libc::c_void, &mut info) } != 0).then_some(info)
+    };
+    let Some(outside) = object(site.pc).filter(|o| o.dli_fbase as u64 != base) else {
+        return program_line(site.pc);
+    };
+    let name = |p: *const libc::c_char| {
+        // SAFETY: a string of the loader's, when not null.
+        (!p.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    };
+    let library = name(outside.dli_fname).map(|f| f.rsplit('/').next().unwrap_or_default().to_string());
+    let through = match (name(outside.dli_sname), library) {
+        (Some(f), Some(l)) => format!("{f} in {l}"),
+        (None, Some(l)) => format!("code of {l}"),
+        _ => "a shared library's code".to_string(),
+    };
+    let caller = object(site.return_guess).filter(|o| o.dli_fbase as u64 == base);
+    Some(match caller.and_then(|_| program_line(site.return_guess.wrapping_sub(1))) {
+        Some(line) => format!("{line} (through {through})"),
+        None => through,
+    })
+}
+
+/// [`source_line`] for an instruction of the executable.
+fn program_line(pc: u64) -> Option<String> {
     let mut out = [0u8; 4096];
     let (n, _) = find_line(pc, &mut out).filter(|&(n, _)| has_line(&out[..n]))?;
     let first = out[..n].split(|&b| b == b'\n').next()?;

@@ -144,7 +144,7 @@ thread_local! {
 }
 
 /// The fault hook (see the module docs). Returns whether the fault was the guard's.
-fn on_fault(addr: u64, pc: Option<u64>) -> bool {
+fn on_fault(addr: u64, site: Option<crate::crash::Site>) -> bool {
     let mut ours = false;
     for s in &TABLE {
         if s.state.load(Ordering::Acquire) != LIVE {
@@ -156,7 +156,7 @@ fn on_fault(addr: u64, pc: Option<u64>) -> bool {
         ours = true;
         let run = s.run[0].load(Ordering::Relaxed)..s.run[1].load(Ordering::Relaxed);
         if run.contains(&addr) && crate::crash::programs_store() {
-            raced_at(s, addr, run, pc);
+            raced_at(s, addr, run, site);
         }
     }
     if ours {
@@ -174,16 +174,16 @@ fn on_fault(addr: u64, pc: Option<u64>) -> bool {
 }
 
 /// Ends the run: the program stored at `addr`, inside the stale run `run` of slot `s`.
-fn raced_at(s: &Slot, addr: u64, run: std::ops::Range<u64>, pc: Option<u64>) -> ! {
+fn raced_at(s: &Slot, addr: u64, run: std::ops::Range<u64>, site: Option<crate::crash::Site>) -> ! {
     let buffer = s.buffer.load(Ordering::Relaxed);
     let holder = match s.holder.load(Ordering::Relaxed) {
         0 => "a device".to_string(),
         d => crate::devices::devices().get(d as usize - 1).name().to_string(),
     };
-    let line = pc.and_then(crate::crash::source_line);
+    let line = site.and_then(crate::crash::source_line);
     let store = match &line {
         Some(l) => format!("the host's store at {l}"),
-        None => "a store of the host's (the executable has no line for it)".to_string(),
+        None => "a store of the host's (no line is known for it)".to_string(),
     };
     crate::fatal(&format!(
         "{store} wrote byte {} of the buffer at {buffer:#x} ({} bytes) while {holder} held a newer copy of its bytes \

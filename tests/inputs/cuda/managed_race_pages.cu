@@ -2,7 +2,8 @@
 // stores into it. `apart`: the host writes only the second half, which no kernel writes, in
 // pages next to (and one page shared with) the kernel's bytes; right, and printed after the
 // wait. `race`: the host stores into the kernel's half, which must stop at that store's line.
-// `thread`: the same race from a thread of the program's own.
+// `thread`: the same race from a thread of the program's own; `memset`: through the C
+// library's memset.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +36,8 @@ int main(int argc, char **argv) {
     pthread_t t;
     pthread_create(&t, nullptr, store, nullptr);
     pthread_join(t, nullptr);
+  } else if (strcmp(mode, "memset") == 0) {
+    memset(a + 2000, 7, n / 1000);
   } else {
     for (int i = half; i < n; i++) a[i] = 5;
   }
