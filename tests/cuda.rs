@@ -889,6 +889,8 @@ fn pointers_in_constant_memory_split_like_arguments() {
     let node = text.split("node twice_plus_one").nth(1).expect("the kernel's node");
     assert!(node.trim_start().contains("partitionable"), "{text}");
     assert!(node.contains("writes exactly") && !node.contains("pointer loaded from memory"), "{text}");
+    // Named by the source's fields (`arrays.out`, as the maps spell names).
+    assert!(node.contains("-> arrays_out[x]") && node.contains("-> arrays_in[x]"), "{text}");
     let dir = TempDir::new("cuda-constant-args");
     let exe = build_cu(&dir, "tests/tricky/constant_args.cu");
     let stats = dir.join("stats.json");

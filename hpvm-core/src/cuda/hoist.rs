@@ -25,7 +25,7 @@ use crate::{Error, Result};
 use inkwell::module::Module;
 use inkwell::values::{AsValueRef, BasicValueEnum, FunctionValue, GlobalValue};
 use llvm_sys::core::*;
-use llvm_sys::debuginfo::{LLVMGetSubprogram, LLVMSetSubprogram};
+use llvm_sys::debuginfo::*;
 use llvm_sys::prelude::*;
 use llvm_sys::target::{LLVMABISizeOfType, LLVMOffsetOfElement, LLVMTargetDataRef};
 use llvm_sys::{LLVMAtomicOrdering, LLVMOpcode, LLVMTypeKind};
@@ -127,6 +127,117 @@ unsafe fn find_loads(td: LLVMTargetDataRef, var: usize, param: LLVMValueRef, out
     }
 }
 
+/// Operand `i` of a metadata node, as metadata (null where it is missing).
+unsafe fn md_operand(ctx: LLVMContextRef, md: LLVMMetadataRef, i: usize) -> LLVMMetadataRef {
+    let node = LLVMMetadataAsValue(ctx, md);
+    let n = LLVMGetMDNodeNumOperands(node) as usize;
+    if i >= n {
+        return std::ptr::null_mut();
+    }
+    let mut ops = vec![std::ptr::null_mut(); n];
+    LLVMGetMDNodeOperands(node, ops.as_mut_ptr());
+    if ops[i].is_null() {
+        return std::ptr::null_mut();
+    }
+    LLVMValueAsMetadata(ops[i])
+}
+
+/// The source's name of the place `offset` bytes into the variable `g` (`arrays.out`,
+/// `bufs[1]`), from its debug information; `None` where there is none.
+unsafe fn source_name(ctx: LLVMContextRef, g: LLVMValueRef, offset: u64) -> Option<String> {
+    let dbg = LLVMGetMDKindIDInContext(ctx, c"dbg".as_ptr(), 3);
+    let mut count = 0;
+    let entries = LLVMGlobalCopyAllMetadata(g, &mut count);
+    let mut expr = std::ptr::null_mut();
+    for i in 0..count as u32 {
+        if LLVMValueMetadataEntriesGetKind(entries, i) == dbg {
+            expr = LLVMValueMetadataEntriesGetMetadata(entries, i);
+        }
+    }
+    if !entries.is_null() {
+        LLVMDisposeValueMetadataEntries(entries);
+    }
+    if expr.is_null() {
+        return None;
+    }
+    let var = LLVMDIGlobalVariableExpressionGetVariable(expr);
+    if var.is_null() {
+        return None;
+    }
+    let name_md = md_operand(ctx, var, 1);
+    if name_md.is_null() {
+        return None;
+    }
+    let mut len = 0;
+    let name = LLVMGetMDString(LLVMMetadataAsValue(ctx, name_md), &mut len);
+    if name.is_null() {
+        return None;
+    }
+    let len = len as usize;
+    let mut out = String::from_utf8_lossy(std::slice::from_raw_parts(name as *const u8, len)).into_owned();
+    // DIVariable's operands: scope, name, file, type.
+    let mut ty = md_operand(ctx, var, 3);
+    let mut bits = offset * 8;
+    // At most a few levels: structs in structs, arrays of structs.
+    for _ in 0..16 {
+        if ty.is_null() {
+            break;
+        }
+        // DIDerivedType and DICompositeType: operand 3 is the base (or element) type, and a
+        // composite's operand 4 its elements.
+        const TYPEDEF: u16 = 0x16;
+        const CONST: u16 = 0x26;
+        const VOLATILE: u16 = 0x35;
+        const STRUCT: u16 = 0x13;
+        const CLASS: u16 = 0x02;
+        const UNION: u16 = 0x17;
+        const ARRAY: u16 = 0x01;
+        const MEMBER: u16 = 0x0d;
+        match LLVMGetDINodeTag(ty) {
+            TYPEDEF | CONST | VOLATILE => ty = md_operand(ctx, ty, 3),
+            STRUCT | CLASS | UNION => {
+                let elements = md_operand(ctx, ty, 4);
+                if elements.is_null() {
+                    break;
+                }
+                let node = LLVMMetadataAsValue(ctx, elements);
+                let n = LLVMGetMDNodeNumOperands(node) as usize;
+                let mut ops = vec![std::ptr::null_mut(); n];
+                LLVMGetMDNodeOperands(node, ops.as_mut_ptr());
+                let member = ops.iter().filter(|o| !o.is_null()).map(|&o| LLVMValueAsMetadata(o)).find(|&m| {
+                    let (at, size) = (LLVMDITypeGetOffsetInBits(m), LLVMDITypeGetSizeInBits(m));
+                    LLVMGetDINodeTag(m) == MEMBER && at <= bits && bits < at + size.max(1)
+                });
+                let Some(m) = member else { break };
+                let mut len = 0;
+                let name = LLVMDITypeGetName(m, &mut len);
+                if name.is_null() || len == 0 {
+                    break;
+                }
+                out.push('.');
+                out.push_str(&String::from_utf8_lossy(std::slice::from_raw_parts(name as *const u8, len)));
+                bits -= LLVMDITypeGetOffsetInBits(m);
+                ty = md_operand(ctx, m, 3);
+            }
+            ARRAY => {
+                let mut element = md_operand(ctx, ty, 3);
+                while !element.is_null() && [TYPEDEF, CONST, VOLATILE].contains(&LLVMGetDINodeTag(element)) {
+                    element = md_operand(ctx, element, 3);
+                }
+                let size = if element.is_null() { 0 } else { LLVMDITypeGetSizeInBits(element) };
+                if size == 0 {
+                    break;
+                }
+                out.push_str(&format!("[{}]", bits / size));
+                bits %= size;
+                ty = element;
+            }
+            _ => break,
+        }
+    }
+    (bits == 0).then_some(out)
+}
+
 /// Hoists the leaf's loads from constant variables into new parameters (see the module
 /// docs): rebuilds the leaf with them after the kernel's parameters (`front` of them), and
 /// adds a [`Param`] per value to `params`. `vars` are the leaf's variables and parameters,
@@ -166,8 +277,14 @@ pub(super) fn constant_loads<'ctx>(
         for h in &hoisted {
             let g = vars[h.var].0;
             let symbol = Val(g.as_value_ref()).name();
-            let whole = h.offset == 0 && LLVMGlobalGetValueType(g.as_value_ref()) == h.ty;
-            let name = if whole { symbol } else { format!("{symbol}+{}", h.offset) };
+            let name = source_name(ctx, g.as_value_ref(), h.offset).unwrap_or_else(|| {
+                let whole = h.offset == 0 && LLVMGlobalGetValueType(g.as_value_ref()) == h.ty;
+                if whole {
+                    symbol
+                } else {
+                    format!("{symbol}+{}", h.offset)
+                }
+            });
             added.push(h.ty);
             names_added.push(name.clone());
             if is_pointer(h.ty) {
