@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 88] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 89] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -177,6 +177,7 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 88] = [
     ),
     ("tests/cuda/kernels.cu", &[&["16"], &["1000"], &["3001"]]),
     ("tests/cuda/structs.cu", &[&["1"], &["100"], &["3000"]]),
+    ("tests/cuda/large_params.cu", &[&["1"], &["100"], &["3001"]]),
     ("tests/cuda/dims.cu", &[&["1", "2"], &["100", "9"], &["1000", "64"]]),
     // Tricky programs (`tests/tricky/`): pointers kept in memory, inline PTX, symbols, limits.
     ("tests/tricky/const_struct_pointers.cu", &[&["1"], &["100"], &["4096"]]),

@@ -67,12 +67,37 @@ pub(super) struct Param {
     /// variable (its host shadow's name) at a byte offset, read there at the launch
     /// ([`super::hoist`]). Such parameters follow the kernel's own.
     pub from_symbol: Option<(String, u64)>,
+    /// A value too large to pass as scalars (an array of thousands of elements, as CUDA 12.1's
+    /// 32 KiB parameters allow): one buffer parameter holding its bytes (and its extent),
+    /// which the launcher fills ([`super::launchers`]) and the leaf copies into its own copy.
+    pub blob: bool,
 }
 
 impl Param {
     /// Node parameters this parameter takes: each scalar, pointers with their extents.
     fn width(&self) -> usize {
+        if self.blob {
+            return 2;
+        }
         self.scalars.iter().map(|&(_, t)| if unsafe { is_pointer(t) } { 2 } else { 1 }).sum()
+    }
+}
+
+/// A value passed by value with more scalars than this goes as one buffer of its bytes
+/// ([`Param::blob`]), not as that many node parameters.
+const BLOB_ABOVE: usize = 256;
+
+/// Whether a value of type `ty` holds a pointer anywhere (then it cannot go as bytes: the
+/// runtime must see each pointer to give the device its copy's address).
+unsafe fn holds_pointer(ty: LLVMTypeRef) -> bool {
+    use llvm_sys::LLVMTypeKind::*;
+    match LLVMGetTypeKind(ty) {
+        LLVMPointerTypeKind => true,
+        LLVMStructTypeKind => {
+            (0..LLVMCountStructElementTypes(ty)).any(|i| holds_pointer(LLVMStructGetTypeAtIndex(ty, i)))
+        }
+        LLVMArrayTypeKind | LLVMVectorTypeKind => holds_pointer(LLVMGetElementType(ty)),
+        _ => false,
     }
 }
 
@@ -341,6 +366,18 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
     // Parameters out of their stack slots (clang's unoptimized code keeps each in one), so
     // that what the kernel does with each pointer shows in its uses.
     run("function(sroa)")?;
+    // A kernel's copy of a large by-value parameter it only reads is the launcher's buffer.
+    for (kernel, Leaf { function: leaf, .. }) in out.iter().zip(&leaves) {
+        let params: Vec<Val> = Val(leaf.as_value_ref()).params();
+        let mut at = 0;
+        for p in &kernel.params {
+            if p.blob {
+                // SAFETY: the leaf and its parameter, live in `dev`.
+                unsafe { forward_blob_copies(params[at]) };
+            }
+            at += p.width();
+        }
+    }
     for Leaf { function: leaf, vars, .. } in &leaves {
         let shared: Vec<LLVMValueRef> = vars
             .iter()
@@ -421,6 +458,17 @@ fn leaf_of<'ctx>(
             Some(a) => a.get_type_value().as_type_ref(),
             None => unsafe { LLVMTypeOf(p.as_value_ref()) },
         };
+        let scalars = scalars_of(ty).filter(|s| by_value.is_none() || s.len() <= BLOB_ABOVE);
+        if scalars.is_none() && by_value.is_some() && !unsafe { holds_pointer(ty) } {
+            let name = Val(p.as_value_ref()).name();
+            let name = if name.is_empty() { format!("arg{i}") } else { name };
+            types.push(ptr.into());
+            types.push(i64t.into());
+            names.push(name.clone());
+            names.push(format!("bytes_{name}"));
+            params.push(Param { ty, by_value: true, scalars: Vec::new(), from_symbol: None, blob: true });
+            continue;
+        }
         let Some(scalars) = scalars_of(ty) else {
             return Err(cuda_err(
                 at,
@@ -443,7 +491,7 @@ fn leaf_of<'ctx>(
                 names.push(piece);
             }
         }
-        params.push(Param { ty, by_value: by_value.is_some(), scalars, from_symbol: None });
+        params.push(Param { ty, by_value: by_value.is_some(), scalars, from_symbol: None, blob: false });
     }
     // The GPU variables the kernel reaches, in the order it first reaches them.
     const BUILTIN_VARS: [&str; 5] = ["threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize"];
@@ -544,7 +592,24 @@ fn leaf_of<'ctx>(
         b.build_call(hpvm.get_parent, &[me.into()], "blocks").map_err(llvm)?.try_as_basic_value().basic().expect("ptr");
     let mut at = 0;
     let mut args: Vec<BasicMetadataValueEnum> = Vec::new();
-    for param in &kernel.params {
+    for (j, param) in kernel.params.iter().enumerate() {
+        if param.blob && read_only(Val(k.get_nth_param(j as u32).expect("a parameter").as_value_ref())) {
+            // Read only: the kernel reads the buffer itself (a copy per thread would cost
+            // each thread the whole value in local memory).
+            args.push(values[at].into());
+            at += 2;
+            continue;
+        }
+        if param.blob {
+            // Written by the kernel: each thread's own copy, from the bytes in the buffer.
+            let ty = unsafe { BasicTypeEnum::new(param.ty) };
+            let copy = b.build_alloca(ty, "byval").map_err(llvm)?;
+            let size = inkwell::types::BasicType::size_of(&ty).expect("a sized aggregate");
+            b.build_memcpy(copy, 1, values[at].into_pointer_value(), 1, size).map_err(llvm)?;
+            args.push(copy.into());
+            at += 2;
+            continue;
+        }
         if !param.by_value {
             args.push(values[at].into());
             at += param.width();
@@ -610,12 +675,19 @@ fn leaf_of<'ctx>(
 pub(super) fn buffer_params(k: &Kernel) -> Vec<usize> {
     let mut out = Vec::new();
     let mut at = 0;
-    for &(_, ty) in k.params.iter().flat_map(|p| &p.scalars) {
-        if unsafe { is_pointer(ty) } {
+    for p in &k.params {
+        if p.blob {
             out.push(at);
             at += 2;
-        } else {
-            at += 1;
+            continue;
+        }
+        for &(_, ty) in &p.scalars {
+            if unsafe { is_pointer(ty) } {
+                out.push(at);
+                at += 2;
+            } else {
+                at += 1;
+            }
         }
     }
     out.extend((0..k.symbols.len()).map(|i| at + 2 * i));
@@ -1525,6 +1597,63 @@ fn move_read_only_data<'ctx>(dev: &Module<'ctx>, host: &Module<'ctx>) -> Result<
 /// stored or turned into an integer, a call that takes it): the claim must be a proof, since
 /// the runtime neither copies a read-only buffer back nor keeps it coherent with writes, and
 /// reads it through the non-coherent cache. `const` and `__restrict__` are not trusted.
+/// Where the leaf copies the buffer of a large by-value parameter (`blob`, which nothing
+/// writes during a launch) whole into a local it then only reads (clang's copy of a kernel's
+/// by-value parameter), the local's uses read the buffer instead and the copy goes: a copy per
+/// thread would cost each thread the whole value, and the analysis cannot see into it.
+unsafe fn forward_blob_copies(blob: Val) {
+    use llvm_sys::LLVMOpcode as Op;
+    let from_blob = |v: Val| {
+        v == blob
+            || (v.opcode() == Some(Op::LLVMGetElementPtr)
+                && v.operand(0) == blob
+                && (1..v.num_operands()).all(|i| v.operand(i).const_i64() == Some(0)))
+    };
+    let mut sources = vec![blob];
+    sources.extend(blob.users().into_iter().filter(|&u| from_blob(u) && u != blob));
+    for src in sources {
+        for copy in src.users() {
+            let name = copy.called_function().map(|f| f.name()).unwrap_or_default();
+            if !name.starts_with("llvm.memcpy") || copy.call_args().get(1) != Some(&src) {
+                continue;
+            }
+            let local = copy.call_args()[0];
+            if !local.is_alloca() || !only_read_after(local, copy) {
+                continue;
+            }
+            // Lifetime markers belong to the local alone.
+            for u in local.users() {
+                if u.called_function().is_some_and(|f| f.name().starts_with("llvm.lifetime")) {
+                    LLVMInstructionEraseFromParent(u.0);
+                }
+            }
+            LLVMInstructionEraseFromParent(copy.0);
+            LLVMReplaceAllUsesWith(local.0, blob.0);
+        }
+    }
+}
+
+/// Whether the local `slot` is written only by `copy` (every other use reads it, through
+/// address arithmetic or lifetime markers).
+fn only_read_after(slot: Val, copy: Val) -> bool {
+    use llvm_sys::LLVMOpcode as Op;
+    let mut todo = vec![slot];
+    while let Some(v) = todo.pop() {
+        for u in v.users() {
+            if u == copy {
+                continue;
+            }
+            match u.opcode() {
+                Some(Op::LLVMLoad) => {}
+                Some(Op::LLVMGetElementPtr) if u.operand(0) == v => todo.push(u),
+                Some(Op::LLVMCall) if u.called_function().is_some_and(|f| f.name().starts_with("llvm.lifetime")) => {}
+                _ => return false,
+            }
+        }
+    }
+    true
+}
+
 fn read_only(p: Val) -> bool {
     use llvm_sys::LLVMOpcode as Op;
     let mut seen = vec![p];

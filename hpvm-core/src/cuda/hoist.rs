@@ -296,6 +296,7 @@ pub(super) fn constant_loads<'ctx>(
                 by_value: false,
                 scalars: vec![(Vec::new(), h.ty)],
                 from_symbol: Some((Val(g.as_value_ref()).name(), h.offset)),
+                blob: false,
             });
         }
         let width = added.len();

@@ -46,6 +46,8 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
     let hpvm = Hpvm::declare(host);
     let extent = host.add_function("hpvm_rt_cuda_extent", i64t.fn_type(&[ptr.into()], false), None);
     let symbol_fn = host.add_function("hpvm_rt_cuda_symbol", ptr.fn_type(&[ptr.into(), i64t.into()], false), None);
+    let blob_fn =
+        host.add_function("hpvm_rt_cuda_blob", ptr.fn_type(&[ptr.into(), ptr.into(), i64t.into()], false), None);
     let symbol_current =
         host.add_function("hpvm_rt_cuda_symbol_current", ptr.fn_type(&[ptr.into(), i64t.into()], false), None);
     let register =
@@ -99,6 +101,20 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
                 }
             };
             let whole = unsafe { BasicTypeEnum::new(param.ty) };
+            if param.blob {
+                // Its bytes, in a buffer of the kernel's own that the runtime keeps current
+                // (`hpvm_rt_cuda_blob`): a global of the value's type, one per parameter.
+                let buffer = host.add_global(whole, None, &format!("__hpvm_cuda_blob.{}.{i}", k.symbol));
+                buffer.set_linkage(Linkage::Internal);
+                buffer.set_initializer(&whole.const_zero());
+                buffer.set_alignment(16);
+                let bytes = i64t.const_int(data.get_abi_size(&whole), false);
+                let args = [buffer.as_pointer_value().into(), slot.into(), bytes.into()];
+                let at = b.build_call(blob_fn, &args, "").map_err(llvm)?.try_as_basic_value().basic().expect("ptr");
+                values.push(at);
+                values.push(bytes.into());
+                continue;
+            }
             for (path, raw) in &param.scalars {
                 let ty = unsafe { BasicTypeEnum::new(*raw) };
                 let field = if path.is_empty() {

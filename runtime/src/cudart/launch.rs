@@ -159,6 +159,31 @@ pub extern "C" fn hpvm_rt_cuda_symbol_current(ptr: *mut c_void, bytes: u64) -> *
     at
 }
 
+/// A kernel parameter passed by value that is too large for scalars (CUDA 12.1's 32 KiB
+/// parameters): its `bytes` at `src` (the caller's argument) put in `buffer`, the kernel's
+/// own global for it, which the kernel reads as a buffer. The host's copy of `buffer` is
+/// always current (kernels only read it); where it holds these bytes already (a loop's
+/// launches with the same value) nothing is done, else they are written as
+/// `cudaMemcpyToSymbol` writes a symbol, after the launches that read the old ones.
+///
+/// # Safety
+/// `buffer` is the launcher's global of `bytes` bytes; `src` the caller's `bytes` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn hpvm_rt_cuda_blob(buffer: *mut c_void, src: *const c_void, bytes: u64) -> *mut c_void {
+    let at = hpvm_rt_cuda_symbol(buffer, bytes);
+    // SAFETY: as the caller promises.
+    let (now, new) = unsafe {
+        (
+            std::slice::from_raw_parts(buffer as *const u8, bytes as usize),
+            std::slice::from_raw_parts(src as *const u8, bytes as usize),
+        )
+    };
+    if now != new {
+        guard("a kernel launch", || super::write_symbol(buffer, src, bytes as usize));
+    }
+    at
+}
+
 #[no_mangle]
 pub extern "C" fn __cudaPushCallConfiguration(
     grid_xy: u64,

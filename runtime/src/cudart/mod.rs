@@ -240,6 +240,15 @@ fn copy(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int) -> Error {
     copy_2d(dst, n, src, n, n, 1, kind)
 }
 
+/// Writes `n` bytes of the program's at `src` into a tracked global's host copy (a kernel's
+/// large by-value parameter, `launch::hpvm_rt_cuda_blob`), as `cudaMemcpyToSymbol` does.
+pub(super) fn write_symbol(dst: *mut c_void, src: *const c_void, n: usize) {
+    let e = copy_to_symbol(dst, src, n, HOST_TO_HOST);
+    if e != SUCCESS {
+        crate::fatal(&format!("passing a kernel's by-value parameter of {n} bytes: CUDA error {e}"));
+    }
+}
+
 /// A copy into a device variable's shadow (`cudaMemcpyToSymbol`): through the host's copy,
 /// which stays current, since launchers read the values kernels load from `__constant__`
 /// variables there (`hpvm-core`'s `cuda::hoist`).
