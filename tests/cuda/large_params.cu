@@ -50,13 +50,14 @@ int main(int argc, char **argv) {
   cudaMalloc(&w, n * sizeof(int));
   cudaMemset(w, 0, n * sizeof(int));
   float *hx = new float[n];
-  for (int i = 0; i < n; i++) hx[i] = (float)(i % 17) / 16.0f - 0.5f;
+  // Small integers throughout: every sum and product is exact, fused or not (GPUs fuse).
+  for (int i = 0; i < n; i++) hx[i] = (float)(i % 3) - 1.0f;
   cudaMemcpy(x, hx, n * sizeof(float), cudaMemcpyHostToDevice);
   Poly *p = new Poly[rounds];
   Grid g;
   int *want_w = new int[n]();
   for (int r = 0; r < rounds; r++) {
-    for (int k = 0; k < TERMS; k++) p[r].c[k] = (float)((k * 7 + r * 13) % 23) / 23.0f - 0.25f;
+    for (int k = 0; k < TERMS; k++) p[r].c[k] = (float)((k * 7 + r * 13) % 23) - 11.0f;
     p[r].used = 10 + 700 * r;
     // The last round repeats the first's value.
     if (r == rounds - 1) p[r] = p[0];
