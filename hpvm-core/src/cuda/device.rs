@@ -84,8 +84,10 @@ impl Param {
 }
 
 /// A value passed by value with more scalars than this goes as one buffer of its bytes
-/// ([`Param::blob`]), not as that many node parameters.
-const BLOB_ABOVE: usize = 256;
+/// ([`Param::blob`]), not as that many node parameters; so does one holding an array of more
+/// than 256 elements. Below, scalars: the kernel then indexes a local copy, which the
+/// analysis need not map (a buffer indexed by `i % 20` and `(i / 20) % 30` took it over 20 s).
+const BLOB_ABOVE: usize = 1024;
 
 /// Whether a value of type `ty` holds a pointer anywhere (then it cannot go as bytes: the
 /// runtime must see each pointer to give the device its copy's address).
