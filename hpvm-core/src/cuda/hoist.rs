@@ -204,9 +204,13 @@ unsafe fn source_name(ctx: LLVMContextRef, g: LLVMValueRef, offset: u64) -> Opti
                 let n = LLVMGetMDNodeNumOperands(node) as usize;
                 let mut ops = vec![std::ptr::null_mut(); n];
                 LLVMGetMDNodeOperands(node, ops.as_mut_ptr());
+                // Only data members are types with offsets (a class's elements also name its
+                // methods).
                 let member = ops.iter().filter(|o| !o.is_null()).map(|&o| LLVMValueAsMetadata(o)).find(|&m| {
-                    let (at, size) = (LLVMDITypeGetOffsetInBits(m), LLVMDITypeGetSizeInBits(m));
-                    LLVMGetDINodeTag(m) == MEMBER && at <= bits && bits < at + size.max(1)
+                    LLVMGetDINodeTag(m) == MEMBER && {
+                        let (at, size) = (LLVMDITypeGetOffsetInBits(m), LLVMDITypeGetSizeInBits(m));
+                        at <= bits && bits < at + size.max(1)
+                    }
                 });
                 let Some(m) = member else { break };
                 let mut len = 0;
