@@ -237,7 +237,7 @@ fn release(ptr: *mut c_void, kinds: &[Kind]) -> Error {
 /// Copies `n` bytes, keeping the coherence maps exact: the source made current on the host
 /// first where it is device memory, the destination's device copies made stale.
 fn copy(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int) -> Error {
-    copy_2d(dst, n, src, n, n, 1, kind)
+    copy_2d(dst, n, src, n, n, 1, kind, true)
 }
 
 /// Writes `n` bytes of the program's at `src` into a tracked global's host copy (a kernel's
@@ -253,7 +253,7 @@ pub(super) fn write_symbol(dst: *mut c_void, src: *const c_void, n: usize) {
 /// which stays current, since launchers read the values kernels load from `__constant__`
 /// variables there (`hpvm-core`'s `cuda::hoist`).
 fn copy_to_symbol(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int) -> Error {
-    copy_rows(dst, n, src, n, n, 1, kind, false)
+    copy_2d(dst, n, src, n, n, 1, kind, false)
 }
 
 /// The bytes a 2-D region of `height` rows of `width` bytes, `pitch` apart, spans.
@@ -263,23 +263,10 @@ fn span(pitch: usize, width: usize, height: usize) -> Option<usize> {
 
 /// Copies `height` rows of `width` bytes, `spitch` apart at the source and `dpitch` at the
 /// destination, as [`copy`] does a run: only the rows' bytes are requested or made stale, not
-/// the padding between them.
-fn copy_2d(
-    dst: *mut c_void,
-    dpitch: usize,
-    src: *const c_void,
-    spitch: usize,
-    width: usize,
-    height: usize,
-    kind: c_int,
-) -> Error {
-    copy_rows(dst, dpitch, src, spitch, width, height, kind, true)
-}
-
-/// [`copy_2d`]; `direct`: a plain copy between the program's memory and device memory may
-/// skip the host's copy of the device memory.
+/// the padding between them. `direct`: a plain copy between the program's memory and device
+/// memory may skip the host's copy of the device memory.
 #[allow(clippy::too_many_arguments)]
-fn copy_rows(
+fn copy_2d(
     dst: *mut c_void,
     dpitch: usize,
     src: *const c_void,
@@ -700,7 +687,7 @@ pub extern "C" fn cudaMemcpy2D(
     height: usize,
     kind: c_int,
 ) -> Error {
-    api("cudaMemcpy2D", || blocking(copy_2d(dst, dpitch, src, spitch, width, height, kind)))
+    api("cudaMemcpy2D", || blocking(copy_2d(dst, dpitch, src, spitch, width, height, kind, true)))
 }
 
 #[no_mangle]
@@ -717,7 +704,7 @@ pub extern "C" fn cudaMemcpy2DAsync(
 ) -> Error {
     api("cudaMemcpy2DAsync", || {
         ret(if stream_ok(stream) {
-            copy_2d(dst, dpitch, src, spitch, width, height, kind)
+            copy_2d(dst, dpitch, src, spitch, width, height, kind, true)
         } else {
             INVALID_RESOURCE_HANDLE
         })

@@ -372,7 +372,7 @@ pub extern "C" fn cudaMemcpy2DToArray(
     kind: c_int,
 ) -> Error {
     api("cudaMemcpy2DToArray", || match region(dst, x, y, width, height) {
-        Ok((a, at)) => ret(copy_2d(at as *mut c_void, a.pitch(), src, spitch, width, height, to_device(kind))),
+        Ok((a, at)) => ret(copy_2d(at as *mut c_void, a.pitch(), src, spitch, width, height, to_device(kind), true)),
         Err(e) => ret(e),
     })
 }
@@ -406,7 +406,9 @@ pub extern "C" fn cudaMemcpy2DFromArray(
     kind: c_int,
 ) -> Error {
     api("cudaMemcpy2DFromArray", || match region(src, x, y, width, height) {
-        Ok((a, at)) => ret(copy_2d(dst, dpitch, at as *const c_void, a.pitch(), width, height, from_device(kind))),
+        Ok((a, at)) => {
+            ret(copy_2d(dst, dpitch, at as *const c_void, a.pitch(), width, height, from_device(kind), true))
+        }
         Err(e) => ret(e),
     })
 }

@@ -200,24 +200,6 @@ fn raced_at(s: &Slot, addr: u64, run: std::ops::Range<u64>, site: Option<crate::
 mod tests {
     use super::*;
 
-    /// Three pages of our own, page-aligned.
-    fn pages() -> (u64, usize) {
-        let len = 3 * PAGE as usize;
-        // SAFETY: a fresh anonymous mapping, unmapped by the test.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        (p as u64, len)
-    }
-
     fn live(start: u64) -> usize {
         TABLE
             .iter()
@@ -231,7 +213,8 @@ mod tests {
     /// to the crash handler.
     #[test]
     fn runs_are_guarded_and_stores_beside_them_go_on() {
-        let (start, len) = pages();
+        let mapping = super::super::watch::tests::Mapping::new(3);
+        let (start, len) = (mapping.at(0) as u64, 3 * PAGE as usize);
         let mut g = Guarded::default();
         let runs = vec![StaleRun { start: 100, end: PAGE + 8, holder: Some(1) }];
         g.sync(start, len as u64, runs.clone());
@@ -255,10 +238,7 @@ mod tests {
         g.sync(start, len as u64, vec![StaleRun { start: 0, end: 1, holder: None }]);
         g.clear();
         assert_eq!(live(start), 0);
-        // SAFETY: every page is writable again; ours to unmap.
-        unsafe {
-            *(start as *mut u8) = 1;
-            libc::munmap(start as *mut libc::c_void, len);
-        }
+        // SAFETY: every page is writable again (the mapping is unmapped on drop).
+        unsafe { *(start as *mut u8) = 1 };
     }
 }

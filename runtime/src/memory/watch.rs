@@ -258,14 +258,14 @@ pub fn watcher() -> Result<&'static Watcher, &'static str> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    /// Page-aligned memory of `pages` pages, its own mapping.
-    struct Mapping(*mut u8, usize);
+    /// Page-aligned memory of `pages` pages, its own mapping (the guard's tests use it too).
+    pub(in crate::memory) struct Mapping(*mut u8, usize);
 
     impl Mapping {
-        fn new(pages: usize) -> Mapping {
+        pub(in crate::memory) fn new(pages: usize) -> Mapping {
             let len = pages * PAGE as usize;
             // SAFETY: an anonymous private mapping, unmapped on drop.
             let p = unsafe {
@@ -282,7 +282,7 @@ mod tests {
             Mapping(p as *mut u8, len)
         }
 
-        fn at(&self, offset: usize) -> *mut u8 {
+        pub(in crate::memory) fn at(&self, offset: usize) -> *mut u8 {
             assert!(offset < self.1);
             // SAFETY: inside the mapping.
             unsafe { self.0.add(offset) }
