@@ -656,9 +656,20 @@ impl<'i> AccessMap<'i> {
             // { a -> a' : exists i: i -> a and i + e_d -> a' }
             let pairs = m.copy()?.reverse()?.apply_range(shift.apply_range(m)?)?;
             let deltas = pairs.deltas()?;
+            // A step moves output `k` when some delta has `k` nonzero: at least 1 or at most -1
+            // (integers). Asked as two half-spaces, not as the deltas minus those with `k`
+            // zero: a subtraction first makes every integer division explicit, which took 70%
+            // of analysing `in[(i / 20) % 30]` (3.8 s) and over 20 s with two such terms.
             for k in 0..out {
-                let zero = deltas.copy()?.fix_si(DimType::Set, k as u32, 0)?;
-                if !deltas.copy()?.subtract(zero)?.is_empty()? {
+                let moved = |up: bool| -> Result<bool> {
+                    let half = if up {
+                        deltas.copy()?.lower_bound_si(DimType::Set, k as u32, 1)?
+                    } else {
+                        deltas.copy()?.upper_bound_si(DimType::Set, k as u32, -1)?
+                    };
+                    Ok(!half.is_empty()?)
+                };
+                if moved(true)? || moved(false)? {
                     return Ok(Some(k));
                 }
             }

@@ -456,3 +456,20 @@ fn a_budget_of_operations_stops_isl_and_says_so() {
     // The context is whole again afterwards.
     assert_eq!(work(&isl).unwrap(), vec![Run { start: 128, end: 2560 }]);
 }
+
+#[test]
+fn the_outermost_moved_output_is_found_through_integer_divisions() {
+    let isl = Isl::new();
+    // Row-major out[y][x] written by I[x, y]: a step in y moves the row, one in x the column.
+    let m = isl.map("[n] -> { I[x, y] -> out[y, x] : 0 <= x < n and 0 <= y < n }").unwrap();
+    assert_eq!(m.outermost_moved(0).unwrap(), Some(1));
+    assert_eq!(m.outermost_moved(1).unwrap(), Some(0));
+    // A table indexed by (i / 20) % 30 (analysed in seconds, not minutes): a step in x moves
+    // it (sometimes), one in y never does.
+    let t = isl.map("[n] -> { I[x, y] -> t[(floor(x / 20)) mod 30] : 0 <= x < n and 0 <= y < 4 }").unwrap();
+    assert_eq!(t.outermost_moved(0).unwrap(), Some(0));
+    assert_eq!(t.outermost_moved(1).unwrap(), None);
+    // Moving only backwards still moves: a reversed index.
+    let r = isl.map("[n] -> { I[x] -> r[n - x] : 0 <= x < n }").unwrap();
+    assert_eq!(r.outermost_moved(0).unwrap(), Some(0));
+}
