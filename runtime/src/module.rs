@@ -65,6 +65,9 @@ struct Inputs {
     one_to_one: bool,
 }
 
+/// How many split plan misses a node keeps the time of ([`NodeStats::split_miss_nanos`]).
+pub const SPLIT_MISSES_KEPT: usize = 4096;
+
 #[derive(Default)]
 pub struct NodeStats {
     /// Runs of the node's whole grid (once per parent instance).
@@ -95,6 +98,10 @@ pub struct NodeStats {
     pub nanos_intervals: AtomicU64,
     /// Time making device allocations (a buffer's first use on a device).
     pub nanos_alloc: AtomicU64,
+    /// Each plan miss that made a plan over several devices at the launch (ISL's work, or
+    /// its closed forms for new scalar values), ns, the first [`SPLIT_MISSES_KEPT`]: a median
+    /// per node is what issue 40's "a plan miss costs microseconds" is checked by.
+    pub split_miss_nanos: Mutex<Vec<u64>>,
     pub nanos_copy_plan: AtomicU64,
     /// Splits planned ahead in the background (`partitioned::ahead`), their time, and the
     /// launches that ran whole meanwhile.

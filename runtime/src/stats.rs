@@ -345,6 +345,12 @@ pub struct NodeReport {
     pub plan_cache: Hits,
     pub copy_plan_cache: Hits,
     pub ms_intervals: f64,
+    /// Plan misses that made a plan over several devices at the launch; the first one's time
+    /// (ISL's work, where no plan ahead did it) and the median of the others' (new scalar
+    /// values: closed forms), in microseconds (0 without such misses).
+    pub split_plan_misses: u64,
+    pub us_first_split_plan_miss: f64,
+    pub us_split_plan_miss_median: f64,
     pub ms_allocation: f64,
     pub ms_copy_planning: f64,
     /// Splits planned ahead in the background (ISL's work off the launch path), their time,
@@ -388,6 +394,18 @@ pub struct Transfer {
     pub from: String,
     pub to: String,
     pub bytes: u64,
+}
+
+/// The median of `ns`, in microseconds; 0 when empty.
+fn median_us(ns: &[u64]) -> f64 {
+    if ns.is_empty() {
+        return 0.0;
+    }
+    let mut v = ns.to_vec();
+    v.sort_unstable();
+    let mid = v.len() / 2;
+    let m = if v.len() % 2 == 1 { v[mid] as f64 } else { (v[mid - 1] + v[mid]) as f64 / 2.0 };
+    m / 1e3
 }
 
 fn place_name(i: usize) -> String {
@@ -434,6 +452,7 @@ pub fn collect() -> Report {
                 }
             });
             let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+            let misses = st.split_miss_nanos.lock().unwrap_or_else(|e| e.into_inner()).clone();
             nodes.push(NodeReport {
                 node: node.shown().to_string(),
                 runs,
@@ -447,6 +466,9 @@ pub fn collect() -> Report {
                 plan_cache: Hits { hits: load(&st.plan_hits) + replays, misses: load(&st.plan_misses) },
                 copy_plan_cache: Hits { hits: load(&st.copy_hits) + replays, misses: load(&st.copy_misses) },
                 ms_intervals: ms(&st.nanos_intervals),
+                split_plan_misses: misses.len() as u64,
+                us_first_split_plan_miss: misses.first().map_or(0.0, |&ns| ns as f64 / 1e3),
+                us_split_plan_miss_median: median_us(misses.get(1..).unwrap_or_default()),
                 ms_allocation: ms(&st.nanos_alloc),
                 ms_copy_planning: ms(&st.nanos_copy_plan),
                 plans_ahead: load(&st.plans_ahead),
@@ -608,6 +630,13 @@ pub fn report() -> String {
                 n.bytes_device_to_device,
                 n.bytes_device_to_host
             );
+            if n.split_plan_misses > 0 {
+                let _ = writeln!(
+                    s,
+                    "    split plans made at a launch: {} (the first {:.1} µs, the others' median {:.1} µs)",
+                    n.split_plan_misses, n.us_first_split_plan_miss, n.us_split_plan_miss_median
+                );
+            }
         }
         if n.gpu_ms_kernels > 0.0 {
             let _ = writeln!(
@@ -714,4 +743,17 @@ pub fn report() -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median_us;
+
+    #[test]
+    fn medians_of_plan_misses() {
+        assert_eq!(median_us(&[]), 0.0);
+        assert_eq!(median_us(&[5_000]), 5.0);
+        assert_eq!(median_us(&[9_000, 1_000, 5_000]), 5.0);
+        assert_eq!(median_us(&[4_000, 1_000, 2_000, 3_000]), 2.5);
+    }
 }

@@ -558,7 +558,14 @@ fn plan_of(
                 Outcome::Host(_) => 0,
             };
             st.nanos_alloc.fetch_add(alloc, Ordering::Relaxed);
-            st.nanos_intervals.fetch_add(t0.nanos().saturating_sub(alloc), Ordering::Relaxed);
+            let planning = t0.nanos().saturating_sub(alloc);
+            st.nanos_intervals.fetch_add(planning, Ordering::Relaxed);
+            if matches!(&*p, Outcome::Devices(lp) if used_devices(lp) > 1) {
+                let mut kept = st.split_miss_nanos.lock().unwrap_or_else(|e| e.into_inner());
+                if kept.len() < crate::module::SPLIT_MISSES_KEPT {
+                    kept.push(planning);
+                }
+            }
             // What a split plan's reductions cost to combine, for the policy (a timed launch
             // sees only its kernels).
             if let Outcome::Devices(lp) = &*p {
