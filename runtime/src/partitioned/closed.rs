@@ -15,7 +15,7 @@
 
 use super::memo::Reached;
 use isl_glue::{BlockRange, Bound, ClosedBox, ClosedCond, Rect};
-use std::collections::HashMap;
+use crate::hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -34,7 +34,7 @@ struct Key {
 }
 
 /// Closed forms by key, made on first use; `None` for a text ISL made none of.
-type Cache<K, T> = Mutex<Option<HashMap<K, Option<Arc<T>>>>>;
+type Cache<K, T> = Mutex<Option<FxHashMap<K, Option<Arc<T>>>>>;
 
 /// Closed forms of maps by key.
 static CLOSED: Cache<Key, ClosedBox> = Mutex::new(None);
@@ -60,7 +60,7 @@ struct Seen {
     none: bool,
 }
 
-static SEEN: Mutex<Option<HashMap<String, Seen>>> = Mutex::new(None);
+static SEEN: Mutex<Option<FxHashMap<String, Seen>>> = Mutex::new(None);
 
 /// Held while a closed form is made: the partitions of a launch plan in parallel and want the
 /// same ones, which one of them makes while the others wait for it.
@@ -82,7 +82,7 @@ pub(crate) fn forget() {
 /// has none, or while none has varied.
 fn stable(text: &str, values: &[(&str, i64)]) -> Option<Vec<(String, i64)>> {
     let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
-    let seen = seen.get_or_insert_with(HashMap::new);
+    let seen = seen.get_or_insert_with(FxHashMap::default);
     let Some(s) = seen.get_mut(text) else {
         let first: Vec<(String, i64)> = values.iter().map(|(n, v)| (n.to_string(), *v)).collect();
         seen.insert(text.to_string(), Seen { first, varying: Vec::new(), none: false });
@@ -106,7 +106,7 @@ fn stable(text: &str, values: &[(&str, i64)]) -> Option<Vec<(String, i64)>> {
 
 /// ISL made no closed form of `text`.
 fn none(text: &str) {
-    if let Some(s) = SEEN.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get_mut(text) {
+    if let Some(s) = SEEN.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(FxHashMap::default).get_mut(text) {
         s.none = true;
     }
 }
@@ -124,7 +124,7 @@ fn cached_or_made<K: std::hash::Hash + Eq + Clone, T>(
     text: &str,
     make: impl FnOnce() -> Option<T>,
 ) -> Option<Arc<T>> {
-    let known = || cache.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(key).cloned();
+    let known = || cache.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(FxHashMap::default).get(key).cloned();
     if let Some(c) = known() {
         return c;
     }
@@ -136,7 +136,7 @@ fn cached_or_made<K: std::hash::Hash + Eq + Clone, T>(
     let made = make().map(Arc::new);
     NANOS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     MADE.fetch_add(1, Ordering::Relaxed);
-    cache.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(key.clone(), made.clone());
+    cache.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(FxHashMap::default).insert(key.clone(), made.clone());
     if made.is_none() {
         none(text);
     }

@@ -12,7 +12,7 @@ use super::settings::partitions_per_device;
 use crate::devices::devices;
 use isl_glue::{AccessMap, BlockRange, Isl, Rect};
 use std::cell::RefCell;
-use std::collections::HashMap;
+use crate::hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -135,15 +135,15 @@ pub(crate) struct StrideKey {
 }
 
 /// Per [`StrideKey`]: where the loop's iterations end, and whether they are independent.
-pub(crate) static STRIDES: Mutex<Option<HashMap<StrideKey, (i64, bool)>>> = Mutex::new(None);
+pub(crate) static STRIDES: Mutex<Option<FxHashMap<StrideKey, (i64, bool)>>> = Mutex::new(None);
 
 /// Entries kept in each cache below before it starts over.
 pub(crate) const KEPT: usize = 1 << 14;
 
-static RECTS: Mutex<Option<HashMap<RectKey, Reached>>> = Mutex::new(None);
+static RECTS: Mutex<Option<FxHashMap<RectKey, Reached>>> = Mutex::new(None);
 
 /// Parameter conditions (`valid_when`) already decided, by text and values.
-pub(crate) static KNOWN: Mutex<Option<HashMap<FixedKey, bool>>> = Mutex::new(None);
+pub(crate) static KNOWN: Mutex<Option<FxHashMap<FixedKey, bool>>> = Mutex::new(None);
 
 /// Bumped to make every thread drop its maps with fixed parameters, and its parsed maps.
 static FIXED_GENERATION: AtomicU64 = AtomicU64::new(0);
@@ -228,7 +228,7 @@ fn element_rects_with(
         superset,
         rounds,
     };
-    if let Some(r) = RECTS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
+    if let Some(r) = RECTS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(FxHashMap::default).get(&key) {
         return Ok(r.clone());
     }
     let rects = with_fixed_map(&key.map, &key.fixed, blocks, |m| {
@@ -249,7 +249,7 @@ fn element_rects_with(
         Ok((Arc::new(range.rectangles(&shape)?), hull))
     })?;
     let mut cache = RECTS.lock().unwrap_or_else(|e| e.into_inner());
-    let cache = cache.get_or_insert_with(HashMap::new);
+    let cache = cache.get_or_insert_with(FxHashMap::default);
     if cache.len() >= KEPT {
         cache.clear();
     }
@@ -271,9 +271,9 @@ thread_local! {
     static ISL: &'static Isl = Box::leak(Box::new(Isl::new()));
     /// Maps parsed, by text: parsing is the costliest step, and every partition of a launch
     /// (and every launch of the node) needs the same maps.
-    static PARSED: RefCell<(u64, HashMap<String, AccessMap<'static>>)> = RefCell::new((0, HashMap::new()));
+    static PARSED: RefCell<(u64, FxHashMap<String, AccessMap<'static>>)> = RefCell::new((0, FxHashMap::default()));
     /// Maps with their parameters fixed, by text and values.
-    static FIXED: RefCell<(u64, HashMap<FixedKey, AccessMap<'static>>)> = RefCell::new((0, HashMap::new()));
+    static FIXED: RefCell<(u64, FxHashMap<FixedKey, AccessMap<'static>>)> = RefCell::new((0, FxHashMap::default()));
 }
 
 pub(crate) fn with_parsed_map<R>(
@@ -285,7 +285,7 @@ pub(crate) fn with_parsed_map<R>(
             let mut cache = cache.borrow_mut();
             let generation = PARSED_GENERATION.load(Ordering::Relaxed);
             if cache.0 != generation {
-                *cache = (generation, HashMap::new());
+                *cache = (generation, FxHashMap::default());
             }
             let cache = &mut cache.1;
             if !cache.contains_key(map) {
@@ -313,7 +313,7 @@ pub(crate) fn with_fixed_map<R>(
         let mut cache = cache.borrow_mut();
         let generation = FIXED_GENERATION.load(Ordering::Relaxed) + PARSED_GENERATION.load(Ordering::Relaxed);
         if cache.0 != generation {
-            *cache = (generation, HashMap::new());
+            *cache = (generation, FxHashMap::default());
         }
         let cache = &mut cache.1;
         if !cache.contains_key(&key) {

@@ -26,7 +26,7 @@ use crate::memory::{ByteRect, Table};
 use dashdb::{ReadKind, WriteKind};
 use isl_glue::BlockRange;
 use rayon::prelude::*;
-use std::collections::HashMap;
+use crate::hash::FxHashMap;
 use std::sync::Arc;
 
 /// The grid dimensions a launch of `blocks` blocks in `parts` partitions is cut along. The
@@ -510,7 +510,7 @@ fn split(
         }
     }
     // Array shapes, from expressions over the parameters.
-    let mut shapes: HashMap<u32, Vec<i64>> = HashMap::new();
+    let mut shapes: FxHashMap<u32, Vec<i64>> = FxHashMap::default();
     for a in args {
         let arg = dn.arg(a.param).expect("checked above");
         let fixed = needed(&arg.params)?;
@@ -544,7 +544,7 @@ fn split(
             let every = block_ranges([0; 3], reach.map(|b| b.max(0) as u64));
             let independent = independent_iterations(dn, args, &every, &fixed_for, &value_refs);
             let mut memo = STRIDES.lock().unwrap_or_else(|e| e.into_inner());
-            let memo = memo.get_or_insert_with(HashMap::new);
+            let memo = memo.get_or_insert_with(FxHashMap::default);
             if memo.len() >= KEPT {
                 memo.clear();
             }
@@ -859,7 +859,7 @@ fn element_span(lo: u64, hi: u64, offset: u64, size: u64, len: u64) -> (u64, u64
 /// remembered per values (which determine the blocks).
 fn assumptions_hold(cond: &str, values: &[(&str, i64)], blocks: &[BlockRange]) -> Result<bool, isl_glue::Error> {
     let key: super::memo::FixedKey = (cond.to_string(), values.iter().map(|(n, v)| (n.to_string(), *v)).collect());
-    if let Some(&b) = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).get(&key) {
+    if let Some(&b) = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(FxHashMap::default).get(&key) {
         return Ok(b);
     }
     let holds = match super::closed::holds(cond, values, blocks) {
@@ -873,7 +873,7 @@ fn assumptions_hold(cond: &str, values: &[(&str, i64)], blocks: &[BlockRange]) -
         }),
     }?;
     let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
-    let known = known.get_or_insert_with(HashMap::new);
+    let known = known.get_or_insert_with(FxHashMap::default);
     if known.len() >= KEPT {
         known.clear();
     }
@@ -892,12 +892,12 @@ fn instances(grid: [i64; 3], block: Option<[i64; 3]>, d: usize) -> i64 {
 /// A node the launch's values could not make exact, with its unplaced writes merged instead
 /// (`dashdb::Node::merge_fallback`): made once per node, kept for the run. Cut along x first.
 fn merged_fallback(dn: &dashdb::Node) -> Option<&'static dashdb::Node> {
-    static MADE: std::sync::Mutex<Option<HashMap<String, &'static dashdb::Node>>> = std::sync::Mutex::new(None);
+    static MADE: std::sync::Mutex<Option<FxHashMap<String, &'static dashdb::Node>>> = std::sync::Mutex::new(None);
     if !dn.merge_fallback || super::settings::merging_off() {
         return None;
     }
     let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
-    let made = made.get_or_insert_with(HashMap::new);
+    let made = made.get_or_insert_with(FxHashMap::default);
     if let Some(&n) = made.get(&dn.name) {
         return Some(n);
     }
