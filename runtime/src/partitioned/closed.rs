@@ -14,8 +14,8 @@
 //!   cost is paid once.
 
 use super::memo::Reached;
-use isl_glue::{BlockRange, Bound, ClosedBox, ClosedCond, Rect};
 use crate::hash::FxHashMap;
+use isl_glue::{BlockRange, Bound, ClosedBox, ClosedCond, Rect};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -106,7 +106,8 @@ fn stable(text: &str, values: &[(&str, i64)]) -> Option<Vec<(String, i64)>> {
 
 /// ISL made no closed form of `text`.
 fn none(text: &str) {
-    if let Some(s) = SEEN.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(FxHashMap::default).get_mut(text) {
+    if let Some(s) = SEEN.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(FxHashMap::default).get_mut(text)
+    {
         s.none = true;
     }
 }
@@ -124,7 +125,8 @@ fn cached_or_made<K: std::hash::Hash + Eq + Clone, T>(
     text: &str,
     make: impl FnOnce() -> Option<T>,
 ) -> Option<Arc<T>> {
-    let known = || cache.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(FxHashMap::default).get(key).cloned();
+    let known =
+        || cache.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(FxHashMap::default).get(key).cloned();
     if let Some(c) = known() {
         return c;
     }
@@ -136,7 +138,11 @@ fn cached_or_made<K: std::hash::Hash + Eq + Clone, T>(
     let made = make().map(Arc::new);
     NANOS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     MADE.fetch_add(1, Ordering::Relaxed);
-    cache.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(FxHashMap::default).insert(key.clone(), made.clone());
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(FxHashMap::default)
+        .insert(key.clone(), made.clone());
     if made.is_none() {
         none(text);
     }

@@ -10,9 +10,9 @@
 
 use super::settings::partitions_per_device;
 use crate::devices::devices;
+use crate::hash::FxHashMap;
 use isl_glue::{AccessMap, BlockRange, Isl, Rect};
 use std::cell::RefCell;
-use crate::hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
