@@ -1,7 +1,11 @@
 //! The runtime's layering holds: the map in `src/lib.rs`'s crate docs gives each top-level
 //! module a layer, and every path a file names through `crate::` or `super::` (in `use`
 //! lines and in code, tests included) must reach a module of its own layer or a lower one,
-//! with no circle among the top-level modules. A failure names the file and line.
+//! with no circle among the top-level modules. Inside each folder module the same holds one
+//! level down: its children (one per file or subfolder) name each other in no circle, the
+//! folder's `mod.rs` aside (the root and its children name each other both ways, as the
+//! module tree needs), and in a folder reshaped already, not through `mod.rs` either
+//! (`FOLDERS_WITH_CIRCLES`). A failure names the file and line.
 //!
 //! The scanner reads Rust text, not a syntax tree: comments and string literals are skipped,
 //! inline `mod name { ... }` blocks are followed (so `super::` inside them resolves), and
@@ -341,19 +345,17 @@ fn references(file: &str, src: &str) -> Result<Vec<Reference>, String> {
     Ok(out)
 }
 
-/// Within a folder of modules (`partitioned/`): every reference from `file` to another file
-/// of its own folder, by file (`mod` for the folder's `mod.rs`). A child names a sibling or
-/// its parent's items through `super::` or `crate::`; `mod.rs` names its children by their
-/// bare names too. `children` are the folder's child modules.
-fn folder_references(file: &str, src: &str, children: &BTreeSet<String>) -> Vec<Reference> {
+/// Within a folder of modules (`partitioned/`): every reference from `file` to another child
+/// of the folder `dir`, by child (`mod` for the folder's `mod.rs`). A child is a file of the
+/// folder or a subfolder, whose files all speak for it. A child names a sibling or its
+/// parent's items through `super::` or `crate::`; `mod.rs` names its children by their bare
+/// names too. `children` are the folder's child modules.
+fn folder_references(dir: &str, file: &str, src: &str, children: &BTreeSet<String>) -> Vec<Reference> {
     let toks = tokens(src);
     let path = module_path(file);
-    let is_mod = file.ends_with("/mod.rs");
-    let (folder, own): (Vec<String>, String) = if is_mod {
-        (path.clone(), "mod".into())
-    } else {
-        (path[..path.len() - 1].to_vec(), path.last().cloned().unwrap_or_default())
-    };
+    let folder = module_path(&format!("{dir}mod.rs"));
+    let is_mod = path == folder;
+    let own = if is_mod { "mod".to_string() } else { path[folder.len()].clone() };
     let ident = |k: usize| match toks.get(k) {
         Some((Tok::Ident(s), _)) => Some(s.as_str()),
         _ => None,
@@ -500,6 +502,14 @@ fn circles(refs: &[Reference]) -> Vec<String> {
     errors
 }
 
+/// Every circle among a folder's children alone: references to or from its `mod.rs` are
+/// left out, since the module tree needs them both ways (the root declares its children and
+/// may re-export or call them; a child may use the items the root holds).
+fn circles_among_children(refs: &[Reference]) -> Vec<String> {
+    let among: Vec<Reference> = refs.iter().filter(|r| r.from != "mod" && r.to != "mod").cloned().collect();
+    circles(&among)
+}
+
 fn rust_files(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir).expect("src/ is readable").map(|e| e.unwrap().path()).collect();
     entries.sort();
@@ -540,10 +550,11 @@ fn the_runtime_imports_point_down() {
     assert!(errors.is_empty(), "the runtime's layering (src/lib.rs) is broken:\n{}", errors.join("\n"));
 }
 
-/// Folders whose files still name each other in circles (each `mod.rs` holds items its
-/// children use), to be reshaped as `partitioned/` was: the types at the bottom in files of
-/// their own. Listed so that no other folder gains a circle, and checked to still have one
-/// (a folder reshaped leaves the list).
+/// Folders whose files still name each other in circles through their `mod.rs` (it holds
+/// items its children use, and uses them), to be reshaped as `partitioned/` was: the types
+/// at the bottom in files of their own. Listed so that no other folder gains a circle, and
+/// checked to still have one (a folder reshaped leaves the list). Their children alone form
+/// no circle: that is checked for every folder.
 const FOLDERS_WITH_CIRCLES: &[&str] = &["cudart/", "devices/", "memory/"];
 
 #[test]
@@ -557,17 +568,19 @@ fn no_circle_runs_through_a_folder() {
         let dir = rel.trim_end_matches("mod.rs");
         let children: BTreeSet<String> = declared_modules(text);
         let mut refs = Vec::new();
-        for (child, ctext) in
-            files.iter().filter(|(c, _)| c.starts_with(dir) && c[dir.len()..].matches('/').count() == 0)
-        {
-            refs.extend(folder_references(child, ctext, &children));
+        // Every file under the folder, a subfolder's too: a subfolder is one child.
+        for (child, ctext) in files.iter().filter(|(c, _)| c.starts_with(dir)) {
+            refs.extend(folder_references(dir, child, ctext, &children));
         }
         folders += 1;
         let found = circles(&refs);
-        match (FOLDERS_WITH_CIRCLES.contains(&dir), found.is_empty()) {
-            (false, _) => errors.extend(found),
-            (true, true) => errors.push(format!("{dir} has no circle left: take it off FOLDERS_WITH_CIRCLES")),
-            (true, false) => {}
+        if !FOLDERS_WITH_CIRCLES.contains(&dir) {
+            errors.extend(found);
+        } else if found.is_empty() {
+            errors.push(format!("{dir} has no circle left: take it off FOLDERS_WITH_CIRCLES"));
+        } else {
+            // A listed folder's circles may run through its `mod.rs`, never among its children.
+            errors.extend(circles_among_children(&refs));
         }
     }
     assert!(folders >= 4, "found only {folders} folders of modules under src/");
@@ -668,7 +681,7 @@ fn a_circle_within_a_layer_is_named_with_each_hop() {
 fn a_circle_through_a_folder_is_found_and_its_mod_counts() {
     let children: BTreeSet<String> = ["plan", "split", "memo"].iter().map(|s| s.to_string()).collect();
     let found = |file: &str, src: &str| -> Vec<(usize, String)> {
-        folder_references(file, src, &children).into_iter().map(|r| (r.line, r.to)).collect()
+        folder_references("partitioned/", file, src, &children).into_iter().map(|r| (r.line, r.to)).collect()
     };
     // A child names a sibling, its parent's items, and a sibling through the crate's path.
     let src = "use super::plan::LaunchPlan;\nuse super::{memo, Outcome};\nfn f() { super::strict(); }\n\
@@ -680,11 +693,59 @@ fn a_circle_through_a_folder_is_found_and_its_mod_counts() {
     // Tests inside a child name the child itself: no reference.
     assert!(found("partitioned/plan.rs", "mod tests {\n use super::*;\n}\n").is_empty());
     // `mod.rs` names its children bare; a circle through it is reported.
-    let mut refs = folder_references("partitioned/mod.rs", "fn f() { split::plan_split(); }", &children);
-    refs.extend(folder_references("partitioned/split.rs", "use super::Outcome;", &children));
+    let mut refs =
+        folder_references("partitioned/", "partitioned/mod.rs", "fn f() { split::plan_split(); }", &children);
+    refs.extend(folder_references("partitioned/", "partitioned/split.rs", "use super::Outcome;", &children));
     let errors = circles(&refs);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].contains("`mod` -> `split`") && errors[0].contains("`split` -> `mod`"), "{}", errors[0]);
     refs.retain(|r| r.from != "split");
     assert!(circles(&refs).is_empty());
+}
+
+#[test]
+fn a_circle_among_a_folders_children_is_found_and_its_mod_is_left_out() {
+    let children: BTreeSet<String> =
+        ["config", "launch", "graphs", "textures", "sub"].iter().map(|s| s.to_string()).collect();
+    let refs_of = |file: &str, src: &str| folder_references("cudart/", file, src, &children);
+    // Two children naming each other, through `super::` and through the crate's path.
+    let mut refs = refs_of("cudart/config.rs", "use super::launch::is_kernel;\n");
+    refs.extend(refs_of("cudart/launch.rs", "\n\nfn f() { crate::cudart::config::occupancy(); }\n"));
+    let errors = circles_among_children(&refs);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("`config` -> `launch` (cudart/config.rs:1)"), "{}", errors[0]);
+    assert!(errors[0].contains("`launch` -> `config` (cudart/launch.rs:3)"), "{}", errors[0]);
+    // Through the root both ways (`mod.rs` names `graphs` bare and `self::launch`; they name
+    // its items): a circle with `mod`, none among the children.
+    let mut through_root = refs_of("cudart/mod.rs", "fn f() { graphs::capture_of(s); self::launch::go(); }\n");
+    through_root.extend(refs_of("cudart/launch.rs", "use super::capture_launch;\n"));
+    through_root.extend(refs_of("cudart/graphs.rs", "use super::launch::Dim3;\nuse super::{api, ret};\n"));
+    assert!(!circles(&through_root).is_empty());
+    assert!(circles_among_children(&through_root).is_empty(), "{:?}", circles_among_children(&through_root));
+    // A longer circle is named once, each hop with its first reference.
+    let mut three = refs_of("cudart/graphs.rs", "use super::launch::Dim3;\nuse super::launch::check;\n");
+    three.extend(refs_of("cudart/launch.rs", "fn f() { super::textures::array(); }\n"));
+    three.extend(refs_of("cudart/textures.rs", "\nuse crate::cudart::{graphs::Extent, Error};\n"));
+    let errors = circles_among_children(&three);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    for hop in [
+        "`graphs` -> `launch` (cudart/graphs.rs:1)",
+        "`launch` -> `textures` (cudart/launch.rs:1)",
+        "`textures` -> `graphs` (cudart/textures.rs:2)",
+    ] {
+        assert!(errors[0].contains(hop), "{hop} in {}", errors[0]);
+    }
+    // A subfolder is one child: its files name a sibling of the folder through
+    // `super::super::`, and one another not at all.
+    let sub = refs_of(
+        "cudart/sub/a.rs",
+        "use super::super::graphs::Work;\nuse super::b::X;\nuse crate::cudart::sub::c::Y;\n",
+    );
+    let hops: Vec<(&str, &str, usize)> = sub.iter().map(|r| (r.from.as_str(), r.to.as_str(), r.line)).collect();
+    assert_eq!(hops, vec![("sub", "graphs", 1)]);
+    let mut refs = sub;
+    refs.extend(refs_of("cudart/graphs.rs", "fn f() { super::sub::go(); }"));
+    let errors = circles_among_children(&refs);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("`sub` -> `graphs` (cudart/sub/a.rs:1)"), "{}", errors[0]);
 }

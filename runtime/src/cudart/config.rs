@@ -4,7 +4,7 @@
 //! program sees one device, so it has no peer). Each checks its arguments as CUDA does, so a
 //! program's error paths behave the same.
 
-use super::launch::is_kernel;
+use super::launch::{is_kernel, occupancy};
 use super::SUCCESS;
 use super::{api, devices, put, ret, state, Error, Kind, INVALID_DEVICE, INVALID_DEVICE_FUNCTION, INVALID_VALUE};
 use std::ffi::{c_int, c_uint, c_void};
@@ -143,63 +143,8 @@ pub extern "C" fn cudaFuncGetAttributes(attr: *mut FuncAttributes, func: *const 
     })
 }
 
-/// Blocks of `block` threads with `shared` bytes of shared memory that fit on one
-/// multiprocessor at once, by its threads, its shared memory and its block slots (registers
-/// left out: the assembler's choice). 0 where one block does not fit.
-pub fn blocks_per_multiprocessor(l: &crate::devices::DeviceLimits, block: u32, shared: u64) -> u32 {
-    /// Blocks resident on one multiprocessor at most (sm_80 and later: 32).
-    const MOST: u32 = 32;
-    if block == 0 || block > l.max_threads_per_block || shared > l.shared_per_block_optin {
-        return 0;
-    }
-    let warp = l.warp_size.max(1);
-    let threads = block.div_ceil(warp) * warp;
-    let by_threads = l.max_threads_per_multiprocessor / threads;
-    let by_shared = l.shared_per_multiprocessor.checked_div(shared).map_or(MOST, |b| b.min(u64::from(MOST)) as u32);
-    by_threads.min(by_shared).min(MOST)
-}
-
-/// On GPUs, the first GPU (where a cooperative launch runs), the compiled kernel of `func`
-/// (its module's PTX and name) and the dynamic shared memory it takes with `dynamic` more (its
-/// static `__shared__` variables too); `None` elsewhere, or before its module is known.
-fn first_gpu_kernel(
-    func: *const c_void,
-    dynamic: u64,
-) -> Option<(&'static crate::devices::cuda::Cuda, &'static std::ffi::CStr, String, u32)> {
-    let devs = devices();
-    if !devs.on_gpus() {
-        return None;
-    }
-    let (ptx, kernel, shared) = super::launch::gpu_kernel_of(func)?;
-    let gpu = devs.gpus.get(*devs.order.first()?)?;
-    Some((gpu, ptx, kernel, u32::try_from(shared.checked_add(dynamic)?).ok()?))
-}
-
-/// On GPUs, what the driver finds for the compiled kernel on the first GPU (registers,
-/// shared memory and threads: a cooperative launch sized from it fits that GPU); `None`
-/// elsewhere, or where the driver cannot say.
-fn gpu_blocks_per_multiprocessor(func: *const c_void, block: u32, dynamic: u64) -> Option<u32> {
-    let (gpu, ptx, kernel, shared) = first_gpu_kernel(func, dynamic)?;
-    gpu.blocks_per_multiprocessor(ptx, &kernel, block, shared).ok()
-}
-
-/// On GPUs, blocks of kernel `func` the GPU a cooperative launch runs on (the first) holds at
-/// once, as its driver finds for the compiled kernel; `None` elsewhere, or where it cannot say.
-pub(super) fn gpu_wave(func: *const c_void, block: u32, dynamic: u64) -> Option<u64> {
-    let (gpu, ptx, kernel, shared) = first_gpu_kernel(func, dynamic)?;
-    gpu.wave(ptx, &kernel, block, shared).ok()
-}
-
-/// Blocks of kernel `func` one multiprocessor of the device the program sees holds at once,
-/// as [`cudaOccupancyMaxActiveBlocksPerMultiprocessor`] tells it; `None` without devices.
-pub(super) fn occupancy(func: *const c_void, block: u32, dynamic: u64) -> Option<u32> {
-    gpu_blocks_per_multiprocessor(func, block, dynamic)
-        .or_else(|| devices().limits().ok().map(|l| blocks_per_multiprocessor(&l, block, dynamic)))
-}
-
-/// Occupancy: on GPUs the driver's for the compiled kernel ([`gpu_blocks_per_multiprocessor`]),
-/// elsewhere by [`blocks_per_multiprocessor`]; flags 0 (default) or 1 (caching override),
-/// which change nothing here.
+/// Occupancy ([`occupancy`]: on GPUs the driver's for the compiled kernel, elsewhere by the
+/// device's limits); flags 0 (default) or 1 (caching override), which change nothing here.
 #[no_mangle]
 pub extern "C" fn cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     blocks: *mut c_int,

@@ -15,6 +15,7 @@
 //! the stream that began it. The legacy default stream cannot capture.
 
 use super::launch::Dim3;
+use super::textures::{Array, Extent};
 use super::{api, guard, put, ret, stream_ok, Error, SUCCESS};
 use super::{INVALID_DEVICE_FUNCTION, INVALID_VALUE};
 use std::collections::HashMap;
@@ -483,7 +484,8 @@ pub extern "C" fn cudaGraphAddMemcpyNode1D(
     })
 }
 
-/// `cudaPos`, `cudaPitchedPtr`, `cudaExtent` and `cudaMemcpy3DParms`.
+/// `cudaPos`, `cudaPitchedPtr` and `cudaMemcpy3DParms` (`cudaExtent`, which arrays use too, is
+/// [`Extent`]).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct Pos {
@@ -499,14 +501,6 @@ pub struct PitchedPtr {
     pitch: usize,
     xsize: usize,
     ysize: usize,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Extent {
-    pub(super) width: usize,
-    pub(super) height: usize,
-    pub(super) depth: usize,
 }
 
 #[repr(C)]
@@ -532,7 +526,7 @@ fn copy_3d(params: *const Memcpy3DParms) -> Result<Work, Error> {
     let array = |a: *mut c_void| (!a.is_null()).then(|| super::textures::array(a).ok_or(INVALID_VALUE)).transpose();
     let (src_array, dst_array) = (array(p.src_array)?, array(p.dst_array)?);
     // An array as a pitched pointer, its element size, and the position in bytes.
-    let side = |a: Option<super::textures::Array>, ptr: &PitchedPtr, pos: &Pos| match a {
+    let side = |a: Option<Array>, ptr: &PitchedPtr, pos: &Pos| match a {
         Some(a) => (
             PitchedPtr { ptr: a.data as *mut c_void, pitch: a.pitch(), xsize: a.pitch(), ysize: a.rows() },
             Pos { x: pos.x * a.element(), ..*pos },
@@ -552,7 +546,7 @@ fn copy_3d(params: *const Memcpy3DParms) -> Result<Work, Error> {
         (None, None) => 1,
     };
     let e = Extent { width: p.extent.width.checked_mul(element).ok_or(INVALID_VALUE)?, ..p.extent };
-    let inside = |a: Option<super::textures::Array>, q: &PitchedPtr, pos: &Pos| {
+    let inside = |a: Option<Array>, q: &PitchedPtr, pos: &Pos| {
         a.is_none()
             || pos.x + e.width <= q.pitch
                 && (pos.z * q.ysize + pos.y + (e.depth.max(1) - 1) * q.ysize + e.height.max(1))

@@ -6,6 +6,9 @@
 //! configuration as CUDA does and calls it. The launcher packs the kernel's graph arguments,
 //! asking here for each pointer's extent (`hpvm_rt_cuda_extent`) and for each device
 //! variable's buffer (`hpvm_rt_cuda_symbol`), then launches (on GPUs, without waiting).
+//!
+//! A kernel's occupancy ([`occupancy`]) is found here too: a cooperative launch is sized by
+//! it, and `cudaOccupancyMaxActiveBlocksPerMultiprocessor` ([`super::config`]) reports it.
 
 use super::{ret, stream_ok, Error, INVALID_CONFIGURATION, INVALID_DEVICE_FUNCTION, INVALID_RESOURCE_HANDLE};
 use super::{INVALID_VALUE, MISSING_CONFIGURATION, SUCCESS};
@@ -119,6 +122,61 @@ pub(super) fn gpu_kernel_of(func: *const c_void) -> Option<(&'static std::ffi::C
 pub(super) fn is_kernel(func: *const c_void) -> bool {
     let kernels = KERNELS.lock().unwrap_or_else(|e| e.into_inner());
     !func.is_null() && kernels.as_ref().is_some_and(|k| k.contains_key(&(func as usize)))
+}
+
+/// Blocks of `block` threads with `shared` bytes of shared memory that fit on one
+/// multiprocessor at once, by its threads, its shared memory and its block slots (registers
+/// left out: the assembler's choice). 0 where one block does not fit.
+fn blocks_per_multiprocessor(l: &crate::devices::DeviceLimits, block: u32, shared: u64) -> u32 {
+    /// Blocks resident on one multiprocessor at most (sm_80 and later: 32).
+    const MOST: u32 = 32;
+    if block == 0 || block > l.max_threads_per_block || shared > l.shared_per_block_optin {
+        return 0;
+    }
+    let warp = l.warp_size.max(1);
+    let threads = block.div_ceil(warp) * warp;
+    let by_threads = l.max_threads_per_multiprocessor / threads;
+    let by_shared = l.shared_per_multiprocessor.checked_div(shared).map_or(MOST, |b| b.min(u64::from(MOST)) as u32);
+    by_threads.min(by_shared).min(MOST)
+}
+
+/// On GPUs, the first GPU (where a cooperative launch runs), the compiled kernel of `func`
+/// (its module's PTX and name) and the dynamic shared memory it takes with `dynamic` more (its
+/// static `__shared__` variables too); `None` elsewhere, or before its module is known.
+fn first_gpu_kernel(
+    func: *const c_void,
+    dynamic: u64,
+) -> Option<(&'static crate::devices::cuda::Cuda, &'static std::ffi::CStr, String, u32)> {
+    let devs = crate::devices::devices();
+    if !devs.on_gpus() {
+        return None;
+    }
+    let (ptx, kernel, shared) = gpu_kernel_of(func)?;
+    let gpu = devs.gpus.get(*devs.order.first()?)?;
+    Some((gpu, ptx, kernel, u32::try_from(shared.checked_add(dynamic)?).ok()?))
+}
+
+/// On GPUs, what the driver finds for the compiled kernel on the first GPU (registers,
+/// shared memory and threads: a cooperative launch sized from it fits that GPU); `None`
+/// elsewhere, or where the driver cannot say.
+fn gpu_blocks_per_multiprocessor(func: *const c_void, block: u32, dynamic: u64) -> Option<u32> {
+    let (gpu, ptx, kernel, shared) = first_gpu_kernel(func, dynamic)?;
+    gpu.blocks_per_multiprocessor(ptx, &kernel, block, shared).ok()
+}
+
+/// On GPUs, blocks of kernel `func` the GPU a cooperative launch runs on (the first) holds at
+/// once, as its driver finds for the compiled kernel; `None` elsewhere, or where it cannot say.
+fn gpu_wave(func: *const c_void, block: u32, dynamic: u64) -> Option<u64> {
+    let (gpu, ptx, kernel, shared) = first_gpu_kernel(func, dynamic)?;
+    gpu.wave(ptx, &kernel, block, shared).ok()
+}
+
+/// Blocks of kernel `func` one multiprocessor of the device the program sees holds at once,
+/// as `cudaOccupancyMaxActiveBlocksPerMultiprocessor` ([`super::config`]) tells it; `None`
+/// without devices.
+pub(super) fn occupancy(func: *const c_void, block: u32, dynamic: u64) -> Option<u32> {
+    gpu_blocks_per_multiprocessor(func, block, dynamic)
+        .or_else(|| crate::devices::devices().limits().ok().map(|l| blocks_per_multiprocessor(&l, block, dynamic)))
 }
 
 /// The size of the device variable whose shadow is at `symbol`; `None` where no variable
@@ -287,9 +345,8 @@ pub unsafe extern "C" fn cudaLaunchCooperativeKernel(
     if let (Ok(l), true) = (crate::devices::devices().limits(), threads <= 1024 && is_kernel(func)) {
         // On GPUs what the one GPU it runs on holds; elsewhere what the program was told it may
         // launch (`cudaOccupancyMaxActiveBlocksPerMultiprocessor` times the multiprocessors).
-        let at_once = super::config::gpu_wave(func, threads, shmem as u64).unwrap_or_else(|| {
-            super::config::occupancy(func, threads, shmem as u64).unwrap_or(0) as u64 * l.multiprocessors as u64
-        });
+        let at_once = gpu_wave(func, threads, shmem as u64)
+            .unwrap_or_else(|| occupancy(func, threads, shmem as u64).unwrap_or(0) as u64 * l.multiprocessors as u64);
         if blocks > at_once {
             return ret(super::COOPERATIVE_LAUNCH_TOO_LARGE);
         }
@@ -341,14 +398,9 @@ unsafe fn launch_kernel(
     if shmem as u64 > max_dynamic_shared() {
         return ret(INVALID_VALUE);
     }
-    if let Some(graph) = super::graphs::capture_of(stream) {
-        if cooperative {
-            // A graph's kernel nodes are not cooperative here: refused, as a call CUDA's
-            // stream capture does not take.
-            return ret(super::INVALID_VALUE);
-        }
-        // SAFETY: the caller's argument array, as this function's contract says.
-        return unsafe { super::graphs::record_kernel(graph, func, g, b, args, shmem) };
+    // SAFETY: the caller's argument array, as this function's contract says.
+    if let Some(e) = unsafe { super::capture_launch(stream, func, g, b, args, shmem, cooperative) } {
+        return e;
     }
     let dim = |v: c_uint| v as i64;
     // SAFETY: the compiler's launcher for this kernel, with the caller's argument array. Not

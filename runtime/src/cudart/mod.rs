@@ -126,6 +126,32 @@ fn ret(e: Error) -> Error {
     e
 }
 
+/// A kernel launch ([`launch`]) given to a stream that captures: recorded into its graph
+/// ([`graphs::record_kernel`]), as the calls here record theirs; `None` where `stream` does
+/// not capture, and the launch runs. Asked here rather than in [`launch`]: a graph's launch
+/// runs its kernels through [`launch`], which so stays below [`graphs`].
+///
+/// # Safety
+/// `args` holds a pointer to each of the kernel's arguments.
+unsafe fn capture_launch(
+    stream: *mut c_void,
+    func: *const c_void,
+    grid: launch::Dim3,
+    block: launch::Dim3,
+    args: *mut *mut c_void,
+    shmem: usize,
+    cooperative: bool,
+) -> Option<Error> {
+    let graph = graphs::capture_of(stream)?;
+    if cooperative {
+        // A graph's kernel nodes are not cooperative here: refused, as a call CUDA's stream
+        // capture does not take.
+        return Some(ret(INVALID_VALUE));
+    }
+    // SAFETY: as this function's contract says.
+    Some(unsafe { graphs::record_kernel(graph, func, grid, block, args, shmem) })
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     /// `cudaMalloc`, `cudaMallocManaged`: tracked.

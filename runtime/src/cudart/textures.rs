@@ -22,7 +22,6 @@
 //! which kernels fetch by direction (`textures.h`); kernels that gather or query a texture fail
 //! to build, naming the line.
 
-use super::graphs::Extent;
 use super::{allocate, copy, copy_2d, put, ret, Error, Kind, INVALID_VALUE, SUCCESS};
 use super::{api, release};
 use crate::memory;
@@ -65,6 +64,16 @@ impl ChannelFormatDesc {
     fn element(&self) -> Option<usize> {
         self.shape().map(|(c, b)| c * b)
     }
+}
+
+/// `cudaExtent`: an array's size in elements; also a 3-D copy's (`cudaMemcpy3D`,
+/// [`super::graphs`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Extent {
+    pub(super) width: usize,
+    pub(super) height: usize,
+    pub(super) depth: usize,
 }
 
 /// A CUDA array: its format, size in elements (height and depth 0 where absent, as made)

@@ -28,7 +28,7 @@
 //!   (`inflight::drain`);
 //! - a graph's kernels run in a chain, each after the one before, as on the stream.
 
-use super::cuda::Params;
+use super::params::Params;
 use crate::hash::{FxHashMap, FxHashSet};
 use cudarc::driver::sys;
 use std::ffi::c_void;

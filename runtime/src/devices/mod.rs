@@ -30,6 +30,7 @@ pub mod host;
 pub mod inflight;
 mod limits;
 pub mod opening;
+pub mod params;
 pub mod sim;
 pub mod staging;
 pub mod topology;

@@ -11,12 +11,12 @@
 //!
 //! Invariants:
 //! - a slot is written by the host only after the DMA that last used it completed (its event);
-//! - host to device: the program's bytes are read before `to_device` returns; the device has
-//!   them once the stream reaches the copies (the stream's order, as for any copy);
-//! - device to host: `to_host` returns after the program's bytes are written, so it waits for
-//!   everything enqueued on the stream before it.
+//! - host to device: the program's bytes are read before [`Slots::host_to_device`] returns;
+//!   the device has them once the stream reaches the copies (the stream's order, as for any
+//!   copy);
+//! - device to host: [`Slots::device_to_host`] returns after the program's bytes are written,
+//!   so it waits for everything enqueued on the stream before it.
 
-use super::cuda::Cuda;
 use super::Copy;
 use cudarc::driver::{result, sys};
 use rayon::prelude::*;
@@ -222,32 +222,28 @@ unsafe fn dma(
     })
 }
 
-impl Cuda {
-    /// Enqueues host-to-device copy `c` through the staging slots (see the module doc).
-    pub(super) fn staged_to_device(&self, c: &Copy) -> Result<(), String> {
-        let stream = self.bind()?.stream;
-        let mut guard = self.staging()?;
-        let slots = guard.as_mut().expect("made by staging()");
+impl Slots {
+    /// Enqueues host-to-device copy `c` on `stream` through the slots (see the module doc),
+    /// with the GPU's context current.
+    pub(super) fn host_to_device(&mut self, c: &Copy, stream: sys::CUstream) -> Result<(), String> {
         let pitch = host_pitch(c);
         for chunk in chunks(c, SLOT_BYTES as u64) {
-            let i = slots.take()?;
-            let slot = slots.slots[i].host;
+            let i = self.take()?;
+            let slot = self.slots[i].host;
             // SAFETY: the copy's host rows are the program's tracked memory; the slot is free.
             unsafe {
                 move_rows(c.src_addr, pitch, chunk, slot, true);
                 dma(slot, c.dst_addr, pitch, chunk, true, stream)?;
             }
-            slots.record(i, stream)?;
+            self.record(i, stream)?;
         }
         Ok(())
     }
 
-    /// Copies device-to-host `c` through the staging slots and returns once the program's
-    /// memory holds it: the DMA of one chunk runs while the previous one is copied out.
-    pub(super) fn staged_to_host(&self, c: &Copy) -> Result<(), String> {
-        let stream = self.bind()?.stream;
-        let mut guard = self.staging()?;
-        let slots = guard.as_mut().expect("made by staging()");
+    /// Copies device-to-host `c` through the slots, after what is enqueued on `stream`, and
+    /// returns once the program's memory holds it: the DMA of one chunk runs while the
+    /// previous one is copied out. The GPU's context is current.
+    pub(super) fn device_to_host(&mut self, c: &Copy, stream: sys::CUstream) -> Result<(), String> {
         let pitch = host_pitch(c);
         let mut pending: Option<(usize, Chunk)> = None;
         let drain = |slots: &mut Slots, (i, chunk): (usize, Chunk)| -> Result<(), String> {
@@ -257,16 +253,16 @@ impl Cuda {
             Ok(())
         };
         for chunk in chunks(c, SLOT_BYTES as u64) {
-            let i = slots.take()?;
+            let i = self.take()?;
             // SAFETY: the slot is free and covers the chunk; the device rows are allocated.
-            unsafe { dma(slots.slots[i].host, c.src_addr, pitch, chunk, false, stream)? };
-            slots.record(i, stream)?;
+            unsafe { dma(self.slots[i].host, c.src_addr, pitch, chunk, false, stream)? };
+            self.record(i, stream)?;
             if let Some(p) = pending.replace((i, chunk)) {
-                drain(slots, p)?;
+                drain(self, p)?;
             }
         }
         if let Some(p) = pending {
-            drain(slots, p)?;
+            drain(self, p)?;
         }
         Ok(())
     }

@@ -8,8 +8,8 @@
 use crate::args::SendPtr;
 use crate::ctx::{GridBox, NodeCtx};
 use crate::desc::{KernelDesc, KernelKind, KindDesc};
-use crate::devices::cuda::Params;
 use crate::devices::inflight::DeviceList;
+use crate::devices::params::Params;
 use crate::devices::{devices, Device};
 use crate::module::Module;
 use crate::scratch;

@@ -33,7 +33,7 @@ pub(crate) struct Record {
     pub found: crate::devices::cuda::Found,
     /// The launch's parameters as made, each replay's free scalars written over them; empty
     /// once a held launch took them (made again from `launch` then).
-    pub params: crate::devices::cuda::Params,
+    pub params: crate::devices::params::Params,
     /// How a replay reads the unit's arguments from the launcher's struct, made at the first
     /// replay from a launch ([`FromUser`]).
     pub from_user: Option<FromUser>,
