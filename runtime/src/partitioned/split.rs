@@ -22,11 +22,11 @@ use crate::args::int_param;
 use crate::ctx::GridBox;
 use crate::desc::{KindDesc, NodeDesc};
 use crate::devices::Place;
+use crate::hash::FxHashMap;
 use crate::memory::{ByteRect, Table};
 use dashdb::{ReadKind, WriteKind};
 use isl_glue::BlockRange;
 use rayon::prelude::*;
-use crate::hash::FxHashMap;
 use std::sync::Arc;
 
 /// The grid dimensions a launch of `blocks` blocks in `parts` partitions is cut along. The
