@@ -619,6 +619,31 @@ fn a_plan_past_its_isl_bound_runs_whole_and_says_why() {
     assert!(stderr(&out).contains("HPVM_MGPU_ISL_OPERATIONS=lots: expected a number"), "{}", stderr(&out));
 }
 
+/// A kernel whose maps name a scalar that changes at every launch (a Gaussian elimination's
+/// pivot row) misses the plan cache each time, and its plans after the first come from the
+/// maps' closed forms; the statistics count, per node, the split plans made at a launch, with
+/// the first one's time (ISL) and the others' median (issue 40's "plan miss").
+#[test]
+fn split_plans_made_at_launches_are_counted_and_timed() {
+    let dir = TempDir::new("plan_misses");
+    let exe = build(&dir, "tests/cuda/eliminate.cu");
+    let file = dir.path_str("stats.json");
+    let one = run_ok(&exe, &["40"], &[("HPVM_MGPU_DEVICES", "cpu:1")]);
+    let env = [("HPVM_MGPU_DEVICES", "cpu:4"), ("HPVM_MGPU_PARTITION", "always"), ("HPVM_MGPU_STATS", &file[..])];
+    assert_eq!(run_ok(&exe, &["40"], &env), one);
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert!(s["closed_forms"].as_u64().unwrap_or(0) > 0, "no closed form was made: {s}");
+    for name in ["multipliers.blocks", "update.blocks"] {
+        let n = node(&s, name);
+        let misses = n["split_plan_misses"].as_u64().unwrap();
+        // Every launch has a new pivot row: each split one made its plan at the launch.
+        assert_eq!(Some(misses), n["partitioned_launches"].as_u64(), "{n}");
+        assert!(misses >= 30, "{n}");
+        assert!(n["us_first_split_plan_miss"].as_f64().unwrap() > 0.0, "{n}");
+        assert!(n["us_split_plan_miss_median"].as_f64().unwrap() > 0.0, "{n}");
+    }
+}
+
 /// A leaf whose own code faults (reading one row past its input, which ends at a page the
 /// program made inaccessible): the process dies of SIGSEGV as it would without the runtime,
 /// after naming the node, its file:line, the address and the buffer it is past, with what the
