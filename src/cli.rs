@@ -420,6 +420,9 @@ fn nvcc_flag(flag: &str, value: Option<&str>) -> Option<Nvcc> {
         | "-allow-unsupported-compiler"
         | "--allow-unsupported-compiler" => none(),
         "-w" | "--disable-warnings" => none(),
+        // Host debug information: the build keeps line tables for the runtime's messages
+        // (a crash or a race names the program's file:line) whatever is asked.
+        "-g" | "--debug" => none(),
         // `-dc` is `-c -rdc=true`; `-dw` compiles whole-program device code, as `-c` does.
         "-dc" | "--device-c" => Some(Nvcc::Args(vec!["-c".into(), "--rdc".into()])),
         "-dw" | "--device-w" => Some(Nvcc::Args(vec!["-c".into()])),
@@ -585,6 +588,7 @@ mod nvcc_tests {
             ["build", "--rdc", "a.cu"]
         );
         assert_eq!(norm(&["build", "-ccbin", "g++", "-Xptxas", "-v", "a.cu"]), ["build", "a.cu"]);
+        assert_eq!(norm(&["build", "-g", "-O3", "--debug", "a.cu"]), ["build", "-O3", "a.cu"]);
         assert_eq!(nvcc_flag("-Xcompiler", Some("-Wall,-fopenmp")), Some(Nvcc::Args(vec!["--openmp".into()])));
         assert_eq!(nvcc_flag("-fopenmp", None), Some(Nvcc::Args(vec!["--openmp".into()])));
         assert_eq!(nvcc_flag("-o", None), None);
