@@ -329,6 +329,13 @@ pub extern "C" fn hpvm_rt_spin() {
     crate::fiber::spin();
 }
 
+/// A branch's meeting point in compiled warp-synchronous CPU leaf code: the lanes of the
+/// calling instance's warp go on together from here ([`crate::fiber::converge`]).
+#[no_mangle]
+pub extern "C" fn hpvm_rt_converge(site: u64) {
+    crate::fiber::converge(site);
+}
+
 /// PTX's `fns.b32 d, mask, base, offset` (`__fns`) in compiled CPU leaf code: the position of
 /// the `|offset|`-th set bit of `mask` counting from bit `base` upwards (offset > 0) or
 /// downwards (offset < 0), `base` itself where offset is 0 and that bit is set; `0xffffffff`

@@ -100,6 +100,8 @@ mod imp {
         Active(u64, u64),
         /// A spin on a flag: it comes back whenever it is resumed.
         Spin,
+        /// The meeting point of a branch's lanes at this site ([`converge`]).
+        Converge(u64),
     }
 
     /// One lane's warp operations under one mask.
@@ -386,6 +388,49 @@ mod imp {
                 .iter()
                 .any(|&(w, gs, gk, lanes, _)| w == m / 32 && gs == site && gk == k && lanes & (1 << (m % 32)) != 0),
             Wait::Spin => true,
+            Wait::Converge(_) => true,
+        }
+    }
+
+    /// A branch's meeting point in a warp-synchronous leaf (`transform::reconverge`): the
+    /// running lane waits until every other lane of its warp still running waits too (at a
+    /// meeting point, a barrier, a warp operation or `__activemask`; a lane between two of
+    /// its steps in lockstep runs first); then the lanes at the meeting point earliest in the
+    /// program (`site`, a reverse postorder) go on together, as a GPU's warp goes on from a
+    /// branch converged, and the others wait on. Outside fibers the lane is alone.
+    pub fn converge(site: u64) {
+        let Some(s) = sched() else { return };
+        let t = s.current.get();
+        let (first, last) = ((t / 32) * 32, ((t / 32) * 32 + 32).min(s.n));
+        s.progress.set(s.progress.get() + 1);
+        s.waits.borrow_mut()[t] = Wait::Converge(site);
+        loop {
+            // Released by the lane that found its warp settled.
+            if s.waits.borrow()[t] == Wait::Not {
+                return;
+            }
+            let settled = (first..last).filter(|&m| m != t && !s.done.borrow()[m]).all(|m| {
+                // A spin here is a step in lockstep, which must be made before the warp meets.
+                !matches!(s.waits.borrow()[m], Wait::Not | Wait::Spin) && blocked(s, m)
+            });
+            let earliest = (first..last)
+                .filter(|&m| !s.done.borrow()[m])
+                .filter_map(|m| match s.waits.borrow()[m] {
+                    Wait::Converge(at) => Some(at),
+                    _ => None,
+                })
+                .min();
+            if settled && earliest == Some(site) {
+                let mut waits = s.waits.borrow_mut();
+                for m in first..last {
+                    if waits[m] == Wait::Converge(site) {
+                        waits[m] = Wait::Not;
+                    }
+                }
+                s.progress.set(s.progress.get() + 1);
+                return;
+            }
+            suspend();
         }
     }
 
@@ -474,7 +519,7 @@ mod imp {
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))]
-pub use imp::{active_mask, count_barrier, exchange, exchange_lane, exit_instance, spin};
+pub use imp::{active_mask, converge, count_barrier, exchange, exchange_lane, exit_instance, spin};
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64"))]
 pub use imp::{barrier, run};
@@ -493,6 +538,9 @@ pub fn barrier() -> bool {
 pub fn active_mask(_site: u64) -> u32 {
     1
 }
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
+pub fn converge(_site: u64) {}
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "riscv64")))]
 pub fn spin() {

@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 89] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 90] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -231,6 +231,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 89] = [
     ("tests/cuda/lockstep.cu", &[&["1"], &["9"]]),
     // The same between tile syncs without `volatile` (NVIDIA's dxtc), float3 and int.
     ("tests/cuda/tiles.cu", &[&["1"], &["7"]]),
+    // The same ordered by `__threadfence_block()` (HeCBench fpdc), lanes leaving a loop early.
+    ("tests/cuda/fenced.cu", &[&["1"], &["37"]]),
     // CUDA arrays and texture objects: every kind of resource, sampling and read mode.
     ("tests/cuda/textures.cu", &[&["2", "2"], &["37", "23"], &["130", "41"]]),
     // Device variables of struct types with initial values (they read zero before).

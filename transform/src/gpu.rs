@@ -855,8 +855,13 @@ fn resolve<'ctx>(
             // The CUDA frontend gives `__threadfence*` (`llvm.nvvm.membar.*`) to the CPU as a
             // sequentially consistent fence, which LLVM 19's NVPTX cannot select ("Cannot
             // select: AtomicFence": the kernel fell back to the CPU). Back to the GPU's own
-            // barrier, at the widest scope: at least as strong as any the program asked for.
-            let membar = intrinsic(m, "llvm.nvvm.membar.sys", ctx.void_type().fn_type(&[], false));
+            // barrier: `__threadfence_block`'s single-thread fence to `membar.cta` (a block's
+            // threads are the CPU's one thread), any other at the widest scope, at least as
+            // strong as what the program asked for.
+            // SAFETY: a fence instruction of this function.
+            let block = unsafe { llvm_sys::core::LLVMIsAtomicSingleThread(inst.as_value_ref()) } != 0;
+            let scope = if block { "llvm.nvvm.membar.cta" } else { "llvm.nvvm.membar.sys" };
+            let membar = intrinsic(m, scope, ctx.void_type().fn_type(&[], false));
             b.position_before(&inst);
             b.build_call(membar, &[], "").map_err(|e| e.to_string())?;
             inst.erase_from_basic_block();

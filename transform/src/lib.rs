@@ -22,6 +22,7 @@ pub mod host;
 pub mod indirect;
 pub mod intrinsics;
 pub mod layout;
+pub mod reconverge;
 pub mod sass;
 pub use hpvm_core::plan;
 pub mod trace;

@@ -139,11 +139,14 @@ fn cpu_ptx(f: FunctionValue<'_>) -> Option<ptx::Block> {
     ptx::parse(text.get_string_value().to_str().ok()?)
 }
 
-/// Whether the leaf function `f` calls a warp operation the CPU runs, or accesses memory
-/// through `volatile` ([`lockstep`]): its instances must then run together, as fibers.
+/// Whether the leaf function `f` calls a warp operation the CPU runs, accesses memory
+/// through `volatile`, or fences (`__threadfence_block` between the steps of a warp's scan
+/// in shared memory, as HeCBench fpdc does) ([`lockstep`]): its instances must then run
+/// together, as fibers.
 pub fn uses_warps(f: FunctionValue<'_>) -> bool {
     f.get_basic_block_iter().flat_map(|bb| bb.get_instructions()).any(|inst| {
         is_volatile(inst)
+            || inst.get_opcode() == InstructionOpcode::Fence
             || inst.get_opcode() == InstructionOpcode::Call
                 && inkwell::values::CallSiteValue::try_from(inst)
                     .ok()
@@ -177,12 +180,26 @@ fn is_volatile(inst: inkwell::values::InstructionValue<'_>) -> bool {
 /// its stores. Fibers run one instance at a time, so each such access first lets every other
 /// instance of the block run up to its own next one (`hpvm_rt_spin`): the scheduler's passes
 /// then make the n-th accesses of all lanes before any lane's (n+1)-th, as a warp does.
+/// After every branch the lanes meet again ([`crate::reconverge`]), so lanes that took a
+/// branch apart (`if (lane & 1) s[i] = ...`) are back in step for the accesses after it.
 /// Leaves without warp operations keep their plain shared accesses free (a tiled kernel's
 /// inner loop would pay a fiber switch per load); a race between two `__syncthreads` there
 /// still runs lane after lane on simulated devices.
+///
+/// `__threadfence_block`'s single-thread fences become system-wide again here: they hold
+/// while a block's instances share the CPU thread that runs them as fibers, but where a
+/// target has no fibers each instance has a thread of its own.
 pub fn lockstep(module: &Module<'_>, f: FunctionValue<'_>, warp_synchronous: bool, shared: &[u32]) -> Result<()> {
     let ctx = module.get_context();
     let b = ctx.create_builder();
+    for fence in f
+        .get_basic_block_iter()
+        .flat_map(|bb| bb.get_instructions())
+        .filter(|i| i.get_opcode() == InstructionOpcode::Fence)
+    {
+        // SAFETY: a fence instruction of this function.
+        unsafe { llvm_sys::core::LLVMSetAtomicSingleThread(fence.as_value_ref(), 0) };
+    }
     let shared: Vec<_> = match warp_synchronous {
         true => shared.iter().filter_map(|&i| f.get_nth_param(i)).map(|p| p.as_value_ref()).collect(),
         false => Vec::new(),
@@ -192,11 +209,17 @@ pub fn lockstep(module: &Module<'_>, f: FunctionValue<'_>, warp_synchronous: boo
         .flat_map(|bb| bb.get_instructions())
         .filter(|&i| is_volatile(i) || !shared.is_empty() && accesses_one_of(i, &shared))
         .collect();
+    let any = !accesses.is_empty();
     for inst in accesses {
         b.position_before(&inst);
         let saved = SavedContext::save(module, &b)?;
         b.build_call(runtime(module, "hpvm_rt_spin", ctx.void_type().fn_type(&[], false)), &[], "")?;
         saved.restore(&b)?;
+    }
+    if any {
+        // Accesses in lockstep stay in step only where every lane makes them: after a branch
+        // some lanes took, the lanes meet again as a warp does.
+        crate::reconverge::insert(module, f)?;
     }
     Ok(())
 }

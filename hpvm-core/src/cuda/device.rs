@@ -1007,11 +1007,16 @@ fn resolve<'ctx>(
             // `bar.sync 0`, as `__syncthreads` is (the other barriers are named, and not taken).
             Some(b.build_call(hpvm.barrier, &[], "").map_err(llvm)?.as_value_ref())
         } else if name.starts_with("llvm.nvvm.membar.") {
+            // `__threadfence_block` (`membar.cta`) orders memory for the threads of a block,
+            // which run on one CPU thread as fibers: a single-thread fence. It marks
+            // warp-synchronous code (`transform::warp::uses_warps`), and gives the GPU its
+            // `membar.cta` back; `__threadfence` and `_system` stay system-wide.
+            let block = i32::from(name == "llvm.nvvm.membar.cta");
             Some(unsafe {
                 LLVMBuildFence(
                     b.as_mut_ptr(),
                     llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingSequentiallyConsistent,
-                    0,
+                    block,
                     c"".as_ptr(),
                 )
             })
