@@ -432,12 +432,21 @@ impl Cuda {
     /// submitting the launches held on this GPU: every other operation binds first, so none
     /// overtakes them ([`super::held`]). The context and stream, for the caller's use.
     pub(super) fn bind(&self) -> Result<Opened, String> {
+        self.bind_at(true)
+    }
+
+    /// [`Cuda::bind`]; `sync`: for something other than a launch, which ends the interval
+    /// of launches the held sequences are measured by ([`super::held::Held::sync_point`]).
+    fn bind_at(&self, sync: bool) -> Result<Opened, String> {
         let o = self.opened()?;
         // SAFETY: the context lives as long as the process.
         make_current(o.ctx)?;
         // Launches are held only where graphs are on: otherwise there is nothing to submit.
         if super::held::enabled() {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            if sync {
+                held.sync_point();
+            }
             if !held.is_empty() {
                 held.flush(o.stream, &|| self.label())?;
             }
@@ -867,7 +876,8 @@ impl Cuda {
         if let Some(&m) = modules.get(&(ptx.as_ptr() as usize)) {
             return Ok(m);
         }
-        self.bind()?;
+        // Not a point where the program synchronizes: a launch's, or the load at the opening.
+        self.bind_at(false)?;
         let t = std::time::Instant::now();
         let loaded = |sass: bool| {
             crate::sink::record(crate::sink::Event::ModuleLoaded { sass, nanos: t.elapsed().as_nanos() as u64 })
@@ -1029,7 +1039,8 @@ impl Cuda {
         params: &mut Params,
     ) -> Result<bool, String> {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if !held.may_hold(f, block, shared) {
+        let holding = held.counts_launch();
+        if !holding || !held.may_hold(f, block, shared) {
             return Ok(false);
         }
         let name = name(&mut held);
@@ -1089,7 +1100,7 @@ impl Cuda {
         validated: bool,
         cooperative: bool,
     ) -> Result<(), String> {
-        let o = self.bind()?;
+        let o = self.bind_at(false)?;
         let f = match f {
             Some(f) => f,
             None => self.function(ptx, kernel)?,

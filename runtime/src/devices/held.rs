@@ -12,6 +12,17 @@
 //! graph replay costs about a third of it (H200: 3.0 µs per `cuLaunchKernel`, 1.0 µs per
 //! kernel of a replayed graph of 30 with 20 nodes' parameters changed: `launch_probe`).
 //!
+//! Holding pays only where sequences are long enough to become graphs. A program that
+//! synchronizes after every launch or two (PolyBench's lu, per-row eliminations) would pay the
+//! hold and the flush on every launch and never replay: after [`SHORT_INTERVALS`] intervals in
+//! a row between the program's synchronizations with fewer than [`GRAPH_MIN`] launches, its
+//! launches go to the driver at once, as with graphs off, until an interval is long again
+//! ([`Held::counts_launch`], [`Held::sync_point`]; launches are counted whether held or not).
+//! (Building a graph off the launch path, on a worker thread, was tried and measured slower
+//! on an H200: the build then contends with the launches for the driver, and the sequence
+//! after it waits for the build anyway. So was loading the modules on a worker thread as a
+//! GPU opens: no first launch got cheaper.)
+//!
 //! Invariants (what keeps it exact):
 //! - held launches are flushed before any other call on their GPU: [`super::cuda::Cuda`]
 //!   flushes whenever it makes its context current, which every other operation does
@@ -39,6 +50,10 @@ pub(super) const HOLD_MAX: usize = 32;
 
 /// Fewest held launches worth a graph (below, launching each costs less than a replay).
 const GRAPH_MIN: usize = 4;
+
+/// Intervals in a row between synchronizations shorter than [`GRAPH_MIN`] launches after
+/// which launches are no longer held (see the module's doc).
+const SHORT_INTERVALS: u32 = 3;
 
 /// The longest period of repeating launches [`Held::flush_full`] cuts sequences at.
 const PERIOD_MAX: usize = 8;
@@ -185,6 +200,10 @@ pub(super) struct Held {
     /// Replays and graphs made (statistics).
     pub replays: u64,
     pub built: u64,
+    /// Launches counted since the last synchronization point: the sequence holding makes.
+    since: u32,
+    /// Intervals in a row between synchronization points shorter than [`GRAPH_MIN`].
+    short: u32,
 }
 
 // SAFETY: the handles are the driver's and used only with the GPU's context current, under
@@ -212,6 +231,23 @@ impl Held {
                 self.names.len() - 1
             }
         }
+    }
+
+    /// Counts a launch that could be held; whether it is to be held (see the module's doc:
+    /// not while the program synchronizes after every launch or two).
+    pub fn counts_launch(&mut self) -> bool {
+        self.since = self.since.saturating_add(1);
+        self.short < SHORT_INTERVALS
+    }
+
+    /// Something other than a launch binds the GPU (a synchronization, copy, event or query:
+    /// where held launches are flushed): the interval since the last one ends.
+    pub fn sync_point(&mut self) {
+        if self.since == 0 {
+            return;
+        }
+        self.short = if (self.since as usize) < GRAPH_MIN { self.short.saturating_add(1) } else { 0 };
+        self.since = 0;
     }
 
     /// Holds `l`; whether [`HOLD_MAX`] are now held (the caller then flushes).
@@ -353,4 +389,34 @@ pub(super) fn launch(l: &mut Launch, stream: sys::CUstream) -> Result<(), cudarc
             )
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// lu's loop (a launch, a synchronization) stops holding after a few such intervals; an
+    /// interval long enough for a graph, counted while its launches go to the driver at once,
+    /// starts holding again.
+    #[test]
+    fn launches_are_held_only_while_intervals_are_long_enough_for_graphs() {
+        let mut h = Held::default();
+        for i in 0..SHORT_INTERVALS {
+            assert!(h.counts_launch(), "interval {i} is held");
+            h.sync_point();
+        }
+        assert!(!h.counts_launch());
+        h.sync_point();
+        // Synchronizations with no launch between them end no interval.
+        h.sync_point();
+        h.sync_point();
+        for _ in 0..GRAPH_MIN {
+            assert!(!h.counts_launch());
+        }
+        h.sync_point();
+        assert!(h.counts_launch(), "held again after a long interval");
+        h.sync_point();
+        // One short interval after a long one does not stop holding.
+        assert!(h.counts_launch());
+    }
 }
