@@ -148,6 +148,16 @@ pub struct AccessMap<'i> {
     map: isl::Map,
 }
 
+/// Words of ISL's expression syntax that are not parameters.
+const ISL_WORDS: [&str; 8] = ["floor", "ceil", "min", "max", "mod", "and", "or", "not"];
+
+/// The identifiers of an expression in ISL's syntax, in order (`16gx` is 16 times `gx`).
+fn identifiers(expr: &str) -> impl Iterator<Item = &str> {
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map(|w| w.trim_start_matches(|c: char| c.is_ascii_digit()))
+        .filter(|w| !w.is_empty())
+}
+
 /// A set of array elements (or of instances).
 pub struct ElementSet<'i> {
     isl: &'i Isl,
@@ -175,6 +185,10 @@ impl Isl {
     /// with its parameters fixed to `values` (names it does not use are ignored).
     pub fn value_of(&self, expr: &str, values: &[(&str, i64)]) -> Result<i64> {
         let names: Vec<&str> = values.iter().map(|(n, _)| *n).collect();
+        // A name without a value would be a syntax error to ISL, which prints it: asked here.
+        if let Some(unknown) = identifiers(expr).find(|id| !names.contains(id) && !ISL_WORDS.contains(id)) {
+            return Err(Error::UnknownParam(unknown.to_string()));
+        }
         let text = format!("[{}] -> {{ [v] : v = {expr} }}", names.join(", "));
         let set = self.set(&text)?.fix_params(values)?;
         let (lo, hi) = bounds(&set, 0)?;

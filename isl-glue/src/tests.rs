@@ -147,7 +147,11 @@ fn values_of_expressions_and_parameter_conditions() {
     let isl = Isl::new();
     assert_eq!(isl.value_of("floor(w / 16) * 16", &[("w", 70), ("h", 3)]).unwrap(), 64);
     assert_eq!(isl.value_of("16", &[]).unwrap(), 16);
-    assert!(isl.value_of("w", &[]).is_err());
+    // A name without a value is refused before ISL, which would print a syntax error.
+    assert!(matches!(isl.value_of("w", &[]), Err(Error::UnknownParam(p)) if p == "w"));
+    assert!(matches!(isl.value_of("2Lx + 1", &[("Ly", 3)]), Err(Error::UnknownParam(p)) if p == "Lx"));
+    assert_eq!(isl.value_of("2n + 1", &[("n", 3)]).unwrap(), 7);
+    assert_eq!(isl.value_of("max(n, 4) - floor(n / 2)", &[("n", 3)]).unwrap(), 3);
     assert!(isl.params_hold("[gx, n] -> { : gx >= 0 and n >= 16gx }", &[("gx", 2), ("n", 32), ("m", 1)]).unwrap());
     assert!(!isl.params_hold("[gx, n] -> { : gx >= 0 and n >= 16gx }", &[("gx", 3), ("n", 32)]).unwrap());
     // A parameter left free would answer for some value of it: refused.

@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 90] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 91] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -233,6 +233,9 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 90] = [
     ("tests/cuda/tiles.cu", &[&["1"], &["7"]]),
     // The same ordered by `__threadfence_block()` (HeCBench fpdc), lanes leaving a loop early.
     ("tests/cuda/fenced.cu", &[&["1"], &["37"]]),
+    // Reads bounded by nothing but a shape of a pitch no map names (HeCBench asmooth), exact
+    // writes.
+    ("tests/cuda/pitched_reads.cu", &[&["1", "1"], &["45", "37"]]),
     // CUDA arrays and texture objects: every kind of resource, sampling and read mode.
     ("tests/cuda/textures.cu", &[&["2", "2"], &["37", "23"], &["130", "41"]]),
     // Device variables of struct types with initial values (they read zero before).

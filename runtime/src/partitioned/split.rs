@@ -509,15 +509,16 @@ fn split(
             return Err(format!("the analysis has no maps for `{}`", leaf.params[a.param as usize].name));
         }
     }
-    // Array shapes, from expressions over the parameters.
+    // Array shapes, from expressions over the parameters: over all of them, since a shape
+    // names its row pitch (`Img[*][Lx]`) even where no map of the argument does (a read the
+    // analysis could not bound, HeCBench asmooth's).
     let mut shapes: FxHashMap<u32, Vec<i64>> = FxHashMap::default();
     for a in args {
         let arg = dn.arg(a.param).expect("checked above");
-        let fixed = needed(&arg.params)?;
         let shape = arg
             .shape
             .iter()
-            .map(|s| extent(s, &fixed).map_err(|e| e.to_string()))
+            .map(|s| extent(s, &value_refs).map_err(|e| e.to_string()))
             .collect::<Result<Vec<i64>, String>>()?;
         shapes.insert(a.param, shape);
     }
