@@ -184,3 +184,14 @@ fn occupancy_on_gpus_is_the_drivers_and_cooperative_launches_reach_it() {
     let (_, c, err) = run_on_fake(&exe, &["1000"], &[("HPVM_MGPU_DEVICES", "cuda:1")]);
     assert_eq!(c.get("cuLaunchCooperativeKernel"), Some(&1), "{err}");
 }
+
+/// At the process's exit device memory is freed, not copied back (nothing can read it any
+/// more): of three buffers the program never frees, the driver copies to the host only the
+/// one the program copies back itself, and the managed one, which host code could still read.
+#[test]
+fn device_memory_is_not_copied_back_at_exit() {
+    let exe = cached_build("tests/inputs/cuda/unfreed.cu", &["-O2"]);
+    let (ok, c, err) = run_on_fake(&exe, &[], &[("HPVM_MGPU_DEVICES", "cuda:1")]);
+    assert!(ok, "{err}");
+    assert_eq!(c.get("cuMemcpyDtoHAsync_v2").copied().unwrap_or(0), 2, "{err}");
+}

@@ -44,6 +44,16 @@ pub extern "C" fn __hpvm__init() {
     })
 }
 
+/// Whether the session ends because the process exits (a CUDA program's end,
+/// [`cleanup_at_exit`]): nothing reads device memory after that.
+static AT_EXIT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// [`__hpvm__cleanup`] as the process exits.
+pub(crate) fn cleanup_at_exit() {
+    AT_EXIT.store(true, std::sync::atomic::Ordering::SeqCst);
+    __hpvm__cleanup();
+}
+
 #[no_mangle]
 pub extern "C" fn __hpvm__cleanup() {
     SESSION_OPEN.store(false, std::sync::atomic::Ordering::SeqCst);
@@ -53,7 +63,7 @@ pub extern "C" fn __hpvm__cleanup() {
         crate::devices::opening::finish();
         crate::devices::limits_asked();
         // Buffers first: the copies back to the host count in the statistics.
-        memory::forget_all();
+        memory::forget_all(AT_EXIT.load(std::sync::atomic::Ordering::SeqCst));
         stats::emit();
         scratch::release_global();
         crate::trace::flush();

@@ -439,7 +439,7 @@ pub(super) fn begin_session() {
 
 extern "C" fn end_session() {
     if crate::abi::session_open() && !crate::FAILED.load(std::sync::atomic::Ordering::SeqCst) {
-        crate::abi::__hpvm__cleanup();
+        crate::abi::cleanup_at_exit();
     }
 }
 

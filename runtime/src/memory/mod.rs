@@ -1498,15 +1498,23 @@ pub fn discard(ptr: usize) -> bool {
     removed.map(Buffer::release).is_some()
 }
 
-/// At cleanup: host copies made current, device copies freed.
-pub fn forget_all() {
+/// At cleanup: host copies made current, device copies freed. At the process's exit
+/// (`at_exit`), memory the host's code neither stores into nor reads (CUDA's device memory,
+/// `host_stores` false: only API calls read it, and none comes after the exit) is freed
+/// without being copied back, as NVIDIA's runtime leaves it to the driver's teardown: a
+/// program that never frees its buffers paid a copy of all of them at its end.
+pub fn forget_all(at_exit: bool) {
     inflight::drain();
     // In the order they were tracked, not by address: under ranks every rank must copy them
     // back in the same order, and addresses differ between processes.
-    let mut starts: Vec<(u64, u64)> = table().buffers.values().map(|b| (b.id, b.start)).collect();
+    let mut starts: Vec<(u64, u64, bool)> = table().buffers.values().map(|b| (b.id, b.start, b.host_stores)).collect();
     starts.sort_unstable();
-    for (_, s) in starts {
-        untrack(s as usize);
+    for (_, s, host_stores) in starts {
+        if at_exit && !host_stores {
+            discard(s as usize);
+        } else {
+            untrack(s as usize);
+        }
     }
 }
 
