@@ -141,13 +141,16 @@ pub fn lower(module: &Module<'_>, graph: &Graph, data: &TargetData, opts: &Lower
         .nodes
         .iter()
         .filter(|(_, n)| matches!(n.kind, hpvm_core::graph::NodeKind::Leaf(_)))
-        .map(|(id, n)| Ok((id, describe::function(module, &n.name).map(warp::uses_warps)?)))
+        .map(|(id, n)| {
+            let f = describe::function(module, &n.name)?;
+            Ok((id, warp::uses_warps(f), warp::synchronizes_through_memory(f)))
+        })
         .collect::<Result<_>>()?;
     intrinsics::define(module)?;
     warp::define(module)?;
-    for (id, warp_synchronous) in leaves {
+    for (id, warp_synchronous, reconverge) in leaves {
         let f = describe::function(module, &graph.nodes[id].name)?;
-        warp::lockstep(module, f, warp_synchronous, &shared_params(graph, id))?;
+        warp::lockstep(module, f, warp_synchronous, reconverge, &shared_params(graph, id))?;
     }
     let entries = entry::build_all(module, graph, &program)?;
     host::rewrite(

@@ -161,6 +161,16 @@ pub fn uses_warps(f: FunctionValue<'_>) -> bool {
     })
 }
 
+/// Whether the leaf function `f` orders its lanes through memory alone (`volatile`
+/// accesses, fences), as warp-synchronous code written before Volta does: its lanes then
+/// meet again after every branch ([`lockstep`]'s `reconverge`). Leaves whose lanes talk
+/// through warp operations keep in step at those operations.
+pub fn synchronizes_through_memory(f: FunctionValue<'_>) -> bool {
+    f.get_basic_block_iter()
+        .flat_map(|bb| bb.get_instructions())
+        .any(|inst| is_volatile(inst) || inst.get_opcode() == InstructionOpcode::Fence)
+}
+
 /// A `volatile` load or store.
 fn is_volatile(inst: inkwell::values::InstructionValue<'_>) -> bool {
     matches!(inst.get_opcode(), InstructionOpcode::Load | InstructionOpcode::Store)
@@ -180,8 +190,10 @@ fn is_volatile(inst: inkwell::values::InstructionValue<'_>) -> bool {
 /// its stores. Fibers run one instance at a time, so each such access first lets every other
 /// instance of the block run up to its own next one (`hpvm_rt_spin`): the scheduler's passes
 /// then make the n-th accesses of all lanes before any lane's (n+1)-th, as a warp does.
-/// After every branch the lanes meet again ([`crate::reconverge`]), so lanes that took a
-/// branch apart (`if (lane & 1) s[i] = ...`) are back in step for the accesses after it.
+/// With `reconverge` (leaves that order their lanes through memory alone,
+/// [`synchronizes_through_memory`]) the lanes meet again after every branch
+/// ([`crate::reconverge`]), so lanes that took a branch apart (`if (lane & 1) s[i] = ...`)
+/// are back in step for the accesses after it.
 /// Leaves without warp operations keep their plain shared accesses free (a tiled kernel's
 /// inner loop would pay a fiber switch per load); a race between two `__syncthreads` there
 /// still runs lane after lane on simulated devices.
@@ -189,7 +201,13 @@ fn is_volatile(inst: inkwell::values::InstructionValue<'_>) -> bool {
 /// `__threadfence_block`'s single-thread fences become system-wide again here: they hold
 /// while a block's instances share the CPU thread that runs them as fibers, but where a
 /// target has no fibers each instance has a thread of its own.
-pub fn lockstep(module: &Module<'_>, f: FunctionValue<'_>, warp_synchronous: bool, shared: &[u32]) -> Result<()> {
+pub fn lockstep(
+    module: &Module<'_>,
+    f: FunctionValue<'_>,
+    warp_synchronous: bool,
+    reconverge: bool,
+    shared: &[u32],
+) -> Result<()> {
     let ctx = module.get_context();
     let b = ctx.create_builder();
     for fence in f
@@ -216,7 +234,7 @@ pub fn lockstep(module: &Module<'_>, f: FunctionValue<'_>, warp_synchronous: boo
         b.build_call(runtime(module, "hpvm_rt_spin", ctx.void_type().fn_type(&[], false)), &[], "")?;
         saved.restore(&b)?;
     }
-    if any {
+    if any && reconverge {
         // Accesses in lockstep stay in step only where every lane makes them: after a branch
         // some lanes took, the lanes meet again as a warp does.
         crate::reconverge::insert(module, f)?;
@@ -714,7 +732,7 @@ define void @leaf(ptr %s, ptr %g, i64 %i, i1 %c) {
             let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "leaf");
             let m = ctx.create_module_from_ir(buf).expect("valid IR");
             let f = m.get_function("leaf").expect("leaf");
-            lockstep(&m, f, warp_synchronous, &[0]).expect("lockstep");
+            lockstep(&m, f, warp_synchronous, false, &[0]).expect("lockstep");
             let text = f.print_to_string().to_string();
             let order: Vec<&str> = text
                 .lines()
