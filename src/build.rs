@@ -277,7 +277,11 @@ fn compile_module(
                         .as_ref()
                         .zip(compiler.as_deref())
                         .map(|(b, c)| transform::host::AnalysisInput { bitcode: b.as_slice(), compiler: c }),
-                    math: if cuda { transform::gpu::Math::Cuda } else { transform::gpu::Math::C },
+                    math: match (cuda, opts.clang.fast_math) {
+                        (true, true) => transform::gpu::Math::CudaFast,
+                        (true, false) => transform::gpu::Math::Cuda,
+                        (false, _) => transform::gpu::Math::C,
+                    },
                 },
             )?;
             for f in &lowered.fallbacks {

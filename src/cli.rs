@@ -207,6 +207,11 @@ pub struct ClangArgs {
     /// addition rounded on its own, on every device.
     #[arg(long = "no-fmad")]
     pub no_fmad: bool,
+    /// nvcc's `-use_fast_math`: GPU kernels compute `powf`, `expf`, `sinf`... with their
+    /// fast intrinsics (`__powf`...), divide approximately and flush denormals, as nvcc's do;
+    /// simulated devices and the host compute them exactly.
+    #[arg(long = "fast-math")]
+    pub fast_math: bool,
 }
 
 impl ClangArgs {
@@ -223,6 +228,7 @@ impl ClangArgs {
             cuda_arch: None,
             openmp: self.openmp,
             no_fmad: self.no_fmad,
+            fast_math: self.fast_math,
         }
     }
 }
@@ -375,15 +381,14 @@ fn nvcc_flag(flag: &str, value: Option<&str>) -> Option<Nvcc> {
         "-Xlinker" | "--linker-options" => {
             Some(Nvcc::Refuse(format!("{flag} {value}: linker options are not taken yet; give libraries as -l and -L")))
         }
-        // Device-code options of NVIDIA's toolchain: our device code is LLVM's, at IEEE
-        // precision (fast math would only make it less precise), with line information, one
-        // module per file, and `constexpr` and lambdas as clang's CUDA takes them.
+        // Device-code options of NVIDIA's toolchain: our device code is LLVM's, with line
+        // information, one module per file, and `constexpr` and lambdas as clang's CUDA takes
+        // them.
         "-Xptxas" | "--ptxas-options" | "-ccbin" | "--compiler-bindir" | "-maxrregcount" | "--maxrregcount" => none(),
         // Launches run in program order on every stream, which per-thread default streams allow.
         "--default-stream" => none(),
-        "--use_fast_math"
-        | "-use_fast_math"
-        | "--expt-relaxed-constexpr"
+        "--use_fast_math" | "-use_fast_math" => Some(Nvcc::Args(vec!["--fast-math".into()])),
+        "--expt-relaxed-constexpr"
         | "-expt-relaxed-constexpr"
         | "--expt-extended-lambda"
         | "-expt-extended-lambda"
@@ -426,9 +431,9 @@ fn nvcc_flag(flag: &str, value: Option<&str>) -> Option<Nvcc> {
         // `-dc` is `-c -rdc=true`; `-dw` compiles whole-program device code, as `-c` does.
         "-dc" | "--device-c" => Some(Nvcc::Args(vec!["-c".into(), "--rdc".into()])),
         "-dw" | "--device-w" => Some(Nvcc::Args(vec!["-c".into()])),
-        // Flushing denormals and approximate division and square roots only lose precision:
-        // kept IEEE, as `-use_fast_math` is. Fused multiply-adds change results either way,
-        // so `--fmad=false` is taken as asked.
+        // Flushing denormals and approximate division and square roots alone only lose
+        // precision: kept IEEE (`-use_fast_math`, which programs ask for speed, is taken).
+        // Fused multiply-adds change results either way, so `--fmad=false` is taken as asked.
         "-ftz" | "--ftz" | "-prec-div" | "--prec-div" | "-prec-sqrt" | "--prec-sqrt" => none(),
         "-fmad" | "--fmad" => match value {
             "false" => Some(Nvcc::Args(vec!["--no-fmad".into()])),
@@ -585,8 +590,9 @@ mod nvcc_tests {
         assert_eq!(norm(&["build", "-arch", "sm_70", "a.cu"]), ["build", "--gpu-arch=sm_70", "a.cu"]);
         assert_eq!(
             norm(&["build", "--use_fast_math", "--expt-relaxed-constexpr", "-lineinfo", "-rdc=true", "a.cu"]),
-            ["build", "--rdc", "a.cu"]
+            ["build", "--fast-math", "--rdc", "a.cu"]
         );
+        assert_eq!(norm(&["build", "-use_fast_math", "a.cu"]), ["build", "--fast-math", "a.cu"]);
         assert_eq!(norm(&["build", "-ccbin", "g++", "-Xptxas", "-v", "a.cu"]), ["build", "a.cu"]);
         assert_eq!(norm(&["build", "-g", "-O3", "--debug", "a.cu"]), ["build", "-O3", "a.cu"]);
         assert_eq!(nvcc_flag("-Xcompiler", Some("-Wall,-fopenmp")), Some(Nvcc::Args(vec!["--openmp".into()])));

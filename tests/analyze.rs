@@ -196,7 +196,12 @@ fn math_calls_and_converging_loops_split() {
     let o = hpvm_mgpu(&["analyze", "tests/cuda/math.cu"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    for node in ["fast (tests/cuda/math.cu:21)", "poly (tests/cuda/math.cu:32)", "rows (tests/cuda/math.cu:44)"] {
+    for node in [
+        "fast (tests/cuda/math.cu:23)",
+        "poly (tests/cuda/math.cu:34)",
+        "rows (tests/cuda/math.cu:46)",
+        "lj (tests/cuda/math.cu:63)",
+    ] {
         assert!(out.contains(&format!("node {node}: partitionable, splittable along x")), "{out}");
     }
     assert!(!out.contains("a call the analysis cannot see into"), "{out}");
@@ -213,7 +218,7 @@ fn math_calls_and_converging_loops_split() {
     );
     assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
     let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    for node in ["fast.blocks", "poly.blocks", "rows.blocks"] {
+    for node in ["fast.blocks", "poly.blocks", "rows.blocks", "lj.blocks"] {
         let n = stats["nodes"].as_array().unwrap().iter().find(|n| n["node"] == node).expect(node);
         assert_eq!(n["partitioned_launches"], 1, "{node}: {n}");
     }

@@ -80,6 +80,10 @@ pub struct ClangOptions {
     /// CUDA device code without fused multiply-adds (nvcc's `--fmad=false`): clang's
     /// `-ffp-contract=off`, on every device alike.
     pub no_fmad: bool,
+    /// nvcc's `-use_fast_math` for CUDA device code: GPU code computes the affected
+    /// single-precision functions with their intrinsics, divides approximately and flushes
+    /// denormals (`transform::gpu::Math::CudaFast`); simulated devices stay exact.
+    pub fast_math: bool,
 }
 
 /// The clang used for C and C++: `$HPVM_MGPU_CLANG`, else `clang-19` on the PATH, else

@@ -6,7 +6,8 @@
  * from a local constant table (`const float c[] = {...}`: a copy from a constant global, as
  * Goulash's gate kernel has), indexed by data as well. A bisection per
  * element (a loop with a data-dependent exit, as t-SNE's perplexity search has) writes its
- * row at every step. Each element's result is checked against the same arithmetic on the
+ * row at every step. Integer powers (`pow(double, int)`, `pow(float, int)`: libdevice's
+ * `__nv_powi`/`__nv_powif`, as a Lennard-Jones term is written). Each element's result is checked against the same arithmetic on the
  * host, within a relative bound of 1e-5 (the fast intrinsics are approximations on a GPU);
  * the checksum is of the results' bits, the same on every device count.
  * Usage: math [N [STEPS]]   (defaults 1000 4)
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <cuda_runtime.h>
 
 __global__ void fast(float *out, unsigned *bits, const float *in, int n) {
@@ -55,6 +57,16 @@ __global__ void rows(float *p, const float *d, int n, int k, int steps, float to
     if (fabsf(sum - 1.0f) <= tol) break;
     beta = isinf(sum) ? beta : beta * 1.5f;
   }
+}
+
+// A Lennard-Jones term: (s/r)^12 - (s/r)^6 through integer powers, and a float power.
+__global__ void lj(double *e, float *f, const float *in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  double q = 0.5 + in[i] / 8.0;
+  double q6 = pow(q, 6);
+  e[i] = pow(q, 12) - q6 + pow(q, -3);
+  f[i] = pow((float)q, 5);
 }
 
 static bool near(float got, float want) {
@@ -116,6 +128,21 @@ int main(int argc, char **argv) {
       sum = (sum ^ *(unsigned *)&got[i * k + j]) * 1099511628211ull;
     }
   }
+
+  double *e, *ge = (double *)malloc((size_t)n * 8);
+  if (cudaMalloc(&e, (size_t)n * 8)) return 1;
+  lj<<<(n + 127) / 128, 128>>>(e, out, in, n);
+  cudaMemcpy(ge, e, (size_t)n * 8, cudaMemcpyDeviceToHost);
+  cudaMemcpy(got, out, (size_t)n * 4, cudaMemcpyDeviceToHost);
+  for (int i = 0; i < n; ++i) {
+    double q = 0.5 + h[i] / 8.0, want = std::pow(q, 12) - std::pow(q, 6) + std::pow(q, -3);
+    bad += fabs(ge[i] - want) > 1e-12 * fmax(1.0, fabs(want)) || !near(got[i], powf((float)q, 5.0f));
+    uint64_t b;
+    memcpy(&b, &ge[i], 8);
+    sum = (sum ^ b ^ *(unsigned *)&got[i]) * 1099511628211ull;
+  }
+  cudaFree(e);
+  free(ge);
 
   printf("%s\nchecksum %016llx\n", bad ? "FAIL" : "PASS", (unsigned long long)sum);
   cudaFree(in);

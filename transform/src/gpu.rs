@@ -72,6 +72,35 @@ pub enum Math {
     /// chooses by `__nvvm_reflect("__CUDA_PREC_SQRT")`, which clang leaves unset: an
     /// approximate square root (`sqrt.approx`), what the same file built by clang computes.
     Cuda,
+    /// [`Math::Cuda`] under nvcc's `-use_fast_math`: the single-precision functions it
+    /// computes with their intrinsics (`powf` as `__powf`, `expf` as `__expf`...), division
+    /// approximate (`div.approx`), denormals flushed to zero. GPU code only: simulated devices
+    /// and the host compute every one of them exactly, as they compute `__powf` itself.
+    CudaFast,
+}
+
+impl Math {
+    fn cuda(self) -> bool {
+        matches!(self, Math::Cuda | Math::CudaFast)
+    }
+}
+
+/// Under [`Math::CudaFast`], the libdevice function nvcc's `-use_fast_math` computes instead
+/// of `nv` (CUDA's table of the functions it affects).
+fn fast_version(nv: &str) -> Option<&'static str> {
+    Some(match nv {
+        "__nv_powf" => "__nv_fast_powf",
+        "__nv_expf" => "__nv_fast_expf",
+        "__nv_exp10f" => "__nv_fast_exp10f",
+        "__nv_logf" => "__nv_fast_logf",
+        "__nv_log2f" => "__nv_fast_log2f",
+        "__nv_log10f" => "__nv_fast_log10f",
+        "__nv_sinf" => "__nv_fast_sinf",
+        "__nv_cosf" => "__nv_fast_cosf",
+        "__nv_tanf" => "__nv_fast_tanf",
+        "__nv_sincosf" => "__nv_fast_sincosf",
+        _ => return None,
+    })
 }
 
 /// Compiles the kernels of `graph` for `arch` (`sm_80`...); nodes that cannot run on the GPU
@@ -329,6 +358,9 @@ pub fn compile(
         gpu.run_passes("function(sroa,early-cse)", &tm, PassBuilderOptions::create())
             .map_err(|e| Error::Llvm(e.to_string()))?;
         crate::gpu_math::simplify(&gpu);
+    }
+    if math == Math::CudaFast {
+        fast_math(&gpu);
     }
     gpu.run_passes("globaldce,default<O3>", &tm, PassBuilderOptions::create())
         .map_err(|e| Error::Llvm(e.to_string()))?;
@@ -794,6 +826,54 @@ fn shared_base<'ctx>(
     Ok(b.build_address_space_cast(g.as_pointer_value(), ctx.ptr_type(AddressSpace::default()), "shared.base")?)
 }
 
+/// The rest of nvcc's `-use_fast_math` ([`Math::CudaFast`]) for every function of the GPU
+/// module: single-precision division approximate (NVPTX's `div.approx` under
+/// `unsafe-fp-math`), denormals flushed to zero (the `.ftz` instructions), and libdevice told
+/// so: its `__nvvm_reflect("__CUDA_FTZ")` answers 1 (the module's own `nvvm-reflect-ftz`
+/// flag, which clang set to 0, cannot be given a second value).
+fn fast_math(gpu: &Module<'_>) {
+    let ctx = gpu.get_context();
+    for f in gpu.get_functions().filter(|f| f.count_basic_blocks() > 0) {
+        f.add_attribute(AttributeLoc::Function, ctx.create_string_attribute("unsafe-fp-math", "true"));
+        f.add_attribute(
+            AttributeLoc::Function,
+            ctx.create_string_attribute("denormal-fp-math-f32", "preserve-sign,preserve-sign"),
+        );
+    }
+    let Some(reflect) = gpu.get_function("__nvvm_reflect") else { return };
+    let asks_ftz = |call: InstructionValue<'_>| {
+        let Some(arg) = call.get_operand(0).and_then(|o| o.value()) else { return false };
+        // SAFETY: a call's operand; the global's initializer, where it has one.
+        unsafe {
+            let g = llvm_sys::core::LLVMIsAGlobalVariable(arg.as_value_ref());
+            if g.is_null() {
+                return false;
+            }
+            let init = llvm_sys::core::LLVMGetInitializer(g);
+            if init.is_null() || llvm_sys::core::LLVMIsAConstantDataSequential(init).is_null() {
+                return false;
+            }
+            let mut len = 0;
+            let text = llvm_sys::core::LLVMGetAsString(init, &mut len);
+            std::slice::from_raw_parts(text as *const u8, len).split(|&b| b == 0).next() == Some(b"__CUDA_FTZ")
+        }
+    };
+    let calls: Vec<InstructionValue<'_>> = gpu
+        .get_functions()
+        .flat_map(|f| f.get_basic_block_iter().flat_map(|bb| bb.get_instructions()).collect::<Vec<_>>())
+        .filter(|i| {
+            inkwell::values::CallSiteValue::try_from(*i).ok().and_then(|c| c.get_called_fn_value()) == Some(reflect)
+        })
+        .filter(|i| asks_ftz(*i))
+        .collect();
+    let one = ctx.i32_type().const_int(1, false);
+    for call in calls {
+        // SAFETY: a call of this module, every use replaced before the erase.
+        unsafe { llvm_sys::core::LLVMReplaceAllUsesWith(call.as_value_ref(), one.as_value_ref()) };
+        call.erase_from_basic_block();
+    }
+}
+
 /// Links libdevice (`hpvm_core::toolchain::libdevice`) into the GPU module, its functions
 /// internal so that those no kernel calls are dropped; `Err` says why it is not there.
 fn link_libdevice(gpu: &Module<'_>, tm: &TargetMachine) -> Result<(), String> {
@@ -896,8 +976,13 @@ fn resolve<'ctx>(
             let call = b.build_call(f, &args, "math").map_err(|e| e.to_string())?;
             call.try_as_basic_value().basic().ok_or_else(|| "a math function returns nothing".to_string())
         };
-        // libdevice's version, where it has one of the very same type.
+        // libdevice's version, where it has one of the very same type (its fast one under
+        // `-use_fast_math`).
         let in_libdevice = libdevice_name(&name)
+            .map(|n| match fast_version(&n) {
+                Some(fast) if math == Math::CudaFast => fast.to_string(),
+                _ => n,
+            })
             .and_then(|n| m.get_function(&n))
             .filter(|f| f.count_basic_blocks() > 0 && f.get_type() == callee.get_type());
         match name.as_str() {
@@ -911,7 +996,7 @@ fn resolve<'ctx>(
             }
             // clang's CUDA takes `sqrtf` from libdevice (see [`Math::Cuda`]); the CUDA
             // frontend's `sqrtf` may have become the intrinsic on the way.
-            "sqrtf" | "llvm.sqrt.f32" if math == Math::Cuda => {
+            "sqrtf" | "llvm.sqrt.f32" if math.cuda() => {
                 let nv = m.get_function("__nv_sqrtf").filter(|f| f.count_basic_blocks() > 0);
                 match nv {
                     Some(f) => replace.push((inst, call_instead(f)?)),
@@ -922,6 +1007,12 @@ fn resolve<'ctx>(
                         replace.push((inst, call_instead(decl)?));
                     }
                     None => {}
+                }
+            }
+            // libdevice's precise function, called as such, under `-use_fast_math`.
+            n if math == Math::CudaFast && n.starts_with("__nv_") && fast_version(n).is_some() => {
+                if let Some(f) = in_libdevice {
+                    replace.push((inst, call_instead(f)?));
                 }
             }
             n if callee.count_basic_blocks() == 0 => match (libm_intrinsic(n), in_libdevice) {

@@ -876,6 +876,8 @@ const RUNTIME_NV: &[&str] = &[
     "__nv_dmul_rn",
     "__nv_ddiv_rn",
     "__nv_fdividef",
+    "__nv_powi",
+    "__nv_powif",
     "__nv_ffs",
     "__nv_popc",
     "__nv_clz",

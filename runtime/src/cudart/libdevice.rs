@@ -351,6 +351,34 @@ pub extern "C" fn __nv_uint2float_rz(a: u32) -> f32 {
     int_to_float(f64::from(a), None)
 }
 
+/// `pow(x, n)` with an integer exponent (clang's CUDA headers send `pow(double, int)` here):
+/// libdevice's own algorithm, so the CPU rounds as the GPU does: square and multiply over the
+/// exponent's bits from the lowest, each product rounded (no contraction), and one division
+/// for a negative exponent.
+macro_rules! powi {
+    ($($name:ident: $t:ty;)*) => {$(
+        #[no_mangle]
+        pub extern "C" fn $name(a: $t, b: i32) -> $t {
+            let (mut base, mut e, mut r) = (a, b.unsigned_abs(), 1.0 as $t);
+            loop {
+                if e & 1 != 0 {
+                    r *= base;
+                }
+                e >>= 1;
+                if e == 0 {
+                    return if b < 0 { 1.0 / r } else { r };
+                }
+                base *= base;
+            }
+        }
+    )*};
+}
+
+powi! {
+    __nv_powif: f32;
+    __nv_powi: f64;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,6 +400,24 @@ mod tests {
             assert!(err(y) <= err(down) && err(y) <= err(up), "{x}: {y}");
             x *= 1.37;
         }
+    }
+
+    /// libdevice's square-and-multiply: exact for small powers, the reciprocal of the
+    /// positive power for negative exponents, and products rounded one at a time (x^3 is
+    /// (x * x^2), not a fused or exact power).
+    #[test]
+    fn integer_powers_multiply_as_libdevice() {
+        assert_eq!(__nv_powi(2.0, 10), 1024.0);
+        assert_eq!(__nv_powi(2.0, -2), 0.25);
+        assert_eq!(__nv_powi(-3.0, 3), -27.0);
+        assert_eq!(__nv_powi(0.0, 0), 1.0);
+        assert_eq!(__nv_powi(0.0, -1), f64::INFINITY);
+        assert_eq!(__nv_powif(1.5, 2), 2.25);
+        let x = 1.1f64;
+        assert_eq!(__nv_powi(x, 6), (x * x) * ((x * x) * (x * x)));
+        assert_eq!(__nv_powi(x, -6), 1.0 / __nv_powi(x, 6));
+        let y = 1.1f32;
+        assert_eq!(__nv_powif(y, 5), y * ((y * y) * (y * y)));
     }
 
     #[test]
