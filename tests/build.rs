@@ -338,8 +338,22 @@ fn an_analysis_that_stalls_is_stopped_and_the_build_goes_on() {
         "{}",
         stderr(&out)
     );
-    let run = run_program(std::path::Path::new(&exe), &["100"], &[("HPVM_MGPU_DEVICES", "cpu:2")]);
+    // Its nodes say why they run whole, naming the file, not the database.
+    let stats = dir.path_str("stats.json");
+    let run = run_program(
+        std::path::Path::new(&exe),
+        &["100"],
+        &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_STATS", &stats), ("HPVM_MGPU_PARTITION", "always")],
+    );
     assert!(run.status.success() && stdout(&run).contains("PASS"), "{}", stderr(&run));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let launched: Vec<&serde_json::Value> =
+        report["nodes"].as_array().unwrap().iter().filter(|n| n["unit_launches"].as_u64() > Some(0)).collect();
+    assert!(!launched.is_empty(), "{report}");
+    for n in launched {
+        let why = n["unpartitioned_because"].as_str().unwrap_or_default();
+        assert!(why.starts_with("the build made no access analysis of examples/vecadd.c"), "{n}");
+    }
     let out = hpvm_mgpu_env(&["analyze", "examples/vecadd.c"], &env);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("the access analysis did not finish in 1 s"), "{}", stderr(&out));

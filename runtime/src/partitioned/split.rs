@@ -289,7 +289,15 @@ fn split(
         return Err("HPVM_MGPU_PARTITION=off".into());
     }
     let module = l.module;
-    let db = module.analysis.as_ref().ok_or("the executable has no analysis database")?;
+    // The build said why when it made none (the analysis did not finish in its time, or
+    // failed): its warning names the file.
+    let db = module.analysis.as_ref().ok_or_else(|| {
+        format!(
+            "the build made no access analysis of {} (its warning there said why: the analysis did not finish \
+             in its time, or failed)",
+            module.program.source
+        )
+    })?;
     let built = db.node(&leaf.name).ok_or_else(|| format!("the analysis did not cover node {}", leaf.shown()))?;
     // The build's maps failing their conditions at this launch: made again for its values, with
     // the arrays' extents built in too.
