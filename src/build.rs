@@ -263,6 +263,9 @@ fn compile_module(
                     .then(|| module.write_bitcode_to_memory());
             let sass_dir = scratch.join(format!("sass-{}", out.file_name().unwrap_or_default().to_string_lossy()));
             std::fs::create_dir_all(&sass_dir).map_err(|e| Error::io(sass_dir.display().to_string(), e))?;
+            if cuda && opts.gpu_arch.is_some() {
+                transform::gpu::configure_for_cuda(!opts.clang.no_fmad);
+            }
             let lowered = transform::lower(
                 module,
                 &graph,

@@ -205,7 +205,9 @@ fn nvcc_flags_and_language_override() {
 }
 
 /// nvcc's `--fmad=false`: kernels keep multiplications and additions apart (each rounded),
-/// where by default `a * b + c` is one fused multiply-add, as nvcc and clang's CUDA make it.
+/// where by default `a * b + c` is one fused multiply-add, as nvcc and clang's CUDA make it,
+/// and an unfused product is a plain `mul.f32`, as in nvcc's PTX. Small loops unroll as far
+/// as nvcc unrolls them (32 loads per trip of `columns`, where LLVM's NVPTX defaults gave 8).
 /// `-c -dc` (relocatable device code, `-c` said twice) writes an object.
 #[test]
 fn fmad_false_keeps_multiplications_and_additions_apart() {
@@ -221,6 +223,13 @@ fn fmad_false_keeps_multiplications_and_additions_apart() {
         let text = std::fs::read_to_string(&ptx).unwrap();
         assert_eq!(text.contains("fma.rn.f32"), fused, "{flags:?}: {text}");
         assert_eq!(text.contains("mul.rn.f32"), !fused, "{flags:?}: {text}");
+        assert_eq!(text.contains("mul.f32"), fused, "{flags:?}: {text}");
+        let columns: Vec<&str> =
+            text.split(".entry ").skip(1).filter(|k| k.lines().next().is_some_and(|l| l.contains("columns"))).collect();
+        assert_eq!(columns.len(), 2, "{text}");
+        for k in columns {
+            assert!(k.matches("ld.global").count() >= 32, "{flags:?}: {k}");
+        }
     }
     let obj = dir.join("fmad.o");
     let out = hpvm_mgpu(&["build", "-c", "-dc", "tests/inputs/cuda/fmad.cu", "-o", obj.to_str().unwrap()]);
