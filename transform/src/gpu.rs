@@ -861,7 +861,6 @@ fn fast_math(gpu: &Module<'_>) {
             ctx.create_string_attribute("denormal-fp-math-f32", "preserve-sign,preserve-sign"),
         );
     }
-    let Some(reflect) = gpu.get_function("__nvvm_reflect") else { return };
     let asks_ftz = |call: InstructionValue<'_>| {
         let Some(arg) = call.get_operand(0).and_then(|o| o.value()) else { return false };
         // SAFETY: a call's operand; the global's initializer, where it has one.
@@ -879,14 +878,8 @@ fn fast_math(gpu: &Module<'_>) {
             std::slice::from_raw_parts(text as *const u8, len).split(|&b| b == 0).next() == Some(b"__CUDA_FTZ")
         }
     };
-    let calls: Vec<InstructionValue<'_>> = gpu
-        .get_functions()
-        .flat_map(|f| f.get_basic_block_iter().flat_map(|bb| bb.get_instructions()).collect::<Vec<_>>())
-        .filter(|i| {
-            inkwell::values::CallSiteValue::try_from(*i).ok().and_then(|c| c.get_called_fn_value()) == Some(reflect)
-        })
-        .filter(|i| asks_ftz(*i))
-        .collect();
+    let calls: Vec<InstructionValue<'_>> =
+        gpu.get_functions().flat_map(|f| calls_of(f, "__nvvm_reflect")).filter(|i| asks_ftz(*i)).collect();
     let one = ctx.i32_type().const_int(1, false);
     for call in calls {
         // SAFETY: a call of this module, every use replaced before the erase.
