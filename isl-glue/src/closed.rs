@@ -5,17 +5,22 @@
 //! ISL turns a piecewise quasi-affine function or a parameter set into an expression tree
 //! (its AST generator, `isl_ast_build_expr_from_pw_aff` / `_from_set`), valid for every value
 //! of the parameters within the build's context. The tree is copied into [`Expr`], plain
-//! Rust data that any thread may evaluate in nanoseconds.
+//! Rust data, and compiled into one straight-line program per closed form ([`code`]) that
+//! any thread evaluates in nanoseconds.
 //!
 //! Invariants:
 //! - An [`Expr`] holds only the operations of quasi-affine functions and their conditions
 //!   (no calls, no accesses): a tree with anything else is refused when it is made.
-//! - Evaluation is exact integer arithmetic (`i128`); an overflow is an error, never a
-//!   wrapped value. The caller then asks ISL, as it would without a closed form.
+//! - Evaluation is exact integer arithmetic (`i64`); an overflow or a division by zero is an
+//!   error, never a wrapped value. The caller then asks ISL, as it would without a closed
+//!   form.
 //! - A [`ClosedBox`] is a union of boxes holding the element set. With `exact` set it is the
 //!   set itself: callers may use it for writes. Without, it is a superset, good only for reads.
 
+mod code;
+
 use crate::{Error, Result};
+use code::{Builder, Code};
 use isl_rs as isl;
 use isl_rs::{ASTExprOpType, ASTExprType};
 
@@ -29,7 +34,7 @@ extern "C" {
 
 /// An operation of a quasi-affine expression or condition (ISL's AST operations, the ones
 /// such expressions use). Booleans are 0 and 1.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Op {
     And,
     Or,
@@ -81,135 +86,119 @@ impl Params {
     }
 
     /// The values of the parameters, by name; [`Error::UnknownParam`] for one `value` lacks.
-    pub fn values(&self, value: impl Fn(&str) -> Option<i64>) -> Result<Vec<i128>> {
-        self.0.iter().map(|n| value(n).map(i128::from).ok_or_else(|| Error::UnknownParam(n.clone()))).collect()
+    pub fn values(&self, value: impl Fn(&str) -> Option<i64>) -> Result<Vec<i64>> {
+        self.0.iter().map(|n| value(n).ok_or_else(|| Error::UnknownParam(n.clone()))).collect()
     }
 }
 
 /// A set of array elements as a function of parameters: a union of boxes, each with where it
-/// is empty and otherwise its bounds per dimension (inclusive).
+/// is empty and otherwise its bounds per dimension (inclusive), compiled ([`code`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClosedBox {
     params: Params,
-    boxes: Vec<Piece>,
+    code: Code,
+    /// Per box, the slots of its non-emptiness and of its bounds per dimension.
+    boxes: Vec<(u32, Vec<(u32, u32)>)>,
     /// Whether the set is the union of its boxes for every value of the parameters.
     pub exact: bool,
 }
 
+/// A box of a set under construction, as expression trees.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Piece {
     nonempty: Expr,
     bounds: Vec<(Expr, Expr)>,
 }
 
+thread_local! {
+    /// The slots of this thread's last evaluation, kept for the next (a launch evaluates
+    /// closed forms once per partition and access).
+    static SLOTS: std::cell::RefCell<Vec<Option<i64>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `f` over the slots of `code` run for `values`.
+fn with_run<R>(code: &Code, values: &[i64], f: impl FnOnce(&[Option<i64>]) -> R) -> R {
+    SLOTS.with(|s| {
+        let mut slots = s.borrow_mut();
+        code.run(values, &mut slots);
+        f(&slots)
+    })
+}
+
 impl ClosedBox {
+    /// The pieces compiled into one code; too complex where a constant exceeds 64 bits.
+    fn compile(params: Params, pieces: &[Piece], exact: bool) -> Result<ClosedBox> {
+        let mut b = Builder::new(params.names().len());
+        let mut refs = Vec::with_capacity(pieces.len());
+        for p in pieces {
+            let nonempty = b.add(&p.nonempty).ok_or(Error::TooComplex)?;
+            let bounds = p
+                .bounds
+                .iter()
+                .map(|(lo, hi)| Some((b.add(lo)?, b.add(hi)?)))
+                .collect::<Option<Vec<_>>>()
+                .ok_or(Error::TooComplex)?;
+            refs.push((nonempty, bounds));
+        }
+        let code = b.finish();
+        let (np, nc) = (code.params(), code.consts());
+        let boxes = refs
+            .into_iter()
+            .map(|(n, bounds)| {
+                (n.slot(np, nc), bounds.into_iter().map(|(lo, hi)| (lo.slot(np, nc), hi.slot(np, nc))).collect())
+            })
+            .collect();
+        Ok(ClosedBox { params, code, boxes, exact })
+    }
+
     pub fn params(&self) -> &Params {
         &self.params
     }
 
     /// The non-empty boxes for parameter `values` (in [`Params`] order); they may overlap.
-    pub fn eval(&self, values: &[i128]) -> Result<Vec<Vec<(i64, i64)>>> {
-        let int = |e: &Expr| -> Result<i64> { i64::try_from(eval(e, values)?).map_err(|_| overflow()) };
-        let mut out = Vec::with_capacity(self.boxes.len());
-        for p in &self.boxes {
-            if eval(&p.nonempty, values)? == 0 {
-                continue;
+    pub fn eval(&self, values: &[i64]) -> Result<Vec<Vec<(i64, i64)>>> {
+        with_run(&self.code, values, |slots| {
+            let at = |k: u32| slots[k as usize].ok_or_else(overflow);
+            let mut out = Vec::with_capacity(self.boxes.len());
+            for (nonempty, bounds) in &self.boxes {
+                if at(*nonempty)? == 0 {
+                    continue;
+                }
+                out.push(bounds.iter().map(|&(lo, hi)| Ok((at(lo)?, at(hi)?))).collect::<Result<Vec<_>>>()?);
             }
-            out.push(p.bounds.iter().map(|(lo, hi)| Ok((int(lo)?, int(hi)?))).collect::<Result<Vec<_>>>()?);
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 }
 
-/// A parameter condition as a function of the parameters.
+/// A parameter condition as a function of the parameters, compiled ([`code`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClosedCond {
     params: Params,
-    holds: Expr,
+    code: Code,
+    holds: u32,
 }
 
 impl ClosedCond {
+    fn compile(params: Params, holds: &Expr) -> Result<ClosedCond> {
+        let mut b = Builder::new(params.names().len());
+        let r = b.add(holds).ok_or(Error::TooComplex)?;
+        let code = b.finish();
+        let holds = r.slot(code.params(), code.consts());
+        Ok(ClosedCond { params, code, holds })
+    }
+
     pub fn params(&self) -> &Params {
         &self.params
     }
 
-    pub fn eval(&self, values: &[i128]) -> Result<bool> {
-        Ok(eval(&self.holds, values)? != 0)
+    pub fn eval(&self, values: &[i64]) -> Result<bool> {
+        with_run(&self.code, values, |slots| Ok(slots[self.holds as usize].ok_or_else(overflow)? != 0))
     }
 }
 
 fn overflow() -> Error {
-    Error::Isl("a closed form overflowed 128-bit arithmetic".into())
-}
-
-fn eval(e: &Expr, v: &[i128]) -> Result<i128> {
-    let of = |x: Option<i128>| x.ok_or_else(overflow);
-    Ok(match e {
-        Expr::Int(i) => *i,
-        Expr::Param(p) => v[*p],
-        Expr::Op(op, args) => {
-            let a = |i: usize| eval(&args[i], v);
-            match op {
-                Op::And => {
-                    for x in args {
-                        if eval(x, v)? == 0 {
-                            return Ok(0);
-                        }
-                    }
-                    1
-                }
-                Op::Or => {
-                    for x in args {
-                        if eval(x, v)? != 0 {
-                            return Ok(1);
-                        }
-                    }
-                    0
-                }
-                Op::Max | Op::Min => {
-                    let mut best = a(0)?;
-                    for x in &args[1..] {
-                        let y = eval(x, v)?;
-                        best = if *op == Op::Max { best.max(y) } else { best.min(y) };
-                    }
-                    best
-                }
-                Op::Neg => of(a(0)?.checked_neg())?,
-                Op::Add => of(a(0)?.checked_add(a(1)?))?,
-                Op::Sub => of(a(0)?.checked_sub(a(1)?))?,
-                Op::Mul => of(a(0)?.checked_mul(a(1)?))?,
-                Op::Div | Op::FloorDiv => {
-                    let (n, d) = (a(0)?, a(1)?);
-                    let q = of(n.checked_div(d))?;
-                    // Truncation rounded a negative quotient up.
-                    if n % d != 0 && ((n < 0) != (d < 0)) {
-                        q - 1
-                    } else {
-                        q
-                    }
-                }
-                Op::Rem => {
-                    let d = a(1)?;
-                    if d == 0 {
-                        return Err(overflow());
-                    }
-                    of(a(0)?.checked_rem_euclid(d))?
-                }
-                Op::Select => {
-                    if a(0)? != 0 {
-                        a(1)?
-                    } else {
-                        a(2)?
-                    }
-                }
-                Op::Eq => i128::from(a(0)? == a(1)?),
-                Op::Le => i128::from(a(0)? <= a(1)?),
-                Op::Lt => i128::from(a(0)? < a(1)?),
-                Op::Ge => i128::from(a(0)? >= a(1)?),
-                Op::Gt => i128::from(a(0)? > a(1)?),
-            }
-        }
-    })
+    Error::Isl("a closed form overflowed 64-bit arithmetic or divided by zero".into())
 }
 
 /// ISL's expression tree of `set` (a parameter set), or of `pa`, within `context`.
@@ -348,7 +337,7 @@ pub(crate) fn closed_box(set: &isl::Set) -> Result<ClosedBox> {
             None => true,
             Some(u) => u.is_subset(set)?,
         };
-    Ok(ClosedBox { params, boxes, exact })
+    ClosedBox::compile(params, &boxes, exact)
 }
 
 /// A piece whose every constraint bounds at most one dimension, over the parameters, and which
@@ -456,22 +445,75 @@ pub(crate) fn closed_cond(set: &isl::Set) -> Result<ClosedCond> {
     let set = set.copy()?.coalesce()?;
     let universe = isl::Set::universe(set.get_space()?)?;
     let holds = from_ast(&ast(universe, Either::Set(set))?, &mut params)?;
-    Ok(ClosedCond { params, holds })
+    ClosedCond::compile(params, &holds)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The value of `e` over `values`, through its compiled code.
+    fn value(e: &Expr, values: &[i64]) -> Result<i64> {
+        let mut b = Builder::new(values.len());
+        let r = b.add(e).ok_or(Error::TooComplex)?;
+        let code = b.finish();
+        let mut slots = Vec::new();
+        code.run(values, &mut slots);
+        slots[r.slot(code.params(), code.consts()) as usize].ok_or_else(overflow)
+    }
+
+    fn op(op: Op, args: Vec<Expr>) -> Expr {
+        Expr::Op(op, args)
+    }
+
     #[test]
     fn floor_division_and_remainder_round_down() {
-        let e = |op, a, b| Expr::Op(op, vec![Expr::Int(a), Expr::Int(b)]);
-        assert_eq!(eval(&e(Op::FloorDiv, -7, 2), &[]).unwrap(), -4);
-        assert_eq!(eval(&e(Op::FloorDiv, 7, 2), &[]).unwrap(), 3);
-        assert_eq!(eval(&e(Op::FloorDiv, 7, -2), &[]).unwrap(), -4);
-        assert_eq!(eval(&e(Op::FloorDiv, -7, -2), &[]).unwrap(), 3);
-        assert_eq!(eval(&e(Op::Rem, -7, 2), &[]).unwrap(), 1);
-        assert!(eval(&e(Op::Mul, i128::MAX, 2), &[]).is_err());
-        assert!(eval(&e(Op::FloorDiv, 1, 0), &[]).is_err());
+        let e = |o, a, b| op(o, vec![Expr::Int(a), Expr::Int(b)]);
+        assert_eq!(value(&e(Op::FloorDiv, -7, 2), &[]).unwrap(), -4);
+        assert_eq!(value(&e(Op::FloorDiv, 7, 2), &[]).unwrap(), 3);
+        assert_eq!(value(&e(Op::FloorDiv, 7, -2), &[]).unwrap(), -4);
+        assert_eq!(value(&e(Op::FloorDiv, -7, -2), &[]).unwrap(), 3);
+        assert_eq!(value(&e(Op::Rem, -7, 2), &[]).unwrap(), 1);
+        assert!(value(&e(Op::Mul, i64::MAX as i128, 2), &[]).is_err());
+        assert!(value(&e(Op::FloorDiv, 1, 0), &[]).is_err());
+        assert!(value(&e(Op::FloorDiv, i64::MIN as i128, -1), &[]).is_err());
+        // Beyond 64 bits a constant has no code.
+        assert!(value(&Expr::Int(i128::MAX), &[]).is_err());
+    }
+
+    /// Undefined values spread only where the tree's evaluation would have looked: `and`
+    /// stops at a false operand, `or` at a true one, a selection takes one branch.
+    #[test]
+    fn undefined_operands_matter_only_where_they_are_used() {
+        let bad = op(Op::FloorDiv, vec![Expr::Param(0), Expr::Int(0)]);
+        let (zero, one) = (Expr::Int(0), Expr::Int(1));
+        assert_eq!(value(&op(Op::And, vec![zero.clone(), bad.clone()]), &[5]).unwrap(), 0);
+        assert!(value(&op(Op::And, vec![one.clone(), bad.clone()]), &[5]).is_err());
+        assert!(value(&op(Op::And, vec![bad.clone(), zero.clone()]), &[5]).is_err());
+        assert_eq!(value(&op(Op::Or, vec![one.clone(), bad.clone()]), &[5]).unwrap(), 1);
+        assert!(value(&op(Op::Or, vec![zero.clone(), bad.clone()]), &[5]).is_err());
+        assert_eq!(value(&op(Op::Select, vec![one.clone(), Expr::Param(0), bad.clone()]), &[5]).unwrap(), 5);
+        assert!(value(&op(Op::Select, vec![zero.clone(), Expr::Param(0), bad.clone()]), &[5]).is_err());
+        assert!(value(&op(Op::Max, vec![Expr::Param(0), bad]), &[5]).is_err());
+        // One operand: `and` and `or` give a boolean, `min` the value.
+        assert_eq!(value(&op(Op::And, vec![Expr::Param(0)]), &[5]).unwrap(), 1);
+        assert_eq!(value(&op(Op::Min, vec![Expr::Param(0)]), &[5]).unwrap(), 5);
+    }
+
+    /// A subexpression met twice is computed once: a box's bounds and its non-emptiness
+    /// share their affine parts.
+    #[test]
+    fn common_parts_are_one_step() {
+        let aff = op(Op::Add, vec![Expr::Param(0), op(Op::Mul, vec![Expr::Int(2), Expr::Param(1)])]);
+        let hi = op(Op::Min, vec![aff.clone(), Expr::Param(2)]);
+        let nonempty = op(Op::Le, vec![aff.clone(), hi.clone()]);
+        let mut b = Builder::new(3);
+        for e in [&aff, &hi, &nonempty] {
+            b.add(e).unwrap();
+        }
+        // mul, add, min, le.
+        assert_eq!(b.finish().steps(), 4);
+        assert_eq!(value(&nonempty, &[1, 2, 9]).unwrap(), 1);
+        assert_eq!(value(&hi, &[1, 2, 3]).unwrap(), 3);
     }
 }

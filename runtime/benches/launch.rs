@@ -13,10 +13,15 @@
 //!   parsed when the module was loaded (the first launch of a node in a program);
 //! - `cold`: the same, parsing the database's text first.
 //!
+//! And for `tests/cuda/eliminate.cu`, a Gaussian elimination whose two kernels' maps name the
+//! pivot row: each launch of `multipliers` or `update` is a plan miss for a new row, planned
+//! from closed forms (the worst case of issue 40's 50 µs).
+//!
 //! The number of devices is `HPVM_MGPU_DEVICES=dry:N` (default `dry:8`);
 //! `scripts/bench-runtime` runs 2, 4, 8 and 16 and records the results in `bench/results/`.
-//! The programs are the descriptions `hpvm-mgpu build` embeds for `examples/stencil2d.c` and
-//! `examples/matmul.c` (in `benches/data/`, with their analysis databases).
+//! The programs are the descriptions `hpvm-mgpu build` embeds for `examples/stencil2d.c`,
+//! `examples/matmul.c` and `tests/cuda/eliminate.cu` (in `benches/data/`, with their analysis
+//! databases; built from the repository's root).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use hpvm_runtime::ctx::{GridBox, NodeCtx};
@@ -32,9 +37,10 @@ unsafe extern "C" fn never_runs(_: *const u8, _: *const NodeCtx, _: *const GridB
 
 fn module(json: &str) -> &'static Loaded {
     let desc: &'static CString = Box::leak(Box::new(CString::new(json).unwrap()));
-    let entries: &'static [hpvm_runtime::ctx::EntryFn; 1] = Box::leak(Box::new([never_runs as _]));
-    // SAFETY: NUL-terminated description and one entry point, both leaked (live forever).
-    unsafe { load(desc.as_ptr(), entries.as_ptr(), 1, std::ptr::null()) }
+    // One entry point per leaf (the programs have at most two).
+    let entries: &'static [hpvm_runtime::ctx::EntryFn; 2] = Box::leak(Box::new([never_runs as _; 2]));
+    // SAFETY: NUL-terminated description and two entry points, both leaked (live forever).
+    unsafe { load(desc.as_ptr(), entries.as_ptr(), 2, std::ptr::null()) }
 }
 
 /// Addresses of host buffers that are tracked but never touched (nothing is copied).
@@ -122,6 +128,50 @@ fn matmul(c: &mut Criterion, m: &'static Loaded) {
     g.finish();
 }
 
+/// Nodes of `tests/cuda/eliminate.cu`'s description: the launch units of its two kernels.
+const MULTIPLIERS: u32 = 1;
+const UPDATE: u32 = 4;
+
+/// Forward elimination's launches (issue 40's plan miss at its worst: two kernels per pivot
+/// row `t`, and the maps name `t`): each launch a new row, planned from closed forms. The
+/// rows go round, and the plans are forgotten first, so every launch misses.
+fn eliminate(c: &mut Criterion, m: &'static Loaded) {
+    let mut g = c.benchmark_group("eliminate");
+    for n in [1024u64, 4096] {
+        let (cells, rows) = (n * n * 4, n * 4);
+        let (a, b, mm) = (fake_buffer(5 * n, cells), fake_buffer(5 * n + 1, rows), fake_buffer(5 * n + 2, cells));
+        // `n` and `t` are 32-bit and share a word; blocks of 32 and of 8 x 8 threads, whole grids.
+        let scalars = |t: u64| n | (t << 32);
+        let multipliers = |t: u64| (args(&[a, cells, mm, cells, scalars(t), 32, 1, 1]), [n.div_ceil(32) as i64, 1, 1]);
+        let update = |t: u64| {
+            let grid = [n.div_ceil(8) as i64, n.div_ceil(8) as i64, 1];
+            (args(&[a, cells, b, rows, mm, cells, scalars(t), 8, 8, 1]), grid)
+        };
+        for (name, node, make) in [
+            ("multipliers", MULTIPLIERS, &multipliers as &dyn Fn(u64) -> (Vec<u8>, [i64; 3])),
+            ("update", UPDATE, &update),
+        ] {
+            let launch = |t: u64| {
+                let (x, grid) = make(t);
+                assert!(bench_launch(m, node, x, grid));
+            };
+            // The first rows make the closed forms.
+            for t in 0..3 {
+                launch(t);
+            }
+            let mut t = 3;
+            g.bench_function(BenchmarkId::new(name, n), |bch| {
+                bch.iter(|| {
+                    bench_forget(m, Forget::Plans);
+                    t = if t + 2 >= n { 3 } else { t + 1 };
+                    launch(t)
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
 fn benches(c: &mut Criterion) {
     if std::env::var_os("HPVM_MGPU_DEVICES").is_none() {
         std::env::set_var("HPVM_MGPU_DEVICES", "dry:8");
@@ -136,6 +186,7 @@ fn benches(c: &mut Criterion) {
     eprintln!("runtime overhead on {}", devices.describe());
     stencil(c, module(include_str!("data/stencil2d.program.json")));
     matmul(c, module(include_str!("data/matmul.program.json")));
+    eliminate(c, module(include_str!("data/eliminate.program.json")));
 }
 
 criterion_group!(name = launch; config = Criterion::default().sample_size(20); targets = benches);

@@ -9,13 +9,14 @@
 //!
 //! Byte intervals, not elements: nodes may view one buffer with different element types.
 //!
-//! A map shares its segments (copy on write), so the copy-plan cache can keep the states
-//! before and after a launch and put one back at the cost of a pointer: in a loop's steady
-//! state a launch finds its buffers in the very state it recorded, and compares pointers, not
-//! the thousands of segments a scatter leaves (Parboil spmv).
+//! A map shares its segments (copy on write, by chunks: [`Segments`]), so the copy-plan cache
+//! can keep the states before and after a launch and put one back at the cost of a few
+//! pointers: in a loop's steady state a launch finds its buffers in the very state it
+//! recorded, and compares pointers, not the thousands of segments a scatter leaves (Parboil
+//! spmv). A change copies only the chunks it reaches.
 
+use super::segments::Segments;
 use crate::devices::{Place, MAX_DEVICES};
-use std::sync::Arc;
 
 /// A set of holders: bit 0 is the host, bit `1 + k` device `k` (128 bits: the host and up to
 /// [`MAX_DEVICES`] devices, which runs over many ranks need).
@@ -75,12 +76,12 @@ pub struct Segment {
 #[derive(Clone, Debug, Eq)]
 pub struct Coherence {
     size: u64,
-    segments: Arc<Vec<Segment>>,
+    segments: Segments<Segment>,
 }
 
 impl PartialEq for Coherence {
     fn eq(&self, other: &Coherence) -> bool {
-        self.size == other.size && (Arc::ptr_eq(&self.segments, &other.segments) || self.segments == other.segments)
+        self.size == other.size && self.segments == other.segments
     }
 }
 
@@ -88,22 +89,22 @@ impl Coherence {
     /// A buffer of `size` bytes current at `holders` only.
     pub fn new(size: u64, holders: Holders) -> Coherence {
         let segments = if size == 0 { Vec::new() } else { vec![Segment { start: 0, end: size, holders }] };
-        Coherence { size, segments: Arc::new(segments) }
+        Coherence { size, segments: Segments::from_vec(segments) }
     }
 
     pub fn size(&self) -> u64 {
         self.size
     }
 
-    pub fn segments(&self) -> &[Segment] {
-        &self.segments
+    pub fn segments(&self) -> impl Iterator<Item = &Segment> + '_ {
+        self.segments.iter()
     }
 
     /// The pieces of `start..end` (clipped to the buffer) with their holders, in order.
     pub fn query(&self, start: u64, end: u64) -> impl Iterator<Item = Segment> + '_ {
         let (start, end) = (start.min(self.size), end.min(self.size));
         let first = self.segments.partition_point(|s| s.end <= start);
-        self.segments[first..].iter().take_while(move |s| s.start < end).map(move |s| Segment {
+        self.segments.iter_from(first).take_while(move |s| s.start < end).map(move |s| Segment {
             start: s.start.max(start),
             end: s.end.min(end),
             holders: s.holders,
@@ -177,7 +178,7 @@ impl Coherence {
                 _ => out.push(Segment { holders, ..*s }),
             }
         }
-        self.segments = Arc::new(out);
+        self.segments = Segments::from_vec(out);
     }
 
     /// [`Coherence::host_wins`] within `runs` (sorted, disjoint byte runs): where the host
@@ -222,7 +223,7 @@ impl Coherence {
         };
         let mut run = runs.next();
         let mut to = from;
-        for seg in &self.segments[from..] {
+        for seg in self.segments.iter_from(from) {
             if run.is_none() {
                 break;
             }
@@ -256,7 +257,7 @@ impl Coherence {
             push(next.start, next.end, next.holders);
             to += 1;
         }
-        Arc::make_mut(&mut self.segments).splice(from..to, out);
+        self.segments.splice(from..to, out);
     }
 
     fn update(&mut self, start: u64, end: u64, f: impl Fn(Holders) -> Holders) {
@@ -267,7 +268,7 @@ impl Coherence {
         let i = self.segments.partition_point(|s| s.end <= start);
         let j = self.segments.partition_point(|s| s.start < end);
         let mut mid = Vec::with_capacity(j - i + 2);
-        for s in &self.segments[i..j] {
+        for s in self.segments.iter_from(i).take(j - i) {
             if s.start < start {
                 mid.push(Segment { start: s.start, end: start, holders: s.holders });
             }
@@ -280,13 +281,15 @@ impl Coherence {
         let lo = i.saturating_sub(1);
         let hi = (j + 1).min(self.segments.len());
         let mut merged: Vec<Segment> = Vec::with_capacity(mid.len() + 2);
-        for s in self.segments[lo..i].iter().copied().chain(mid).chain(self.segments[j..hi].iter().copied()) {
+        let before = self.segments.iter_from(lo).take(i - lo).copied();
+        let after = self.segments.iter_from(j).take(hi - j).copied();
+        for s in before.chain(mid).chain(after) {
             match merged.last_mut() {
                 Some(l) if l.holders == s.holders && l.end == s.start => l.end = s.end,
                 _ => merged.push(s),
             }
         }
-        Arc::make_mut(&mut self.segments).splice(lo..hi, merged);
+        self.segments.splice(lo..hi, merged);
     }
 }
 
@@ -301,10 +304,9 @@ impl Cursor<'_> {
     pub fn query(&mut self, start: u64, end: u64) -> impl Iterator<Item = Segment> + '_ {
         let segs = &self.map.segments;
         let (start, end) = (start.min(self.map.size), end.min(self.map.size));
-        while self.at < segs.len() && segs[self.at].end <= start {
-            self.at += 1;
-        }
-        segs[self.at..].iter().take_while(move |s| s.start < end).map(move |s| Segment {
+        // On from where the last query was.
+        self.at = segs.partition_point_from(self.at, |s| s.end <= start);
+        segs.iter_from(self.at).take_while(move |s| s.start < end).map(move |s| Segment {
             start: s.start.max(start),
             end: s.end.min(end),
             holders: s.holders,
@@ -319,12 +321,13 @@ mod tests {
     /// One holder set per byte: the obvious model the map must agree with.
     fn model_check(c: &Coherence, model: &[Holders]) {
         let mut at = 0;
-        for (k, s) in c.segments().iter().enumerate() {
-            assert_eq!(s.start, at, "gap or overlap at {at}: {:?}", c.segments());
+        let segments: Vec<Segment> = c.segments().copied().collect();
+        for (k, s) in segments.iter().enumerate() {
+            assert_eq!(s.start, at, "gap or overlap at {at}: {segments:?}");
             assert!(s.end > s.start);
             assert!(s.holders.0 != 0, "a segment without holders");
             if k > 0 {
-                assert_ne!(c.segments()[k - 1].holders, s.holders, "unmerged neighbours");
+                assert_ne!(segments[k - 1].holders, s.holders, "unmerged neighbours");
             }
             for b in s.start..s.end {
                 assert_eq!(model[b as usize], s.holders, "byte {b}");
@@ -420,7 +423,7 @@ mod tests {
             assert_eq!(*m, if (40..60).contains(&i) { d1 } else { Holders::HOST });
         }
         model_check(&c, &model);
-        assert_eq!(c.segments().len(), 3, "neighbours merged: {:?}", c.segments());
+        assert_eq!(c.segments().count(), 3, "neighbours merged: {:?}", c.segments);
     }
 
     #[test]
@@ -456,13 +459,13 @@ mod tests {
         let mut a = Coherence::new(100, Holders::HOST);
         a.set_only(0, 50, Place::Device(0));
         let mut b = a.clone();
-        assert!(Arc::ptr_eq(&a.segments, &b.segments));
+        assert!(a.segments.shares(&b.segments));
         b.set_only(50, 100, Place::Device(1));
         assert_ne!(a, b);
-        assert_eq!(a.segments().len(), 2, "the original is untouched: {:?}", a.segments());
+        assert_eq!(a.segments().count(), 2, "the original is untouched: {:?}", a.segments);
         // Equal maps that share nothing still compare equal.
         b.set_only(50, 100, Place::Host);
-        assert!(!Arc::ptr_eq(&a.segments, &b.segments));
+        assert!(!a.segments.shares(&b.segments));
         assert_eq!(a, b);
     }
 

@@ -20,6 +20,7 @@ mod crossing;
 pub(crate) mod fakes;
 mod guard;
 pub mod residency;
+mod segments;
 pub mod watch;
 
 use crate::crash;
@@ -792,7 +793,7 @@ impl Buffer {
             return;
         }
         let mut runs: Vec<guard::StaleRun> = Vec::new();
-        for s in self.coherence.segments().iter().filter(|s| !s.holders.has(Place::Host)) {
+        for s in self.coherence.segments().filter(|s| !s.holders.has(Place::Host)) {
             let full = runs.len() > guard::RUNS_PER_BUFFER;
             match runs.last_mut() {
                 Some(l) if l.end == s.start => l.end = s.end,
@@ -824,7 +825,7 @@ impl Buffer {
     /// The byte runs (offsets) where a device holds a newer copy than the host.
     fn stale_runs(&self) -> Vec<(u64, u64)> {
         let mut runs: Vec<(u64, u64)> = Vec::new();
-        for s in self.coherence.segments().iter().filter(|s| !s.holders.has(Place::Host)) {
+        for s in self.coherence.segments().filter(|s| !s.holders.has(Place::Host)) {
             match runs.last_mut() {
                 Some(l) if l.1 == s.start => l.1 = s.end,
                 _ => runs.push((s.start, s.end)),

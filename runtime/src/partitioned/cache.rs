@@ -78,9 +78,27 @@ pub struct Launches {
     pub(crate) ahead: super::ahead::Ahead,
     /// Per unit, its last launch that may be replayed ([`super::replay`]).
     pub(crate) replays: super::recorded::Replays,
+    /// Per unit, how long its last split plan took to make ([`Launches::plans_quickly`]).
+    split_nanos: Mutex<FxHashMap<u32, u64>>,
 }
 
+/// A split plan made in less than this (from closed forms, no ISL) is made on the launching
+/// thread the next time: handing it to the planning pool and waking the pool's threads cost
+/// more than planning a Gaussian elimination's rows (26 of 96 us at 8 devices).
+const QUICK_PLAN_NANOS: u64 = 250_000;
+
 impl Launches {
+    /// Whether unit `n`'s last split plan was made in microseconds: the next is made on the
+    /// launching thread.
+    pub(crate) fn plans_quickly(&self, n: u32) -> bool {
+        self.split_nanos.lock().unwrap_or_else(|e| e.into_inner()).get(&n).is_some_and(|&ns| ns < QUICK_PLAN_NANOS)
+    }
+
+    /// Unit `n`'s split plan took `nanos` to make.
+    pub(crate) fn planned_in(&self, n: u32, nanos: u64) {
+        self.split_nanos.lock().unwrap_or_else(|e| e.into_inner()).insert(n, nanos);
+    }
+
     /// The parameters leaf `leaf`'s maps name, found once, and again after a node's maps were
     /// made for a launch's values where the build's failed (then they name every integer).
     pub(crate) fn named(&self, leaf: u32, find: impl FnOnce() -> Vec<u32>) -> Arc<Vec<u32>> {

@@ -12,6 +12,9 @@
 //!   asks ISL.
 //! - A map ISL cannot summarise within its bound of operations is remembered as such, so its
 //!   cost is paid once.
+//! - A launch finds its forms without building their keys where it is like the last launch of
+//!   the same text ([`Recent`]): the same names in the same places, the same values where the
+//!   form fixed them. That is exactly when the key would be the same.
 
 use super::memo::Reached;
 use crate::hash::FxHashMap;
@@ -76,6 +79,8 @@ pub(crate) fn forget() {
     *CLOSED.lock().unwrap_or_else(|e| e.into_inner()) = None;
     *CONDS.lock().unwrap_or_else(|e| e.into_inner()) = None;
     *SEEN.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    *RECENT_MAPS.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    *RECENT_CONDS.lock().unwrap_or_else(|e| e.into_inner()) = None;
 }
 
 /// The values of `text`'s closed form to fix (those that never varied); `None` where it
@@ -149,6 +154,139 @@ fn cached_or_made<K: std::hash::Hash + Eq + Clone, T>(
     made
 }
 
+/// Where a closed form's parameter takes its value from at a launch: the launch's values (by
+/// position in the list the caller passes), or a bound of the partition's box or blocks.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    At(usize),
+    Box { dim: usize, upper: bool },
+    Blocks { range: usize, upper: bool },
+}
+
+/// The closed form last found for a text, with what finding it again needs: the names of the
+/// values it was found with (by position), the values it fixed, its ranged blocks and boxed
+/// dimensions. A launch that passes the same names in the same places, with the same values
+/// where they were fixed, would build the same key ([`stable`] finds nothing new varying):
+/// it takes the form and its parameters' sources without building one, which costs a launch
+/// more than evaluating the form does.
+struct Recent<T> {
+    text: String,
+    names: Vec<String>,
+    fixed: Vec<Option<i64>>,
+    blocks: Blocks,
+    boxed: Vec<usize>,
+    found: Arc<T>,
+    sources: Arc<[Source]>,
+}
+
+impl<T> Recent<T> {
+    fn matches(&self, text: &str, values: &[(&str, i64)], blocks: &[BlockRange], boxed: &[usize]) -> bool {
+        self.text == text
+            && self.names.len() == values.len()
+            && self.boxed == boxed
+            && self
+                .names
+                .iter()
+                .zip(&self.fixed)
+                .zip(values)
+                .all(|((n, f), (m, v))| n == m && f.is_none_or(|f| f == *v))
+            && self.blocks.len() == blocks.len()
+            && self
+                .blocks
+                .iter()
+                .zip(blocks)
+                .all(|((id, off, size), b)| *id == b.id && *off == b.offset && *size == b.size)
+    }
+}
+
+/// [`Recent`] forms by the address of their text (checked against the text itself).
+type Recents<T> = Mutex<Option<FxHashMap<usize, Recent<T>>>>;
+
+static RECENT_MAPS: Recents<ClosedBox> = Mutex::new(None);
+static RECENT_CONDS: Recents<ClosedCond> = Mutex::new(None);
+
+fn recent<T>(
+    cache: &Recents<T>,
+    text: &str,
+    values: &[(&str, i64)],
+    blocks: &[BlockRange],
+    boxed: &[usize],
+) -> Option<(Arc<T>, Arc<[Source]>)> {
+    let cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+    let r = cache.as_ref()?.get(&(text.as_ptr() as usize))?;
+    r.matches(text, values, blocks, boxed).then(|| (r.found.clone(), r.sources.clone()))
+}
+
+/// Keeps `found` as the [`Recent`] form of `text`, with the values of `fixed` (names of
+/// `values`) fixed in it.
+#[allow(clippy::too_many_arguments)]
+fn keep<T>(
+    cache: &Recents<T>,
+    text: &str,
+    values: &[(&str, i64)],
+    fixed: &[(String, i64)],
+    blocks: &[BlockRange],
+    boxed: &[usize],
+    found: &Arc<T>,
+    sources: &Arc<[Source]>,
+) {
+    let r = Recent {
+        text: text.to_string(),
+        names: values.iter().map(|(n, _)| n.to_string()).collect(),
+        fixed: values.iter().map(|(n, v)| fixed.iter().any(|(m, _)| m == n).then_some(*v)).collect(),
+        blocks: blocks_of(blocks),
+        boxed: boxed.to_vec(),
+        found: found.clone(),
+        sources: sources.clone(),
+    };
+    let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = cache.get_or_insert_with(FxHashMap::default);
+    if cache.len() >= RECENT_KEPT {
+        cache.clear();
+    }
+    cache.insert(text.as_ptr() as usize, r);
+}
+
+/// Texts a [`Recents`] keeps before it starts again.
+const RECENT_KEPT: usize = 4096;
+
+/// Each parameter's source: a name of `values` (by position), else a box bound of a
+/// dimension in `boxed`, else a bound of one of `blocks` ranges; `None` for one with none.
+fn sources_of(names: &[String], values: &[(&str, i64)], blocks: usize, boxed: &[usize]) -> Option<Arc<[Source]>> {
+    names
+        .iter()
+        .map(|name| {
+            if let Some(i) = values.iter().position(|(n, _)| n == name) {
+                return Some(Source::At(i));
+            }
+            match isl_glue::bound_param(name)? {
+                Bound::Box { dim, upper } if boxed.contains(&dim) => Some(Source::Box { dim, upper }),
+                Bound::Blocks { range, upper } if range < blocks => Some(Source::Blocks { range, upper }),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The parameters' values from their sources.
+fn values_of(sources: &[Source], values: &[(&str, i64)], lo: &[i64], hi: &[i64], blocks: &[BlockRange]) -> Vec<i64> {
+    sources
+        .iter()
+        .map(|s| match *s {
+            Source::At(i) => values[i].1,
+            Source::Box { dim, upper } => (if upper { hi } else { lo })[dim],
+            Source::Blocks { range, upper } => {
+                let b = &blocks[range];
+                if upper {
+                    b.hi
+                } else {
+                    b.lo
+                }
+            }
+        })
+        .collect()
+}
+
 /// Whether the parameter condition `cond` holds for `values` and every block of `blocks`,
 /// from its closed form; `None` where it has none (the caller asks ISL). A parameter the
 /// condition needs and `values` lacks is an error, as ISL's answer would be.
@@ -157,68 +295,101 @@ pub(crate) fn holds(
     values: &[(&str, i64)],
     blocks: &[BlockRange],
 ) -> Option<Result<bool, isl_glue::Error>> {
-    let fixed = stable(cond, values)?;
-    let key = (cond.to_string(), fixed, blocks_of(blocks));
-    let closed = cached_or_made(&CONDS, &key, cond, || {
-        let fixed: Vec<(&str, i64)> = key.1.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-        super::memo::with_isl(|isl| isl.closed_cond(cond, &fixed, blocks)).ok()
-    })?;
-    let value = |name: &str| -> Option<i64> {
-        if let Some(&(_, v)) = values.iter().find(|(n, _)| *n == name) {
-            return Some(v);
-        }
-        match isl_glue::bound_param(name)? {
-            Bound::Blocks { range, upper } => blocks.get(range).map(|b| if upper { b.hi } else { b.lo }),
-            Bound::Box { .. } => None,
+    let (closed, sources) = match recent(&RECENT_CONDS, cond, values, blocks, &[]) {
+        Some(found) => found,
+        None => {
+            let fixed = stable(cond, values)?;
+            let key = (cond.to_string(), fixed, blocks_of(blocks));
+            let closed = cached_or_made(&CONDS, &key, cond, || {
+                let fixed: Vec<(&str, i64)> = key.1.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                super::memo::with_isl(|isl| isl.closed_cond(cond, &fixed, blocks)).ok()
+            })?;
+            let names = closed.params().names();
+            let Some(sources) = sources_of(names, values, blocks.len(), &[]) else {
+                // A parameter without a value: ISL's answer would be this error.
+                let missing =
+                    names.iter().find(|n| sources_of(std::slice::from_ref(n), values, blocks.len(), &[]).is_none());
+                return Some(Err(isl_glue::Error::UnknownParam(missing.cloned().unwrap_or_default())));
+            };
+            keep(&RECENT_CONDS, cond, values, &key.1, blocks, &[], &closed, &sources);
+            (closed, sources)
         }
     };
-    let values = match closed.params().values(value) {
-        Ok(v) => v,
-        Err(e) => return Some(Err(e)),
-    };
-    closed.eval(&values).ok().map(Ok)
+    closed.eval(&values_of(&sources, values, &[], &[], blocks)).ok().map(Ok)
 }
 
-/// The rectangles `map` reaches from the instances `lo..hi` (in the dimensions without
-/// ranged blocks) and the blocks of `blocks` (one per dimension of `ranged`), from its closed
-/// form; `None` where it has none, or only a superset and `superset` is not allowed, or the
-/// evaluation failed: the caller asks ISL. `fixed` gives every other parameter the map names.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn rects(
+/// A closed form made ready for one launch's partitions: where each of its parameters takes
+/// its value from (a scalar of the launch, a bound of the partition's box or of its blocks),
+/// resolved once per launch instead of by name per partition.
+pub(crate) struct Ready {
+    closed: Arc<ClosedBox>,
+    sources: Arc<[Source]>,
+    /// The launch's values of the parameters that stay such.
+    values: Vec<i64>,
+}
+
+/// The closed form of `map` for a launch whose partitions have `dims` instance dimensions and
+/// the ranged blocks `blocks` (one per dimension of `ranged`; their bounds are the
+/// partitions'), `fixed` giving every other parameter the map names; `None` where it has none
+/// (the caller asks ISL).
+pub(crate) fn ready(
     map: &str,
     fixed: &[(&str, i64)],
+    blocks: &[BlockRange],
+    ranged: &[usize],
+    dims: usize,
+) -> Option<Ready> {
+    let boxed: Vec<usize> = (0..dims).filter(|d| !ranged.contains(d)).collect();
+    let (closed, sources) = match recent(&RECENT_MAPS, map, fixed, blocks, &boxed) {
+        Some(found) => found,
+        None => {
+            let fixed_now = stable(map, fixed)?;
+            let key = Key { map: map.to_string(), fixed: fixed_now, blocks: blocks_of(blocks), boxed };
+            let closed = cached_or_made(&CLOSED, &key, map, || {
+                let fixed: Vec<(&str, i64)> = key.fixed.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                super::memo::with_parsed_map(map, |m| m.closed_box(&fixed, blocks, &key.boxed)).ok()
+            })?;
+            let sources = sources_of(closed.params().names(), fixed, blocks.len(), &key.boxed)?;
+            keep(&RECENT_MAPS, map, fixed, &key.fixed, blocks, &key.boxed, &closed, &sources);
+            (closed, sources)
+        }
+    };
+    let values = sources.iter().map(|s| if let Source::At(i) = *s { fixed[i].1 } else { 0 }).collect();
+    Some(Ready { closed, sources, values })
+}
+
+/// The rectangles the closed form `r` reaches from the instances `lo..hi` (in the dimensions
+/// without ranged blocks) and the blocks of `blocks`; `None` where it is only a superset and
+/// `superset` is not allowed, or the evaluation failed: the caller asks ISL.
+pub(crate) fn rects(
+    r: &Ready,
     lo: &[i64],
     hi: &[i64],
     blocks: &[BlockRange],
-    ranged: &[usize],
     shape: &[i64],
     superset: bool,
 ) -> Option<Reached> {
-    let fixed_now = stable(map, fixed)?;
-    let key = Key {
-        map: map.to_string(),
-        fixed: fixed_now,
-        blocks: blocks_of(blocks),
-        boxed: (0..lo.len()).filter(|d| !ranged.contains(d)).collect(),
-    };
-    let closed = cached_or_made(&CLOSED, &key, map, || {
-        let fixed: Vec<(&str, i64)> = key.fixed.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-        super::memo::with_parsed_map(map, |m| m.closed_box(&fixed, blocks, &key.boxed)).ok()
-    })?;
+    let closed = &r.closed;
     if !closed.exact && !superset {
         return None;
     }
-    let value = |name: &str| -> Option<i64> {
-        if let Some(&(_, v)) = fixed.iter().find(|(n, _)| *n == name) {
-            return Some(v);
-        }
-        match isl_glue::bound_param(name)? {
-            Bound::Box { dim, upper } if key.boxed.contains(&dim) => Some(if upper { hi[dim] } else { lo[dim] }),
-            Bound::Blocks { range, upper } => blocks.get(range).map(|b| if upper { b.hi } else { b.lo }),
-            Bound::Box { .. } => None,
-        }
-    };
-    let values = closed.params().values(value).ok()?;
+    let values: Vec<i64> = r
+        .sources
+        .iter()
+        .zip(&r.values)
+        .map(|(s, &v)| match *s {
+            Source::At(_) => v,
+            Source::Box { dim, upper } => (if upper { hi } else { lo })[dim],
+            Source::Blocks { range, upper } => {
+                let b = &blocks[range];
+                if upper {
+                    b.hi
+                } else {
+                    b.lo
+                }
+            }
+        })
+        .collect();
     let boxes = closed.eval(&values).ok()?;
     let mut out: Vec<Rect> = Vec::new();
     for b in &boxes {
@@ -229,4 +400,33 @@ pub(crate) fn rects(
         out.dedup();
     }
     Some((Arc::new(out), !closed.exact))
+}
+
+/// The closed forms one launch's partitions use, by map: made ready by the first partition
+/// that needs one ([`ready`]), shared by the others. Keyed by the map text's address: every
+/// partition reads the same argument's map, and a text met at two addresses is made ready
+/// twice, which costs time, never a wrong answer.
+#[derive(Default)]
+pub(crate) struct Launch {
+    forms: Mutex<Vec<(usize, Option<Arc<Ready>>)>>,
+}
+
+impl Launch {
+    /// The ready closed form of `map`, made by `make` the first time.
+    pub(crate) fn get(&self, map: &str, make: impl FnOnce() -> Option<Ready>) -> Option<Arc<Ready>> {
+        let at = map.as_ptr() as usize;
+        let known =
+            |forms: &[(usize, Option<Arc<Ready>>)]| forms.iter().find(|(m, _)| *m == at).map(|(_, r)| r.clone());
+        if let Some(r) = known(&self.forms.lock().unwrap_or_else(|e| e.into_inner())) {
+            return r;
+        }
+        // Made outside the lock: the partitions that want other maps need not wait.
+        let made = make().map(Arc::new);
+        let mut forms = self.forms.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = known(&forms) {
+            return r;
+        }
+        forms.push((at, made.clone()));
+        made
+    }
 }

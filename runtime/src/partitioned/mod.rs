@@ -516,7 +516,15 @@ fn plan_of(
                 // running other jobs: no thread of its own is needed (starting one cost more
                 // than a plan from closed forms).
                 if rayon::current_thread_index().is_none() {
-                    return planner().install(|| split::plan_split(launch, bindings, table));
+                    // A plan the node made in microseconds last time is made right here.
+                    let t = std::time::Instant::now();
+                    let outcome = if plans.plans_quickly(n) {
+                        split::plan_split(launch, bindings, table)
+                    } else {
+                        planner().install(|| split::plan_split(launch, bindings, table))
+                    };
+                    plans.planned_in(n, t.elapsed().as_nanos() as u64);
+                    return outcome;
                 }
                 std::thread::scope(|s| {
                     std::thread::Builder::new()

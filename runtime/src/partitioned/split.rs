@@ -27,7 +27,7 @@ use crate::memory::{ByteRect, Table};
 use dashdb::{ReadKind, WriteKind};
 use isl_glue::BlockRange;
 use rayon::prelude::*;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The grid dimensions a launch of `blocks` blocks in `parts` partitions is cut along. The
 /// user's choice is taken as given. The analysis's is a list of splittable dimensions, best
@@ -493,7 +493,7 @@ fn split(
     }
     // Conditions that multiply parameters, with each block id and offset at its largest.
     for text in &dn.bounds {
-        let bound = dashdb::Bound::parse(text).map_err(|e| format!("checking its assumptions: {e}"))?;
+        let bound = parsed_bound(text).map_err(|e| format!("checking its assumptions: {e}"))?;
         let largest = |n: &str| {
             let last = |r: &&dashdb::RuntimeBlock| (reach[r.dim as usize] - 1).max(0);
             match runtime_blocks.iter().find(|r| r.id == n || r.offset == n) {
@@ -583,149 +583,157 @@ fn split(
     let loc = &unit.loc;
     let ranged: Vec<usize> = runtime_blocks.iter().map(|r| r.dim as usize).collect();
     let operations = super::settings::isl_operations();
-    let computed: Vec<Result<_, String>> = parts
-        .par_iter()
-        .enumerate()
-        .filter(|(_, p)| !p.is_empty())
-        .map(|(k, p)| {
-            // The partition's ISL work is bounded (`HPVM_MGPU_ISL_OPERATIONS`): past the bound
-            // every ISL call fails, the partition's plan with it, and the launch runs whole.
-            let (planned, passed) = with_isl(|isl| {
-                isl.within(operations, || {
-                    let lo: Vec<i64> = (0..dims).map(|d| p.lo[d] as i64 * per_block[d]).collect();
-                    let hi: Vec<i64> =
-                        (0..dims).map(|d| (p.hi[d] as i64 * per_block[d]).min(instances(grid, block, d))).collect();
-                    let mut reads = Vec::new();
-                    let mut writes = Vec::new();
-                    let mut pending = Vec::new();
-                    // Per reduction argument, the hull of the bytes the partition updates.
-                    let mut reduced: Vec<(usize, (u64, u64))> = Vec::new();
-                    for (ai, a) in args.iter().enumerate() {
-                        let arg = dn.arg(a.param).expect("checked above");
-                        if arg.pointer_level != 1 {
-                            return Err(format!("`{}` is reached through {} pointers", arg.name, arg.pointer_level));
-                        }
-                        let ranges = block_ranges(p.lo, p.hi);
-                        let ctx = Ctx {
-                            arg,
-                            a,
-                            lo: &lo,
-                            hi: &hi,
-                            blocks: &ranges,
-                            ranged: &ranged,
-                            stride: stride.as_ref(),
-                            node: node_name,
-                            loc,
-                        };
-                        let fixed = needed(&arg.params)?;
-                        let shape = &shapes[&a.param];
-                        let whole = || vec![ByteRect::run(0, a.size)];
-                        // Reads too fragmented to list cheaply are read whole (more copying, still
-                        // right); such writes cannot be over-approximated, so the launch runs whole.
-                        let too_fragmented =
-                            || format!("`{}`: the elements it writes are too fragmented to plan", arg.name);
-                        let r = match (arg.read, &arg.read_map) {
-                            (ReadKind::None, _) => vec![],
-                            // Where the read's own conditions fail, its map names other elements
-                            // than it reads.
-                            (_, Some(_)) if !read_maps_hold[ai] => whole(),
-                            // A bound of data-dependent or conditional reads may reach past the
-                            // buffer where no read does (Polly bounds an `int` index by its type):
-                            // clipped without a word.
-                            (kind, Some(m)) => {
-                                let what = if kind == ReadKind::Exact { "reads" } else { "" };
-                                ctx.rects(m, &fixed, shape, what, true)?.unwrap_or_else(whole)
-                            }
-                            (_, None) => whole(),
-                        };
-                        let (w, may) = match (arg.write, &arg.write_map) {
-                            (WriteKind::None, _) => (vec![], false),
-                            (WriteKind::Exact, Some(m)) => {
-                                (ctx.rects(m, &fixed, shape, "writes", false)?.ok_or_else(too_fragmented)?, false)
-                            }
-                            (WriteKind::May, Some(m)) => {
-                                // A may-write is a superset of what is written (Thrust's `for_each` over
-                                // whole tiles, whose last one the items end inside): past the buffer it
-                                // is clipped without a word, as a superset of reads is.
-                                (ctx.rects(m, &fixed, shape, "", false)?.ok_or_else(too_fragmented)?, true)
-                            }
-                            (WriteKind::Indirect, _) => {
-                                // Where the indices are; their values are read after this pass.
-                                let t = arg.write_through.as_ref().ok_or("an indirect write without its indices")?;
-                                let index = args.iter().position(|x| x.param == t.arg).ok_or_else(|| {
-                                    format!("`{}` takes its indices from memory the program did not track", arg.name)
-                                })?;
-                                let xa = dn.arg(t.arg).expect("checked above");
-                                let ictx = Ctx { arg: xa, a: &args[index], ..ctx };
-                                // Under a condition (`every` false) the map is a superset of the
-                                // places read, which may reach past the buffer (a partial last tile):
-                                // clipped without a word, as a superset of reads is.
-                                let what = if t.every { "reads indices" } else { "" };
-                                let at = ictx
-                                    .rects(&t.map, &fixed, &shapes[&t.arg], what, false)?
-                                    .ok_or_else(|| format!("`{}`: its indices are too fragmented to read", arg.name))?;
-                                pending.push(Pending { written: ai, index, at });
-                                (vec![], false)
-                            }
-                            (WriteKind::Reduce, map) => {
-                                // Its elements; the home partition reads and writes them, below.
-                                let hull = match map {
-                                    Some(m) => {
-                                        let rects = ctx
-                                            .rects(m, &fixed, shape, "updates", false)?
-                                            .ok_or_else(too_fragmented)?;
-                                        let lo = rects.iter().map(|r| r.start).min();
-                                        lo.map(|lo| (lo, rects.iter().map(ByteRect::end).max().unwrap_or(lo)))
-                                    }
-                                    None => Some((0, a.size)),
-                                };
-                                reduced.extend(hull.map(|h| (ai, h)));
-                                (vec![], false)
-                            }
-                            (WriteKind::Merged, _) => {
-                                // Every byte of its buffer: each partition is made current on them
-                                // (below), the home holds them after.
-                                reduced.push((ai, (0, a.size)));
-                                (vec![], false)
-                            }
-                            (kind, _) => return Err(format!("`{}`: its writes are {kind}", arg.name)),
-                        };
-                        reads.extend(r.into_iter().map(|x| (a.buffer, x)));
-                        if may {
-                            // A may-write region: current first, so elements left alone stay right.
-                            reads.extend(w.iter().map(|x| (a.buffer, *x)));
-                        }
-                        writes.extend(w.into_iter().map(|x| (a.buffer, x)));
+    let forms = super::closed::Launch::default();
+    // Each argument's fixed values, the same for every partition.
+    let fixed_of: Vec<Result<Vec<(&str, i64)>, String>> =
+        args.iter().map(|a| needed(&dn.arg(a.param).expect("checked above").params)).collect();
+    let plan_part = |(k, p): (usize, &partition::Part)| {
+        // The partition's ISL work is bounded (`HPVM_MGPU_ISL_OPERATIONS`): past the bound
+        // every ISL call fails, the partition's plan with it, and the launch runs whole.
+        let (planned, passed) = with_isl(|isl| {
+            isl.within(operations, || {
+                let lo: Vec<i64> = (0..dims).map(|d| p.lo[d] as i64 * per_block[d]).collect();
+                let hi: Vec<i64> =
+                    (0..dims).map(|d| (p.hi[d] as i64 * per_block[d]).min(instances(grid, block, d))).collect();
+                let mut reads = Vec::new();
+                let mut writes = Vec::new();
+                let mut pending = Vec::new();
+                // Per reduction argument, the hull of the bytes the partition updates.
+                let mut reduced: Vec<(usize, (u64, u64))> = Vec::new();
+                let ranges = block_ranges(p.lo, p.hi);
+                for (ai, a) in args.iter().enumerate() {
+                    let arg = dn.arg(a.param).expect("checked above");
+                    if arg.pointer_level != 1 {
+                        return Err(format!("`{}` is reached through {} pointers", arg.name, arg.pointer_level));
                     }
-                    let bx = GridBox {
-                        lo: std::array::from_fn(|d| p.lo[d] as i64),
-                        hi: std::array::from_fn(|d| p.hi[d] as i64),
-                        dim: grid,
+                    let ctx = Ctx {
+                        arg,
+                        a,
+                        lo: &lo,
+                        hi: &hi,
+                        blocks: &ranges,
+                        ranged: &ranged,
+                        stride: stride.as_ref(),
+                        forms: &forms,
+                        node: node_name,
+                        loc,
                     };
-                    // Partitions of a grid-shaped leaf count blocks: back to instances.
-                    let bx = if block.is_none() {
-                        GridBox {
-                            lo: std::array::from_fn(|d| bx.lo[d] * per_block[d]),
-                            hi: std::array::from_fn(|d| (bx.hi[d] * per_block[d]).min(l.grid[d])),
-                            dim: l.grid,
+                    let fixed = fixed_of[ai].clone()?;
+                    let shape = &shapes[&a.param];
+                    let whole = || vec![ByteRect::run(0, a.size)];
+                    // Reads too fragmented to list cheaply are read whole (more copying, still
+                    // right); such writes cannot be over-approximated, so the launch runs whole.
+                    let too_fragmented =
+                        || format!("`{}`: the elements it writes are too fragmented to plan", arg.name);
+                    let r = match (arg.read, &arg.read_map) {
+                        (ReadKind::None, _) => vec![],
+                        // Where the read's own conditions fail, its map names other elements
+                        // than it reads.
+                        (_, Some(_)) if !read_maps_hold[ai] => whole(),
+                        // A bound of data-dependent or conditional reads may reach past the
+                        // buffer where no read does (Polly bounds an `int` index by its type):
+                        // clipped without a word.
+                        (kind, Some(m)) => {
+                            let what = if kind == ReadKind::Exact { "reads" } else { "" };
+                            ctx.rects(m, &fixed, shape, what, true)?.unwrap_or_else(whole)
                         }
-                    } else {
-                        bx
+                        (_, None) => whole(),
                     };
-                    Ok((device(k), bx, reads, writes, pending, reduced))
-                })
-            });
-            match planned {
-                // Whatever came of it: a call past the bound failed, and nothing of the
-                // partition's plan is trusted after that.
-                _ if passed => Err(format!(
-                    "planning its split passed the bound of {operations} ISL operations per partition \
+                    let (w, may) = match (arg.write, &arg.write_map) {
+                        (WriteKind::None, _) => (vec![], false),
+                        (WriteKind::Exact, Some(m)) => {
+                            (ctx.rects(m, &fixed, shape, "writes", false)?.ok_or_else(too_fragmented)?, false)
+                        }
+                        (WriteKind::May, Some(m)) => {
+                            // A may-write is a superset of what is written (Thrust's `for_each` over
+                            // whole tiles, whose last one the items end inside): past the buffer it
+                            // is clipped without a word, as a superset of reads is.
+                            (ctx.rects(m, &fixed, shape, "", false)?.ok_or_else(too_fragmented)?, true)
+                        }
+                        (WriteKind::Indirect, _) => {
+                            // Where the indices are; their values are read after this pass.
+                            let t = arg.write_through.as_ref().ok_or("an indirect write without its indices")?;
+                            let index = args.iter().position(|x| x.param == t.arg).ok_or_else(|| {
+                                format!("`{}` takes its indices from memory the program did not track", arg.name)
+                            })?;
+                            let xa = dn.arg(t.arg).expect("checked above");
+                            let ictx = Ctx { arg: xa, a: &args[index], ..ctx };
+                            // Under a condition (`every` false) the map is a superset of the
+                            // places read, which may reach past the buffer (a partial last tile):
+                            // clipped without a word, as a superset of reads is.
+                            let what = if t.every { "reads indices" } else { "" };
+                            let at = ictx
+                                .rects(&t.map, &fixed, &shapes[&t.arg], what, false)?
+                                .ok_or_else(|| format!("`{}`: its indices are too fragmented to read", arg.name))?;
+                            pending.push(Pending { written: ai, index, at });
+                            (vec![], false)
+                        }
+                        (WriteKind::Reduce, map) => {
+                            // Its elements; the home partition reads and writes them, below.
+                            let hull = match map {
+                                Some(m) => {
+                                    let rects =
+                                        ctx.rects(m, &fixed, shape, "updates", false)?.ok_or_else(too_fragmented)?;
+                                    let lo = rects.iter().map(|r| r.start).min();
+                                    lo.map(|lo| (lo, rects.iter().map(ByteRect::end).max().unwrap_or(lo)))
+                                }
+                                None => Some((0, a.size)),
+                            };
+                            reduced.extend(hull.map(|h| (ai, h)));
+                            (vec![], false)
+                        }
+                        (WriteKind::Merged, _) => {
+                            // Every byte of its buffer: each partition is made current on them
+                            // (below), the home holds them after.
+                            reduced.push((ai, (0, a.size)));
+                            (vec![], false)
+                        }
+                        (kind, _) => return Err(format!("`{}`: its writes are {kind}", arg.name)),
+                    };
+                    reads.extend(r.into_iter().map(|x| (a.buffer, x)));
+                    if may {
+                        // A may-write region: current first, so elements left alone stay right.
+                        reads.extend(w.iter().map(|x| (a.buffer, *x)));
+                    }
+                    writes.extend(w.into_iter().map(|x| (a.buffer, x)));
+                }
+                let bx = GridBox {
+                    lo: std::array::from_fn(|d| p.lo[d] as i64),
+                    hi: std::array::from_fn(|d| p.hi[d] as i64),
+                    dim: grid,
+                };
+                // Partitions of a grid-shaped leaf count blocks: back to instances.
+                let bx = if block.is_none() {
+                    GridBox {
+                        lo: std::array::from_fn(|d| bx.lo[d] * per_block[d]),
+                        hi: std::array::from_fn(|d| (bx.hi[d] * per_block[d]).min(l.grid[d])),
+                        dim: l.grid,
+                    }
+                } else {
+                    bx
+                };
+                Ok((device(k), bx, reads, writes, pending, reduced))
+            })
+        });
+        match planned {
+            // Whatever came of it: a call past the bound failed, and nothing of the
+            // partition's plan is trusted after that.
+            _ if passed => Err(format!(
+                "planning its split passed the bound of {operations} ISL operations per partition \
                    (HPVM_MGPU_ISL_OPERATIONS)"
-                )),
-                planned => planned,
-            }
-        })
-        .collect();
+            )),
+            planned => planned,
+        }
+    };
+    // On the planning pool, the partitions are planned in parallel. On the launching thread
+    // (a plan its node made in microseconds before, from closed forms:
+    // [`super::Launches::plans_quickly`]),
+    // one after another: waking the pool's threads costs more than such a plan.
+    let computed: Vec<Result<_, String>> = if rayon::current_thread_index().is_some() {
+        parts.par_iter().enumerate().filter(|(_, p)| !p.is_empty()).map(plan_part).collect()
+    } else {
+        parts.iter().enumerate().filter(|(_, p)| !p.is_empty()).map(plan_part).collect()
+    };
     let computed: Vec<_> = computed.into_iter().collect::<Result<_, _>>()?;
     let mut reductions = reductions(dn, args, computed.iter().flat_map(|c| &c.5))?;
     let mut parts: Parts = Vec::with_capacity(computed.len());
@@ -864,23 +872,41 @@ fn element_span(lo: u64, hi: u64, offset: u64, size: u64, len: u64) -> (u64, u64
     (start, end.saturating_sub(start) / size)
 }
 
+/// `text` parsed ([`dashdb::Bound::parse`]), once per text: a launch checks its node's
+/// bounds every time its plan is made.
+fn parsed_bound(text: &str) -> Result<Arc<dashdb::Bound>, String> {
+    static PARSED: Mutex<Option<FxHashMap<String, Arc<dashdb::Bound>>>> = Mutex::new(None);
+    if let Some(b) = PARSED.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(FxHashMap::default).get(text) {
+        return Ok(b.clone());
+    }
+    let b = Arc::new(dashdb::Bound::parse(text)?);
+    let mut parsed = PARSED.lock().unwrap_or_else(|e| e.into_inner());
+    let parsed = parsed.get_or_insert_with(FxHashMap::default);
+    if parsed.len() >= KEPT {
+        parsed.clear();
+    }
+    parsed.insert(text.to_string(), b.clone());
+    Ok(b)
+}
+
 /// Whether the parameter condition `cond` holds for `values` and every block of `blocks`,
 /// remembered per values (which determine the blocks).
 fn assumptions_hold(cond: &str, values: &[(&str, i64)], blocks: &[BlockRange]) -> Result<bool, isl_glue::Error> {
+    // Its closed form first: found without building a key, where the launch is like the last.
+    if let Some(h) = super::closed::holds(cond, values, blocks) {
+        return h;
+    }
     let key: super::memo::FixedKey = (cond.to_string(), values.iter().map(|(n, v)| (n.to_string(), *v)).collect());
     if let Some(&b) = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(FxHashMap::default).get(&key) {
         return Ok(b);
     }
-    let holds = match super::closed::holds(cond, values, blocks) {
-        Some(h) => h,
-        None => with_isl(|isl| {
-            if blocks.is_empty() {
-                isl.params_hold(cond, values)
-            } else {
-                isl.params_hold_for_blocks(cond, values, blocks)
-            }
-        }),
-    }?;
+    let holds = with_isl(|isl| {
+        if blocks.is_empty() {
+            isl.params_hold(cond, values)
+        } else {
+            isl.params_hold_for_blocks(cond, values, blocks)
+        }
+    })?;
     let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
     let known = known.get_or_insert_with(FxHashMap::default);
     if known.len() >= KEPT {
@@ -1006,6 +1032,8 @@ struct Ctx<'a> {
     /// The instance dimension of each of `blocks`.
     ranged: &'a [usize],
     stride: Option<&'a Stride>,
+    /// The launch's closed forms, shared by its partitions.
+    forms: &'a super::closed::Launch,
     node: &'a str,
     loc: &'a str,
 }
@@ -1188,11 +1216,16 @@ impl Ctx<'_> {
         shape: &[i64],
         superset: bool,
     ) -> Result<Reached, isl_glue::Error> {
-        let plain =
-            || match super::closed::rects(map, fixed, self.lo, self.hi, self.blocks, self.ranged, shape, superset) {
+        let plain = || {
+            let closed = self
+                .forms
+                .get(map, || super::closed::ready(map, fixed, self.blocks, self.ranged, self.lo.len()))
+                .and_then(|r| super::closed::rects(&r, self.lo, self.hi, self.blocks, shape, superset));
+            match closed {
                 Some(r) => Ok(r),
                 None => element_rects(map, fixed, self.lo, self.hi, self.blocks, shape, superset),
-            };
+            }
+        };
         let Some(s) = self.stride else { return plain() };
         let d = s.dim;
         if !self.blocks.iter().any(|b| b.id == s.id) {

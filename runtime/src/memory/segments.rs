@@ -1,0 +1,243 @@
+//! The segments of a coherence map (`coherence.rs`): one sequence, stored as chunks that
+//! clones share until one of them is written. Generic over what it holds, so this file
+//! names no other.
+//!
+//! A map is kept as it was before a launch (the copy-plan cache's states, the copy planner's
+//! sources) while the launch changes it. With one shared vector, the first change after such
+//! a clone copied every segment, and a splice moved every segment after it: a Gaussian
+//! elimination's maps hold thousands (each row carries pieces of several devices' writes), and
+//! copying them was most of a launch's copy planning. With chunks, a change copies the
+//! chunks it touches and moves the segments of those only.
+//!
+//! Invariants:
+//! - No chunk is empty, and none holds more than [`CHUNK`] segments.
+//! - `starts[c]` is the number of segments before chunk `c`; `len` is their total.
+//! - Positions are indices into the whole sequence, as if it were one slice.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+/// Segments per chunk, at most: small enough that a change copies little, large enough that
+/// a search over the chunks is short. Tests use small chunks, so that the coherence maps'
+/// own tests cross chunks too.
+#[cfg(not(test))]
+const CHUNK: usize = 128;
+#[cfg(test)]
+const CHUNK: usize = 4;
+
+#[derive(Clone, Debug)]
+pub struct Segments<T> {
+    chunks: Vec<Arc<Vec<T>>>,
+    starts: Vec<usize>,
+    len: usize,
+}
+
+impl<T> Default for Segments<T> {
+    fn default() -> Segments<T> {
+        Segments { chunks: Vec::new(), starts: Vec::new(), len: 0 }
+    }
+}
+
+impl<T: Clone + PartialEq> PartialEq for Segments<T> {
+    fn eq(&self, other: &Segments<T>) -> bool {
+        // Equal chunks are most often the same chunk: a state kept and found again.
+        self.len == other.len && (self.shares(other) || self.iter().zip(other.iter()).all(|(a, b)| a == b))
+    }
+}
+
+impl<T: Clone + Eq> Eq for Segments<T> {}
+
+impl<T: Clone> Segments<T> {
+    pub fn from_vec(segments: Vec<T>) -> Segments<T> {
+        let mut s = Segments { chunks: pieces(segments), ..Segments::default() };
+        s.recount();
+        s
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether both hold the very same chunks (a clone neither has written since).
+    pub fn shares(&self, other: &Segments<T>) -> bool {
+        self.chunks.len() == other.chunks.len() && self.chunks.iter().zip(&other.chunks).all(|(a, b)| Arc::ptr_eq(a, b))
+    }
+
+    pub fn get(&self, i: usize) -> Option<&T> {
+        if i >= self.len {
+            return None;
+        }
+        let (c, k) = self.locate(i);
+        self.chunks[c].get(k)
+    }
+
+    /// The first position whose segment fails `pred`, which must hold for a prefix of the
+    /// sequence only (as `slice::partition_point`).
+    pub fn partition_point(&self, pred: impl Fn(&T) -> bool) -> usize {
+        let c = self.chunks.partition_point(|ch| pred(ch.last().expect("chunks are not empty")));
+        match self.chunks.get(c) {
+            None => self.len,
+            Some(ch) => self.starts[c] + ch.partition_point(pred),
+        }
+    }
+
+    /// [`Segments::partition_point`] for a search that starts at position `from` (at or
+    /// before the answer), chunk by chunk: cheap for searches that move forward a little at a
+    /// time (a rectangle's rows, one after another).
+    pub fn partition_point_from(&self, from: usize, pred: impl Fn(&T) -> bool) -> usize {
+        if from >= self.len {
+            return self.len;
+        }
+        let (mut c, k) = self.locate(from);
+        let mut first = k;
+        while let Some(ch) = self.chunks.get(c) {
+            if !pred(ch.last().expect("chunks are not empty")) {
+                return self.starts[c] + first + ch[first..].partition_point(&pred);
+            }
+            c += 1;
+            first = 0;
+        }
+        self.len
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
+        self.chunks.iter().flat_map(|c| c.iter())
+    }
+
+    /// The segments from position `i` on.
+    pub fn iter_from(&self, i: usize) -> impl Iterator<Item = &T> + '_ {
+        let (c, k) = if i >= self.len { (self.chunks.len(), 0) } else { self.locate(i) };
+        let first = self.chunks.get(c).map(|ch| &ch[k..]).unwrap_or(&[]);
+        first.iter().chain(self.chunks.iter().skip(c + 1).flat_map(|ch| ch.iter()))
+    }
+
+    /// Replaces the segments at `range` with `with`: only the chunks `range` reaches are
+    /// copied (where shared) and rebuilt.
+    pub fn splice(&mut self, range: Range<usize>, with: Vec<T>) {
+        debug_assert!(range.start <= range.end && range.end <= self.len);
+        if self.chunks.is_empty() {
+            self.chunks = pieces(with);
+            self.recount();
+            return;
+        }
+        // The chunks from the one holding the range's start to the one holding its end (an
+        // empty range at the end belongs to the last chunk).
+        let (c0, k0) = if range.start >= self.len {
+            let last = self.chunks.len() - 1;
+            (last, self.chunks[last].len())
+        } else {
+            self.locate(range.start)
+        };
+        let (mut c1, k1) = if range.end == range.start {
+            (c0, k0)
+        } else {
+            let (c, k) = self.locate(range.end - 1);
+            (c, k + 1)
+        };
+        let mut merged: Vec<T> = Vec::with_capacity(k0 + with.len() + self.chunks[c1].len() - k1);
+        merged.extend_from_slice(&self.chunks[c0][..k0]);
+        merged.extend(with);
+        merged.extend_from_slice(&self.chunks[c1][k1..]);
+        // A small remainder joins its neighbour, so chunks do not dwindle to single segments.
+        if merged.len() < CHUNK / 4 && c1 + 1 < self.chunks.len() {
+            c1 += 1;
+            merged.extend_from_slice(&self.chunks[c1]);
+        }
+        self.chunks.splice(c0..=c1, pieces(merged));
+        self.recount();
+    }
+
+    /// The chunk and the place in it of position `i` (below `len`).
+    fn locate(&self, i: usize) -> (usize, usize) {
+        let c = self.starts.partition_point(|&s| s <= i) - 1;
+        (c, i - self.starts[c])
+    }
+
+    fn recount(&mut self) {
+        self.starts.clear();
+        let mut at = 0;
+        for c in &self.chunks {
+            self.starts.push(at);
+            at += c.len();
+        }
+        self.len = at;
+    }
+}
+
+/// `segments` in chunks of at most [`CHUNK`], of nearly equal sizes; none for none.
+fn pieces<T: Clone>(segments: Vec<T>) -> Vec<Arc<Vec<T>>> {
+    if segments.len() <= CHUNK {
+        return if segments.is_empty() { Vec::new() } else { vec![Arc::new(segments)] };
+    }
+    let n = segments.len().div_ceil(CHUNK);
+    let size = segments.len().div_ceil(n);
+    segments.chunks(size).map(|c| Arc::new(c.to_vec())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A segment's stand-in: start, end, holders.
+    type Seg = (u64, u64, u8);
+
+    fn seg(i: u64) -> Seg {
+        (i, i + 1, 1 + (i % 3) as u8)
+    }
+
+    /// Splices anywhere, of any length, agree with a plain vector's, and keep the chunks'
+    /// invariants.
+    #[test]
+    fn splices_agree_with_a_vector() {
+        let mut model: Vec<Seg> = (0..1000).map(seg).collect();
+        let mut s = Segments::from_vec(model.clone());
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n.max(1) as u64) as usize
+        };
+        for round in 0..2000 {
+            let a = next(model.len() + 1);
+            let b = a + next((model.len() - a).min(300) + 1);
+            let with: Vec<Seg> = (0..next(if round % 2 == 0 { 400 } else { 4 })).map(|i| seg(i as u64 + 7)).collect();
+            let kept = s.clone();
+            let before = model.clone();
+            model.splice(a..b, with.clone());
+            s.splice(a..b, with);
+            assert_eq!(s.len(), model.len());
+            assert!(s.iter().eq(model.iter()), "round {round}");
+            assert!(kept.iter().eq(before.iter()), "a clone is untouched by the other's splice");
+            assert!(s.chunks.iter().all(|c| !c.is_empty() && c.len() <= CHUNK));
+            let i = next(model.len() + 1);
+            assert!(s.iter_from(i).eq(model[i..].iter()));
+            assert_eq!(s.get(i), model.get(i));
+        }
+    }
+
+    #[test]
+    fn partition_points_agree_with_a_slice() {
+        let model: Vec<Seg> = (0..700).map(|i| (2 * i, 2 * i + 2, 1)).collect();
+        let s = Segments::from_vec(model.clone());
+        let mut from = 0;
+        for at in 0..1500 {
+            assert_eq!(s.partition_point(|x| x.1 <= at), model.partition_point(|x| x.1 <= at));
+            from = s.partition_point_from(from, |x| x.1 <= at);
+            assert_eq!(from, model.partition_point(|x| x.1 <= at), "from an earlier answer");
+            assert_eq!(s.partition_point(|x| x.0 < at), model.partition_point(|x| x.0 < at));
+        }
+    }
+
+    /// A write copies the chunks it touches; the others stay shared with the clone.
+    #[test]
+    fn a_splice_copies_only_the_chunks_it_reaches() {
+        let mut s = Segments::from_vec((0..10 * CHUNK as u64).map(seg).collect());
+        let kept = s.clone();
+        assert!(s.shares(&kept));
+        s.splice(5..6, vec![seg(5)]);
+        let same = s.chunks.iter().zip(&kept.chunks).filter(|(a, b)| Arc::ptr_eq(a, b)).count();
+        assert!(same >= s.chunks.len() - 2, "{same} of {} chunks shared", s.chunks.len());
+        assert_eq!(s, kept, "equal contents compare equal");
+    }
+}
