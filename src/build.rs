@@ -437,6 +437,17 @@ fn analysis_of(
                         analysis_opts.slow.push(symbol.to_string());
                         continue;
                     }
+                    // Before any node: preparing the whole file's code at once (HeCBench's sortKV
+                    // and merkle took over a minute there). Each node by itself prepares only its
+                    // own code.
+                    None if !opts_one_by_one(&analysis_opts) => {
+                        eprintln!(
+                            "{}: warning: the access analysis {why} while preparing the file's code; its nodes are \
+                             analysed one by one",
+                            input.display()
+                        );
+                        node_by_node(module, graph, input, scratch, &analysis_opts, budget)
+                    }
                     _ => {
                         let at = doing.map(|d| format!(" (at {d})")).unwrap_or_default();
                         eprintln!(
@@ -483,6 +494,92 @@ fn analysis_of(
             }
         };
     }
+}
+
+/// Whether the analysis was already asked for one node alone (no node-by-node retry then).
+fn opts_one_by_one(opts: &analysis::Options) -> bool {
+    opts.only.is_some()
+}
+
+/// The analysis of a file whose preparation stalled, made node by node: each leaf in a child
+/// of its own that prepares only that node's code, within the file's budget counted afresh.
+/// A node whose analysis stalls or crashes runs whole, saying so (its entry is made once more
+/// with it marked slow or skipped, which analyses nothing); past the budget, the nodes not
+/// analysed yet run whole. `None` where no node could be analysed.
+fn node_by_node(
+    module: &inkwell::module::Module<'_>,
+    graph: &hpvm_core::Graph,
+    input: &Path,
+    scratch: &Path,
+    opts: &analysis::Options,
+    budget: std::time::Duration,
+) -> Result<Option<dashdb::Database>> {
+    let leaves: Vec<(String, String)> = graph
+        .nodes
+        .iter()
+        .filter(|(_, n)| n.leaf().is_some_and(|l| !l.is_allocation))
+        .map(|(_, n)| (n.name.clone(), n.display.clone()))
+        .collect();
+    let started = std::time::Instant::now();
+    let mut db: Option<dashdb::Database> = None;
+    for (symbol, shown) in leaves {
+        let mut one = analysis::Options { only: Some(symbol.clone()), done: Vec::new(), ..opts.clone() };
+        one.out_of_time = started.elapsed() >= budget;
+        let mut tries = 0;
+        let node = loop {
+            tries += 1;
+            let deadline = (!one.out_of_time).then(|| started + budget);
+            let outcome =
+                isolate::run_with_limits(scratch, "analysis", Some(isolate::analysis_patience()), deadline, |ch| {
+                    analysis::set_progress(Box::new(ch.writer()));
+                    match crate::analyze::analyze_module(module, graph, input, &one) {
+                        Ok(db) => Ok(db.to_json().into_bytes()),
+                        Err(e) => {
+                            eprintln!(
+                                "{}: note: the access analysis of `{shown}` failed, it runs whole: {e}",
+                                input.display()
+                            );
+                            Ok(Vec::new())
+                        }
+                    }
+                })?;
+            let why = match outcome {
+                isolate::Outcome::Done(json) if json.is_empty() => break None,
+                isolate::Outcome::Done(json) => {
+                    break Some(dashdb::Database::from_json(&String::from_utf8_lossy(&json))?)
+                }
+                isolate::Outcome::Reported => return Err(Error::Reported),
+                isolate::Outcome::Stalled { after, .. } if started.elapsed() >= budget => {
+                    one.out_of_time = true;
+                    format!("ran past the file's time ({} s)", after.as_secs_f64().round())
+                }
+                isolate::Outcome::Stalled { after, .. } => {
+                    one.slow.push(symbol.clone());
+                    format!(
+                        "did not finish in {} s (HPVM_MGPU_ANALYSIS_SECONDS sets the limit)",
+                        after.as_secs_f64().round()
+                    )
+                }
+                isolate::Outcome::Crashed { how, .. } => {
+                    one.skip.push(symbol.clone());
+                    format!("crashed ({how}); this is a bug of hpvm-mgpu: please report it with the file")
+                }
+            };
+            if tries > 1 {
+                break None;
+            }
+            eprintln!(
+                "{}: warning: the access analysis of `{shown}` {why}; it runs whole, on one device",
+                input.display()
+            );
+        };
+        match (node, &mut db) {
+            (Some(found), Some(all)) => all.nodes.extend(found.nodes),
+            (Some(found), None) => db = Some(found),
+            (None, _) => {}
+        }
+    }
+    Ok(db)
 }
 
 /// Keeps the nodes an analysis that stalled or died finished before ([`analysis::PROGRESS_DONE`]

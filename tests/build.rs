@@ -395,6 +395,51 @@ fn an_analysis_that_stalls_on_one_node_keeps_the_others() {
     assert!(why.contains("did not finish in its time"), "{why}");
 }
 
+/// A stall while the whole file's code is prepared, before any node (HeCBench's sortKV and
+/// merkle), costs no node: the nodes are analysed one by one, each child preparing only its
+/// own code, and split; one whose own analysis stalls runs whole, named.
+#[test]
+fn an_analysis_that_stalls_preparing_the_file_goes_node_by_node() {
+    let dir = TempDir::new("stall-prepare");
+    let exe = dir.path_str("kernels");
+    let env = [
+        ("HPVM_MGPU_INJECT_CRASH", "analysis-stall-prepare,analysis-stall-node:tiled_matmul"),
+        ("HPVM_MGPU_ANALYSIS_SECONDS", "10"),
+    ];
+    let out = hpvm_mgpu_env(&["build", "tests/cuda/kernels.cu", "-o", &exe], &env);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("while preparing the file's code; its nodes are analysed one by one"), "{err}");
+    assert!(err.contains("warning: the access analysis of `tiled_matmul` did not finish in 10 s"), "{err}");
+    let stats = dir.path_str("stats.json");
+    let run = run_program(
+        std::path::Path::new(&exe),
+        &["1000"],
+        &[("HPVM_MGPU_DEVICES", "cpu:2"), ("HPVM_MGPU_STATS", &stats), ("HPVM_MGPU_PARTITION", "always")],
+    );
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}", stderr(&run));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let node = |name: &str| {
+        report["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["node"] == name)
+            .unwrap_or_else(|| panic!("{name}"))
+            .clone()
+    };
+    for name in ["stencil2d.blocks", "reverse_block.blocks", "histogram.blocks", "softplus.blocks"] {
+        let n = node(name);
+        assert!(n["analysis"].as_str().unwrap_or_default().starts_with("partitionable"), "{n}");
+        assert_eq!(n["max_devices"], 2, "{n}");
+    }
+    let slow = node("tiled_matmul.blocks");
+    assert!(
+        slow["unpartitioned_because"].as_str().unwrap_or_default().contains("did not finish in its time"),
+        "{slow}"
+    );
+}
+
 /// Host files build as nvcc's host compiler builds them: old-style C (implicit declarations,
 /// implicit int) with warnings, C given a C++ `-std`, and C++ including CUDA's headers
 /// without an `-I`.

@@ -161,6 +161,13 @@ pub fn analyze_program(
         let roots: Vec<_> = leaves.iter().filter_map(|&l| m.get_function(&graph.nodes[l].name)).collect();
         prune::prune(&m, &roots);
     }
+    // Tests: preparing the whole file's code stalling (`analysis-stall-prepare`); one node's
+    // alone does not.
+    if opts.only.is_none()
+        && std::env::var("HPVM_MGPU_INJECT_CRASH").is_ok_and(|v| v.split(',').any(|v| v == "analysis-stall-prepare"))
+    {
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+    }
     // Warp operations and inline PTX that moves no memory are no accesses (`register_only`).
     register_only::declare_memory_free(&m);
     register_only::declare_pure_math(&m);
@@ -372,10 +379,10 @@ pub fn analyze_program(
         // A function the cropping broke never reaches Polly (checked by LLVM's verifier).
         let careful = opts.careful.contains(&node.name);
         // Tests: the analysis of one node stalling (`analysis-stall-node:NAME`, by its name as
-        // written).
-        if std::env::var("HPVM_MGPU_INJECT_CRASH")
-            .is_ok_and(|v| v.strip_prefix("analysis-stall-node:").is_some_and(|n| node.display.starts_with(n)))
-        {
+        // written; with others, comma-separated).
+        if std::env::var("HPVM_MGPU_INJECT_CRASH").is_ok_and(|v| {
+            v.split(',').any(|v| v.strip_prefix("analysis-stall-node:").is_some_and(|n| node.display.starts_with(n)))
+        }) {
             std::thread::sleep(std::time::Duration::from_secs(3600));
         }
         // Tests: Polly aborting on a node's prepared loops (the command retries it carefully).
