@@ -24,7 +24,9 @@
 //!   wait runs other jobs of its pool on the same thread, and one of them may want the lock:
 //!   a deadlock, seen with streaming pipelines). Plans are computed on the [`planner`] pool
 //!   and partitions run on their devices' pools, each reached from a plain thread that the
-//!   worker joins.
+//!   worker joins. A plan its node made in microseconds last time
+//!   ([`Launches::plans_quickly`]) is made on the launching thread where that thread belongs
+//!   to no pool, its partitions one after another, with no rayon wait at all.
 //!
 //! This layer knows the program ([`Module`]), the memory and the devices, and nothing of how
 //! the graph around a unit is interpreted: the engine hands a launch over as a [`Unit`] and
