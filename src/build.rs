@@ -390,21 +390,8 @@ fn analysis_of(
     let started = std::time::Instant::now();
     loop {
         let deadline = (!analysis_opts.out_of_time).then(|| started + budget);
-        let outcome =
-            isolate::run_with_limits(scratch, "analysis", Some(isolate::analysis_patience()), deadline, |ch| {
-                analysis::set_progress(Box::new(ch.writer()));
-                match crate::analyze::analyze_module(module, graph, input, &analysis_opts) {
-                    Ok(db) => Ok(db.to_json().into_bytes()),
-                    Err(Error::Analysis(analysis::Error::Usage(m))) => Err(Error::Usage(m)),
-                    Err(e) => {
-                        eprintln!(
-                            "{}: note: the access analysis failed, every node will run on one device: {e}",
-                            input.display()
-                        );
-                        Ok(Vec::new())
-                    }
-                }
-            })?;
+        let then = "every node will run on one device";
+        let outcome = analysis_child(module, graph, input, scratch, &analysis_opts, deadline, then)?;
         return match outcome {
             isolate::Outcome::Done(json) if json.is_empty() => Ok(None),
             isolate::Outcome::Done(json) => Ok(Some(dashdb::Database::from_json(&String::from_utf8_lossy(&json))?)),
@@ -496,6 +483,30 @@ fn analysis_of(
     }
 }
 
+/// The analysis of `module` with `opts` in a child of its own ([`isolate::run_with_limits`]):
+/// its database as JSON, or nothing where it failed, having said so and that `then`.
+fn analysis_child(
+    module: &inkwell::module::Module<'_>,
+    graph: &hpvm_core::Graph,
+    input: &Path,
+    scratch: &Path,
+    opts: &analysis::Options,
+    deadline: Option<std::time::Instant>,
+    then: &str,
+) -> Result<isolate::Outcome> {
+    isolate::run_with_limits(scratch, "analysis", Some(isolate::analysis_patience()), deadline, |ch| {
+        analysis::set_progress(Box::new(ch.writer()));
+        match crate::analyze::analyze_module(module, graph, input, opts) {
+            Ok(db) => Ok(db.to_json().into_bytes()),
+            Err(Error::Analysis(analysis::Error::Usage(m))) => Err(Error::Usage(m)),
+            Err(e) => {
+                eprintln!("{}: note: the access analysis failed, {then}: {e}", input.display());
+                Ok(Vec::new())
+            }
+        }
+    })
+}
+
 /// Whether the analysis was already asked for one node alone (no node-by-node retry then).
 fn opts_one_by_one(opts: &analysis::Options) -> bool {
     opts.only.is_some()
@@ -529,20 +540,8 @@ fn node_by_node(
         let node = loop {
             tries += 1;
             let deadline = (!one.out_of_time).then(|| started + budget);
-            let outcome =
-                isolate::run_with_limits(scratch, "analysis", Some(isolate::analysis_patience()), deadline, |ch| {
-                    analysis::set_progress(Box::new(ch.writer()));
-                    match crate::analyze::analyze_module(module, graph, input, &one) {
-                        Ok(db) => Ok(db.to_json().into_bytes()),
-                        Err(e) => {
-                            eprintln!(
-                                "{}: note: the access analysis of `{shown}` failed, it runs whole: {e}",
-                                input.display()
-                            );
-                            Ok(Vec::new())
-                        }
-                    }
-                })?;
+            let then = format!("`{shown}` runs whole");
+            let outcome = analysis_child(module, graph, input, scratch, &one, deadline, &then)?;
             let why = match outcome {
                 isolate::Outcome::Done(json) if json.is_empty() => break None,
                 isolate::Outcome::Done(json) => {

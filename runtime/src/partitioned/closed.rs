@@ -163,6 +163,25 @@ enum Source {
     Blocks { range: usize, upper: bool },
 }
 
+impl Source {
+    /// The parameter's value for a partition with the box `lo..hi` and the blocks `blocks`:
+    /// `at` gives the launch's values by position.
+    fn value(self, at: impl Fn(usize) -> i64, lo: &[i64], hi: &[i64], blocks: &[BlockRange]) -> i64 {
+        match self {
+            Source::At(i) => at(i),
+            Source::Box { dim, upper } => (if upper { hi } else { lo })[dim],
+            Source::Blocks { range, upper } => {
+                let b = &blocks[range];
+                if upper {
+                    b.hi
+                } else {
+                    b.lo
+                }
+            }
+        }
+    }
+}
+
 /// The closed form last found for a text, with what finding it again needs: the names of the
 /// values it was found with (by position), the values it fixed, its ranged blocks and boxed
 /// dimensions. A launch that passes the same names in the same places, with the same values
@@ -268,25 +287,6 @@ fn sources_of(names: &[String], values: &[(&str, i64)], blocks: usize, boxed: &[
         .collect()
 }
 
-/// The parameters' values from their sources.
-fn values_of(sources: &[Source], values: &[(&str, i64)], lo: &[i64], hi: &[i64], blocks: &[BlockRange]) -> Vec<i64> {
-    sources
-        .iter()
-        .map(|s| match *s {
-            Source::At(i) => values[i].1,
-            Source::Box { dim, upper } => (if upper { hi } else { lo })[dim],
-            Source::Blocks { range, upper } => {
-                let b = &blocks[range];
-                if upper {
-                    b.hi
-                } else {
-                    b.lo
-                }
-            }
-        })
-        .collect()
-}
-
 /// Whether the parameter condition `cond` holds for `values` and every block of `blocks`,
 /// from its closed form; `None` where it has none (the caller asks ISL). A parameter the
 /// condition needs and `values` lacks is an error, as ISL's answer would be.
@@ -315,7 +315,8 @@ pub(crate) fn holds(
             (closed, sources)
         }
     };
-    closed.eval(&values_of(&sources, values, &[], &[], blocks)).ok().map(Ok)
+    let values: Vec<i64> = sources.iter().map(|s| s.value(|i| values[i].1, &[], &[], blocks)).collect();
+    closed.eval(&values).ok().map(Ok)
 }
 
 /// A closed form made ready for one launch's partitions: where each of its parameters takes
@@ -324,8 +325,8 @@ pub(crate) fn holds(
 pub(crate) struct Ready {
     closed: Arc<ClosedBox>,
     sources: Arc<[Source]>,
-    /// The launch's values of the parameters that stay such.
-    values: Vec<i64>,
+    /// The launch's values of the map's other parameters, by position ([`Source::At`]).
+    launch: Vec<i64>,
 }
 
 /// The closed form of `map` for a launch whose partitions have `dims` instance dimensions and
@@ -354,8 +355,7 @@ pub(crate) fn ready(
             (closed, sources)
         }
     };
-    let values = sources.iter().map(|s| if let Source::At(i) = *s { fixed[i].1 } else { 0 }).collect();
-    Some(Ready { closed, sources, values })
+    Some(Ready { closed, sources, launch: fixed.iter().map(|&(_, v)| v).collect() })
 }
 
 /// The rectangles the closed form `r` reaches from the instances `lo..hi` (in the dimensions
@@ -373,23 +373,7 @@ pub(crate) fn rects(
     if !closed.exact && !superset {
         return None;
     }
-    let values: Vec<i64> = r
-        .sources
-        .iter()
-        .zip(&r.values)
-        .map(|(s, &v)| match *s {
-            Source::At(_) => v,
-            Source::Box { dim, upper } => (if upper { hi } else { lo })[dim],
-            Source::Blocks { range, upper } => {
-                let b = &blocks[range];
-                if upper {
-                    b.hi
-                } else {
-                    b.lo
-                }
-            }
-        })
-        .collect();
+    let values: Vec<i64> = r.sources.iter().map(|s| s.value(|i| r.launch[i], lo, hi, blocks)).collect();
     let boxes = closed.eval(&values).ok()?;
     let mut out: Vec<Rect> = Vec::new();
     for b in &boxes {
