@@ -26,14 +26,15 @@ fn fake_driver() -> std::path::PathBuf {
         .clone()
 }
 
-/// Runs `exe args` on `gpus` stand-in GPUs; its exit status, and the driver's call counts.
+/// Runs `exe args` on the stand-in GPUs: its exit status, the driver's call counts, and what
+/// it printed (standard error, then standard output).
 fn run_on_fake(exe: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> (bool, HashMap<String, u64>, String) {
     let lib = fake_driver();
     let mut all =
         vec![("LD_LIBRARY_PATH", lib.to_str().unwrap()), ("FAKECUDA_COUNT", "1"), ("HPVM_MGPU_PARTITION", "auto")];
     all.extend_from_slice(env);
     let out = run_program(exe, args, &all);
-    let err = stderr(&out);
+    let err = format!("{}{}", stderr(&out), stdout(&out));
     let counts = err
         .lines()
         .filter_map(|l| l.strip_prefix("fakecuda "))
@@ -194,4 +195,33 @@ fn device_memory_is_not_copied_back_at_exit() {
     let (ok, c, err) = run_on_fake(&exe, &[], &[("HPVM_MGPU_DEVICES", "cuda:1")]);
     assert!(ok, "{err}");
     assert_eq!(c.get("cuMemcpyDtoHAsync_v2").copied().unwrap_or(0), 2, "{err}");
+}
+
+/// Sequences that change between synchronizations (`tests/cuda/sequences.cu`: kernels, grids
+/// and lengths drawn at random, between repeats of a fixed loop body): every launch reaches
+/// the driver once; the GPU's one chain runs the sequences no graph of their own runs, its
+/// nodes past a shorter sequence's end disabled, so that few graphs are ever made; without
+/// graphs, none.
+#[test]
+fn one_chain_runs_sequences_that_change() {
+    let exe = cached_build("tests/cuda/sequences.cu", &["-O2"]);
+    let count = |c: &HashMap<String, u64>, k: &str| c.get(k).copied().unwrap_or(0);
+    let (_, c, err) = run_on_fake(&exe, &["4096", "60"], &[("HPVM_MGPU_DEVICES", "cuda:1")]);
+    // Kernels do not run on the stand-in driver, so the program's own check fails; what
+    // reached the driver is what is checked.
+    let launches: u64 = err
+        .lines()
+        .find_map(|l| l.split_once(" launches, ")?.0.parse().ok())
+        .unwrap_or_else(|| panic!("no launch count printed: {err}"));
+    assert_eq!(count(&c, "kernels run"), launches, "{err}");
+    assert!(count(&c, "cuGraphCreate") <= 4, "{err}");
+    assert!(count(&c, "cuGraphNodeSetEnabled") > 0, "{err}");
+    assert!(count(&c, "cuGraphLaunch") > 60, "{err}");
+    assert!(count(&c, "cuLaunchKernel") < launches / 10, "{err}");
+
+    let (_, c, err) =
+        run_on_fake(&exe, &["4096", "60"], &[("HPVM_MGPU_DEVICES", "cuda:1"), ("HPVM_MGPU_GRAPHS", "off")]);
+    assert_eq!(count(&c, "kernels run"), launches, "{err}");
+    assert_eq!(count(&c, "cuLaunchKernel"), launches, "{err}");
+    assert_eq!(count(&c, "cuGraphCreate") + count(&c, "cuGraphLaunch"), 0, "{err}");
 }

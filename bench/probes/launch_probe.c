@@ -4,7 +4,8 @@
  * does around each launch from these numbers. Plain C, the driver loaded with dlopen (no
  * toolkit needed); built by scripts/device/prepare, run on the GPU machine:
  *
- *   launch_probe [LAUNCHES]      (default 20000)
+ *   launch_probe [LAUNCHES [empty|kernel|none]]      (default 20000; a second argument: the
+ *                                first graphs only, after that warm-up)
  *
  * Each case launches an empty-bodied one-block kernel LAUNCHES times and synchronizes; it
  * prints the host's microseconds per launch (median of 5 rounds). The round-trip cases
@@ -49,12 +50,16 @@ static struct {
   CUresult (*GraphCreate)(CUgraph *, unsigned);
   CUresult (*GraphAddKernelNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const KernelNodeParams *);
   CUresult (*GraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
+  CUresult (*GraphExecDestroy)(CUgraphExec);
   CUresult (*GraphLaunch)(CUgraphExec, CUstream);
   CUresult (*GraphExecKernelNodeSetParams)(CUgraphExec, CUgraphNode, const KernelNodeParams *);
   CUresult (*StreamBeginCapture)(CUstream, int);
   CUresult (*StreamEndCapture)(CUstream, CUgraph *);
   CUresult (*GraphExecUpdate)(CUgraphExec, CUgraph, void *);
   CUresult (*GraphDestroy)(CUgraph);
+  CUresult (*GraphAddEmptyNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t);
+  CUresult (*GraphNodeSetEnabled)(CUgraphExec, CUgraphNode, unsigned);
+  CUresult (*MemcpyDtoH)(void *, unsigned long long, size_t);
   CUresult (*StreamSynchronize)(CUstream);
   CUresult (*EventSynchronize)(CUevent);
 } cu;
@@ -199,10 +204,131 @@ static double per_graph_kernel(CUfunction f, CUstream s, int n, int changed, int
   return rounds[2];
 }
 
+/* Makes a chain of `nodes` launches of `f` (parameters of 17 words or 3, as `f` takes), launches
+ * it once and waits for it; the caller times it. */
+static void graph_one(CUfunction f, CUstream s, int nodes, unsigned long long word) {
+  uint64_t a = word, w[17] = {0};
+  void *ptrs[17];
+  ptrs[0] = &a;
+  for (int i = 1; i < 17; ++i) ptrs[i] = &w[i];
+  KernelNodeParams p = {f, 1, 1, 1, 32, 1, 1, 0, ptrs, NULL};
+  CUgraph g;
+  CUgraphNode node[64];
+  CUgraphExec exec;
+  check(cu.GraphCreate(&g, 0), "cuGraphCreate");
+  for (int i = 0; i < nodes; ++i)
+    check(cu.GraphAddKernelNode(&node[i], g, i ? &node[i - 1] : NULL, i ? 1 : 0, &p), "cuGraphAddKernelNode");
+  check(cu.GraphInstantiate(&exec, g, 0), "cuGraphInstantiate");
+  check(cu.GraphLaunch(exec, s), "cuGraphLaunch");
+  check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+}
+
+/* One executable chain of CHAIN kernel nodes reused for every sequence: before each launch,
+ * every node is given another kernel, grid and parameters (cuGraphExecKernelNodeSetParams may
+ * change the function), alternating between two sequences, and the last `off` nodes are
+ * disabled (cuGraphNodeSetEnabled) as a shorter sequence would need. The host's microseconds
+ * per kernel run; *ok is set when a last run of k3 nodes, each writing its index, leaves the
+ * index of the last enabled node (the chain ran in order, with the parameters set last). */
+enum { CHAIN = 32 };
+static double reused_chain(CUfunction k3, CUfunction k17, CUstream s, int n, int off, unsigned long long word, int *ok) {
+  uint64_t a = word, w[17] = {0};
+  uint32_t b[CHAIN];
+  void *p3[CHAIN][3], *p17[17];
+  p17[0] = &a;
+  for (int i = 1; i < 17; ++i) p17[i] = &w[i];
+  for (int k = 0; k < CHAIN; ++k) {
+    b[k] = (uint32_t)k;
+    p3[k][0] = &a;
+    p3[k][1] = &b[k];
+    p3[k][2] = &b[k];
+  }
+  KernelNodeParams q3 = {k3, 1, 1, 1, 32, 1, 1, 0, p3[0], NULL};
+  KernelNodeParams q17 = {k17, 2, 1, 1, 64, 1, 1, 0, p17, NULL};
+  CUgraph g;
+  CUgraphNode node[CHAIN];
+  CUgraphExec exec;
+  check(cu.GraphCreate(&g, 0), "cuGraphCreate");
+  for (int i = 0; i < CHAIN; ++i)
+    check(cu.GraphAddKernelNode(&node[i], g, i ? &node[i - 1] : NULL, i ? 1 : 0, &q3), "cuGraphAddKernelNode");
+  check(cu.GraphInstantiate(&exec, g, 0), "cuGraphInstantiate");
+  for (int k = CHAIN - off; k < CHAIN; ++k) check(cu.GraphNodeSetEnabled(exec, node[k], 0), "cuGraphNodeSetEnabled");
+  double rounds[5];
+  int launches = n / CHAIN + 1;
+  for (int r = 0; r < 5; ++r) {
+    double t = now();
+    for (int i = 0; i < launches; ++i) {
+      for (int k = 0; k < CHAIN - off; ++k) {
+        KernelNodeParams q = (i & 1) ? q17 : q3;
+        if (!(i & 1)) q.kernelParams = p3[k];
+        check(cu.GraphExecKernelNodeSetParams(exec, node[k], &q), "SetParams (another kernel)");
+      }
+      check(cu.GraphLaunch(exec, s), "cuGraphLaunch");
+    }
+    check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+    rounds[r] = (now() - t) / (launches * (CHAIN - off)) * 1e6;
+  }
+  for (int k = 0; k < CHAIN - off; ++k) {
+    KernelNodeParams q = q3;
+    q.kernelParams = p3[k];
+    check(cu.GraphExecKernelNodeSetParams(exec, node[k], &q), "SetParams");
+  }
+  check(cu.GraphLaunch(exec, s), "cuGraphLaunch");
+  check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+  uint32_t got = 0;
+  check(cu.MemcpyDtoH(&got, word, 4), "cuMemcpyDtoH");
+  *ok = got == (uint32_t)(CHAIN - off - 1);
+  check(cu.GraphExecDestroy(exec), "cuGraphExecDestroy");
+  check(cu.GraphDestroy(g), "cuGraphDestroy");
+  qsort(rounds, 5, sizeof rounds[0], cmp);
+  return rounds[2];
+}
+
+/* What making a graph of a chain of `nodes` launches of `f` costs the host before its first
+ * kernel runs: create, add the nodes, instantiate, and the first cuGraphLaunch (which uploads
+ * the graph), in microseconds per graph (median of 5, each a new graph); and, replayed after,
+ * with every node's parameters set anew, the microseconds per kernel. Whether a sequence seen
+ * once or twice is worth a graph, and how long a graph should be, follow from these. */
+static void graph_build(CUfunction f, CUstream s, int nodes, unsigned long long word, double *build, double *replay) {
+  uint64_t a = word;
+  uint32_t b = 0, c = 0;
+  void *ptrs[3] = {&a, &b, &c};
+  KernelNodeParams p = {f, 1, 1, 1, 32, 1, 1, 0, ptrs, NULL};
+  double rounds[5], again[5];
+  for (int r = 0; r < 5; ++r) {
+    CUgraph g;
+    CUgraphNode node[64];
+    CUgraphExec exec;
+    check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+    double t = now();
+    check(cu.GraphCreate(&g, 0), "cuGraphCreate");
+    for (int i = 0; i < nodes; ++i)
+      check(cu.GraphAddKernelNode(&node[i], g, i ? &node[i - 1] : NULL, i ? 1 : 0, &p), "cuGraphAddKernelNode");
+    check(cu.GraphInstantiate(&exec, g, 0), "cuGraphInstantiate");
+    check(cu.GraphLaunch(exec, s), "cuGraphLaunch");
+    rounds[r] = (now() - t) * 1e6;
+    check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+    int replays = 2000 / nodes + 1;
+    t = now();
+    for (int i = 0; i < replays; ++i) {
+      b = (uint32_t)i;
+      for (int k = 0; k < nodes; ++k) check(cu.GraphExecKernelNodeSetParams(exec, node[k], &p), "SetParams");
+      check(cu.GraphLaunch(exec, s), "cuGraphLaunch");
+    }
+    check(cu.StreamSynchronize(s), "cuStreamSynchronize");
+    again[r] = (now() - t) / (replays * nodes) * 1e6;
+    check(cu.GraphExecDestroy(exec), "cuGraphExecDestroy");
+    check(cu.GraphDestroy(g), "cuGraphDestroy");
+  }
+  qsort(rounds, 5, sizeof rounds[0], cmp);
+  qsort(again, 5, sizeof again[0], cmp);
+  *build = rounds[2];
+  *replay = again[2];
+}
+
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 20000;
   if (n < 1) {
-    fprintf(stderr, "usage: launch_probe [LAUNCHES >= 1]\n");
+    fprintf(stderr, "usage: launch_probe [LAUNCHES >= 1 [empty|kernel|none]]\n");
     return 2;
   }
   void *lib = dlopen("libcuda.so.1", RTLD_NOW);
@@ -232,6 +358,10 @@ int main(int argc, char **argv) {
   LOAD(StreamEndCapture, "cuStreamEndCapture");
   LOAD(GraphExecUpdate, "cuGraphExecUpdate_v2");
   LOAD(GraphDestroy, "cuGraphDestroy");
+  LOAD(GraphExecDestroy, "cuGraphExecDestroy");
+  LOAD(GraphAddEmptyNode, "cuGraphAddEmptyNode");
+  LOAD(GraphNodeSetEnabled, "cuGraphNodeSetEnabled");
+  LOAD(MemcpyDtoH, "cuMemcpyDtoH_v2");
   LOAD(StreamSynchronize, "cuStreamSynchronize");
   LOAD(EventSynchronize, "cuEventSynchronize");
   CUdevice dev;
@@ -295,6 +425,53 @@ int main(int argc, char **argv) {
     per_round_trip(trips[c].f, trips[c].nparams, trips[c].s, trips[c].how, n / 20 + 1, timeless, word);
     double us = per_round_trip(trips[c].f, trips[c].nparams, trips[c].s, trips[c].how, n / 4, timeless, word);
     printf("%-45s %.3f us/launch-and-wait\n", trips[c].name, us);
+  }
+  /* The process's first graph (a chain of 32) alone: what the driver does once per context
+   * for graphs, beside what each graph costs (the cases after). `launch_probe N empty` or
+   * `launch_probe N kernel` first makes and launches a graph of one empty node, or of one
+   * kernel, and times that too: whether such a warm-up takes the first graph's extra cost. */
+  {
+    const char *warm = argc > 2 ? argv[2] : "none";
+    if (strcmp(warm, "none") != 0) {
+      double t = now();
+      if (strcmp(warm, "empty") == 0) {
+        CUgraph g;
+        CUgraphNode node;
+        CUgraphExec exec;
+        check(cu.GraphCreate(&g, 0), "cuGraphCreate");
+        check(cu.GraphAddEmptyNode(&node, g, NULL, 0), "cuGraphAddEmptyNode");
+        check(cu.GraphInstantiate(&exec, g, 0), "cuGraphInstantiate");
+        check(cu.GraphLaunch(exec, nonblocking), "cuGraphLaunch");
+        check(cu.StreamSynchronize(nonblocking), "cuStreamSynchronize");
+      } else {
+        graph_one(k3, nonblocking, 1, word);
+      }
+      printf("warm-up graph (%s)                                 %.1f us\n", warm, (now() - t) * 1e6);
+    }
+    double t = now();
+    graph_one(k17, nonblocking, 32, word);
+    printf("first graph of the process (32 nodes), made and launched %.1f us\n", (now() - t) * 1e6);
+    t = now();
+    graph_one(k17, nonblocking, 32, word);
+    printf("second graph of the same kernel                    %.1f us\n", (now() - t) * 1e6);
+    t = now();
+    graph_one(k3, nonblocking, 32, word);
+    printf("third graph, another kernel                        %.1f us\n", (now() - t) * 1e6);
+    if (argc > 2) return 0;
+  }
+  for (int off = 0; off <= 2; off += 2) {
+    int ok = 0;
+    reused_chain(k3, k17, nonblocking, n / 10 + 1, off, word, &ok); /* warm-up */
+    double us = reused_chain(k3, k17, nonblocking, n, off, word, &ok);
+    printf("one chain of %d reused, every node's kernel changed, %d disabled: %.3f us/kernel (%s)\n", CHAIN, off, us,
+           ok ? "ran in order" : "WRONG RESULT");
+  }
+  static const int chains[] = {4, 8, 16, 32, 64};
+  for (size_t c = 0; c < sizeof chains / sizeof chains[0]; ++c) {
+    double build, replay;
+    graph_build(k3, nonblocking, chains[c], word, &build, &replay); /* warm-up */
+    graph_build(k3, nonblocking, chains[c], word, &build, &replay);
+    printf("graph of %2d: made and first launched %9.1f us/graph; replayed, all params set %.3f us/kernel\n", chains[c], build, replay);
   }
   struct {
     const char *name;

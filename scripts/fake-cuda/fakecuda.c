@@ -298,8 +298,8 @@ CUresult cuMemUnmap(CUdeviceptr p, size_t size) { C;
 }
 CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const void *desc, size_t n) { C; (void)p; (void)size; (void)desc; (void)n; return OK; }
 
-/* Graphs: replaying one counts its kernel nodes as launches. */
-typedef struct { unsigned nodes; } Graph;
+/* Graphs: replaying one counts its enabled kernel nodes as launches. */
+typedef struct { unsigned nodes, disabled; Handle off[256]; } Graph;
 CUresult cuGraphCreate(Handle *g, unsigned flags) { C; (void)flags; *g = calloc(1, sizeof(Graph)); return OK; }
 CUresult cuGraphDestroy(Handle g) { C; free(g); return OK; }
 CUresult cuGraphAddKernelNode_v2(Handle *node, Handle g, const Handle *deps, size_t n, const void *params) { C;
@@ -317,4 +317,12 @@ CUresult cuGraphInstantiateWithFlags(Handle *exec, Handle g, unsigned long long 
 }
 CUresult cuGraphExecDestroy(Handle e) { C; free(e); return OK; }
 CUresult cuGraphExecKernelNodeSetParams_v2(Handle e, Handle node, const void *params) { C; (void)e; (void)node; (void)params; return OK; }
-CUresult cuGraphLaunch(Handle e, Handle st) { C; (void)st; launches += ((Graph *)e)->nodes; return OK; }
+CUresult cuGraphLaunch(Handle e, Handle st) { C; (void)st; launches += ((Graph *)e)->nodes - ((Graph *)e)->disabled; return OK; }
+CUresult cuGraphNodeSetEnabled(Handle e, Handle node, unsigned on) { C;
+    Graph *g = e;
+    unsigned i = 0;
+    while (i < g->disabled && g->off[i] != node) i++;
+    if (on && i < g->disabled) g->off[i] = g->off[--g->disabled];
+    else if (!on && i == g->disabled && g->disabled < 256) g->off[g->disabled++] = node;
+    return OK;
+}

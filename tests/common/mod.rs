@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 91] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 92] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -267,6 +267,9 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 91] = [
     ("tests/cuda/math_calls.cu", &[&["1"], &["1000"]]),
     // A cooperative launch: blocks meeting at the grid's barrier, whole on one device.
     ("tests/cuda/grid_sync.cu", &[&["1"], &["1000"], &["30001"]]),
+    // Launch sequences that change between synchronizations (kernels, grids, lengths): on a
+    // GPU, graphs whose nodes change kernels and are disabled past a sequence's end.
+    ("tests/cuda/sequences.cu", &[&["64", "3"], &["777", "6"]]),
     ("bench/programs/matmul.cu", &[&["1"], &["37"], &["100"]]),
     ("bench/programs/stencil.cu", &[&["3", "1"], &["37", "3"], &["130", "4"]]),
     ("bench/programs/nbody.cu", &[&["1", "1"], &["100", "2"], &["1100", "2"]]),

@@ -4,13 +4,17 @@
 //! A CUDA program cannot observe a launch before it next synchronizes, copies, records or
 //! queries anything: until then a launch may wait on the host. The runtime holds a GPU's
 //! asynchronous, untimed launches ([`Held::hold`]) and submits them ([`Held::flush`]) when
-//! [`HOLD_MAX`] are held or before anything else touches the GPU. A held sequence whose
-//! kernels, grids, blocks and shared memory match one submitted before is replayed as that
-//! sequence's executable graph, with only the changed parameters set; one seen for the
-//! first time is launched kernel by kernel and remembered, so that a sequence is made a
-//! graph only once it repeats. NVIDIA's runtime pays its full launch cost per kernel; a
-//! graph replay costs about a third of it (H200: 3.0 µs per `cuLaunchKernel`, 1.0 µs per
-//! kernel of a replayed graph of 30 with 20 nodes' parameters changed: `launch_probe`).
+//! [`HOLD_MAX`] are held or before anything else touches the GPU. Held sequences run as CUDA
+//! graphs ([`Held::submit`]): each GPU has one chain of [`HOLD_MAX`] kernel nodes, made the
+//! first time a program launches that many without synchronizing (or repeats a sequence),
+//! that runs any sequence: its nodes are given the sequence's kernels, grids and parameters
+//! where they differ, and the nodes past the sequence's end are disabled. A sequence that
+//! comes back while the chain holds other kernels gets a graph of its own, replayed with only
+//! the changed parameters set. NVIDIA's runtime pays its full launch cost per kernel; a
+//! graph replay costs a fraction of it (H200: 3.5-4.7 µs per `cuLaunchKernel`; per kernel of a
+//! graph of 30, 0.95 µs with every node's parameters set, 2.0-2.5 µs with every node's kernel
+//! changed too: `launch_probe`). Making a graph costs the most the first times in a process
+//! (360-530 µs for the first chain of 32), which is why one chain serves every sequence.
 //!
 //! Holding pays only where sequences are long enough to become graphs. A program that
 //! synchronizes after every launch or two (PolyBench's lu, per-row eliminations) would pay the
@@ -37,7 +41,11 @@
 //!   a split launch's parts (each GPU's part would wait for the next call touching that GPU);
 //! - a wait for several GPUs submits every GPU's held launches before it waits for any
 //!   (`inflight::drain`);
-//! - a graph's kernels run in a chain, each after the one before, as on the stream.
+//! - a graph's kernels run in a chain, each after the one before, as on the stream; a
+//!   disabled node runs nothing and keeps the chain's order;
+//! - a node runs exactly the launch it was last set to: a node whose setting failed is
+//!   marked unknown and set again before it next runs, and a graph whose setting failed is
+//!   not launched (its launches go to the driver one by one, which reports the error).
 
 use super::params::Params;
 use crate::hash::{FxHashMap, FxHashSet};
@@ -101,12 +109,20 @@ impl Shape {
     }
 }
 
-/// An instantiated graph of a sequence, and the parameters its nodes were last given.
+/// An instantiated chain of kernel nodes: what each node launches now and the parameters it
+/// was last given. A sequence's own graph runs that sequence; the GPU's chain
+/// ([`Held::chain`]) runs any sequence of up to [`HOLD_MAX`] kernels, its nodes given other
+/// kernels and grids as needed (`cuGraphExecKernelNodeSetParams` may change a node's
+/// function) and those past the sequence's end disabled (`cuGraphNodeSetEnabled`).
 struct Graph {
     graph: sys::CUgraph,
     exec: sys::CUgraphExec,
     nodes: Vec<sys::CUgraphNode>,
+    /// What each node launches; `None` where setting it failed (so it is unknown).
+    shapes: Vec<Option<Shape>>,
     params: Vec<Vec<u8>>,
+    /// The graph runs its first `len` nodes; the rest are disabled.
+    len: usize,
 }
 
 fn node_params(l: &Shape, ptrs: &mut [*mut c_void]) -> sys::CUDA_KERNEL_NODE_PARAMS {
@@ -128,13 +144,23 @@ fn node_params(l: &Shape, ptrs: &mut [*mut c_void]) -> sys::CUDA_KERNEL_NODE_PAR
 }
 
 impl Graph {
-    /// Builds and instantiates the chain of `launches` (context current).
-    fn build(launches: &mut [Launch]) -> Result<Graph, sys::CUresult> {
+    /// Builds and instantiates the chain of `launches` (context current), with `nodes` nodes
+    /// (at least as many as `launches`; the extra ones copy the last launch and are disabled).
+    fn build(launches: &mut [Launch], nodes: usize) -> Result<Graph, sys::CUresult> {
         let mut graph = std::ptr::null_mut();
         // SAFETY: an out-pointer; flags must be 0.
         unsafe { sys::cuGraphCreate(&mut graph, 0) }.result().map_err(|e| e.0)?;
-        let mut g = Graph { graph, exec: std::ptr::null_mut(), nodes: Vec::new(), params: Vec::new() };
-        for l in launches.iter_mut() {
+        let mut g = Graph {
+            graph,
+            exec: std::ptr::null_mut(),
+            nodes: Vec::new(),
+            shapes: Vec::new(),
+            params: Vec::new(),
+            len: nodes.max(launches.len()),
+        };
+        let last = launches.len() - 1;
+        for i in 0..nodes.max(launches.len()) {
+            let l = &mut launches[i.min(last)];
             let mut node = std::ptr::null_mut();
             let deps: &[sys::CUgraphNode] = g.nodes.last().map(std::slice::from_ref).unwrap_or(&[]);
             let shape = Shape::of(l);
@@ -147,6 +173,7 @@ impl Graph {
                 })
                 .map_err(|e| e.0)?;
             g.nodes.push(node);
+            g.shapes.push(Some(shape));
             g.params.push(l.params.bytes().to_vec());
         }
         // SAFETY: a complete graph; flags 0.
@@ -154,22 +181,46 @@ impl Graph {
         Ok(g)
     }
 
-    /// Submits the graph on `stream` with the parameters of `launches` (same shape).
-    fn replay(&mut self, launches: &mut [Launch], stream: sys::CUstream) -> Result<(), sys::CUresult> {
+    /// Whether the graph's first nodes launch `shape` now: running it then sets parameters
+    /// only (and enables or disables nodes at the end), no node's kernel or grid.
+    fn fits(&self, shape: &[Shape]) -> bool {
+        shape.len() <= self.nodes.len() && self.shapes.iter().zip(shape).all(|(a, b)| a.as_ref() == Some(b))
+    }
+
+    /// Submits the first `launches.len()` nodes on `stream`, each set to its launch where it
+    /// differs (context current). On an error nothing of it was launched.
+    fn run(&mut self, launches: &mut [Launch], stream: sys::CUstream) -> Result<(), sys::CUresult> {
+        if launches.len() > self.nodes.len() {
+            return Err(sys::CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
         for (i, l) in launches.iter_mut().enumerate() {
-            if self.params[i] != l.params.bytes() {
-                let (shape, exec, node) = (Shape::of(l), self.exec, self.nodes[i]);
+            let shape = Shape::of(l);
+            if self.shapes[i].as_ref() != Some(&shape) || self.params[i] != l.params.bytes() {
+                let (exec, node) = (self.exec, self.nodes[i]);
+                self.shapes[i] = None;
                 l.params
                     .with_pointers(|ptrs| {
                         let p = node_params(&shape, ptrs);
-                        // SAFETY: a kernel node of this executable graph, same function and shape.
+                        // SAFETY: a kernel node of this executable graph; its new function is
+                        // of the same context (the caller's GPU's).
                         unsafe { sys::cuGraphExecKernelNodeSetParams_v2(exec, node, &p) }.result()
                     })
                     .map_err(|e| e.0)?;
+                self.shapes[i] = Some(shape);
                 self.params[i].clear();
                 self.params[i].extend_from_slice(l.params.bytes());
             }
         }
+        let n = launches.len();
+        // Nodes past the sequence's end are disabled, and enabled again when a longer one
+        // comes: a disabled node is an empty node, so the chain's order holds.
+        for i in (n..self.len).chain(self.len..n) {
+            // SAFETY: a kernel node of this executable graph.
+            unsafe { sys::cuGraphNodeSetEnabled(self.exec, self.nodes[i], u32::from(i < n)) }
+                .result()
+                .map_err(|e| e.0)?;
+        }
+        self.len = n;
         // SAFETY: an instantiated graph of this context; the stream is its GPU's.
         unsafe { sys::cuGraphLaunch(self.exec, stream) }.result().map_err(|e| e.0)
     }
@@ -197,6 +248,10 @@ pub(super) struct Held {
     names: Vec<String>,
     seen: FxHashSet<Vec<Shape>>,
     graphs: FxHashMap<Vec<Shape>, Graph>,
+    /// The chain of [`HOLD_MAX`] nodes that runs sequences with no graph of their own, made
+    /// at the first full hold (see [`Held::submit`]); `chain_failed` once the driver refused it.
+    chain: Option<Graph>,
+    chain_failed: bool,
     /// Replays and graphs made (statistics).
     pub replays: u64,
     pub built: u64,
@@ -267,7 +322,7 @@ impl Held {
             return Ok(());
         }
         let mut launches = std::mem::take(&mut self.launches);
-        let done = self.submit(&mut launches, stream, label);
+        let done = self.submit(&mut launches, false, stream, label);
         launches.clear();
         // The vector's room is kept for the next sequence.
         self.launches = launches;
@@ -281,26 +336,41 @@ impl Held {
     /// a graph; cut at 30, every sequence is the same one.
     pub fn flush_full(&mut self, stream: sys::CUstream, label: &dyn Fn() -> String) -> Result<(), String> {
         let k = aligned(&self.launches);
-        if k == self.launches.len() {
-            return self.flush(stream, label);
-        }
         let mut launches = std::mem::take(&mut self.launches);
-        let done = self.submit(&mut launches[..k], stream, label);
+        let done = self.submit(&mut launches[..k], true, stream, label);
         launches.drain(..k);
         self.launches = launches;
         done
     }
 
+    /// Submits `launches` (context current): replayed as their sequence's graph, or run by
+    /// the GPU's chain, or launched one by one. `full`: they were held until [`HOLD_MAX`]
+    /// were (a program launching that many without synchronizing, which is when the chain is
+    /// made).
+    ///
+    /// - A sequence with a graph of its own replays it.
+    /// - Otherwise the chain runs it if it exists (or `full` makes it now), unless the
+    ///   sequence was seen before and the chain's nodes launch other kernels or grids: then
+    ///   the sequence gets a graph of its own, so that a program alternating between two sequences does not set
+    ///   every node's kernel at every replay (H200: 2.0-2.5 µs per kernel then, against 0.95
+    ///   with only parameters set and 3.5-4.7 per `cuLaunchKernel`: `launch_probe`).
+    /// - A sequence seen once, with no chain, is launched kernel by kernel and remembered.
+    ///
+    /// Making a graph costs most the first times in a process (H200: 360-530 µs for the
+    /// first chain of 32, 200-350 for the next, 65-140 once many were made), so one chain
+    /// that serves every sequence saves making the others.
     fn submit(
         &mut self,
         launches: &mut [Launch],
+        full: bool,
         stream: sys::CUstream,
         label: &dyn Fn() -> String,
     ) -> Result<(), String> {
         if launches.len() >= GRAPH_MIN {
             let shape: Vec<Shape> = launches.iter().map(Shape::of).collect();
+            let seen = self.seen.contains(&shape);
             if let Some(g) = self.graphs.get_mut(&shape) {
-                match g.replay(launches, stream) {
+                match g.run(launches, stream) {
                     Ok(()) => {
                         self.replays += 1;
                         return Ok(());
@@ -311,9 +381,9 @@ impl Held {
                         self.graphs.remove(&shape);
                     }
                 }
-            } else if self.seen.contains(&shape) {
-                if let Ok(mut g) = Graph::build(launches) {
-                    if g.replay(launches, stream).is_ok() {
+            } else if seen && self.chain.as_ref().is_some_and(|c| !c.fits(&shape)) {
+                if let Ok(mut g) = Graph::build(launches, launches.len()) {
+                    if g.run(launches, stream).is_ok() {
                         if self.graphs.len() >= GRAPHS_KEPT {
                             self.graphs.clear();
                         }
@@ -326,10 +396,31 @@ impl Held {
                 // A sequence the driver will not make a graph of runs kernel by kernel.
                 self.seen.remove(&shape);
             } else {
-                if self.seen.len() >= SEEN_KEPT {
-                    self.seen.clear();
+                if !seen {
+                    if self.seen.len() >= SEEN_KEPT {
+                        self.seen.clear();
+                    }
+                    self.seen.insert(shape);
                 }
-                self.seen.insert(shape);
+                if self.chain.is_none() && (full || seen) && !self.chain_failed {
+                    match Graph::build(launches, HOLD_MAX) {
+                        Ok(g) => {
+                            self.chain = Some(g);
+                            self.built += 1;
+                        }
+                        Err(_) => self.chain_failed = true,
+                    }
+                }
+                if let Some(c) = &mut self.chain {
+                    if c.run(launches, stream).is_ok() {
+                        self.replays += 1;
+                        return Ok(());
+                    }
+                    // The driver refused a node's kernel or disabling a node: nothing of this
+                    // sequence ran; it runs kernel by kernel, and so do later ones.
+                    self.chain = None;
+                    self.chain_failed = true;
+                }
             }
         }
         for l in launches.iter_mut() {
