@@ -57,6 +57,23 @@ pub fn analyze_file_isolated(path: &Path, clang: &ClangOptions, opts: &analysis:
         }
         crate::isolate::Outcome::Stalled { after, doing, stderr, .. } => {
             eprint!("{stderr}");
+            // Before any node: preparing the whole file's code (HeCBench's sortKV and merkle).
+            // Each node by itself prepares only its own code, as the build does then.
+            if !doing.as_deref().is_some_and(|d| d.starts_with(analysis::PROGRESS_NODE)) && opts.only.is_none() {
+                eprintln!(
+                    "{}: warning: the access analysis did not finish in {} s while preparing the file's code; its \
+                     nodes are analysed one by one",
+                    path.display(),
+                    after.as_secs_f64().round()
+                );
+                let ctx = Context::create();
+                let module = frontend::load(&ctx, path, clang)?;
+                let graph = hpvm_core::graph_of_module(&module, &path.display().to_string())?;
+                let budget = 3 * crate::isolate::analysis_patience();
+                if let Some(db) = crate::build::node_by_node(&module, &graph, path, scratch.path(), &opts, budget)? {
+                    return Ok(db);
+                }
+            }
             let at = doing.map(|d| format!(", at {d}")).unwrap_or_default();
             Err(Error::Crashed(format!(
                 "{}: error: the access analysis did not finish in {} s{at} (HPVM_MGPU_ANALYSIS_SECONDS sets the limit)",

@@ -427,7 +427,8 @@ fn analysis_of(
                     // Before any node: preparing the whole file's code at once (HeCBench's sortKV
                     // and merkle took over a minute there). Each node by itself prepares only its
                     // own code.
-                    None if !opts_one_by_one(&analysis_opts) => {
+                    // (Not when the analysis was asked for one node alone already.)
+                    None if analysis_opts.only.is_none() => {
                         eprintln!(
                             "{}: warning: the access analysis {why} while preparing the file's code; its nodes are \
                              analysed one by one",
@@ -507,17 +508,12 @@ fn analysis_child(
     })
 }
 
-/// Whether the analysis was already asked for one node alone (no node-by-node retry then).
-fn opts_one_by_one(opts: &analysis::Options) -> bool {
-    opts.only.is_some()
-}
-
 /// The analysis of a file whose preparation stalled, made node by node: each leaf in a child
 /// of its own that prepares only that node's code, within the file's budget counted afresh.
 /// A node whose analysis stalls or crashes runs whole, saying so (its entry is made once more
 /// with it marked slow or skipped, which analyses nothing); past the budget, the nodes not
 /// analysed yet run whole. `None` where no node could be analysed.
-fn node_by_node(
+pub(crate) fn node_by_node(
     module: &inkwell::module::Module<'_>,
     graph: &hpvm_core::Graph,
     input: &Path,

@@ -397,7 +397,8 @@ fn an_analysis_that_stalls_on_one_node_keeps_the_others() {
 
 /// A stall while the whole file's code is prepared, before any node (HeCBench's sortKV and
 /// merkle), costs no node: the nodes are analysed one by one, each child preparing only its
-/// own code, and split; one whose own analysis stalls runs whole, named.
+/// own code, and split; one whose own analysis stalls runs whole, named. `analyze` does the
+/// same and reports every node.
 #[test]
 fn an_analysis_that_stalls_preparing_the_file_goes_node_by_node() {
     let dir = TempDir::new("stall-prepare");
@@ -438,6 +439,13 @@ fn an_analysis_that_stalls_preparing_the_file_goes_node_by_node() {
         slow["unpartitioned_because"].as_str().unwrap_or_default().contains("did not finish in its time"),
         "{slow}"
     );
+    let out = hpvm_mgpu_env(&["analyze", "tests/cuda/kernels.cu"], &env);
+    let (err, report) = (stderr(&out), stdout(&out));
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("while preparing the file's code; its nodes are analysed one by one"), "{err}");
+    assert!(report.contains("node stencil2d (tests/cuda/kernels.cu:37): partitionable"), "{report}");
+    assert!(report.contains("node tiled_matmul (tests/cuda/kernels.cu:52): not partitionable"), "{report}");
+    assert!(report.contains("did not finish in its time"), "{report}");
 }
 
 /// Host files build as nvcc's host compiler builds them: old-style C (implicit declarations,
