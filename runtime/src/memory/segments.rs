@@ -40,8 +40,19 @@ impl<T> Default for Segments<T> {
 
 impl<T: Clone + PartialEq> PartialEq for Segments<T> {
     fn eq(&self, other: &Segments<T>) -> bool {
-        // Equal chunks are most often the same chunk: a state kept and found again.
-        self.len == other.len && (self.shares(other) || self.iter().zip(other.iter()).all(|(a, b)| a == b))
+        if self.len != other.len {
+            return false;
+        }
+        // Equal chunks are most often the same chunk: a state kept and found again, or one
+        // that a launch changed in a few chunks only (a plan's cache compares the present
+        // state with each state it kept). Where both are cut alike, a shared chunk is equal
+        // without looking at it.
+        let same_cut = self.chunks.len() == other.chunks.len()
+            && self.chunks.iter().zip(&other.chunks).all(|(a, b)| a.len() == b.len());
+        if same_cut {
+            return self.chunks.iter().zip(&other.chunks).all(|(a, b)| Arc::ptr_eq(a, b) || a == b);
+        }
+        self.iter().zip(other.iter()).all(|(a, b)| a == b)
     }
 }
 
@@ -239,5 +250,23 @@ mod tests {
         let same = s.chunks.iter().zip(&kept.chunks).filter(|(a, b)| Arc::ptr_eq(a, b)).count();
         assert!(same >= s.chunks.len() - 2, "{same} of {} chunks shared", s.chunks.len());
         assert_eq!(s, kept, "equal contents compare equal");
+    }
+
+    /// Equality looks past shared chunks and into the others, whether both are cut alike or
+    /// not: a change anywhere is seen.
+    #[test]
+    fn equality_sees_a_change_in_any_chunk() {
+        let base = Segments::from_vec((0..10 * CHUNK as u64).map(seg).collect());
+        for at in [0, CHUNK + 1, 10 * CHUNK - 1] {
+            let mut changed = base.clone();
+            changed.splice(at..at + 1, vec![(seg(at as u64).0, seg(at as u64).1, 7)]);
+            assert_ne!(changed, base, "a change at {at}, cut alike");
+            assert_ne!(base, changed);
+            // The same contents cut otherwise (a segment taken out and put back elsewhere
+            // moves chunk boundaries).
+            let recut = Segments::from_vec(changed.iter().copied().collect());
+            assert_eq!(recut, changed);
+            assert_ne!(recut, base, "a change at {at}, cut otherwise");
+        }
     }
 }
