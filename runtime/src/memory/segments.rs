@@ -69,7 +69,8 @@ impl<T: Clone> Segments<T> {
         self.len
     }
 
-    /// Whether both hold the very same chunks (a clone neither has written since).
+    /// Whether both hold the very same chunks (a clone neither has written since): tests.
+    #[cfg(test)]
     pub fn shares(&self, other: &Segments<T>) -> bool {
         self.chunks.len() == other.chunks.len() && self.chunks.iter().zip(&other.chunks).all(|(a, b)| Arc::ptr_eq(a, b))
     }
