@@ -150,16 +150,17 @@ impl Graph {
         let mut graph = std::ptr::null_mut();
         // SAFETY: an out-pointer; flags must be 0.
         unsafe { sys::cuGraphCreate(&mut graph, 0) }.result().map_err(|e| e.0)?;
+        let count = nodes.max(launches.len());
         let mut g = Graph {
             graph,
             exec: std::ptr::null_mut(),
             nodes: Vec::new(),
             shapes: Vec::new(),
             params: Vec::new(),
-            len: nodes.max(launches.len()),
+            len: count,
         };
         let last = launches.len() - 1;
-        for i in 0..nodes.max(launches.len()) {
+        for i in 0..count {
             let l = &mut launches[i.min(last)];
             let mut node = std::ptr::null_mut();
             let deps: &[sys::CUgraphNode] = g.nodes.last().map(std::slice::from_ref).unwrap_or(&[]);
@@ -351,9 +352,10 @@ impl Held {
     /// - A sequence with a graph of its own replays it.
     /// - Otherwise the chain runs it if it exists (or `full` makes it now), unless the
     ///   sequence was seen before and the chain's nodes launch other kernels or grids: then
-    ///   the sequence gets a graph of its own, so that a program alternating between two sequences does not set
-    ///   every node's kernel at every replay (H200: 2.0-2.5 µs per kernel then, against 0.95
-    ///   with only parameters set and 3.5-4.7 per `cuLaunchKernel`: `launch_probe`).
+    ///   the sequence gets a graph of its own, so that a program alternating between two
+    ///   sequences does not set every node's kernel at every replay (H200: 2.0-2.5 µs per
+    ///   kernel then, against 0.95 with only parameters set and 3.5-4.7 per `cuLaunchKernel`:
+    ///   `launch_probe`).
     /// - A sequence seen once, with no chain, is launched kernel by kernel and remembered.
     ///
     /// Making a graph costs most the first times in a process (H200: 360-530 µs for the
