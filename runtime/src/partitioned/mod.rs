@@ -790,7 +790,7 @@ fn decide(
     }
     let nodes = u.module.stats.len();
     let st = &u.module.stats[u.node as usize];
-    if gpu.is_some() && u.plans.policy.take_settled(u.node, nodes, blocks) {
+    if u.plans.policy.take_settled(u.node, nodes, blocks) {
         st.note_declined_again();
         return (1, None, Likely::NONE);
     }
@@ -889,18 +889,19 @@ fn decide(
         m.decided(blocks, given);
     }
     m.launches += 1;
-    // On simulated devices every launch is measured (a clock read); on GPUs a sample, with
-    // events.
+    // On simulated devices every launch decided here is measured (a clock read); on GPUs a
+    // sample, with events. Either way a decision that needs no new measure soon is settled
+    // for the launches until its next one (`policy::Records::settles`).
     let measure = gpu.is_none() || policy::sample_gpu(&m, &decision);
     if measure && gpu.is_some() {
         m.probing = true;
     }
-    if gpu.is_some() && !measure {
+    if gpu.is_none() || !measure {
         let skip = policy::Records::settles(&decision, m.launches);
         if skip > 0 {
             u.plans.policy.settle(u.node, nodes, blocks, skip);
             // Counted in now where the next sample is due by the count.
-            if matches!(decision, policy::Decision::Whole(policy::Why::TooShort { .. })) {
+            if policy::Records::counts_skipped(&decision) {
                 m.launches += skip;
             }
         }

@@ -584,19 +584,39 @@ impl Records {
     }
 
     /// The launches after this one that need not ask the policy, for a launch decided
-    /// `decision` that was not timed, `launches` the node's count of launches so far: a grid
-    /// under one wave runs whole whatever its kernel takes, and a kernel far under the split
-    /// floor runs whole until its next sample ([`sample_gpu`]). The caller counts the
-    /// skipped launches in now, so that the sample comes when it would have.
+    /// `decision` (on GPUs, one that was not timed), `launches` the node's count of launches
+    /// so far: a grid under one wave runs whole whatever its kernel takes; a kernel far under
+    /// the split floor, or whose best split was predicted to cost over four times what it
+    /// saves, runs whole until its next sample ([`sample_gpu`]). The caller counts the skipped
+    /// launches of the last two in now ([`Records::counts_skipped`]), so that the sample comes
+    /// when it would have.
+    ///
+    /// On simulated devices every decided launch is measured, and the same launches are
+    /// settled: on 2 to 8 dry-run devices asking the policy at every launch of PolyBench's
+    /// lu (two kernels per row, each followed by a wait) was most of what a launch cost
+    /// beyond one device's (1.7 µs against 1.1).
     pub fn settles(decision: &Decision, launches: u64) -> u64 {
+        // The next full decision counts one more launch: that one is sampled.
+        let next = launches + 1;
+        let until = |every: u64| (every - next % every) % every;
         match decision {
             Decision::Whole(Why::UnderOneWave { .. }) => SETTLED_MOST,
             Decision::Whole(Why::TooShort { kernel_ns, floor_ns }) if *kernel_ns * 4.0 < *floor_ns => {
-                // The next full decision counts one more launch: that one is sampled.
-                (FAR_UNDER_SAMPLE - (launches + 1) % FAR_UNDER_SAMPLE) % FAR_UNDER_SAMPLE
+                until(FAR_UNDER_SAMPLE)
+            }
+            Decision::Whole(Why::DoesNotPay { saved_ns, cost_ns, .. })
+                if *saved_ns * 4.0 < *cost_ns && next >= FIRST_SAMPLED =>
+            {
+                until(SAMPLE_EVERY)
             }
             _ => 0,
         }
+    }
+
+    /// Whether the launches [`Records::settles`] skips for `decision` count towards the
+    /// node's launches now (those due back at a sample).
+    pub fn counts_skipped(decision: &Decision) -> bool {
+        matches!(decision, Decision::Whole(Why::TooShort { .. } | Why::DoesNotPay { .. }))
     }
 
     pub fn of(&self, node: u32) -> std::sync::Arc<Mutex<Measured>> {
@@ -674,9 +694,14 @@ pub(crate) fn sample_gpu(m: &Measured, decision: &Decision) -> bool {
         Decision::Whole(Why::TooShort { kernel_ns, floor_ns }) if *kernel_ns * 4.0 < *floor_ns => {
             m.launches.is_multiple_of(FAR_UNDER_SAMPLE)
         }
-        _ => m.launches < 4 || m.launches.is_multiple_of(16),
+        _ => m.launches < FIRST_SAMPLED || m.launches.is_multiple_of(SAMPLE_EVERY),
     }
 }
+
+/// The first launches of a node are all timed on GPUs ([`sample_gpu`]).
+const FIRST_SAMPLED: u64 = 4;
+/// After them, one launch in this many.
+const SAMPLE_EVERY: u64 = 16;
 
 #[cfg(test)]
 mod tests {
@@ -944,6 +969,20 @@ mod tests {
         assert_eq!(Records::settles(&near, 5), 0);
         assert_eq!(Records::settles(&Decision::Split(2), 5), 0);
         assert!(Records::settles(&Decision::Whole(Why::UnderOneWave { blocks: 4, wave: 1056 }), 5) > 1000);
+        // A split far from paying is asked again at the next sample; one close to paying, and
+        // the first launches, at every launch.
+        let far = Decision::Whole(Why::DoesNotPay { kernel_ns: 0.0, devices: 2, saved_ns: 0.0, cost_ns: 40_000.0 });
+        assert_eq!(Records::settles(&far, 1), 0);
+        let skip = Records::settles(&far, 20);
+        assert_eq!(skip, 11);
+        assert!(sample_gpu(&Measured { launches: 20 + skip + 1, ..Measured::default() }, &far));
+        let close =
+            Decision::Whole(Why::DoesNotPay { kernel_ns: 1e6, devices: 2, saved_ns: 20_000.0, cost_ns: 40_000.0 });
+        assert_eq!(Records::settles(&close, 20), 0);
+        assert!(
+            Records::counts_skipped(&far)
+                && !Records::counts_skipped(&Decision::Whole(Why::UnderOneWave { blocks: 4, wave: 1056 }))
+        );
     }
 
     /// One device, or none measured: nothing to decide.
