@@ -23,6 +23,10 @@ pub(crate) struct Launch {
 pub(crate) struct Record {
     pub epoch: u64,
     pub grid: [i64; 3],
+    /// Where the launch's parameters hold its grid, where its plan holds for any grid: the
+    /// record then replays launches of other grids too, those words set to theirs
+    /// ([`super::replay`]).
+    pub grid_words: Option<[usize; 3]>,
     /// The unit's arguments then (host addresses), the `free` scalars' bytes zeroed.
     pub args: ArgBytes,
     /// Scalars only the kernel reads, as values: (offset in the unit's arguments, bytes,

@@ -143,12 +143,24 @@ pub(super) fn record(
     let Some(ptx) = m.ptx else { return };
     let Ok(found) = devices().gpu(l.device).find_kernel(ptx, &l.name) else { return };
     let params = Params::copy_of(&l.bytes, &l.starts);
-    let record = Record { epoch: memory::epoch(), grid: u.grid, args, free, launch: l, found, params, from_user: None };
+    let grid_words = grid_words(lp, u.grid, &l);
+    let record = Record {
+        epoch: memory::epoch(),
+        grid: u.grid,
+        grid_words,
+        args,
+        free,
+        launch: l,
+        found,
+        params,
+        from_user: None,
+    };
     let mut replays = u.replays.lock();
     let records = replays.entry(n).or_default();
-    // The same arguments recorded again (after a change to memory) replace their record;
-    // otherwise the oldest record goes.
-    records.retain(|r| r.args != record.args || r.grid != record.grid);
+    // The same arguments recorded again (after a change to memory) replace their record (any
+    // grid's, where both hold for any grid); otherwise the oldest record goes.
+    let any_grid = record.grid_words.is_some();
+    records.retain(|r| r.args != record.args || (r.grid != record.grid && !(any_grid && r.grid_words.is_some())));
     if records.len() == RECORDS_PER_UNIT {
         records.remove(0);
     }
@@ -188,22 +200,32 @@ pub(crate) unsafe fn try_launch(module: &Module, plans: &Launches, launch: u32, 
             Some(&(off, len)) if len > 0 => crate::args::int_of(at(off, len)),
             _ => None,
         };
-        if from.usable
-            && module.node(n).counts.iter().enumerate().all(|(d, e)| e.eval(&int) == Some(rec.grid[d]))
-            && from.same.iter().all(|&(u, a, len)| *at(u, len) == rec.args[a as usize..(a + len) as usize])
+        if !from.usable || !from.same.iter().all(|&(u, a, len)| *at(u, len) == rec.args[a as usize..(a + len) as usize])
         {
-            matched = Some(i);
+            continue;
+        }
+        // The unit's grid now; extents its counts do not give stay the record's.
+        let mut now = rec.grid;
+        let counted = module
+            .node(n)
+            .counts
+            .iter()
+            .take(3)
+            .enumerate()
+            .all(|(d, e)| e.eval(&int).inspect(|&v| now[d] = v).is_some());
+        if counted && (now == rec.grid || (rec.grid_words.is_some() && kernel_grid_fits(now))) {
+            matched = Some((i, now));
             break;
         }
     }
-    let Some(rec) = matched.map(|i| &mut records[i]) else { return false };
+    let Some((rec, grid_now)) = matched.map(|(i, g)| (&mut records[i], g)) else { return false };
     let from = rec.from_user.as_ref().expect("matched above");
     // On several GPUs, only where the split policy would keep the launch whole without
     // looking at it ([`super::policy`]'s settled launches), and counted as it counts them;
     // asked last, since a yes is used up.
     let devs = devices();
     if devs.order.len() > 1 {
-        let blocks = rec.grid.iter().map(|&b| b.max(0) as u64).product();
+        let blocks = grid_now.iter().map(|&b| b.max(0) as u64).product();
         let settled = match policy::mode() {
             policy::Mode::Off => true,
             policy::Mode::Always => false,
@@ -216,12 +238,20 @@ pub(crate) unsafe fn try_launch(module: &Module, plans: &Launches, launch: u32, 
             module.stats[n as usize].note_declined_again();
         }
     }
-    let Record { launch: l, params, found, grid, .. } = rec;
+    let Record { launch: l, params, found, grid_words, .. } = rec;
     if params.starts().is_empty() {
         *params = Params::copy_of(&l.bytes, &l.starts);
     }
     for &(u, len, p) in &from.free {
         params.set(p as usize, at(u, len));
+    }
+    // The kernel's grid is the unit's (checked above: the record's, or any under a plan that
+    // holds for any grid), and the grid its code sees is its parameters' copy of it.
+    let launch_grid = grid_now.map(|b| b as u32);
+    if let Some(words) = grid_words {
+        for (d, &at) in words.iter().enumerate() {
+            params.set(at, &grid_now[d].to_le_bytes());
+        }
     }
     let (k, ptx) = (l.device, module.ptx.expect("a unit that launched on a GPU has PTX"));
     // No marks: the launch is untimed and copies nothing.
@@ -231,7 +261,7 @@ pub(crate) unsafe fn try_launch(module: &Module, plans: &Launches, launch: u32, 
     };
     let node = module.node(n);
     policy::log_line!("{} replayed", node.shown());
-    if let Err(err) = devs.gpu(k).launch_found(ptx, &l.name, found, l.grid, l.block, l.shared, params) {
+    if let Err(err) = devs.gpu(k).launch_found(ptx, &l.name, found, launch_grid, l.block, l.shared, params) {
         crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc));
     }
     if slots.asynchronous() {
@@ -244,8 +274,33 @@ pub(crate) unsafe fn try_launch(module: &Module, plans: &Launches, launch: u32, 
     }
     let st = &module.stats[n as usize];
     st.replays.fetch_add(1, Ordering::Relaxed);
-    st.replayed_instances.fetch_add(grid.iter().product::<i64>() as u64, Ordering::Relaxed);
+    st.replayed_instances.fetch_add(grid_now.iter().product::<i64>() as u64, Ordering::Relaxed);
     true
+}
+
+/// Whether a blocks kernel may be launched over `grid` (CUDA's limits, as
+/// [`super::kernel::prepare`] checks them).
+fn kernel_grid_fits(grid: [i64; 3]) -> bool {
+    grid.iter().all(|&b| b >= 1) && grid[0] <= i32::MAX as i64 && grid[1] <= 65535 && grid[2] <= 65535
+}
+
+/// Where a whole launch's parameters hold the grid its code sees ([`super::kernel::run`]
+/// pushes the offset, the grid, the parent's position and extent and the output records
+/// after the leaf's parameters): their starts, where the launch ran its unit's whole grid
+/// from block 0 under a plan that holds for any grid.
+fn grid_words(lp: &LaunchPlan, grid: [i64; 3], l: &Launch) -> Option<[usize; 3]> {
+    const EXTRA: usize = 13;
+    let part = lp.parts.first()?;
+    let whole = part.bx.lo == [0; 3] && part.bx.hi == grid && l.grid.iter().zip(&grid).all(|(&b, &g)| b as i64 == g);
+    // A whole-buffer plan (one device's: `bindings::plan_direct`) reads and writes every
+    // buffer whole, whatever the grid; nothing else of it depends on the grid.
+    if !whole || !lp.scalar_free || l.starts.len() < EXTRA {
+        return None;
+    }
+    let first = l.starts.len() - EXTRA;
+    let words = [l.starts[first + 3], l.starts[first + 4], l.starts[first + 5]];
+    let holds = |d: usize| l.bytes.get(words[d]..words[d] + 8).is_some_and(|b| b == grid[d].to_le_bytes());
+    (0..3).all(holds).then_some(words)
 }
 
 /// Where unit `n`'s arguments (root `root`'s, bound into it) lie in launch `launch`'s
