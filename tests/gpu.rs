@@ -32,6 +32,21 @@ fn every_example_has_its_kernels() {
             assert!(ptx.contains(&format!(".entry hpvm_kernel_{k}(")), "{example}: no kernel for {k}");
             // The read-only-cache variant reads its input buffers with ld.global.nc.
             assert!(ptx.contains(&format!(".entry hpvm_kernel_{k}_nc(")), "{example}: no read-only variant for {k}");
+            // Launches from block 0 get kernels that add no offset to their block or thread
+            // ids: fewer instructions than the partitions' kernels, same parameters.
+            for nc in ["", "_nc"] {
+                let body = |suffix: &str| {
+                    let at = ptx
+                        .find(&format!(".entry hpvm_kernel_{k}{nc}{suffix}("))
+                        .unwrap_or_else(|| panic!("{example}: no kernel {k}{nc}{suffix}"));
+                    let rest = &ptx[at + 1..];
+                    &rest[..rest.find(".entry").unwrap_or(rest.len())]
+                };
+                let adds = |suffix: &str| body(suffix).matches("add.s").count();
+                let params = |suffix: &str| body(suffix).matches(".param ").count();
+                assert!(adds("_whole") < adds(""), "{example}: {k}{nc}_whole adds as many: {}", body("_whole"));
+                assert_eq!(params("_whole"), params(""), "{example}: {k}{nc}_whole");
+            }
         }
         assert!(ptx.contains("ld.global.nc"), "{example}: no read-only-cache loads");
         // No host code and no unresolved HPVM call reaches the GPU.

@@ -72,6 +72,12 @@ pub struct KernelDesc {
     /// legal only when no other parameter writes the buffers they point into.
     #[serde(default)]
     pub nc_name: Option<String>,
+    /// The kernel and its read-only-cache variant for launches from block 0: the offset
+    /// parameters are there but unread (a partition's launch runs the others).
+    #[serde(default)]
+    pub whole_name: Option<String>,
+    #[serde(default)]
+    pub nc_whole_name: Option<String>,
     #[serde(default)]
     pub readonly: Vec<u32>,
 }

@@ -392,13 +392,19 @@ fn run_on_gpus(
     let (module, n) = (u.module, u.node);
     let st = &module.stats[n as usize];
     let node = module.node(n);
-    let name = match (&kernel.nc_name, lp.read_only_cache) {
-        (Some(nc), true) => {
-            st.read_only_cache_launches.fetch_add(1, Ordering::Relaxed);
-            nc
-        }
-        _ => &kernel.name,
-    };
+    let nc = lp.read_only_cache && kernel.nc_name.is_some();
+    if nc {
+        st.read_only_cache_launches.fetch_add(1, Ordering::Relaxed);
+    }
+    // One part from block 0: the kernel that adds no offset to its block ids.
+    let from_zero = matches!(&lp.parts[..], [p] if p.bx.lo == [0; 3]);
+    let name = match (nc, from_zero) {
+        (true, true) => kernel.nc_whole_name.as_ref().or(kernel.nc_name.as_ref()),
+        (true, false) => kernel.nc_name.as_ref(),
+        (false, true) => kernel.whole_name.as_ref(),
+        (false, false) => None,
+    }
+    .unwrap_or(&kernel.name);
     if let Some(p) = &mut probe {
         p.used = used_devices(lp);
         // Its overhead is the launch's, not the planning's.
