@@ -159,8 +159,10 @@ pub(super) fn record(
     let records = replays.entry(n).or_default();
     // The same arguments recorded again (after a change to memory) replace their record (any
     // grid's, where both hold for any grid); otherwise the oldest record goes.
-    let any_grid = record.grid_words.is_some();
-    records.retain(|r| r.args != record.args || (r.grid != record.grid && !(any_grid && r.grid_words.is_some())));
+    let covers = |r: &Record| {
+        r.args == record.args && (r.grid == record.grid || (r.grid_words.is_some() && record.grid_words.is_some()))
+    };
+    records.retain(|r| !covers(r));
     if records.len() == RECORDS_PER_UNIT {
         records.remove(0);
     }
@@ -289,16 +291,16 @@ fn kernel_grid_fits(grid: [i64; 3]) -> bool {
 /// after the leaf's parameters): their starts, where the launch ran its unit's whole grid
 /// from block 0 under a plan that holds for any grid.
 fn grid_words(lp: &LaunchPlan, grid: [i64; 3], l: &Launch) -> Option<[usize; 3]> {
-    const EXTRA: usize = 13;
+    use super::kernel::{EXTRA_WORDS, GRID_WORDS_AT};
     let part = lp.parts.first()?;
     let whole = part.bx.lo == [0; 3] && part.bx.hi == grid && l.grid.iter().zip(&grid).all(|(&b, &g)| b as i64 == g);
     // A whole-buffer plan (one device's: `bindings::plan_direct`) reads and writes every
     // buffer whole, whatever the grid; nothing else of it depends on the grid.
-    if !whole || !lp.scalar_free || l.starts.len() < EXTRA {
+    if !whole || !lp.scalar_free || l.starts.len() < EXTRA_WORDS {
         return None;
     }
-    let first = l.starts.len() - EXTRA;
-    let words = [l.starts[first + 3], l.starts[first + 4], l.starts[first + 5]];
+    let at = l.starts.len() - EXTRA_WORDS + GRID_WORDS_AT;
+    let words = [l.starts[at], l.starts[at + 1], l.starts[at + 2]];
     let holds = |d: usize| l.bytes.get(words[d]..words[d] + 8).is_some_and(|b| b == grid[d].to_le_bytes());
     (0..3).all(holds).then_some(words)
 }
