@@ -1,7 +1,7 @@
 //! `hpvm-mgpu analyze`, and the analysis step of `build`.
 
 use crate::error::{Error, Result};
-use hpvm_core::frontend::{self, ClangOptions};
+use frontend::ClangOptions;
 use inkwell::context::Context;
 use inkwell::module::Module;
 use std::path::Path;

@@ -9,8 +9,8 @@
 
 use crate::error::{Error, Result};
 use crate::isolate;
-use hpvm_core::cuda::Halves;
-use hpvm_core::frontend::{self, ClangOptions, InputKind, Language};
+use frontend::cuda::Halves;
+use frontend::{ClangOptions, InputKind, Language};
 use hpvm_core::scratch::ScratchDir;
 use inkwell::context::Context;
 use inkwell::passes::PassBuilderOptions;
@@ -61,7 +61,7 @@ pub fn build(opts: &BuildOptions) -> Result<()> {
     }
     for input in &opts.inputs {
         if !input.exists() {
-            return Err(hpvm_core::Error::MissingInput(input.display().to_string()).into());
+            return Err(frontend::Error::MissingInput(input.display().to_string()).into());
         }
     }
     let stem_of = |input: &Path| input.file_stem().map_or_else(|| "out".into(), |s| s.to_string_lossy().into_owned());
@@ -105,7 +105,7 @@ pub fn build(opts: &BuildOptions) -> Result<()> {
             if stops_early { outputs[i].clone() } else { scratch.path().join(format!("{i}-{}.o", stem_of(input))) };
         let cuda = matches!(InputKind::detect(input, language)?, InputKind::Source(Language::Cuda));
         if cuda && opts.rdc && !opts.emit_llvm {
-            let halves = hpvm_core::cuda::compile_halves(input, &clang_for(opts, language))?;
+            let halves = frontend::cuda::compile_halves(input, &clang_for(opts, language))?;
             let tmp = if stops_early { temp_beside(&out) } else { out.clone() };
             crate::rdc::write_object(&halves, &tmp, &codegen_machine(opts.opt_level)?)?;
             if stops_early {
@@ -215,8 +215,8 @@ fn compile_carried(carried: &[Halves], opts: &BuildOptions, out: &Path, scratch:
     let ctx = Context::create();
     let shown = carried.iter().map(|h| h.source.as_str()).collect::<Vec<_>>().join(", ");
     tracing::info!("compiling the device code of {shown} as one");
-    let module = hpvm_core::cuda::load_halves(&ctx, carried)?;
-    frontend::prepare(&module)?;
+    let module = frontend::cuda::load_halves(&ctx, carried)?;
+    frontend::ir::prepare(&module)?;
     let origin = Origin { input: Path::new(&carried[0].source), cuda: true, files: carried.len() as u32 };
     compile_module(&module, &origin, opts, out, false, scratch)
 }
@@ -736,7 +736,7 @@ fn lld_beside(clang: &Path) -> bool {
 fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions) -> Result<()> {
     let runtime = runtime_library()?;
     let tmp = temp_beside(output);
-    let clang = frontend::clang();
+    let clang = hpvm_core::toolchain::clang();
     let mut cmd = Command::new(&clang);
     // As nvcc links, whatever the inputs' languages: through the C++ driver, so libstdc++
     // and libm come with every program (a `.cu` file is C++, and so are objects nvcc made).
@@ -772,7 +772,7 @@ fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions) -> Result<()> {
     let out = cmd
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| hpvm_core::Error::ToolMissing { tool: clang.display().to_string(), source: e })?;
+        .map_err(|e| frontend::Error::ToolMissing { tool: clang.display().to_string(), source: e })?;
     {
         use std::io::Write;
         let _ = std::io::stdout().write_all(&out.stdout);
@@ -795,8 +795,8 @@ mod tests {
     /// code for: the two must name the same one.
     #[test]
     fn the_runtime_reports_the_architecture_device_code_is_compiled_for() {
-        let built: i32 = hpvm_core::cuda::DEFAULT_ARCH.trim_start_matches("sm_").parse().unwrap();
-        assert_eq!(hpvm_runtime::cudart::config::DEVICE_CODE_ARCH, built);
+        let built: i32 = frontend::cuda::DEFAULT_ARCH.trim_start_matches("sm_").parse().unwrap();
+        assert_eq!(contract::DEVICE_CODE_ARCH, built);
     }
 
     /// LLVM's linker's undefined symbols read as GNU ld's, one line per use; the rest passes.

@@ -3,7 +3,7 @@
 use crate::build::{self, BuildOptions};
 use crate::error::{Error, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use hpvm_core::frontend::{ClangOptions, Language};
+use frontend::{ClangOptions, Language};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -240,10 +240,10 @@ const DEFAULT_SASS: [&str; 2] = ["sm_80", "sm_90"];
 /// The architecture of the PTX: the oldest asked for (its PTX runs on all the others), or
 /// the oldest default. A name that is no architecture is passed on for the backend to refuse.
 fn ptx_arch(asked: &[String]) -> String {
-    if let Some(bad) = asked.iter().find(|a| hpvm_runtime::sass::Arch::parse(a).is_none()) {
+    if let Some(bad) = asked.iter().find(|a| contract::sass::Arch::parse(a).is_none()) {
         return bad.clone();
     }
-    let key = |a: &String| hpvm_runtime::sass::Arch::parse(a).map(|x| (x.major, x.minor, x.specific));
+    let key = |a: &String| contract::sass::Arch::parse(a).map(|x| (x.major, x.minor, x.specific));
     asked.iter().min_by_key(|a| key(a)).cloned().unwrap_or_else(|| DEFAULT_SASS[0].to_string())
 }
 
@@ -461,7 +461,7 @@ pub fn run(cli: Cli, languages: Vec<Option<Language>>) -> Result<()> {
     let verbose = cli.verbose > 0;
     match cli.command {
         Command::Inspect { file, dot, clang } => {
-            let graph = hpvm_core::load_graph(&file, &clang.options(verbose))?;
+            let graph = frontend::load_graph(&file, &clang.options(verbose))?;
             let out = if dot { hpvm_core::print::to_dot(&graph) } else { hpvm_core::print::to_text(&graph) };
             print!("{out}");
             Ok(())
@@ -550,13 +550,14 @@ pub fn report(e: &Error) {
             eprintln!("{message}");
             return;
         }
-        Error::Core(hpvm_core::Error::Invalid(diags)) => {
+        Error::Core(hpvm_core::Error::Invalid(diags))
+        | Error::Frontend(frontend::Error::Graph(hpvm_core::Error::Invalid(diags))) => {
             for d in diags {
                 eprintln!("{d}");
             }
         }
         // Already `file:line: error: ...`, as compilers write it.
-        Error::Core(hpvm_core::Error::Cuda(message)) => {
+        Error::Frontend(frontend::Error::Cuda(message)) => {
             eprintln!("{message}");
             return;
         }

@@ -4,6 +4,8 @@
 pub enum Error {
     #[error(transparent)]
     Core(#[from] hpvm_core::Error),
+    #[error(transparent)]
+    Frontend(#[from] frontend::Error),
     #[error("{0}")]
     Transform(#[from] transform::Error),
     #[error("{what}: {source}")]

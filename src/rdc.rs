@@ -15,7 +15,7 @@
 //! Such objects are linked by `hpvm-mgpu build` only, as nvcc's are by nvcc.
 
 use crate::error::{Error, Result};
-use hpvm_core::cuda::Halves;
+use frontend::cuda::Halves;
 use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::Linkage;

@@ -81,7 +81,7 @@ fn llvm_ir_input_gives_the_same_graph() {
     let dir = std::env::temp_dir().join(format!("hpvm-mgpu-test-ll-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let ll = dir.join("vecadd.ll");
-    let status = std::process::Command::new(hpvm_core::frontend::clang())
+    let status = std::process::Command::new(hpvm_core::toolchain::clang())
         .args([
             "-g",
             "-O0",

@@ -1095,7 +1095,7 @@ pub(crate) fn is_pure_call(name: &str) -> bool {
     ];
     MATH.contains(&name)
         || hpvm_core::libm::is_pure(name)
-        || hpvm_core::cuda::is_pure_libdevice(name)
+        || hpvm_core::markers::is_pure_libdevice(name)
         || (name.starts_with("llvm.") && !name.starts_with("llvm.mem"))
 }
 

@@ -1,6 +1,6 @@
 //! Operations that compute on registers only, as the analysis sees them: warp operations
 //! (`__shfl_*_sync`, votes, `__reduce_*_sync`...) and inline PTX without memory instructions.
-//! The frontend turns each into a function (`hpvm_core::cuda::WARP_PREFIX`, `ASM_PREFIX`)
+//! The frontend turns each into a function (`hpvm_core::markers::WARP_PREFIX`, `ASM_PREFIX`)
 //! whose CPU body there stops the program: inlined into a wrapper, that body is a call Polly
 //! cannot see into, and the node ran whole ("a call the analysis cannot see into"), as every
 //! kernel using CUB's block reductions did (their warp shuffles are inline PTX, their
@@ -25,7 +25,7 @@
 //!   keeps its body;
 //! - this changes the analysis's copy of the module only.
 
-use hpvm_core::cuda::{ASM_PREFIX, ASM_TEXT, WARP_PREFIX};
+use hpvm_core::markers::{ASM_PREFIX, ASM_TEXT, WARP_PREFIX};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::module::Module;
 use inkwell::values::AsValueRef;

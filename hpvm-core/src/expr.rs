@@ -5,48 +5,9 @@
 
 use std::fmt;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BinOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Rem,
-    Shl,
-    Shr,
-    And,
-    Or,
-    Xor,
-}
-
-impl BinOp {
-    fn symbol(self) -> &'static str {
-        match self {
-            BinOp::Add => "+",
-            BinOp::Sub => "-",
-            BinOp::Mul => "*",
-            BinOp::Div => "/",
-            BinOp::Rem => "%",
-            BinOp::Shl => "<<",
-            BinOp::Shr => ">>",
-            BinOp::And => "&",
-            BinOp::Or => "|",
-            BinOp::Xor => "^",
-        }
-    }
-
-    /// C precedence, higher binds tighter; used to print only the parentheses needed.
-    fn precedence(self) -> u8 {
-        match self {
-            BinOp::Mul | BinOp::Div | BinOp::Rem => 5,
-            BinOp::Add | BinOp::Sub => 4,
-            BinOp::Shl | BinOp::Shr => 3,
-            BinOp::And => 2,
-            BinOp::Xor => 1,
-            BinOp::Or => 0,
-        }
-    }
-}
+/// The operations, with their meaning on `i64`, are the compiler–runtime contract's: the
+/// runtime evaluates the description of these expressions the same way.
+pub use contract::desc::BinOp;
 
 /// An integer expression. Casts between integer widths are dropped: counts are sizes and the
 /// HPVM-C API takes them as `size_t`.
@@ -72,21 +33,7 @@ impl Expr {
             Expr::Const(c) => Some(*c),
             Expr::Param { index, .. } => params.get(*index).copied(),
             Expr::Opaque(_) => None,
-            Expr::Bin(op, a, b) => {
-                let (a, b) = (a.eval(params)?, b.eval(params)?);
-                match op {
-                    BinOp::Add => a.checked_add(b),
-                    BinOp::Sub => a.checked_sub(b),
-                    BinOp::Mul => a.checked_mul(b),
-                    BinOp::Div => a.checked_div(b),
-                    BinOp::Rem => a.checked_rem(b),
-                    BinOp::Shl => u32::try_from(b).ok().and_then(|b| a.checked_shl(b)),
-                    BinOp::Shr => u32::try_from(b).ok().and_then(|b| a.checked_shr(b)),
-                    BinOp::And => Some(a & b),
-                    BinOp::Or => Some(a | b),
-                    BinOp::Xor => Some(a ^ b),
-                }
-            }
+            Expr::Bin(op, a, b) => op.apply(a.eval(params)?, b.eval(params)?),
         }
     }
 

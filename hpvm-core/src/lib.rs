@@ -3,11 +3,11 @@
 //! A program written against `include/hpvm.h` describes, through calls of the HPVM-C API,
 //! a hierarchy of dataflow graphs: leaf nodes compute, internal nodes hold child graphs,
 //! edges and bindings connect ports, and host code launches root nodes. This crate reads
-//! that description from LLVM IR ([`frontend`] compiles C/C++ with clang-19 first) into a
+//! that description from LLVM IR (the `frontend` crate makes it from sources) into a
 //! [`Graph`] ([`build`]) and checks it ([`verify`]).
 //!
 //! Invariants:
-//! - A [`Graph`] returned by [`load_graph`] has passed [`verify::verify`]: every port is in
+//! - A [`Graph`] returned by [`graph_of_module`] has passed [`verify::verify`]: every port is in
 //!   range, the two ends of every edge and binding have the same type, every child input is
 //!   fed exactly once, every internal node's outputs are bound exactly once, one-to-one edges
 //!   join equal grids, grids have at most 3 dimensions with one count each, every count is an
@@ -19,11 +19,9 @@
 
 pub mod build;
 pub mod ctors;
-pub mod cuda;
 pub mod diag;
 pub mod entity;
 pub mod expr;
-pub mod frontend;
 pub mod graph;
 pub mod handles;
 pub mod helpers;
@@ -31,6 +29,7 @@ pub mod intrinsics;
 mod ir;
 pub mod libm;
 pub mod loc;
+pub mod markers;
 pub mod names;
 pub mod plan;
 pub mod print;
@@ -45,50 +44,17 @@ pub use ir::Val;
 // The analysis and the access tracer must agree on which buffer an access is into.
 pub use ir::pointer_param;
 
-use std::path::Path;
-
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{0}: no such file")]
-    MissingInput(String),
-    #[error("{0}: unknown kind of input (expected .c, .cpp/.cc/.cxx, .cu, .ll or .bc; or use -x c|c++|cuda)")]
-    UnknownInput(String),
-    #[error("{what}: {source}")]
-    Io { what: String, source: std::io::Error },
-    #[error("cannot run {tool}: {source} (is clang-19 installed? scripts/bootstrap installs it)")]
-    ToolMissing { tool: String, source: std::io::Error },
-    #[error("{file}: compilation failed (see the compiler's messages above)")]
-    CompileFailed { file: String },
-    #[error("{file}: not valid LLVM IR: {message}")]
-    BadIr { file: String, message: String },
-    #[error("LLVM: {0}")]
-    Llvm(String),
     #[error("{0}: no HPVM dataflow graph: the program never calls __hpvm__launch")]
     NotHpvm(String),
-    /// A CUDA program using what the CUDA frontend does not take (yet); the message starts
-    /// with the user's file:line.
-    #[error("{0}")]
-    Cuda(String),
     #[error("{} error{} in the dataflow graph", .0.len(), if .0.len() == 1 { "" } else { "s" })]
     Invalid(Vec<Diagnostic>),
 }
 
-impl Error {
-    pub(crate) fn io(what: &str, source: std::io::Error) -> Error {
-        Error::Io { what: what.to_string(), source }
-    }
-}
-
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Reads, builds and verifies the graph of `path` (C, C++, `.ll` or `.bc`).
-pub fn load_graph(path: &Path, opts: &frontend::ClangOptions) -> Result<Graph> {
-    let ctx = inkwell::context::Context::create();
-    let module = frontend::load(&ctx, path, opts)?;
-    graph_of_module(&module, &path.display().to_string())
-}
-
-/// Builds and verifies the graph of a prepared module (see [`frontend::prepare`]).
+/// Builds and verifies the graph of a prepared module (the `frontend` crate prepares them).
 pub fn graph_of_module(module: &inkwell::module::Module<'_>, source: &str) -> Result<Graph> {
     let (graph, mut diags) = build::build(module, source);
     diags.extend(verify::verify(&graph));

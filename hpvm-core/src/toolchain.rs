@@ -1,4 +1,5 @@
-//! Where the tools and libraries outside LLVM live.
+//! The tools the build runs and the machine it runs on: where clang and the libraries outside
+//! LLVM live, and LLVM's description of the host.
 //!
 //! The CUDA folder (headers for CUDA sources, libdevice for GPU math) is assembled by
 //! `scripts/cuda-toolchain` (run by `scripts/bootstrap`) from NVIDIA's pinned wheels, under
@@ -6,7 +7,9 @@
 //! `~/.cache/hpvm-mgpu`. `HPVM_MGPU_CUDA_PATH` names another folder of the same layout (a
 //! CUDA toolkit's root works too).
 
-use std::path::PathBuf;
+use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetMachine};
+use inkwell::OptimizationLevel;
+use std::path::{Path, PathBuf};
 
 /// The CUDA version the bootstrap assembles.
 pub const CUDA_VERSION: &str = "12.4.131";
@@ -46,4 +49,30 @@ pub fn libdevice() -> Result<PathBuf, String> {
     } else {
         Err(format!("{} is missing; run scripts/bootstrap, or set HPVM_MGPU_CUDA_PATH", bc.display()))
     }
+}
+
+/// The clang used for C and C++: `$HPVM_MGPU_CLANG`, else `clang-19` on the PATH, else
+/// Debian's install location.
+pub fn clang() -> PathBuf {
+    if let Some(p) = std::env::var_os("HPVM_MGPU_CLANG") {
+        return PathBuf::from(p);
+    }
+    let debian = Path::new("/usr/lib/llvm-19/bin/clang");
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join("clang-19").is_file()));
+    if !on_path && debian.is_file() {
+        debian.to_path_buf()
+    } else {
+        PathBuf::from("clang-19")
+    }
+}
+
+/// A target machine for the host, which the new pass manager wants even for IR-level passes.
+pub fn host_machine() -> Result<TargetMachine, String> {
+    Target::initialize_native(&InitializationConfig::default()).map_err(|e| e.to_string())?;
+    let triple = TargetMachine::get_default_triple();
+    let target = Target::from_triple(&triple).map_err(|e| e.to_string())?;
+    target
+        .create_target_machine(&triple, "generic", "", OptimizationLevel::None, RelocMode::PIC, CodeModel::Default)
+        .ok_or_else(|| format!("no target machine for {}", triple.as_str().to_string_lossy()))
 }

@@ -425,7 +425,7 @@ pub extern "C" fn hpvm_rt_to_program_address(p: u64) -> u64 {
 }
 
 /// The host's addresses of the `n` device functions that the GPU module of `ptx` calls
-/// through pointers, in the build's order ([`crate::devices::cuda::FUNCTION_TABLE`]); called
+/// through pointers, in the build's order ([`contract::symbols::FUNCTION_TABLE`]); called
 /// before `main`, after [`hpvm_rt_module`].
 ///
 /// # Safety

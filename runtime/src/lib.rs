@@ -19,7 +19,7 @@
 //!
 //! | layer | modules | what it holds |
 //! |---|---|---|
-//! | 0 | `ctx`, `desc`, `args`, `sass`, `sink`, `hash`, `bf16`, `testing` | records shared with compiled code (instance contexts, the description, argument buffers, the GPUs' machine code an executable carries); the interface through which lower layers report events to the statistics; the launch path's fast hash; `bfloat16` arithmetic as PTX rounds it; test helpers. The crate root's [`fatal`] belongs here. |
+//! | 0 | `ctx`, `desc`, `args`, `sass`, `sink`, `hash`, `bf16`, `testing` | records shared with compiled code (instance contexts, the description and the GPUs' machine code an executable carries: `ctx`, `desc` and `sass` are the `contract` crate's, which the compiler uses too; argument buffers); the interface through which lower layers report events to the statistics; the launch path's fast hash; `bfloat16` arithmetic as PTX rounds it; test helpers. The crate root's [`fatal`] belongs here. |
 //! | 1 | `pool`, `fiber`, `warp`, `scratch`, `trace`, `crash`, `ranks` | services of the host: the worker pool, barrier fibers, CUDA's warp operations over them, per-instance scratch memory, access traces, naming the leaf a crash happened in, the other processes of a run under `mpirun` (MPI, loaded at run time) |
 //! | 2 | `devices` | open devices (host cores, simulated, dry-run, CUDA), allocate, copy, run a box of instances or a kernel; knows nothing of launches, plans or coherence |
 //! | 3 | `memory`, `module` | virtual buffers and their coherence maps, driving devices through the [`devices::Device`] trait; a loaded module: its description, entry points, analysis database, per-node counters, and the evaluation of its graphs' data flow |
@@ -36,13 +36,13 @@
 //!   naming the node ([`fatal`]), runtime bugs abort.
 //! - The library never links LLVM.
 
+// What the compiler writes and this crate reads lives in the contract crate, once for both.
+pub use contract::{ctx, desc, sass};
 pub mod abi;
 pub mod args;
 pub mod bf16;
 pub mod crash;
-pub mod ctx;
 pub mod cudart;
-pub mod desc;
 pub mod devices;
 pub mod fiber;
 pub mod hash;
@@ -52,7 +52,6 @@ pub mod module;
 pub mod partitioned;
 pub mod pool;
 pub mod ranks;
-pub mod sass;
 pub mod scratch;
 pub mod sink;
 pub mod stats;

@@ -139,47 +139,27 @@ pub fn match_values(all: bool, mask: u32, value: u64) -> (u32, bool) {
     }
 }
 
-/// `redux.sync`'s operations, as the compiler numbers them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Redux {
-    Add = 0,
-    Min = 1,
-    Max = 2,
-    UMin = 3,
-    UMax = 4,
-    And = 5,
-    Or = 6,
-    Xor = 7,
-}
+pub use contract::warp::Redux;
 
-impl Redux {
-    pub const NAMES: [&'static str; 8] = ["add", "min", "max", "umin", "umax", "and", "or", "xor"];
-
-    pub fn from_code(code: i32) -> Option<Redux> {
-        use Redux::*;
-        [Add, Min, Max, UMin, UMax, And, Or, Xor].get(usize::try_from(code).ok()?).copied()
-    }
-
-    /// The operation over the values of the lanes `members`.
-    pub fn fold(self, members: u32, values: &[u64; 32]) -> u32 {
-        let lanes = (0..32).filter(|&l| members & (1 << l) != 0).map(|l| values[l] as u32);
-        match self {
-            Redux::Add => lanes.fold(0u32, u32::wrapping_add),
-            Redux::Min => lanes.map(|v| v as i32).min().unwrap_or(i32::MAX) as u32,
-            Redux::Max => lanes.map(|v| v as i32).max().unwrap_or(i32::MIN) as u32,
-            Redux::UMin => lanes.min().unwrap_or(u32::MAX),
-            Redux::UMax => lanes.max().unwrap_or(0),
-            Redux::And => lanes.fold(u32::MAX, |a, v| a & v),
-            Redux::Or => lanes.fold(0, |a, v| a | v),
-            Redux::Xor => lanes.fold(0, |a, v| a ^ v),
-        }
+/// `op` over the values of the lanes `members`.
+fn fold(op: Redux, members: u32, values: &[u64; 32]) -> u32 {
+    let lanes = (0..32).filter(|&l| members & (1 << l) != 0).map(|l| values[l] as u32);
+    match op {
+        Redux::Add => lanes.fold(0u32, u32::wrapping_add),
+        Redux::Min => lanes.map(|v| v as i32).min().unwrap_or(i32::MAX) as u32,
+        Redux::Max => lanes.map(|v| v as i32).max().unwrap_or(i32::MIN) as u32,
+        Redux::UMin => lanes.min().unwrap_or(u32::MAX),
+        Redux::UMax => lanes.max().unwrap_or(0),
+        Redux::And => lanes.fold(u32::MAX, |a, v| a & v),
+        Redux::Or => lanes.fold(0, |a, v| a | v),
+        Redux::Xor => lanes.fold(0, |a, v| a ^ v),
     }
 }
 
 /// `redux.sync` of the running instance (`__reduce_add_sync`...), its value `value`.
 pub fn redux(op: Redux, mask: u32, value: u32) -> u32 {
     let (_, values, members) = exchange(u64::from(value), mask);
-    op.fold(members, &values)
+    fold(op, members, &values)
 }
 
 /// `__syncwarp(mask)`: waits for the lanes of `mask`.
@@ -230,14 +210,14 @@ mod tests {
             *v = (l as i32 - 4) as u32 as u64;
         }
         let members = 0b1111_0001; // lanes 0, 4, 5, 6, 7: -4, 0, 1, 2, 3
-        assert_eq!(Redux::Add.fold(members, &values), 2);
-        assert_eq!(Redux::Min.fold(members, &values) as i32, -4);
-        assert_eq!(Redux::Max.fold(members, &values), 3);
-        assert_eq!(Redux::UMin.fold(members, &values), 0);
-        assert_eq!(Redux::UMax.fold(members, &values), (-4i32) as u32);
-        assert_eq!(Redux::And.fold(0b1100_0000, &values), 2 & 3);
-        assert_eq!(Redux::Or.fold(0b1100_0000, &values), 2 | 3);
-        assert_eq!(Redux::Xor.fold(0b1110_0000, &values), 1 ^ 2 ^ 3);
+        assert_eq!(fold(Redux::Add, members, &values), 2);
+        assert_eq!(fold(Redux::Min, members, &values) as i32, -4);
+        assert_eq!(fold(Redux::Max, members, &values), 3);
+        assert_eq!(fold(Redux::UMin, members, &values), 0);
+        assert_eq!(fold(Redux::UMax, members, &values), (-4i32) as u32);
+        assert_eq!(fold(Redux::And, 0b1100_0000, &values), 2 & 3);
+        assert_eq!(fold(Redux::Or, 0b1100_0000, &values), 2 | 3);
+        assert_eq!(fold(Redux::Xor, 0b1110_0000, &values), 1 ^ 2 ^ 3);
         for (i, name) in Redux::NAMES.iter().enumerate() {
             assert_eq!(Redux::from_code(i as i32).map(|r| r as usize), Some(i), "{name}");
         }

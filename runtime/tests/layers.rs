@@ -50,16 +50,20 @@ fn parse_map(lib_rs: &str) -> Result<BTreeMap<String, usize>, String> {
     Ok(layers)
 }
 
-/// The top-level modules `lib.rs` declares (`mod x;`, `pub mod x;`).
+/// The top-level modules `lib.rs` declares (`mod x;`, `pub mod x;`) or takes from the
+/// contract crate (`pub use contract::{x, y};`, modules the compiler shares).
 fn declared_modules(lib_rs: &str) -> BTreeSet<String> {
     lib_rs
         .lines()
-        .filter_map(|l| {
+        .flat_map(|l| {
             let l = l.trim();
+            if let Some(list) = l.strip_prefix("pub use contract::{").and_then(|r| r.strip_suffix("};")) {
+                return list.split(',').map(|m| m.trim().to_string()).collect();
+            }
             let rest = l.strip_prefix("pub ").unwrap_or(l);
             let rest = rest.strip_prefix("pub(crate) ").unwrap_or(rest);
-            let name = rest.strip_prefix("mod ")?.strip_suffix(';')?;
-            Some(name.trim().to_string())
+            let name = rest.strip_prefix("mod ").and_then(|r| r.strip_suffix(';'));
+            name.map(|n| vec![n.trim().to_string()]).unwrap_or_default()
         })
         .collect()
 }
@@ -610,8 +614,8 @@ fn the_map_is_read_from_the_table_rows() {
     assert_eq!(m.len(), 6);
     assert!(parse_map("//! | 1 | `a` | x |\n//! | 2 | `a` | y |").is_err_and(|e| e.contains("`a`")));
     assert!(parse_map("//! no table\n").is_err());
-    let lib = "pub mod a;\nmod b;\n#[cfg(test)]\nmod c;\npub fn fatal() {}\n";
-    assert_eq!(declared_modules(lib), ["a", "b", "c"].iter().map(|s| s.to_string()).collect());
+    let lib = "pub mod a;\nmod b;\n#[cfg(test)]\nmod c;\npub use contract::{d, e};\npub fn fatal() {}\n";
+    assert_eq!(declared_modules(lib), ["a", "b", "c", "d", "e"].iter().map(|s| s.to_string()).collect());
 }
 
 #[test]

@@ -1,12 +1,12 @@
-//! The runtime's description of a module's graphs ([`hpvm_runtime::desc::Program`]), from the
+//! The runtime's description of a module's graphs ([`contract::desc::Program`]), from the
 //! verified graph and the module's types.
 
 use crate::layout::{packed_offsets, scalar_kind, size_of};
 use crate::{Error, Result};
-use hpvm_core::expr::{BinOp, Expr};
+use contract::desc::*;
+use hpvm_core::expr::Expr;
 use hpvm_core::graph::{Graph, NodeKind, Query, Replication};
 use hpvm_core::loc;
-use hpvm_runtime::desc::*;
 use inkwell::module::Module;
 use inkwell::targets::TargetData;
 use inkwell::types::{AnyType, BasicTypeEnum, StructType};
@@ -63,21 +63,7 @@ fn expr(e: &Expr) -> Result<ExprDesc> {
     Ok(match e {
         Expr::Const(c) => ExprDesc::Const(*c),
         Expr::Param { index, .. } => ExprDesc::Param(*index as u32),
-        Expr::Bin(op, a, b) => {
-            let op = match op {
-                BinOp::Add => BinOpDesc::Add,
-                BinOp::Sub => BinOpDesc::Sub,
-                BinOp::Mul => BinOpDesc::Mul,
-                BinOp::Div => BinOpDesc::Div,
-                BinOp::Rem => BinOpDesc::Rem,
-                BinOp::Shl => BinOpDesc::Shl,
-                BinOp::Shr => BinOpDesc::Shr,
-                BinOp::And => BinOpDesc::And,
-                BinOp::Or => BinOpDesc::Or,
-                BinOp::Xor => BinOpDesc::Xor,
-            };
-            ExprDesc::Bin(op, Box::new(expr(a)?), Box::new(expr(b)?))
-        }
+        Expr::Bin(op, a, b) => ExprDesc::Bin(*op, Box::new(expr(a)?), Box::new(expr(b)?)),
         Expr::Opaque(what) => return Err(Error::Internal(format!("unverified instance count ({what})"))),
     })
 }

@@ -18,8 +18,8 @@
 use crate::describe::{calls_of, function, return_values};
 use crate::intrinsics::{make_inline, tls_pointer, CTX_DIM, CTX_ID, CTX_PARENT, CURRENT_NODE, CURRENT_OUT};
 use crate::{Error, Result};
+use contract::desc::{KindDesc, Program};
 use hpvm_core::graph::Graph;
-use hpvm_runtime::desc::{KindDesc, Program};
 use inkwell::builder::Builder;
 use inkwell::context::ContextRef;
 use inkwell::module::{Linkage, Module};
@@ -57,7 +57,7 @@ fn gep<'ctx>(
 }
 
 /// `__hpvm__return(n, v...)` -> stores of `v...` into the current output record.
-fn rewrite_returns(module: &Module<'_>, f: FunctionValue<'_>, desc: &hpvm_runtime::desc::NodeDesc) -> Result<()> {
+fn rewrite_returns(module: &Module<'_>, f: FunctionValue<'_>, desc: &contract::desc::NodeDesc) -> Result<()> {
     let ctx = module.get_context();
     let b = ctx.create_builder();
     let ptr = ctx.ptr_type(AddressSpace::default());
@@ -121,7 +121,7 @@ fn counted_loop<'ctx>(
 fn build_entry<'ctx>(
     module: &Module<'ctx>,
     f: FunctionValue<'ctx>,
-    desc: &hpvm_runtime::desc::NodeDesc,
+    desc: &contract::desc::NodeDesc,
 ) -> Result<FunctionValue<'ctx>> {
     let ctx = module.get_context();
     let b = ctx.create_builder();

@@ -13,9 +13,10 @@
 use crate::describe::{calls_of, function, return_values};
 use crate::intrinsics::{define_common, make_inline};
 use crate::{Error, Result};
+use contract::desc::{KernelDesc, KernelKind, Program};
+use contract::kernel;
 use hpvm_core::graph::{Graph, NodeId};
 use hpvm_core::plan::{plan, shared_params, Fallback, Kernel, Shape};
-use hpvm_runtime::desc::{KernelDesc, KernelKind, Program};
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
 use inkwell::context::ContextRef;
@@ -39,7 +40,7 @@ pub struct GpuCode {
     /// Kernels compiled, by node.
     pub kernels: Vec<(NodeId, KernelDesc)>,
     /// The functions GPU code may call through pointers, in the order of the module's
-    /// function table (`hpvm_runtime::devices::cuda::FUNCTION_TABLE`): the host registers
+    /// function table (`contract::symbols::FUNCTION_TABLE`): the host registers
     /// its addresses of them, in this order.
     pub functions: Vec<String>,
 }
@@ -264,19 +265,19 @@ pub fn compile(
     // CUDA's warp operations: their CPU bodies stop the program; on the GPU, the intrinsic.
     let warps: Vec<FunctionValue> = gpu
         .get_functions()
-        .filter(|f| f.get_name().to_bytes().starts_with(hpvm_core::cuda::WARP_PREFIX.as_bytes()))
+        .filter(|f| f.get_name().to_bytes().starts_with(hpvm_core::markers::WARP_PREFIX.as_bytes()))
         .collect();
     for f in warps {
         let name = f.get_name().to_string_lossy().into_owned();
-        let target = format!("llvm.nvvm.{}", &name[hpvm_core::cuda::WARP_PREFIX.len()..]);
+        let target = format!("llvm.nvvm.{}", &name[hpvm_core::markers::WARP_PREFIX.len()..]);
         let intr = intrinsic(&gpu, &target, f.get_type());
         give_gpu_body(&b, f, |b, args| Ok(b.build_call(intr, args, "")?))?;
     }
-    // Inline PTX without portable code (`hpvm_core::cuda::ASM_PREFIX`): the statement as the
+    // Inline PTX without portable code (`hpvm_core::markers::ASM_PREFIX`): the statement as the
     // program wrote it.
     let asms: Vec<FunctionValue> = gpu
         .get_functions()
-        .filter(|f| f.get_name().to_bytes().starts_with(hpvm_core::cuda::ASM_PREFIX.as_bytes()))
+        .filter(|f| f.get_name().to_bytes().starts_with(hpvm_core::markers::ASM_PREFIX.as_bytes()))
         .collect();
     for f in asms {
         let name = f.get_name().to_string_lossy().into_owned();
@@ -285,8 +286,8 @@ pub fn compile(
                 .map(|a| a.get_string_value().to_string_lossy().into_owned())
                 .ok_or_else(|| Error::Internal(format!("{name} has no `{key}`")))
         };
-        let text = attr(hpvm_core::cuda::ASM_TEXT)?;
-        let constraints = attr(hpvm_core::cuda::ASM_CONSTRAINTS)?;
+        let text = attr(hpvm_core::markers::ASM_TEXT)?;
+        let constraints = attr(hpvm_core::markers::ASM_CONSTRAINTS)?;
         let (constraints, side_effects) = match constraints.strip_suffix('!') {
             Some(c) => (c.to_string(), true),
             None => (constraints, false),
@@ -296,7 +297,7 @@ pub fn compile(
         give_gpu_body(&b, f, |b, args| Ok(b.build_indirect_call(ty, asm, args, "")?))?;
     }
     // Device printf: the GPU's own `vprintf`, which the driver provides.
-    if let Some(f) = gpu.get_function(hpvm_core::cuda::PRINTF) {
+    if let Some(f) = gpu.get_function(hpvm_core::markers::PRINTF) {
         let vprintf = intrinsic(&gpu, "vprintf", f.get_type());
         give_gpu_body(&b, f, |b, args| Ok(b.build_call(vprintf, args, "")?))?;
     }
@@ -343,7 +344,7 @@ pub fn compile(
         }
     }
     let calls_through_pointers = |f: FunctionValue<'_>| {
-        gpu.get_global(hpvm_runtime::devices::cuda::FUNCTION_TABLE).is_some_and(|t| uses_in(t.as_value_ref(), f))
+        gpu.get_global(contract::symbols::FUNCTION_TABLE).is_some_and(|t| uses_in(t.as_value_ref(), f))
     };
     let mut compiled = Vec::new();
     for Built { kernel: k, f, levels, name, nc, whole, nc_whole, readonly } in built {
@@ -435,8 +436,8 @@ fn link_ir(gpu: &Module<'_>, ir: &str, what: &str) -> Result<()> {
 /// the module's address table, which the runtime writes (an address no entry holds is its
 /// own translation; `hpvm_runtime::devices::addresses`).
 fn define_address_table(gpu: &Module<'_>) -> Result<()> {
-    use hpvm_runtime::devices::addresses::{TABLE as t, TABLE_BACK as back, TABLE_WORDS as words};
-    use hpvm_runtime::devices::addresses::{TO_DEVICE, TO_PROGRAM};
+    use contract::symbols::{ADDRESS_TABLE as t, ADDRESS_TABLE_BACK as back, ADDRESS_TABLE_WORDS as words};
+    use contract::symbols::{TO_DEVICE, TO_PROGRAM};
     if gpu.get_function(TO_DEVICE).is_none() && gpu.get_function(TO_PROGRAM).is_none() {
         return Ok(());
     }
@@ -523,9 +524,9 @@ attributes #0 = {{ alwaysinline }}
 /// whose address a variable's initial value or the code of `leaves` takes, in module order
 /// (returned; empty when nothing is called through a pointer).
 ///
-/// [`FUNCTION_TABLE`]: hpvm_runtime::devices::cuda::FUNCTION_TABLE
+/// [`FUNCTION_TABLE`]: contract::symbols::FUNCTION_TABLE
 fn define_function_table(gpu: &Module<'_>, leaves: &[FunctionValue<'_>]) -> Result<Vec<String>> {
-    use hpvm_runtime::devices::cuda::FUNCTION_TABLE;
+    use contract::symbols::FUNCTION_TABLE;
     use llvm_sys::core::*;
     use llvm_sys::prelude::LLVMValueRef;
     let is_indirect_call = |inst: InstructionValue<'_>| {
@@ -762,7 +763,7 @@ fn build_kernel<'ctx>(
     let lf = function(m, &graph.nodes[leaf].name)?;
     let mut params: Vec<inkwell::types::BasicMetadataTypeEnum> =
         lf.get_params().iter().map(|p| p.get_type().into()).collect();
-    params.extend(std::iter::repeat_n(inkwell::types::BasicMetadataTypeEnum::from(i64t), 12));
+    params.extend(std::iter::repeat_n(inkwell::types::BasicMetadataTypeEnum::from(i64t), kernel::OUTS));
     params.push(ptr.into());
     let kf = m.add_function(name, ctx.void_type().fn_type(&params, false), Some(Linkage::External));
     kf.set_call_conventions(PTX_KERNEL_CC);
@@ -775,12 +776,13 @@ fn build_kernel<'ctx>(
     let entry = ctx.append_basic_block(kf, "entry");
     b.position_at_end(entry);
     let n_leaf = lf.count_params();
-    let extra = |i: u32| kf.get_nth_param(n_leaf + i).expect("kernel parameter").into_int_value();
-    let off = [extra(0), extra(1), extra(2)];
-    let grid = [extra(3), extra(4), extra(5)];
-    let pid = [extra(6), extra(7), extra(8)];
-    let pdim = [extra(9), extra(10), extra(11)];
-    let outs = kf.get_nth_param(n_leaf + 12).expect("outs").into_pointer_value();
+    let param = |i: usize| kf.get_nth_param(n_leaf + i as u32).expect("kernel parameter");
+    let words = |at: usize| [0, 1, 2].map(|d| param(at + d).into_int_value());
+    let off = words(kernel::OFFSET);
+    let grid = words(kernel::GRID);
+    let pid = words(kernel::PARENT_ID);
+    let pdim = words(kernel::PARENT_DIM);
+    let outs = param(kernel::OUTS).into_pointer_value();
 
     let sreg = |reg: &str, d: &str| -> Result<IntValue<'ctx>> {
         let f = intrinsic(m, &format!("llvm.nvvm.read.ptx.sreg.{reg}.{d}"), i32t.fn_type(&[], false));
@@ -1009,7 +1011,7 @@ fn resolve<'ctx>(
                 // Inline PTX, as the program wrote it.
                 continue;
             }
-            if m.get_global(hpvm_runtime::devices::cuda::FUNCTION_TABLE).is_some() {
+            if m.get_global(contract::symbols::FUNCTION_TABLE).is_some() {
                 // Through the function table ([`define_function_table`]).
                 continue;
             }
@@ -1104,8 +1106,8 @@ fn resolve<'ctx>(
     while let Some(global) = g {
         if !global.is_constant()
             && global.get_name().to_bytes() != SHARED.as_bytes()
-            && global.get_name().to_bytes() != hpvm_runtime::devices::addresses::TABLE.as_bytes()
-            && global.get_name().to_bytes() != hpvm_runtime::devices::cuda::FUNCTION_TABLE.as_bytes()
+            && global.get_name().to_bytes() != contract::symbols::ADDRESS_TABLE.as_bytes()
+            && global.get_name().to_bytes() != contract::symbols::FUNCTION_TABLE.as_bytes()
             && global.get_first_use().is_some()
             && uses_in(global.as_value_ref(), kf)
         {

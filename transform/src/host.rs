@@ -3,8 +3,8 @@
 
 use crate::describe::calls_of;
 use crate::{Error, Result};
+use contract::desc::Program;
 use hpvm_core::graph::{Graph, NodeKind};
-use hpvm_runtime::desc::Program;
 use inkwell::module::{Linkage, Module};
 use inkwell::values::{AsValueRef, BasicMetadataValueEnum, BasicValue, FunctionValue};
 use inkwell::AddressSpace;

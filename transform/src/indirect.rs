@@ -7,7 +7,7 @@
 //! a host address (stale data, or a fault on a GPU), or leave a device address in memory
 //! where the program and the other devices expect the program's. The runtime therefore runs
 //! such a leaf on the host's copies, every tracked buffer made current there first and the
-//! host their only holder after ([`hpvm_runtime::desc::NodeDesc::indirect`]): slower, never
+//! host their only holder after ([`contract::desc::NodeDesc::indirect`]): slower, never
 //! wrong.
 //!
 //! The test is syntactic and conservative. Locals (allocas) are the leaf's own: pointers kept
@@ -31,7 +31,7 @@ pub fn pointers_in_memory(f: Val) -> Option<String> {
     while let Some(f) = todo.pop() {
         for inst in f.instructions() {
             if let Some(why) = why(inst) {
-                // The software texture fetch (`hpvm-core/src/cuda/textures.h`) reads the
+                // The software texture fetch (`frontend/src/cuda/textures.h`) reads the
                 // texture's description and texels through addresses kept in memory.
                 let why = if inst.comes_from("hpvm_textures.h") { "it fetches from a texture object" } else { why };
                 return Some(format!("{why} ({})", loc::show(&inst.loc().or_else(|| f.function_loc()))));
@@ -76,7 +76,7 @@ pub fn pointers_in_memory_inlined(module: &inkwell::module::Module<'_>, leaf: &s
         }
     }
     f.remove_enum_attribute(inkwell::attributes::AttributeLoc::Function, kind("optnone"));
-    let machine = hpvm_core::frontend::host_machine().ok()?;
+    let machine = hpvm_core::toolchain::host_machine().ok()?;
     let options = inkwell::passes::PassBuilderOptions::create();
     if copy
         .run_passes(
@@ -222,7 +222,7 @@ fn integer_source(v: Val, seen: &mut HashSet<usize>, source: &dyn Fn(Val) -> boo
 /// The runtime's translations of an address of the program's address space into the running
 /// device's copy of the same byte, and back (`hpvm_runtime::devices::addresses`). Each is the
 /// identity on an address no buffer holds, and safe on an address already translated.
-pub use hpvm_runtime::devices::addresses::{TO_DEVICE, TO_PROGRAM};
+pub use contract::symbols::{TO_DEVICE, TO_PROGRAM};
 
 /// Makes a leaf that keeps pointers in memory ([`pointers_in_memory`]) run on any device:
 /// memory holds the program's addresses, values in registers the device's. So every pointer

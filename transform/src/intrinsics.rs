@@ -3,7 +3,7 @@
 //! atomic instruction, a math function is an LLVM intrinsic.
 //!
 //! The instance context is reached through the thread-local [`CURRENT_NODE`], which each
-//! entry point sets to its [`hpvm_runtime::ctx::NodeCtx`]; these offsets must match that struct.
+//! entry point sets to its [`contract::ctx::NodeCtx`]; these offsets must match that struct.
 
 use crate::{Error, Result};
 use inkwell::attributes::{Attribute, AttributeLoc};

@@ -1,7 +1,7 @@
 //! Byte layouts of argument buffers and output records: values packed in order, each taking
 //! its type's store size. The description records them; entry points read them.
 
-use hpvm_runtime::desc::ScalarKind;
+use contract::desc::ScalarKind;
 use inkwell::targets::TargetData;
 use inkwell::types::{AnyType, BasicTypeEnum};
 

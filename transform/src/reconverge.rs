@@ -9,7 +9,7 @@
 //! point the lanes meet again ([`insert`]: a call of `hpvm_rt_converge(site)`): a lane
 //! waits there until every other lane of its warp waits too (there, at another meeting point,
 //! a barrier, a warp operation) or has returned; then the lanes at the point that comes first
-//! in the program's order go on ([`hpvm_runtime::fiber::converge`]).
+//! in the program's order go on (`hpvm_runtime::fiber::converge`).
 //!
 //! Invariants: a meeting point is the immediate post-dominator of a block with two or more
 //! successors, never the function's virtual exit (lanes that return count as arrived); its

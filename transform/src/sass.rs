@@ -1,18 +1,18 @@
 //! The GPUs' machine code, assembled at build time as nvcc does: `ptxas` (from the CUDA
 //! folder, `hpvm_core::toolchain::ptxas`) turns the module's PTX into a cubin per asked
-//! architecture, and the executable carries them beside the PTX ([`hpvm_runtime::sass`]). A GPU of
+//! architecture, and the executable carries them beside the PTX ([`contract::sass`]). A GPU of
 //! one of those architectures loads its kernels at once; any other has the driver compile the
 //! PTX, as before. Without ptxas, or where it fails for an architecture, the build goes on
 //! with the PTX alone and says so: the kernels are the same, only start-up pays the JIT.
 
-use hpvm_runtime::sass::{pack, Arch};
+use contract::sass::{pack, Arch};
 use std::path::Path;
 use std::process::Command;
 
 /// The machine code of one module.
 #[derive(Debug, Default)]
 pub struct Assembled {
-    /// [`hpvm_runtime::sass::pack`]ed images; `None` when there are none.
+    /// [`contract::sass::pack`]ed images; `None` when there are none.
     pub blob: Option<Vec<u8>>,
     /// The architectures assembled.
     pub archs: Vec<Arch>,

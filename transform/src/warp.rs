@@ -1,4 +1,4 @@
-//! CPU bodies for CUDA's warp operations (`hpvm_core::cuda::WARP_PREFIX` functions): each
+//! CPU bodies for CUDA's warp operations (`hpvm_core::markers::WARP_PREFIX` functions): each
 //! calls the runtime's (`hpvm_rt_warp_*`, `runtime/src/warp.rs`), which exchanges values
 //! between the fibers a block's threads run as. Around the call the instance context is saved
 //! and restored, as around a barrier: other instances run on this thread meanwhile. A leaf
@@ -45,7 +45,7 @@ enum Op {
     Match {
         all: bool,
     },
-    /// `redux.sync.<op>`: the runtime's operation code (`hpvm_runtime::warp::Redux`).
+    /// `redux.sync.<op>`: the runtime's operation code ([`contract::warp::Redux`]).
     Redux {
         op: i32,
     },
@@ -78,7 +78,7 @@ fn op(rest: &str) -> Option<Op> {
         return Some(Op::Match { all });
     }
     if let Some(r) = rest.strip_prefix("redux.sync.") {
-        let op = hpvm_runtime::warp::Redux::NAMES.iter().position(|&n| n == r)? as i32;
+        let op = contract::warp::Redux::code_of(r)?;
         return Some(Op::Redux { op });
     }
     if let Some(vote) = rest.strip_prefix("barrier0.") {
@@ -97,19 +97,19 @@ fn op(rest: &str) -> Option<Op> {
 /// The operation a call of `f` is, if the CPU runs it.
 fn cpu_op(f: FunctionValue<'_>) -> Option<Op> {
     let name = f.get_name().to_str().ok()?;
-    op(name.strip_prefix(hpvm_core::cuda::WARP_PREFIX)?)
+    op(name.strip_prefix(hpvm_core::markers::WARP_PREFIX)?)
 }
 
 /// Whether `f` stands for `__activemask` (`llvm.nvvm.activemask`).
 fn is_activemask(f: FunctionValue<'_>) -> bool {
-    f.get_name().to_str().ok().and_then(|n| n.strip_prefix(hpvm_core::cuda::WARP_PREFIX)) == Some("activemask")
+    f.get_name().to_str().ok().and_then(|n| n.strip_prefix(hpvm_core::markers::WARP_PREFIX)) == Some("activemask")
 }
 
 /// Whether `f` is the inline PTX statement `exit`, whose thread then ends: the runtime stops
 /// its fiber, so the leaf's instances must run as fibers.
 fn is_exit(f: FunctionValue<'_>) -> bool {
-    f.get_name().to_bytes().starts_with(hpvm_core::cuda::ASM_PREFIX.as_bytes())
-        && f.get_string_attribute(AttributeLoc::Function, hpvm_core::cuda::ASM_TEXT).is_some_and(|t| {
+    f.get_name().to_bytes().starts_with(hpvm_core::markers::ASM_PREFIX.as_bytes())
+        && f.get_string_attribute(AttributeLoc::Function, hpvm_core::markers::ASM_TEXT).is_some_and(|t| {
             t.get_string_value().to_str().is_ok_and(|t| t.trim().trim_end_matches(';').trim() == "exit")
         })
 }
@@ -119,8 +119,8 @@ fn is_exit(f: FunctionValue<'_>) -> bool {
 /// (cooperative groups' barriers between warps), or backing off in one. Its instance lets the others run first, so the leaf's
 /// instances must run as fibers.
 fn is_strong_load(f: FunctionValue<'_>) -> bool {
-    f.get_name().to_bytes().starts_with(hpvm_core::cuda::ASM_PREFIX.as_bytes())
-        && f.get_string_attribute(AttributeLoc::Function, hpvm_core::cuda::ASM_TEXT).is_some_and(|t| {
+    f.get_name().to_bytes().starts_with(hpvm_core::markers::ASM_PREFIX.as_bytes())
+        && f.get_string_attribute(AttributeLoc::Function, hpvm_core::markers::ASM_TEXT).is_some_and(|t| {
             t.get_string_value().to_str().is_ok_and(|t| {
                 let op = t.trim().trim_start_matches('{').split_whitespace().next().unwrap_or("");
                 let mut parts = op.split('.');
@@ -134,8 +134,8 @@ fn is_strong_load(f: FunctionValue<'_>) -> bool {
 /// The statements of `f`, an inline PTX block that shuffles, if the CPU runs them.
 fn cpu_ptx(f: FunctionValue<'_>) -> Option<ptx::Block> {
     let name = f.get_name().to_str().ok()?;
-    name.strip_prefix(hpvm_core::cuda::ASM_PREFIX)?;
-    let text = f.get_string_attribute(AttributeLoc::Function, hpvm_core::cuda::ASM_TEXT)?;
+    name.strip_prefix(hpvm_core::markers::ASM_PREFIX)?;
+    let text = f.get_string_attribute(AttributeLoc::Function, hpvm_core::markers::ASM_TEXT)?;
     ptx::parse(text.get_string_value().to_str().ok()?)
 }
 

@@ -77,12 +77,8 @@ pub extern "C" fn cudaFuncSetAttribute(func: *const c_void, attribute: c_int, va
     })
 }
 
-/// The architecture the program's device code was compiled for, as `ptxVersion` and
-/// `binaryVersion` give it (major * 10 + minor): `hpvm-mgpu build` compiles device code for
-/// `hpvm_core::cuda::DEFAULT_ARCH` (sm_80, `__CUDA_ARCH__` 800) whatever GPUs it assembles
-/// for. CUB picks its tuning on the host from `ptxVersion`, and its kernels picked theirs from
-/// `__CUDA_ARCH__`: the two must agree, or a kernel would run with another policy's block size.
-pub const DEVICE_CODE_ARCH: c_int = 80;
+/// `contract::DEVICE_CODE_ARCH`, as the C API takes it.
+pub const DEVICE_CODE_ARCH: c_int = contract::DEVICE_CODE_ARCH;
 
 /// `struct cudaFuncAttributes` (CUDA 12.4's `driver_types.h`, field for field).
 #[repr(C)]

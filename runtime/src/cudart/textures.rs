@@ -6,7 +6,7 @@
 //!
 //! A texture object is the program address of a small tracked buffer holding its
 //! description ([`Texture`], the layout of `struct __hpvm_mgpu_texture` in
-//! `hpvm-core/src/cuda/textures.h`): where its texels are (the array's or the program's
+//! `frontend/src/cuda/textures.h`): where its texels are (the array's or the program's
 //! linear memory, as a program address), their format, and how to sample them. Kernels fetch
 //! in software (`textures.h`, the same code on GPUs and on simulated devices); they read the
 //! description and the texels through addresses kept in memory, so such a kernel runs whole

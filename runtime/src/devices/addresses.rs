@@ -19,23 +19,6 @@
 
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-/// The translations leaf code calls (`u64 -> u64`): the program's address to the running
-/// device's, and back. The compiler declares them; the runtime defines them for simulated
-/// devices (`crate::abi`), the GPU module for GPUs.
-pub const TO_DEVICE: &str = "hpvm_rt_to_device_address";
-pub const TO_PROGRAM: &str = "hpvm_rt_to_program_address";
-
-/// A GPU module's address table, an array of `u64` the runtime writes before it launches a
-/// translated leaf: the count `n`, `n` entries `(program start, end, device start)` sorted
-/// by start, then from word [`TABLE_BACK`] on, `n` entries `(device start, end, program
-/// start)`.
-pub const TABLE: &str = "__hpvm_mgpu_addresses";
-/// Buffers a GPU module's table holds at most; a launch with more runs on the host's copies.
-pub const TABLE_CAPACITY: usize = 1024;
-/// Where the entries back to the program's addresses begin, in words.
-pub const TABLE_BACK: usize = 1 + 3 * TABLE_CAPACITY;
-/// The table's size in words.
-pub const TABLE_WORDS: usize = TABLE_BACK + 3 * TABLE_CAPACITY;
 use std::sync::{Mutex, MutexGuard};
 
 /// `[start, end)` of one place's range and where the same bytes start at the other.
@@ -84,7 +67,7 @@ impl Addresses {
         lookup(&self.back, p)
     }
 
-    /// The table as a GPU module holds it ([`TABLE`], with `back_at` [`TABLE_BACK`]): the
+    /// The table as a GPU module holds it (`contract::symbols::ADDRESS_TABLE`, with `back_at` its `ADDRESS_TABLE_BACK`): the
     /// count, the forward entries, and the entries back from word `back_at`, three each.
     pub fn words(&self, back_at: usize) -> Vec<u64> {
         let mut w = vec![0u64; back_at + 3 * self.len()];

@@ -108,11 +108,7 @@ pub fn machine_code(ptx: &'static CStr, images: crate::sass::Images) {
     }
 }
 
-/// A GPU module's table of the host's addresses of the device functions whose addresses the
-/// program takes (`u64` each, in the build's order): a function pointer the program stored
-/// holds the host's address of its function, and GPU code looks it up here to call that
-/// function's GPU version (`transform::gpu`). Written when the module loads on a GPU.
-pub const FUNCTION_TABLE: &str = "__hpvm_mgpu_functions_host";
+use contract::symbols::FUNCTION_TABLE;
 
 /// The host's addresses of each module's functions of [`FUNCTION_TABLE`], by its PTX.
 static FUNCTIONS: Mutex<Option<HashMap<usize, Vec<u64>>>> = Mutex::new(None);
@@ -951,7 +947,9 @@ impl Cuda {
     /// earlier launches hold is submitted first, and they read the table they were given.
     /// The same table as last time is not written again.
     pub fn write_address_table(&self, ptx: &'static CStr, table: &Addresses) -> Result<(), String> {
-        use crate::devices::addresses::{TABLE, TABLE_BACK, TABLE_CAPACITY};
+        use contract::symbols::{
+            ADDRESS_TABLE as TABLE, ADDRESS_TABLE_BACK as TABLE_BACK, ADDRESS_TABLE_CAPACITY as TABLE_CAPACITY,
+        };
         if table.len() > TABLE_CAPACITY {
             return Err(format!("{} buffers, more than the {TABLE_CAPACITY} a GPU's address table holds", table.len()));
         }

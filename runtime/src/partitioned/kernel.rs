@@ -97,12 +97,6 @@ impl Prepared {
     }
 }
 
-/// Parameters a kernel takes after its leaf's ([`crate::desc::KernelDesc`]): the partition's
-/// offset, the full grid, the parent's position and extent (3 each), the output records.
-pub(super) const EXTRA_WORDS: usize = 13;
-/// Where the full grid starts among them.
-pub(super) const GRID_WORDS_AT: usize = 3;
-
 /// Blocks of a unit's grid: the grid itself for a blocks unit, a grid-shaped leaf's
 /// instances cut into blocks of [`block_shape`].
 pub(crate) fn blocks_of(kind: &KernelKind, dims: u32, grid: [i64; 3]) -> u64 {
@@ -236,12 +230,13 @@ pub(crate) fn run(
         for q in &leaf_desc.params {
             params.push(&leaf_args[q.offset as usize..(q.offset + q.size) as usize]);
         }
-        // The partition's offset (blocks, or instances of a grid-shaped leaf), the full grid,
-        // the parent of the grid; then the output records.
+        // The kernel's own parameters (`contract::kernel`): the partition's offset (blocks, or
+        // instances of a grid-shaped leaf), the full grid, the parent of the grid; then the
+        // output records.
         let [l0, l1, l2] = bx.lo;
         let [g0, g1, g2] = grid;
         let outs = device_outs[p.device].unwrap_or(0) as i64;
-        let words: [i64; EXTRA_WORDS] =
+        let words: [i64; contract::kernel::EXTRA] =
             [l0, l1, l2, g0, g1, g2, pid[0], pid[1], pid[2], pdim[0], pdim[1], pdim[2], outs];
         params.push_words(&words);
         let slot = base[p.device] + MARK_KERNELS + 2 * launched_per_device[p.device];

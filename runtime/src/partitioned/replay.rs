@@ -291,15 +291,15 @@ fn kernel_grid_fits(grid: [i64; 3]) -> bool {
 /// after the leaf's parameters): their starts, where the launch ran its unit's whole grid
 /// from block 0 under a plan that holds for any grid.
 fn grid_words(lp: &LaunchPlan, grid: [i64; 3], l: &Launch) -> Option<[usize; 3]> {
-    use super::kernel::{EXTRA_WORDS, GRID_WORDS_AT};
+    use contract::kernel::{EXTRA, GRID};
     let part = lp.parts.first()?;
     let whole = part.bx.lo == [0; 3] && part.bx.hi == grid && l.grid.iter().zip(&grid).all(|(&b, &g)| b as i64 == g);
     // A whole-buffer plan (one device's: `bindings::plan_direct`) reads and writes every
     // buffer whole, whatever the grid; nothing else of it depends on the grid.
-    if !whole || !lp.scalar_free || l.starts.len() < EXTRA_WORDS {
+    if !whole || !lp.scalar_free || l.starts.len() < EXTRA {
         return None;
     }
-    let at = l.starts.len() - EXTRA_WORDS + GRID_WORDS_AT;
+    let at = l.starts.len() - EXTRA + GRID;
     let words = [l.starts[at], l.starts[at + 1], l.starts[at + 2]];
     let holds = |d: usize| l.bytes.get(words[d]..words[d] + 8).is_some_and(|b| b == grid[d].to_le_bytes());
     (0..3).all(holds).then_some(words)

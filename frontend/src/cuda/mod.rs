@@ -28,12 +28,11 @@ mod device;
 mod hoist;
 mod launchers;
 
-pub use asm::{ASM_CONSTRAINTS, ASM_PREFIX, ASM_TEXT};
-pub use device::{is_pure_libdevice, PRINTF, WARP_PREFIX};
-
-use crate::frontend::{add_ir_flags, add_user_flags, clang, run_clang, ClangOptions};
-use crate::scratch::ScratchDir;
+use crate::clang::{add_ir_flags, add_user_flags, run_clang, GCC_FOLDS_MATH, GCC_LENIENT_CXX};
+use crate::options::ClangOptions;
 use crate::{Error, Result};
+use hpvm_core::scratch::ScratchDir;
+use hpvm_core::toolchain::clang;
 use inkwell::context::Context;
 use inkwell::module::Module;
 use std::path::Path;
@@ -59,7 +58,7 @@ enum Half {
     Host,
 }
 
-/// Compiles, rewrites and links a CUDA source into one host module (not yet [`crate::frontend::prepare`]d).
+/// Compiles, rewrites and links a CUDA source into one host module (not yet [`crate::ir::prepare`]d).
 pub fn load<'ctx>(ctx: &'ctx Context, path: &Path, opts: &ClangOptions) -> Result<Module<'ctx>> {
     load_halves(ctx, &[compile_halves(path, opts)?])
 }
@@ -118,7 +117,7 @@ pub fn compile_halves(path: &Path, opts: &ClangOptions) -> Result<Halves> {
 }
 
 /// Rewrites and links the halves of one or more CUDA sources into one host module (not yet
-/// [`crate::frontend::prepare`]d): several sources' device code is linked before it is
+/// [`crate::ir::prepare`]d): several sources' device code is linked before it is
 /// rewritten, so that their kernels may call one another's `__device__` functions, as with
 /// nvcc's relocatable device code.
 pub fn load_halves<'ctx>(ctx: &'ctx Context, halves: &[Halves]) -> Result<Module<'ctx>> {
@@ -294,18 +293,18 @@ fn respell_launches(text: &str) -> Option<String> {
     changed.then_some(out)
 }
 
-/// One half of a CUDA source to LLVM IR, as [`crate::frontend::compile_source`] does for C.
+/// One half of a CUDA source to LLVM IR, as [`crate::c::compile_source`] does for C.
 /// libdevice is not linked (`-nocudalib`): math calls stay calls of `__nv_*` functions, which
 /// [`device`] maps to what both backends know.
 fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path, pre_include: &[&Path]) -> Result<()> {
     let cuda =
-        crate::toolchain::cuda_path().filter(|p| p.join("include/cuda_runtime.h").is_file()).ok_or_else(|| {
+        hpvm_core::toolchain::cuda_path().filter(|p| p.join("include/cuda_runtime.h").is_file()).ok_or_else(|| {
             Error::Cuda(format!(
                 "{}: CUDA sources need CUDA's headers: run scripts/bootstrap, or set HPVM_MGPU_CUDA_PATH",
                 src.display()
             ))
         })?;
-    let sdk = crate::toolchain::CUDA_VERSION.splitn(3, '.').take(2).collect::<Vec<_>>().join(".");
+    let sdk = hpvm_core::toolchain::CUDA_VERSION.splitn(3, '.').take(2).collect::<Vec<_>>().join(".");
     let clang = clang();
     let mut cmd = Command::new(&clang);
     cmd.args(["-x", "cuda"]).arg(format!("--cuda-path={}", cuda.display()));
@@ -317,7 +316,7 @@ fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path, pre_inc
         Half::Device => "--cuda-device-only",
         Half::Host => "--cuda-host-only",
     });
-    cmd.args(crate::frontend::GCC_LENIENT_CXX);
+    cmd.args(GCC_LENIENT_CXX);
     // CCCL 12.9 (Thrust, CUB, libcu++) indexes type packs with C++26's `Ts...[I]` wherever
     // clang announces it, except for clang 19.0 and older: clang 19.1 announces it and then
     // rejects CCCL's use ("invalid index 1 for pack of size 1"). Its fallback is plain C++17.
@@ -330,7 +329,7 @@ fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path, pre_inc
         cmd.arg("-ffp-contract=off");
     }
     if half == Half::Host {
-        cmd.args(crate::frontend::GCC_FOLDS_MATH);
+        cmd.args(GCC_FOLDS_MATH);
     }
     for header in pre_include {
         cmd.arg("-include").arg(header);

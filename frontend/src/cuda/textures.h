@@ -1,11 +1,11 @@
-/* Force-included into the device half of every CUDA source by hpvm-mgpu (hpvm-core/src/cuda/):
+/* Force-included into the device half of every CUDA source by hpvm-mgpu (frontend/src/cuda/):
  * texture fetches in software, the same code on GPUs and on simulated devices.
  *
  * clang's texture functions (tex1Dfetch, tex2D, tex3D, the layered ones...) are inline PTX
  * `tex.*` statements on a texture object. hpvm-mgpu's runtime makes a texture object the
  * program address of a `__hpvm_mgpu_texture` (runtime/src/cudart/textures.rs writes it; the
  * two layouts must agree), and the CUDA frontend replaces each `tex.*` statement by a call of
- * `__hpvm_mgpu_tex_fetch` (hpvm-core/src/cuda/asm.rs, `texture`). Reading the description and
+ * `__hpvm_mgpu_tex_fetch` (frontend/src/cuda/asm.rs, `texture`). Reading the description and
  * the texels through addresses kept in memory makes the kernel one whose addresses are
  * translated per device: it runs whole on one device, every buffer current there.
  *

@@ -61,9 +61,8 @@ pub struct NodeDesc {
 
 /// A GPU kernel compiled for a node (its code is in the module's PTX).
 ///
-/// Parameters, in order: the leaf's parameters (as in its argument buffer), then 12 `i64`:
-/// instance offset (x, y, z), full grid (x, y, z), parent-of-grid instance id (x, y, z) and
-/// its grid (x, y, z); then a pointer to the output records (may be null).
+/// Parameters, in order: the leaf's parameters (as in its argument buffer), then the
+/// [`crate::kernel`] parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KernelDesc {
     pub name: String,
@@ -207,11 +206,13 @@ pub struct LaunchDesc {
 pub enum ExprDesc {
     Const(i64),
     Param(u32),
-    Bin(BinOpDesc, Box<ExprDesc>, Box<ExprDesc>),
+    Bin(BinOp, Box<ExprDesc>, Box<ExprDesc>),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum BinOpDesc {
+/// The integer operations of count expressions: the compiler's (`hpvm_core::expr`) and the
+/// description's are these, so that both evaluate alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BinOp {
     Add,
     Sub,
     Mul,
@@ -222,6 +223,53 @@ pub enum BinOpDesc {
     And,
     Or,
     Xor,
+}
+
+impl BinOp {
+    /// `a op b` as C computes it on `i64`; `None` on overflow, division by zero or a shift
+    /// out of range.
+    pub fn apply(self, a: i64, b: i64) -> Option<i64> {
+        match self {
+            BinOp::Add => a.checked_add(b),
+            BinOp::Sub => a.checked_sub(b),
+            BinOp::Mul => a.checked_mul(b),
+            BinOp::Div => a.checked_div(b),
+            BinOp::Rem => a.checked_rem(b),
+            BinOp::Shl => u32::try_from(b).ok().and_then(|b| a.checked_shl(b)),
+            BinOp::Shr => u32::try_from(b).ok().and_then(|b| a.checked_shr(b)),
+            BinOp::And => Some(a & b),
+            BinOp::Or => Some(a | b),
+            BinOp::Xor => Some(a ^ b),
+        }
+    }
+
+    /// C's spelling.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::Shl => "<<",
+            BinOp::Shr => ">>",
+            BinOp::And => "&",
+            BinOp::Or => "|",
+            BinOp::Xor => "^",
+        }
+    }
+
+    /// C's precedence, higher binds tighter (to print only the parentheses needed).
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinOp::Mul | BinOp::Div | BinOp::Rem => 5,
+            BinOp::Add | BinOp::Sub => 4,
+            BinOp::Shl | BinOp::Shr => 3,
+            BinOp::And => 2,
+            BinOp::Xor => 1,
+            BinOp::Or => 0,
+        }
+    }
 }
 
 impl ExprDesc {
@@ -242,18 +290,7 @@ impl ExprDesc {
             ExprDesc::Param(i) => param(*i),
             ExprDesc::Bin(op, a, b) => {
                 let (a, b) = (a.eval(param)?, b.eval(param)?);
-                match op {
-                    BinOpDesc::Add => a.checked_add(b),
-                    BinOpDesc::Sub => a.checked_sub(b),
-                    BinOpDesc::Mul => a.checked_mul(b),
-                    BinOpDesc::Div => a.checked_div(b),
-                    BinOpDesc::Rem => a.checked_rem(b),
-                    BinOpDesc::Shl => u32::try_from(b).ok().and_then(|b| a.checked_shl(b)),
-                    BinOpDesc::Shr => u32::try_from(b).ok().and_then(|b| a.checked_shr(b)),
-                    BinOpDesc::And => Some(a & b),
-                    BinOpDesc::Or => Some(a | b),
-                    BinOpDesc::Xor => Some(a ^ b),
-                }
+                op.apply(a, b)
             }
         }
     }
@@ -356,10 +393,10 @@ mod tests {
 
     #[test]
     fn expressions_evaluate_over_parameters() {
-        let e = ExprDesc::Bin(BinOpDesc::Div, Box::new(ExprDesc::Param(1)), Box::new(ExprDesc::Const(16)));
+        let e = ExprDesc::Bin(BinOp::Div, Box::new(ExprDesc::Param(1)), Box::new(ExprDesc::Const(16)));
         let params = [7i64, 64];
         assert_eq!(e.eval(&|i| params.get(i as usize).copied()), Some(4));
-        let zero = ExprDesc::Bin(BinOpDesc::Rem, Box::new(ExprDesc::Const(1)), Box::new(ExprDesc::Const(0)));
+        let zero = ExprDesc::Bin(BinOp::Rem, Box::new(ExprDesc::Const(1)), Box::new(ExprDesc::Const(0)));
         assert_eq!(zero.eval(&|_| None), None);
     }
 

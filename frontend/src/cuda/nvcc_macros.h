@@ -1,4 +1,4 @@
-/* Force-included into both halves of every CUDA source by hpvm-mgpu (hpvm-core/src/cuda/),
+/* Force-included into both halves of every CUDA source by hpvm-mgpu (frontend/src/cuda/),
  * after clang's CUDA headers: nvcc defines __NVCC__, and programs test it to mark their
  * functions __host__ __device__ (HeCBench's xsbench defines __host__ and __device__ empty
  * without it; gpp, lr and ssim choose their qualifiers by it). NVIDIA's own headers test it to

@@ -19,8 +19,9 @@
 //! host's shadow variables); read-only data without a shadow moves to ordinary memory.
 
 use super::consts;
-use crate::ir::Val;
 use crate::{Error, Result};
+use hpvm_core::markers::{PRINTF, RUNTIME_NV, WARP_PREFIX};
+use hpvm_core::Val;
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
@@ -286,8 +287,8 @@ enum Var {
     Symbol,
 }
 
-fn cuda_err(at: Option<crate::loc::SrcLoc>, what: String) -> Error {
-    Error::Cuda(format!("{}: error: {what}", crate::loc::show(&at)))
+fn cuda_err(at: Option<hpvm_core::loc::SrcLoc>, what: String) -> Error {
+    Error::Cuda(format!("{}: error: {what}", hpvm_core::loc::show(&at)))
 }
 
 /// Rewrites the device half (retargeted to the host) into graph nodes, one graph per kernel
@@ -323,7 +324,7 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
         leaves.push(leaf);
         out.push(kernel);
     }
-    let tm = crate::frontend::host_machine()?;
+    let tm = hpvm_core::toolchain::host_machine().map_err(Error::Llvm)?;
     let run = |passes: &str| {
         dev.run_passes(passes, &tm, inkwell::passes::PassBuilderOptions::create())
             .map_err(|e| Error::Llvm(e.to_string()))
@@ -446,7 +447,7 @@ fn leaf_of<'ctx>(
 ) -> Result<(Kernel, Leaf<'ctx>)> {
     let ctx = dev.get_context();
     let at = Val(k.as_value_ref()).function_loc();
-    let shown = crate::names::display_name(symbol);
+    let shown = hpvm_core::names::display_name(symbol);
     let i64t = ctx.i64_type();
     let ptr = ctx.ptr_type(AddressSpace::default());
     // Parameters: scalars and pointers as they are; structs and arrays by value in pieces.
@@ -717,7 +718,7 @@ fn retarget_math<'ctx>(dev: &Module<'ctx>, f: FunctionValue<'ctx>) {
             continue;
         }
         let name = Val(callee).name();
-        if let Some(libm) = crate::libm::of_libdevice(&name) {
+        if let Some(libm) = hpvm_core::libm::of_libdevice(&name) {
             retarget(dev, inst.0, callee, libm);
         }
     }
@@ -830,129 +831,6 @@ fn special_register(name: &str) -> Option<(bool, bool, usize)> {
     Some((parent, count, dim))
 }
 
-/// libdevice functions without a libm twin that the runtime implements for the CPU (the GPU
-/// backend links libdevice's own).
-const RUNTIME_NV: &[&str] = &[
-    "__nv_min",
-    "__nv_max",
-    "__nv_umin",
-    "__nv_umax",
-    "__nv_llmin",
-    "__nv_llmax",
-    "__nv_ullmin",
-    "__nv_ullmax",
-    "__nv_abs",
-    "__nv_llabs",
-    "__nv_saturatef",
-    "__nv_rsqrtf",
-    "__nv_rsqrt",
-    "__nv_fast_expf",
-    "__nv_fast_exp10f",
-    "__nv_fast_logf",
-    "__nv_fast_log2f",
-    "__nv_fast_log10f",
-    "__nv_fast_powf",
-    "__nv_fast_sinf",
-    "__nv_fast_cosf",
-    "__nv_fast_tanf",
-    "__nv_fast_sincosf",
-    "__nv_fast_fdividef",
-    "__nv_umul24",
-    "__nv_mul24",
-    "__nv_umulhi",
-    "__nv_mulhi",
-    "__nv_umul64hi",
-    "__nv_mul64hi",
-    "__nv_hadd",
-    "__nv_rhadd",
-    "__nv_uhadd",
-    "__nv_urhadd",
-    "__nv_fadd_rn",
-    "__nv_fsub_rn",
-    "__nv_fmul_rn",
-    "__nv_fdiv_rn",
-    "__nv_dadd_rn",
-    "__nv_dsub_rn",
-    "__nv_dmul_rn",
-    "__nv_ddiv_rn",
-    "__nv_fdividef",
-    "__nv_powi",
-    "__nv_powif",
-    "__nv_ffs",
-    "__nv_popc",
-    "__nv_clz",
-    "__nv_brev",
-    "__nv_brevll",
-    "__nv_fsqrt_rn",
-    "__nv_dsqrt_rn",
-    "__nv_frcp_rn",
-    "__nv_frsqrt_rn",
-    "__nv_drcp_rn",
-    "__nv_ffsll",
-    "__nv_popcll",
-    "__nv_clzll",
-    "__nv_byte_perm",
-    "__nv_sad",
-    "__nv_usad",
-    "__nv_fmaf_rn",
-    "__nv_fma_rn",
-    "__nv_float_as_int",
-    "__nv_float_as_uint",
-    "__nv_int_as_float",
-    "__nv_uint_as_float",
-    "__nv_double_as_longlong",
-    "__nv_longlong_as_double",
-    "__nv_isnanf",
-    "__nv_isnand",
-    "__nv_isinff",
-    "__nv_isinfd",
-    "__nv_finitef",
-    "__nv_isfinited",
-    "__nv_signbitf",
-    "__nv_signbitd",
-    "__nv_float2int_rn",
-    "__nv_float2int_rz",
-    "__nv_float2int_rd",
-    "__nv_float2int_ru",
-    "__nv_float2uint_rn",
-    "__nv_float2uint_rz",
-    "__nv_float2uint_rd",
-    "__nv_float2uint_ru",
-    "__nv_float2ll_rn",
-    "__nv_float2ll_rz",
-    "__nv_float2ll_rd",
-    "__nv_float2ll_ru",
-    "__nv_float2ull_rn",
-    "__nv_float2ull_rz",
-    "__nv_float2ull_rd",
-    "__nv_float2ull_ru",
-    "__nv_double2int_rn",
-    "__nv_double2int_rz",
-    "__nv_double2int_rd",
-    "__nv_double2int_ru",
-    "__nv_double2uint_rn",
-    "__nv_double2uint_rz",
-    "__nv_double2ll_rn",
-    "__nv_double2ll_rz",
-    "__nv_double2ll_rd",
-    "__nv_double2ll_ru",
-    "__nv_int2float_rn",
-    "__nv_int2float_ru",
-    "__nv_int2float_rd",
-    "__nv_int2float_rz",
-    "__nv_uint2float_rn",
-    "__nv_uint2float_ru",
-    "__nv_uint2float_rd",
-    "__nv_uint2float_rz",
-];
-
-/// Whether `name` is a libdevice function the runtime implements for the CPU that computes on
-/// its arguments' values alone (every one of [`RUNTIME_NV`] but the `sincos` that stores
-/// through pointers): the analysis may take a call of it as accessing no memory.
-pub fn is_pure_libdevice(name: &str) -> bool {
-    name != "__nv_fast_sincosf" && RUNTIME_NV.contains(&name)
-}
-
 /// Replaces what only a GPU has in the inlined leaf by graph queries and host functions.
 fn resolve<'ctx>(
     dev: &Module<'ctx>,
@@ -963,7 +841,7 @@ fn resolve<'ctx>(
     let ctx = dev.get_context();
     let hpvm = Hpvm::declare(dev);
     let b = ctx.create_builder();
-    let shown = crate::names::display_name(&leaf.get_name().to_string_lossy());
+    let shown = hpvm_core::names::display_name(&leaf.get_name().to_string_lossy());
     for inst in Val(leaf.as_value_ref()).instructions() {
         if unsafe { LLVMIsACallInst(inst.0).is_null() } {
             continue;
@@ -1058,7 +936,7 @@ fn resolve<'ctx>(
                     }
                 }
             })
-        } else if let Some(libm) = crate::libm::of_libdevice(&name) {
+        } else if let Some(libm) = hpvm_core::libm::of_libdevice(&name) {
             retarget(dev, inst.0, callee, libm);
             None
         } else if RUNTIME_NV.contains(&name.as_str()) {
@@ -1098,7 +976,7 @@ fn resolve<'ctx>(
                 inst.loc(),
                 format!(
                     "kernel `{shown}` calls `{}` recursively, which cannot be inlined",
-                    crate::names::display_name(&name)
+                    hpvm_core::names::display_name(&name)
                 ),
             ));
         } else {
@@ -1347,12 +1225,6 @@ fn retarget_to_warp(dev: &Module<'_>, inst: LLVMValueRef, callee: LLVMValueRef, 
     }
 }
 
-/// The function standing for device `printf` (clang's `vprintf(format, arguments)`, the
-/// arguments packed in a struct): on the CPU, the runtime's `hpvm_rt_device_printf`, which
-/// reads that struct; the GPU backend gives it a call of the GPU's own `vprintf`. (libc's
-/// `vprintf` takes a `va_list`: the call must never reach it.)
-pub const PRINTF: &str = "hpvm.printf";
-
 fn retarget_printf(dev: &Module<'_>, inst: LLVMValueRef, callee: LLVMValueRef) {
     let f = dev.get_function(PRINTF).unwrap_or_else(|| {
         let ctx = dev.get_context();
@@ -1375,9 +1247,6 @@ fn retarget_printf(dev: &Module<'_>, inst: LLVMValueRef, callee: LLVMValueRef) {
     });
     unsafe { LLVMSetOperand(inst, LLVMGetNumOperands(inst) as u32 - 1, f.as_value_ref()) };
 }
-
-/// The prefix of the functions standing for warp operations (see [`retarget_to_warp`]).
-pub const WARP_PREFIX: &str = "hpvm.warp.";
 
 /// The suffix of a device variable's initial value that names device functions or variables,
 /// waiting for the link to become its host shadow's ([`initialize_shadows`]).

@@ -223,6 +223,6 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
         b.build_call(register_symbol, &args, "").map_err(llvm)?;
     }
     b.build_return(None).map_err(llvm)?;
-    crate::ctors::add_constructor(host, ctor);
+    hpvm_core::ctors::add_constructor(host, ctor);
     Ok(())
 }

@@ -20,8 +20,8 @@
 //!   [`super::device::front_len`] count them as kernel parameters.
 
 use super::device::{is_pointer, Param};
-use crate::ir::Val;
 use crate::{Error, Result};
+use hpvm_core::Val;
 use inkwell::module::Module;
 use inkwell::values::{AsValueRef, BasicValueEnum, FunctionValue, GlobalValue};
 use llvm_sys::core::*;

@@ -17,8 +17,9 @@
 //! The statement, its constraints and whether it has side effects travel with the function as
 //! string attributes ([`ASM_TEXT`], [`ASM_CONSTRAINTS`]), which survive the module's cloning.
 
-use crate::ir::Val;
 use crate::{Error, Result};
+use hpvm_core::markers::{ASM_CONSTRAINTS, ASM_PREFIX, ASM_TEXT};
+use hpvm_core::Val;
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
 use inkwell::module::{Linkage, Module};
@@ -28,13 +29,6 @@ use inkwell::values::{AsValueRef, BasicMetadataValueEnum, BasicValue, BasicValue
 use llvm_sys::core::*;
 use llvm_sys::debuginfo::{LLVMInstructionGetDebugLoc, LLVMInstructionSetDebugLoc};
 use llvm_sys::prelude::*;
-
-/// The prefix of the functions standing for inline PTX statements without portable code.
-pub const ASM_PREFIX: &str = "hpvm.asm.";
-/// The string attribute holding such a function's PTX text (LLVM's `$n` operand syntax).
-pub const ASM_TEXT: &str = "hpvm-asm";
-/// The string attribute holding its constraints; a trailing `!` marks side effects.
-pub const ASM_CONSTRAINTS: &str = "hpvm-asm-constraints";
 
 /// The PTX text of an inline asm value, its constraints and whether it has side effects.
 ///
@@ -239,7 +233,7 @@ pub(super) fn lower<'ctx>(
             "{}: error: `{stmt}` is not supported: textures are fetched and surfaces accessed in software (1-D, \
              2-D, 3-D and layered fetches, `tex1Dfetch`, `tex2D`, `tex3D`, `tex2DLayered`..., CUDA's `surf*read` \
              and `surf*write`, cube maps); gathers, texture queries and surface statements in inline PTX are not",
-            crate::loc::show(&Val(call).loc())
+            hpvm_core::loc::show(&Val(call).loc())
         )));
     }
     let name = format!("{ASM_PREFIX}{counter}");
@@ -337,7 +331,7 @@ pub(super) fn lower<'ctx>(
             let ptr = ctx.ptr_type(inkwell::AddressSpace::default());
             dev.add_function("hpvm_rt_trap", ctx.void_type().fn_type(&[ptr.into()], false), None)
         });
-        let at = crate::loc::show(&Val(call).loc());
+        let at = hpvm_core::loc::show(&Val(call).loc());
         let message = fb.build_global_string_ptr(&at, "trap.where").map_err(llvm)?;
         fb.build_call(trap, &[message.as_pointer_value().into()], "").map_err(llvm)?;
         fb.build_return(None).map_err(llvm)?;
@@ -826,7 +820,7 @@ fn stop_body<'ctx>(
         let ptr = ctx.ptr_type(inkwell::AddressSpace::default());
         dev.add_function("hpvm_rt_asm_unsupported", ctx.void_type().fn_type(&[ptr.into()], false), None)
     });
-    let at = crate::loc::show(&Val(call).loc());
+    let at = hpvm_core::loc::show(&Val(call).loc());
     let message = fb.build_global_string_ptr(&format!("{at}: inline PTX `{shown}`"), "asm.where").map_err(llvm)?;
     fb.build_call(stop, &[message.as_pointer_value().into()], "").map_err(llvm)?;
     match fn_ty.get_return_type().map(zero) {

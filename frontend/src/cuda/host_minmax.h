@@ -1,4 +1,4 @@
-/* Force-included into both halves of every CUDA source by hpvm-mgpu (hpvm-core/src/cuda/):
+/* Force-included into both halves of every CUDA source by hpvm-mgpu (frontend/src/cuda/):
  * the device half type-checks host functions too.
  * nvcc's headers declare CUDA's min and max overloads (int, unsigned and their mixes, long,
  * long long, float, double) __host__ __device__, so host code and __host__ __device__
