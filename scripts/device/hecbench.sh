@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run ON A GPU MACHINE (device tool) after scripts/hecbench-carry here (carry hec.txz):
-#   bash scripts/device/hecbench.sh "GPU COUNTS" [NVCC]      e.g. "1 2" nvcc
+#   bash scripts/device/hecbench.sh "GPU COUNTS" [NVCC]      e.g. "1 2" nvcc; a count `GpP`
+#   (`1p3`) runs on G GPUs with every launch cut in P partitions
 # Each carried HeCBench program with its run target's arguments, from its own folder: built by
 # hpvm-mgpu, on each GPU count (HPVM_MGPU_DEVICES=cuda:N); with NVCC also built there by the
 # machine's nvcc from its sources (`make` with its Makefile) and run alike. One JSON row per
@@ -33,7 +34,12 @@ for dir in carry/hec/*/; do
   for g in $counts; do configs="$configs hpvm:$g"; done
   [ -x "$dir/nvcc_main" ] && configs="nvcc $configs"
   for config in $configs; do
-    if [ "$config" = nvcc ]; then cmd=(./nvcc_main); else cmd=(env HPVM_MGPU_DEVICES=cuda:${config#hpvm:} ./main); fi
+    case $config in
+      nvcc) cmd=(./nvcc_main) ;;
+      # `1p3`: one GPU whose launches are cut in 3 partitions, always (the split paths).
+      hpvm:*p*) g=${config#hpvm:}; cmd=(env HPVM_MGPU_DEVICES=cuda:${g%p*} HPVM_MGPU_PARTITIONS=${g#*p} HPVM_MGPU_PARTITION=always ./main) ;;
+      *) cmd=(env HPVM_MGPU_DEVICES=cuda:${config#hpvm:} ./main) ;;
+    esac
     start=$(date +%s.%N)
     text=$(cd "$dir/src" && timeout ${HEC_RUN_SECONDS:-60} "${cmd[@]/#.\//../}" $args 2>&1)
     rc=$?

@@ -1,7 +1,8 @@
 // CUDA's integer, bit, conversion, round-to-nearest and load intrinsics, checked against a host
 // reference written from their definitions: exact on every device. And the fast
 // approximations `__sincosf`, `__tanf` (the GPU's are approximate: within 1e-3 of the host's,
-// left out of the checksum).
+// left out of the checksum). And the cache-hinted loads and stores (`__ldcs`, `__stcs`...),
+// which move what plain accesses move (checked, left out of the checksum).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +43,19 @@ __global__ void fast(float *out, int n) {
   out[3 * i] = s;
   out[3 * i + 1] = c;
   out[3 * i + 2] = __tanf(x / 2.0f);
+}
+
+__global__ void hinted(const unsigned *in, const float4 *v, unsigned *out, float4 *vout, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const unsigned *p = in + i;
+  unsigned a = __ldcg(p) + 3u * __ldca(p) + 5u * __ldcs(p) + 7u * __ldlu(p) + 11u * __ldcv(p);
+  __stwb(out + 4 * i, a);
+  __stcg(out + 4 * i + 1, a ^ 1u);
+  __stcs(out + 4 * i + 2, a + 2);  // an int value for an unsigned pointer converts
+  __stwt(out + 4 * i + 3, a * 3u);
+  float4 f = __ldcs(v + i), g = __ldcg(v + i), h = __ldcv(v + i);
+  __stcs(vout + i, make_float4(f.x + g.w, f.y - h.z, f.z, f.w * 2.0f));
 }
 
 static unsigned bits(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
@@ -105,6 +119,31 @@ int main(int argc, char **argv) {
         if (bad < 5) printf("element %d, fast result %d: %g, want %g\n", i, k, fgot[3 * i + k], w[k]);
         bad++;
       }
+    }
+  }
+  float4 *v = new float4[n], *vgot = new float4[n], *dv, *dvout;
+  unsigned *hgot = new unsigned[4 * n], *dh;
+  for (int i = 0; i < n; i++) v[i] = make_float4(i * 0.5f, i % 13 - 6.0f, i * 0.25f, 1.0f / (i + 1));
+  cudaMalloc(&dv, n * sizeof(float4));
+  cudaMalloc(&dvout, n * sizeof(float4));
+  cudaMalloc(&dh, 4 * n * sizeof(unsigned));
+  cudaMemcpy(dv, v, n * sizeof(float4), cudaMemcpyHostToDevice);
+  hinted<<<(n + 63) / 64, 64>>>(din, dv, dh, dvout, n);
+  cudaMemcpy(hgot, dh, 4 * n * sizeof(unsigned), cudaMemcpyDeviceToHost);
+  cudaMemcpy(vgot, dvout, n * sizeof(float4), cudaMemcpyDeviceToHost);
+  for (int i = 0; i < n; i++) {
+    unsigned a = 27u * in[i], w[4] = {a, a ^ 1u, a + 2u, a * 3u};
+    float4 e = make_float4(v[i].x + v[i].w, v[i].y - v[i].z, v[i].z, v[i].w * 2.0f);
+    for (int k = 0; k < 4; k++) {
+      if (hgot[4 * i + k] != w[k]) {
+        if (bad < 5) printf("element %d, hinted result %d: %08x, want %08x\n", i, k, hgot[4 * i + k], w[k]);
+        bad++;
+      }
+    }
+    if (memcmp(&vgot[i], &e, sizeof e) != 0) {
+      if (bad < 5) printf("element %d, hinted float4: (%g %g %g %g), want (%g %g %g %g)\n", i, vgot[i].x, vgot[i].y,
+                          vgot[i].z, vgot[i].w, e.x, e.y, e.z, e.w);
+      bad++;
     }
   }
   printf("checksum %016llx\n", fnv1a(got, 16 * n * sizeof(unsigned)));

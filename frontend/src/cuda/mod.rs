@@ -45,6 +45,9 @@ const HOST_MINMAX_H: &str = include_str!("host_minmax.h");
 /// (see the file).
 const NVCC_MACROS_H: &str = include_str!("nvcc_macros.h");
 
+/// The cache-hinted loads and stores clang's CUDA headers lack (see the file).
+const CACHE_HINTS_H: &str = include_str!("cache_hints.h");
+
 /// Texture fetches in software, which the device half's `tex.*` statements become (see the
 /// file and [`asm`]).
 const TEXTURES_H: &str = include_str!("textures.h");
@@ -105,7 +108,9 @@ pub fn compile_halves(path: &Path, opts: &ClangOptions) -> Result<Halves> {
     };
     let textures = scratch.path().join("hpvm_textures.h");
     std::fs::write(&textures, TEXTURES_H).map_err(|e| Error::io("temporary hpvm_textures.h", e))?;
-    let pre = [minmax.as_path(), nvcc.as_path(), textures.as_path()];
+    let hints = scratch.path().join("hpvm_cache_hints.h");
+    std::fs::write(&hints, CACHE_HINTS_H).map_err(|e| Error::io("temporary hpvm_cache_hints.h", e))?;
+    let pre = [minmax.as_path(), nvcc.as_path(), textures.as_path(), hints.as_path()];
     compile_half(&src, opts, Half::Device, &dev_ll, &pre)?;
     compile_half(&src, opts, Half::Host, &host_bc, &pre)?;
     let read = |p: &Path| std::fs::read(p).map_err(|e| Error::io(&p.display().to_string(), e));
