@@ -976,3 +976,32 @@ fn reasons_name_struct_parameters_as_the_source_does() {
     );
     assert!(reasons.iter().all(|l| !l.contains("`out.")), "{text}");
 }
+
+/// A pointer argument the kernel never reads (a keys-only instantiation's values, `nullptr +
+/// offset` as CUB passes them) binds no buffer: the launch runs split as a kernel, not on the
+/// host for want of a tracked buffer, with the host's results on every device count.
+#[test]
+fn pointers_a_kernel_never_reads_bind_nothing() {
+    let dir = TempDir::new("cuda-unused-pointer");
+    let exe = build_cu(&dir, "tests/inputs/cuda/unused_pointer.cu");
+    let mut sums = Vec::new();
+    for devices in ["cpu:1", "cpu:3"] {
+        let stats = dir.join(&format!("stats-{devices}.json"));
+        let env = [
+            ("HPVM_MGPU_DEVICES", devices),
+            ("HPVM_MGPU_PARTITION", "always"),
+            ("HPVM_MGPU_STATS", stats.to_str().unwrap()),
+        ];
+        let run = run_program(&exe, &["10000"], &env);
+        let out = stdout(&run);
+        assert!(run.status.success() && out.contains("PASS"), "{devices}: {out}{}", stderr(&run));
+        sums.push(checksum(&out).expect("a checksum"));
+        let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        let keys_only = node_report(&report, "scale<false>.blocks");
+        assert!(keys_only["on_host_because"].is_null(), "{devices}: {keys_only}");
+        if devices != "cpu:1" {
+            assert_eq!(keys_only["partitioned_launches"], 1, "{devices}: {keys_only}");
+        }
+    }
+    assert!(sums.iter().all(|s| s == &sums[0]), "{sums:?}");
+}

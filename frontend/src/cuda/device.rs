@@ -49,9 +49,10 @@ pub(super) struct Kernel {
     /// the graph declares them inputs only ([`read_only`]).
     pub read_only: Vec<usize>,
     /// Leaf parameters the kernel never reads (by index): the padding of a struct passed by
-    /// value (clang lays Thrust's functors out with explicit padding bytes). The launcher
-    /// passes zero there, not the caller's stack bytes, so that launches that differ only
-    /// in padding look alike (the plan caches' keys, the ranks' agreement).
+    /// value (clang lays Thrust's functors out with explicit padding bytes), pointers the
+    /// code never uses. The launcher passes zero there, not the caller's bytes, so that
+    /// launches that differ only in padding look alike (the plan caches' keys, the ranks'
+    /// agreement), and a pointer no buffer holds binds nothing.
     pub unused: Vec<usize>,
 }
 

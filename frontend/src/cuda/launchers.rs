@@ -124,8 +124,11 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
                     indices.extend(path.iter().map(|&j| i32t.const_int(j as u64, false)));
                     unsafe { b.build_in_bounds_gep(whole, slot, &indices, "") }.map_err(llvm)?
                 };
-                // A scalar the kernel never reads (padding): zero, not the caller's bytes.
-                let v = if k.unused.contains(&values.len()) && !unsafe { is_pointer(*raw) } {
+                // A scalar the kernel never reads (padding): zero, not the caller's bytes. A
+                // pointer it never reads: null, so that the launch binds no buffer for it
+                // (CUB's keys-only sorts pass `nullptr + offset` for the values they never
+                // touch, which no buffer holds: the launch ran on the host).
+                let v = if k.unused.contains(&values.len()) {
                     ty.const_zero()
                 } else {
                     b.build_load(ty, field, &format!("arg{i}")).map_err(llvm)?

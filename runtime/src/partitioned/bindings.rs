@@ -14,7 +14,7 @@ use crate::desc::{KernelKind, NodeDesc, ScalarKind};
 use crate::devices::Place;
 use crate::memory::{AllocError, ByteRect, Table};
 use crate::module::Module;
-use dashdb::WriteKind;
+use dashdb::{ReadKind, WriteKind};
 
 /// What a plan is computed from.
 pub(crate) struct Launch<'a> {
@@ -174,9 +174,9 @@ pub(crate) fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, St
         if v == 0 {
             continue;
         }
-        let Some(start) = table.containing(v, 0) else {
-            return Err(format!("`{}` points to memory the program did not track", p.name));
-        };
+        // Untracked: bound by nothing here; the leaf's loop below says whether that is
+        // harmless (its parameter is never accessed) or the host must run the launch.
+        let Some(start) = table.containing(v, 0) else { continue };
         let id = table.get(start).expect("found").id;
         let b = buffers.iter().position(|x| x.0 == start).unwrap_or_else(|| {
             buffers.push((start, id));
@@ -190,6 +190,15 @@ pub(crate) fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, St
         KernelKind::Grid => &[],
     };
     let leaf_desc = &program.nodes[leaf as usize];
+    // Parameters the analysis proves the leaf never reads or writes through (a keys-only
+    // sort's values, which CUB passes as `nullptr + offset`): whatever they hold is passed on
+    // unchanged and binds no buffer. The same proof lets a split copy nothing for them.
+    let db_node = l.module.analysis.as_ref().and_then(|db| db.node(&leaf_desc.name)).filter(|dn| dn.partitionable);
+    let never_accessed = |i: u32| {
+        db_node.is_some_and(|dn| {
+            dn.args.iter().any(|a| a.index == i && a.read == ReadKind::None && a.write == WriteKind::None)
+        })
+    };
     let mut args: Vec<BufArg> = Vec::new();
     for (i, p) in leaf_desc.params.iter().enumerate() {
         if p.kind != ScalarKind::Pointer || shared.contains(&(i as u32)) {
@@ -200,6 +209,9 @@ pub(crate) fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, St
             continue;
         }
         let Some(start) = table.containing(v, 0) else {
+            if never_accessed(i as u32) {
+                continue;
+            }
             return Err(format!("`{}` points to memory the program did not track", p.name));
         };
         let Some(buffer) = buffers.iter().position(|x| x.0 == start) else {
