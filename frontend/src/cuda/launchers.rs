@@ -128,15 +128,17 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
                 // pointer it never reads: null, so that the launch binds no buffer for it
                 // (CUB's keys-only sorts pass `nullptr + offset` for the values they never
                 // touch, which no buffer holds: the launch ran on the host).
-                let v = if k.unused.contains(&values.len()) {
-                    ty.const_zero()
-                } else {
-                    b.build_load(ty, field, &format!("arg{i}")).map_err(llvm)?
-                };
+                let unused = k.unused.contains(&values.len());
+                let v =
+                    if unused { ty.const_zero() } else { b.build_load(ty, field, &format!("arg{i}")).map_err(llvm)? };
                 values.push(v);
                 if unsafe { is_pointer(*raw) } {
-                    let bytes =
-                        b.build_call(extent, &[v.into()], "").map_err(llvm)?.try_as_basic_value().basic().expect("i64");
+                    // A null pointer's extent is 0 (`hpvm_rt_cuda_extent`): no call for it.
+                    let bytes = if unused {
+                        i64t.const_zero().into()
+                    } else {
+                        b.build_call(extent, &[v.into()], "").map_err(llvm)?.try_as_basic_value().basic().expect("i64")
+                    };
                     values.push(bytes);
                 }
             }

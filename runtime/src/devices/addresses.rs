@@ -67,8 +67,9 @@ impl Addresses {
         lookup(&self.back, p)
     }
 
-    /// The table as a GPU module holds it (`contract::symbols::ADDRESS_TABLE`, with `back_at` its `ADDRESS_TABLE_BACK`): the
-    /// count, the forward entries, and the entries back from word `back_at`, three each.
+    /// The table as a GPU module holds it (`contract::symbols::ADDRESS_TABLE`, with `back_at`
+    /// its `ADDRESS_TABLE_BACK`): the count, the forward entries, and the entries back from
+    /// word `back_at`, three each.
     pub fn words(&self, back_at: usize) -> Vec<u64> {
         let mut w = vec![0u64; back_at + 3 * self.len()];
         w[0] = self.len() as u64;

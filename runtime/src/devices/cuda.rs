@@ -29,6 +29,7 @@ use super::params::Params;
 use super::staging::{Slots, STAGE_AT_LEAST};
 use super::Device;
 use crate::devices::addresses::Addresses;
+use contract::symbols::FUNCTION_TABLE;
 use cudarc::driver::{result, sys};
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
@@ -107,8 +108,6 @@ pub fn machine_code(ptx: &'static CStr, images: crate::sass::Images) {
         all.get_or_insert_with(HashMap::new).insert(ptx.as_ptr() as usize, images);
     }
 }
-
-use contract::symbols::FUNCTION_TABLE;
 
 /// The host's addresses of each module's functions of [`FUNCTION_TABLE`], by its PTX.
 static FUNCTIONS: Mutex<Option<HashMap<usize, Vec<u64>>>> = Mutex::new(None);
