@@ -979,7 +979,8 @@ fn reasons_name_struct_parameters_as_the_source_does() {
 
 /// A pointer argument the kernel never reads (a keys-only instantiation's values, `nullptr +
 /// offset` as CUB passes them) binds no buffer: the launch runs split as a kernel, not on the
-/// host for want of a tracked buffer, with the host's results on every device count.
+/// host for want of a tracked buffer, with the host's results on every device count. One the
+/// analysis cannot prove unread, and that points to no memory, runs whole on a device.
 #[test]
 fn pointers_a_kernel_never_reads_bind_nothing() {
     let dir = TempDir::new("cuda-unused-pointer");
@@ -1001,6 +1002,14 @@ fn pointers_a_kernel_never_reads_bind_nothing() {
         assert!(keys_only["on_host_because"].is_null(), "{devices}: {keys_only}");
         if devices != "cpu:1" {
             assert_eq!(keys_only["partitioned_launches"], 1, "{devices}: {keys_only}");
+        }
+        // A pointer to no memory that the leaf may read: whole on a device, and said so.
+        let maybe = node_report(&report, "maybe.blocks");
+        assert!(maybe["on_host_because"].is_null(), "{devices}: {maybe}");
+        assert_eq!(maybe["unit_launches"], 1, "{devices}: {maybe}");
+        if devices != "cpu:1" {
+            let why = maybe["unpartitioned_because"].as_str().unwrap_or_default();
+            assert!(why.contains("`values`") && why.contains("no memory"), "{devices}: {maybe}");
         }
     }
     assert!(sums.iter().all(|s| s == &sums[0]), "{sums:?}");

@@ -198,6 +198,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 92] = [
     ("tests/cuda/graphs.cu", &[&["3", "2"], &["1000", "40"]]),
     // cudaMemcpy straight between the program's memory and the devices, in pieces.
     ("tests/cuda/copies.cu", &[&["8", "1"], &["1000", "3"], &["5003", "4"]]),
+    // cudaMemcpyAsync from a host buffer reused at once, into what kernels just read.
+    ("tests/cuda/async_copies.cu", &[&["1", "1"], &["777", "3"], &["4096", "6"]]),
     // Grid-stride loops: split by iterations where their bodies allow it, whole where not.
     ("tests/cuda/stride.cu", &[&["64", "1"], &["1000", "2"], &["20011", "3"]]),
     // Reductions through atomics: private copies per device, combined after the launch.

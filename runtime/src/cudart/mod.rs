@@ -263,7 +263,21 @@ fn release(ptr: *mut c_void, kinds: &[Kind]) -> Error {
 /// Copies `n` bytes, keeping the coherence maps exact: the source made current on the host
 /// first where it is device memory, the destination's device copies made stale.
 fn copy(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int) -> Error {
-    copy_2d(dst, n, src, n, n, 1, kind, true)
+    copy_2d(dst, n, src, n, n, 1, kind, Via::Direct)
+}
+
+/// How [`copy_2d`] may move the bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// Through the host's copy of the device memory (a symbol's shadow, which launchers read).
+    HostCopy,
+    /// A plain copy between the program's memory and device memory skips the host's copy,
+    /// and has completed when the call returns (`cudaMemcpy`).
+    Direct,
+    /// [`Via::Direct`], but a small copy into device memory may still be in flight when the
+    /// call returns, ordered before what the GPUs do next, as `cudaMemcpyAsync` leaves it:
+    /// the driver has read the program's bytes by then.
+    DirectAsync,
 }
 
 /// Writes `n` bytes of the program's at `src` into a tracked global's host copy (a kernel's
@@ -279,7 +293,7 @@ pub(super) fn write_symbol(dst: *mut c_void, src: *const c_void, n: usize) {
 /// which stays current, since launchers read the values kernels load from `__constant__`
 /// variables there (`hpvm-core`'s `cuda::hoist`).
 fn copy_to_symbol(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int) -> Error {
-    copy_2d(dst, n, src, n, n, 1, kind, false)
+    copy_2d(dst, n, src, n, n, 1, kind, Via::HostCopy)
 }
 
 /// The bytes a 2-D region of `height` rows of `width` bytes, `pitch` apart, spans.
@@ -289,8 +303,7 @@ fn span(pitch: usize, width: usize, height: usize) -> Option<usize> {
 
 /// Copies `height` rows of `width` bytes, `spitch` apart at the source and `dpitch` at the
 /// destination, as [`copy`] does a run: only the rows' bytes are requested or made stale, not
-/// the padding between them. `direct`: a plain copy between the program's memory and device
-/// memory may skip the host's copy of the device memory.
+/// the padding between them, by the route `via` allows.
 #[allow(clippy::too_many_arguments)]
 fn copy_2d(
     dst: *mut c_void,
@@ -300,7 +313,7 @@ fn copy_2d(
     width: usize,
     height: usize,
     kind: c_int,
-    direct: bool,
+    via: Via,
 ) -> Error {
     if width == 0 || height == 0 {
         return SUCCESS;
@@ -328,9 +341,10 @@ fn copy_2d(
     }
     // A plain copy between the program's memory and device memory goes straight between the
     // program's bytes and the devices, as CUDA's does, where the memory manager can take it.
-    if direct && height == 1 && src_dev != dst_dev {
+    if via != Via::HostCopy && height == 1 && src_dev != dst_dev {
         let direct = if dst_dev {
-            eager_copies() && memory::copy_from_program(dst as usize, width, src as *const u8)
+            let in_flight = via == Via::DirectAsync;
+            eager_copies() && memory::copy_from_program(dst as usize, width, src as *const u8, in_flight)
         } else {
             memory::copy_to_program(src as usize, width, dst as *mut u8)
         };
@@ -524,7 +538,7 @@ pub extern "C" fn cudaMemcpyAsync(
         }
         match graphs::capture_of(stream) {
             Some(graph) => graphs::record_copy(graph, dst, src, n, kind),
-            None => ret(copy(dst, src, n, kind)),
+            None => ret(copy_2d(dst, n, src, n, n, 1, kind, Via::DirectAsync)),
         }
     })
 }
@@ -713,7 +727,7 @@ pub extern "C" fn cudaMemcpy2D(
     height: usize,
     kind: c_int,
 ) -> Error {
-    api("cudaMemcpy2D", || blocking(copy_2d(dst, dpitch, src, spitch, width, height, kind, true)))
+    api("cudaMemcpy2D", || blocking(copy_2d(dst, dpitch, src, spitch, width, height, kind, Via::Direct)))
 }
 
 #[no_mangle]
@@ -730,7 +744,7 @@ pub extern "C" fn cudaMemcpy2DAsync(
 ) -> Error {
     api("cudaMemcpy2DAsync", || {
         ret(if stream_ok(stream) {
-            copy_2d(dst, dpitch, src, spitch, width, height, kind, true)
+            copy_2d(dst, dpitch, src, spitch, width, height, kind, Via::Direct)
         } else {
             INVALID_RESOURCE_HANDLE
         })

@@ -22,7 +22,7 @@
 //! which kernels fetch by direction (`textures.h`); kernels that gather or query a texture fail
 //! to build, naming the line.
 
-use super::{allocate, copy, copy_2d, put, ret, Error, Kind, INVALID_VALUE, SUCCESS};
+use super::{allocate, copy, copy_2d, put, ret, Error, Kind, Via, INVALID_VALUE, SUCCESS};
 use super::{api, release};
 use crate::memory;
 use std::collections::HashMap;
@@ -381,7 +381,9 @@ pub extern "C" fn cudaMemcpy2DToArray(
     kind: c_int,
 ) -> Error {
     api("cudaMemcpy2DToArray", || match region(dst, x, y, width, height) {
-        Ok((a, at)) => ret(copy_2d(at as *mut c_void, a.pitch(), src, spitch, width, height, to_device(kind), true)),
+        Ok((a, at)) => {
+            ret(copy_2d(at as *mut c_void, a.pitch(), src, spitch, width, height, to_device(kind), Via::Direct))
+        }
         Err(e) => ret(e),
     })
 }
@@ -416,7 +418,7 @@ pub extern "C" fn cudaMemcpy2DFromArray(
 ) -> Error {
     api("cudaMemcpy2DFromArray", || match region(src, x, y, width, height) {
         Ok((a, at)) => {
-            ret(copy_2d(dst, dpitch, at as *const c_void, a.pitch(), width, height, from_device(kind), true))
+            ret(copy_2d(dst, dpitch, at as *const c_void, a.pitch(), width, height, from_device(kind), Via::Direct))
         }
         Err(e) => ret(e),
     })

@@ -15,7 +15,7 @@
 //! recorded, and compares pointers, not the thousands of segments a scatter leaves (Parboil
 //! spmv). A change copies only the chunks it reaches.
 
-use super::segments::Segments;
+use super::segments::{Pos, Segments};
 use crate::devices::{Place, MAX_DEVICES};
 
 /// A set of holders: bit 0 is the host, bit `1 + k` device `k` (128 bits: the host and up to
@@ -114,7 +114,7 @@ impl Coherence {
     /// A reader of the map for queries in increasing order of their starts: each costs the
     /// segments it passes, not a search over the whole map.
     pub fn cursor(&self) -> Cursor<'_> {
-        Cursor { map: self, at: 0 }
+        Cursor { map: self, at: Pos::default() }
     }
 
     /// The pieces of `start..end` that `place` does not hold, with their holders.
@@ -296,7 +296,7 @@ impl Coherence {
 /// See [`Coherence::cursor`].
 pub struct Cursor<'a> {
     map: &'a Coherence,
-    at: usize,
+    at: Pos,
 }
 
 impl Cursor<'_> {
@@ -305,12 +305,21 @@ impl Cursor<'_> {
         let segs = &self.map.segments;
         let (start, end) = (start.min(self.map.size), end.min(self.map.size));
         // On from where the last query was.
-        self.at = segs.partition_point_from(self.at, |s| s.end <= start);
-        segs.iter_from(self.at).take_while(move |s| s.start < end).map(move |s| Segment {
+        self.at = segs.seek(self.at, |s| s.end <= start);
+        segs.iter_at(self.at).take_while(move |s| s.start < end).map(move |s| Segment {
             start: s.start.max(start),
             end: s.end.min(end),
             holders: s.holders,
         })
+    }
+
+    /// The whole segment holding byte `pos`, which must be inside the map and not below the
+    /// previous query's start.
+    pub fn segment_at(&mut self, pos: u64) -> Segment {
+        debug_assert!(pos < self.map.size);
+        let segs = &self.map.segments;
+        self.at = segs.seek(self.at, |s| s.end <= pos);
+        *segs.at(self.at).expect("a byte inside the map has a segment")
     }
 }
 

@@ -182,6 +182,15 @@ enum Watch {
     Refused,
 }
 
+/// Consecutive rows of a rectangle that lack the same pieces from the same sources
+/// ([`Buffer::plan_current`]): one strided copy per piece.
+struct RowGroup {
+    first: u64,
+    rows: u64,
+    /// The pieces, in the planner's flat list.
+    pieces: std::ops::Range<usize>,
+}
+
 /// A rectangle of a buffer's bytes: `rows` rows of `row_bytes`, `pitch` apart, from `start`
 /// (an offset into the buffer). A contiguous run is one row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -511,73 +520,83 @@ impl Buffer {
             self.plan_run(place, rect.start, rect.end(), before, dst_base, out, record);
             return;
         }
-        // Held already (a loop's steady state): nothing to plan row by row.
-        if self.coherence.query(rect.start, rect.end()).all(|s| s.holders.has(place)) {
-            return;
-        }
-        // One state over the whole span, missing here, from one source (a first launch: the
-        // host holds everything): every row alike, one strided copy.
-        let single = |map: &Coherence| {
-            let mut q = map.query(rect.start, rect.end());
-            match (q.next(), q.next()) {
-                (Some(s), None) if s.start == rect.start && s.end == rect.end() => Some(s.holders),
-                _ => None,
-            }
+        // Row by row, and consecutive rows that lack the same columns from the same sources
+        // (a halo column, a tile, the block of a transpose another device wrote) are one
+        // strided copy per piece. Where one segment of each map spans a stretch of rows (held
+        // there already, a loop's steady state; or missing from one source, a first launch),
+        // the stretch is one step: a column of a tall matrix costs the segments it crosses,
+        // not its rows (a Gaussian elimination's column at every launch).
+        let size = self.coherence.size();
+        let (pitch, width) = (rect.pitch, rect.row_bytes);
+        // The rows, from the first, whose run ends at or before byte `end`.
+        let rows_ending_by = |end: u64| match end.checked_sub(rect.start + width) {
+            // Rows `pitch` 0 apart are one row, repeated.
+            Some(d) => d.checked_div(pitch).map_or(rect.rows, |q| (q + 1).min(rect.rows)),
+            None => 0,
         };
-        if let (Some(now), Some(then)) = (single(&self.coherence), single(before)) {
-            if !now.has(place) {
-                let src = source_for(then, place);
-                let src_base = self.addr(src).unwrap_or_else(|e| crate::fatal(&e));
-                out.push(Copy {
-                    src,
-                    src_addr: src_base + rect.start,
-                    dst: place,
-                    dst_addr: dst_base + rect.start,
-                    rows: rect.rows,
-                    row_bytes: rect.row_bytes,
-                    pitch: rect.pitch,
-                });
-                if record {
-                    self.coherence.add_runs(rect.row_runs(), place);
-                }
-                return;
-            }
-        }
-        // Row by row, then merged: consecutive rows that lack the same columns from the same
-        // sources (a halo column, a tile, the block of a transpose another device wrote) are
-        // one strided copy per piece.
-        let mut rows: Vec<Vec<(u64, u64, Place)>> = Vec::with_capacity(rect.rows as usize);
+        // Pieces of a row (offsets in the row, source), flat; groups of equal rows.
+        let mut pieces: Vec<(u64, u64, Place)> = Vec::new();
+        let mut groups: Vec<RowGroup> = Vec::new();
         let (mut now, mut then) = (self.coherence.cursor(), before.cursor());
-        for (lo, hi) in rect.row_runs() {
-            let mut pieces = Vec::new();
-            for m in now.query(lo, hi).filter(|s| !s.holders.has(place)) {
-                for b in then.query(m.start, m.end) {
-                    let src = source_for(b.holders, place);
-                    pieces.push((b.start - lo, b.end - lo, src));
+        let mut r = 0;
+        while r < rect.rows {
+            let lo = rect.start + r * pitch;
+            if lo >= size {
+                break;
+            }
+            let hi = (lo + width).min(size);
+            let mark = pieces.len();
+            let mut step = 1;
+            let s = now.segment_at(lo);
+            let t = if s.end >= hi && !s.holders.has(place) { Some(then.segment_at(lo)) } else { None };
+            match t {
+                None if s.end >= hi => step = rows_ending_by(s.end).max(r + 1) - r,
+                Some(t) if t.end >= hi => {
+                    step = rows_ending_by(s.end.min(t.end)).max(r + 1) - r;
+                    pieces.push((0, hi - lo, source_for(t.holders, place)));
+                }
+                _ => {
+                    for m in now.query(lo, hi).filter(|s| !s.holders.has(place)) {
+                        for b in then.query(m.start, m.end) {
+                            pieces.push((b.start - lo, b.end - lo, source_for(b.holders, place)));
+                        }
+                    }
                 }
             }
-            rows.push(pieces);
+            match groups.last_mut() {
+                Some(g) if pieces[g.pieces.clone()] == pieces[mark..] => {
+                    g.rows += step;
+                    pieces.truncate(mark);
+                }
+                _ => groups.push(RowGroup { first: r, rows: step, pieces: mark..pieces.len() }),
+            }
+            r += step;
         }
-        let mut first = 0;
-        while first < rows.len() {
-            let end = first + rows[first..].iter().take_while(|r| **r == rows[first]).count();
-            let row_start = rect.start + first as u64 * rect.pitch;
-            for &(lo, hi, src) in &rows[first] {
+        for g in &groups {
+            let row_start = rect.start + g.first * pitch;
+            for &(lo, hi, src) in &pieces[g.pieces.clone()] {
                 let src_base = self.addr(src).unwrap_or_else(|e| crate::fatal(&e));
                 out.push(Copy {
                     src,
                     src_addr: src_base + row_start + lo,
                     dst: place,
                     dst_addr: dst_base + row_start + lo,
-                    rows: (end - first) as u64,
+                    rows: g.rows,
                     row_bytes: hi - lo,
-                    pitch: rect.pitch,
+                    pitch,
                 });
             }
-            first = end;
         }
+        // `place` holds now what it lacked: the pieces copied (elsewhere it held the rows).
         if record {
-            self.coherence.add_runs(rect.row_runs(), place);
+            let runs = groups.iter().flat_map(|g| {
+                let pieces = &pieces[g.pieces.clone()];
+                (g.first..g.first + g.rows).flat_map(move |row| {
+                    let row_start = rect.start + row * pitch;
+                    pieces.iter().map(move |&(lo, hi, _)| (row_start + lo, row_start + hi))
+                })
+            });
+            self.coherence.add_runs(runs, place);
         }
     }
 
@@ -1321,8 +1340,14 @@ pub fn push_to_devices(ptr: usize, bytes: usize) {
 /// become the only holders of that range; the host's copy of it is not written (its pages
 /// are not even touched: a fresh `cudaMalloc` of a GiB costs no host memory). False, and
 /// nothing done, where the caller must go through the host's copy (see [`write_on_devices`]).
-pub fn copy_from_program(ptr: usize, bytes: usize, src: *const u8) -> bool {
-    write_on_devices(ptr, bytes, "copying into device memory", |targets| {
+///
+/// `in_flight` (`cudaMemcpyAsync`): on GPUs, a copy the driver takes straight from the
+/// program's bytes (under [`STAGE_AT_LEAST`]) is left in flight, ordered after the work in
+/// flight and before what follows, as CUDA's returns once the driver has read the bytes
+/// (HeCBench streamCreateCopyDestroy spent half its time waiting for 16 KB copies).
+pub fn copy_from_program(ptr: usize, bytes: usize, src: *const u8, in_flight: bool) -> bool {
+    let in_flight = in_flight && devices().on_gpus() && (bytes as u64) < STAGE_AT_LEAST;
+    write_on_devices(ptr, bytes, "copying into device memory", in_flight, |targets| {
         let copies: Vec<Copy> = targets
             .iter()
             .map(|&(k, dst_addr)| Copy {
@@ -1335,7 +1360,7 @@ pub fn copy_from_program(ptr: usize, bytes: usize, src: *const u8) -> bool {
                 pitch: bytes as u64,
             })
             .collect();
-        execute(&copies)
+        enqueue(&copies).map(|_| ())
     })
 }
 
@@ -1343,26 +1368,26 @@ pub fn copy_from_program(ptr: usize, bytes: usize, src: *const u8) -> bool {
 /// it: on every open device, which become its only holders (the host's copy is not written).
 /// False, and nothing done, where the caller must go through the host's copy.
 pub fn fill_on_devices(ptr: usize, bytes: usize, byte: u8) -> bool {
-    write_on_devices(ptr, bytes, "setting device memory", |targets| {
+    write_on_devices(ptr, bytes, "setting device memory", false, |targets| {
         let devs = devices();
-        targets.iter().try_for_each(|&(k, addr)| {
-            let d = devs.get(k);
-            d.fill(addr, byte, bytes as u64).and_then(|_| d.synchronize())
-        })
+        targets.iter().try_for_each(|&(k, addr)| devs.get(k).fill(addr, byte, bytes as u64))
     })
 }
 
 /// Writes tracked memory `[ptr, ptr + bytes)` on every open device, as CUDA's copies and
-/// fills into device memory do: `write` gets each device and the address of the range in
-/// its copy (backed first), and the devices become the range's only holders. False, and
-/// nothing done, where the caller must go through the host's copy: no open device, a memory
-/// limit (devices back only what launches need), ranks, a buffer the host stores into
-/// directly (managed memory, HPVM-C buffers), or untracked memory. GPUs not open yet get the
-/// range when a launch first needs it there.
+/// fills into device memory do: `write` enqueues on each device at the address of the range
+/// in its copy (backed first), and the devices become the range's only holders. It has
+/// completed on return, unless `in_flight`: then it is left in flight on the GPUs, after
+/// everything there ([`inflight::Slots::take`]). False, and nothing done, where the caller
+/// must go through the host's copy: no open device, a memory limit (devices back only what
+/// launches need), ranks, a buffer the host stores into directly (managed memory, HPVM-C
+/// buffers), or untracked memory. GPUs not open yet get the range when a launch first needs
+/// it there.
 fn write_on_devices(
     ptr: usize,
     bytes: usize,
     what: &str,
+    in_flight: bool,
     write: impl FnOnce(&[(usize, u64)]) -> Result<(), String>,
 ) -> bool {
     let devs = devices();
@@ -1370,11 +1395,15 @@ fn write_on_devices(
     if n == 0 || bytes == 0 || residency::limit().is_some() || devs.spans_ranks() {
         return false;
     }
-    inflight::drain();
+    if !in_flight {
+        inflight::drain();
+    }
     let open: Vec<usize> = (0..n).filter(|&k| devs.is_open(k)).collect();
     if open.is_empty() {
         return false;
     }
+    let fail = |e: String| -> ! { crate::fatal(&format!("{what}: {e}")) };
+    // The table before the state in flight, as a launch takes them.
     let mut t = table();
     let (ptr, bytes) = (ptr as u64, bytes as u64);
     let Some(start) = t.containing(ptr, bytes).filter(|s| !t.buffers[s].host_stores) else { return false };
@@ -1383,7 +1412,18 @@ fn write_on_devices(
     let buf = t.buffers.get_mut(&start).expect("found above");
     let targets: Vec<(usize, u64)> =
         open.iter().map(|&k| (k, buf.addr(Place::Device(k)).unwrap_or_else(|e| crate::fatal(&e)) + lo)).collect();
-    write(&targets).unwrap_or_else(|e| crate::fatal(&format!("{what}: {e}")));
+    // In flight: after whatever the GPUs still do (it may read the bytes overwritten here).
+    let slots = in_flight
+        .then(|| inflight::Slots::take(&open, &inflight::DeviceList::from_elem(0, n)).unwrap_or_else(|e| fail(e)));
+    write(&targets).unwrap_or_else(|e| fail(e));
+    match slots {
+        Some(slots) => slots.leave(&open, None),
+        None => {
+            for &k in &open {
+                devs.get(k).synchronize().unwrap_or_else(|e| fail(e));
+            }
+        }
+    }
     buf.coherence.set_only(lo, hi, Place::Device(open[0]));
     for &k in &open[1..] {
         buf.coherence.add(lo, hi, Place::Device(k));

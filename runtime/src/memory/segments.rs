@@ -25,6 +25,14 @@ const CHUNK: usize = 128;
 #[cfg(test)]
 const CHUNK: usize = 4;
 
+/// A position in a [`Segments`]: its chunk and the place in it (the start is the default).
+/// Valid until the sequence is next changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pos {
+    chunk: usize,
+    k: usize,
+}
+
 #[derive(Clone, Debug)]
 pub struct Segments<T> {
     chunks: Vec<Arc<Vec<T>>>,
@@ -93,23 +101,35 @@ impl<T: Clone> Segments<T> {
         }
     }
 
-    /// [`Segments::partition_point`] for a search that starts at position `from` (at or
-    /// before the answer), chunk by chunk: cheap for searches that move forward a little at a
-    /// time (a rectangle's rows, one after another).
-    pub fn partition_point_from(&self, from: usize, pred: impl Fn(&T) -> bool) -> usize {
-        if from >= self.len {
-            return self.len;
-        }
-        let (mut c, k) = self.locate(from);
-        let mut first = k;
+    /// The first position at or after `from` whose segment fails `pred`, which must hold for
+    /// a prefix of the sequence only, chunk by chunk: a cursor's step to the next row of a
+    /// rectangle passes a segment or two, and costs that, not a search.
+    pub fn seek(&self, from: Pos, pred: impl Fn(&T) -> bool) -> Pos {
+        let (mut c, mut k) = (from.chunk, from.k);
         while let Some(ch) = self.chunks.get(c) {
             if !pred(ch.last().expect("chunks are not empty")) {
-                return self.starts[c] + first + ch[first..].partition_point(&pred);
+                let rest = &ch[k..];
+                // The last fails `pred`, so the answer is in this chunk: near (a step), or found
+                // by halving.
+                let near = rest.iter().take(4).position(|x| !pred(x));
+                let i = near.unwrap_or_else(|| 4 + rest[4..].partition_point(&pred));
+                return Pos { chunk: c, k: k + i };
             }
             c += 1;
-            first = 0;
+            k = 0;
         }
-        self.len
+        Pos { chunk: self.chunks.len(), k: 0 }
+    }
+
+    /// The segment at `p`, if `p` is inside the sequence.
+    pub fn at(&self, p: Pos) -> Option<&T> {
+        self.chunks.get(p.chunk).and_then(|ch| ch.get(p.k))
+    }
+
+    /// The segments from `p` on.
+    pub fn iter_at(&self, p: Pos) -> impl Iterator<Item = &T> + '_ {
+        let first = self.chunks.get(p.chunk).map(|ch| &ch[p.k..]).unwrap_or(&[]);
+        first.iter().chain(self.chunks.iter().skip(p.chunk + 1).flat_map(|ch| ch.iter()))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
@@ -146,16 +166,23 @@ impl<T: Clone> Segments<T> {
             let (c, k) = self.locate(range.end - 1);
             (c, k + 1)
         };
-        let mut merged: Vec<T> = Vec::with_capacity(k0 + with.len() + self.chunks[c1].len() - k1);
-        merged.extend_from_slice(&self.chunks[c0][..k0]);
-        merged.extend(with);
-        merged.extend_from_slice(&self.chunks[c1][k1..]);
+        let mut total = k0 + with.len() + self.chunks[c1].len() - k1;
         // A small remainder joins its neighbour, so chunks do not dwindle to single segments.
-        if merged.len() < CHUNK / 4 && c1 + 1 < self.chunks.len() {
-            c1 += 1;
-            merged.extend_from_slice(&self.chunks[c1]);
+        let mut next: &[T] = &[];
+        if total < CHUNK / 4 && c1 + 1 < self.chunks.len() {
+            next = &self.chunks[c1 + 1];
+            total += next.len();
         }
-        self.chunks.splice(c0..=c1, pieces(merged));
+        // Straight into the new chunks, not through one vector of them all: a change across a
+        // tall matrix's rows replaces thousands of segments, and a second copy of them (fresh
+        // pages each time) was a third of a Gaussian elimination's copy planning.
+        let mut all = self.chunks[c0][..k0].iter().cloned().chain(with).chain(self.chunks[c1][k1..].iter().cloned());
+        let mut all = all.by_ref().chain(next.iter().cloned());
+        let made = chunked(total, &mut all);
+        if !next.is_empty() {
+            c1 += 1;
+        }
+        self.chunks.splice(c0..=c1, made);
         self.recount();
     }
 
@@ -181,9 +208,20 @@ fn pieces<T: Clone>(segments: Vec<T>) -> Vec<Arc<Vec<T>>> {
     if segments.len() <= CHUNK {
         return if segments.is_empty() { Vec::new() } else { vec![Arc::new(segments)] };
     }
-    let n = segments.len().div_ceil(CHUNK);
-    let size = segments.len().div_ceil(n);
-    segments.chunks(size).map(|c| Arc::new(c.to_vec())).collect()
+    chunked(segments.len(), &mut segments.into_iter())
+}
+
+/// The `total` segments of `all` in chunks of at most [`CHUNK`], of nearly equal sizes.
+fn chunked<T>(total: usize, all: &mut impl Iterator<Item = T>) -> Vec<Arc<Vec<T>>> {
+    if total == 0 {
+        return Vec::new();
+    }
+    let n = total.div_ceil(CHUNK);
+    let (size, extra) = (total / n, total % n);
+    let made: Vec<Arc<Vec<T>>> =
+        (0..n).map(|i| Arc::new(all.by_ref().take(size + usize::from(i < extra)).collect())).collect();
+    debug_assert!(all.next().is_none() && made.iter().all(|c| !c.is_empty()));
+    made
 }
 
 #[cfg(test)]
@@ -232,12 +270,22 @@ mod tests {
     fn partition_points_agree_with_a_slice() {
         let model: Vec<Seg> = (0..700).map(|i| (2 * i, 2 * i + 2, 1)).collect();
         let s = Segments::from_vec(model.clone());
-        let mut from = 0;
         for at in 0..1500 {
             assert_eq!(s.partition_point(|x| x.1 <= at), model.partition_point(|x| x.1 <= at));
-            from = s.partition_point_from(from, |x| x.1 <= at);
-            assert_eq!(from, model.partition_point(|x| x.1 <= at), "from an earlier answer");
             assert_eq!(s.partition_point(|x| x.0 < at), model.partition_point(|x| x.0 < at));
+        }
+    }
+
+    #[test]
+    fn seeks_agree_with_a_slice() {
+        let model: Vec<Seg> = (0..700).map(|i| (2 * i, 2 * i + 2, 1)).collect();
+        let s = Segments::from_vec(model.clone());
+        let mut pos = Pos::default();
+        for at in (0..1500).step_by(3) {
+            pos = s.seek(pos, |x| x.1 <= at);
+            let want = model.partition_point(|x| x.1 <= at);
+            assert_eq!(s.at(pos), model.get(want), "seek to {at}");
+            assert!(s.iter_at(pos).eq(model[want..].iter()));
         }
     }
 

@@ -53,6 +53,11 @@ pub(crate) struct Bindings {
     pub leaf_args: Vec<u8>,
     pub block: Option<[i64; 3]>,
     pub args: Vec<BufArg>,
+    /// Why the launch must run whole, where a pointer of the leaf points to no memory of the
+    /// process ([`host_mapped`]: a keys-only sort's `nullptr + offset`, an address the
+    /// program made up): it is passed on as it is, as nvcc's build would pass it, and the
+    /// maps cannot place what the leaf may do through it.
+    pub opaque: Option<String>,
 }
 
 /// A launch's plan where no access maps are needed: an untracked pointer (the host runs it),
@@ -200,6 +205,7 @@ pub(crate) fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, St
         })
     };
     let mut args: Vec<BufArg> = Vec::new();
+    let mut opaque = None;
     for (i, p) in leaf_desc.params.iter().enumerate() {
         if p.kind != ScalarKind::Pointer || shared.contains(&(i as u32)) {
             continue;
@@ -212,7 +218,16 @@ pub(crate) fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, St
             if never_accessed(i as u32) {
                 continue;
             }
-            return Err(format!("`{}` points to memory the program did not track", p.name));
+            // Host memory the program did not track: only the host can reach it.
+            if host_mapped(v) {
+                return Err(format!("`{}` points to memory the program did not track", p.name));
+            }
+            // No memory at all: a device faults on it as it would in nvcc's build, if the
+            // leaf reads it; the host would fault alike, and copy every buffer first.
+            opaque.get_or_insert_with(|| {
+                format!("`{}` ({v:#x}) points to no memory of the program: passed on as it is", p.name)
+            });
+            continue;
         };
         let Some(buffer) = buffers.iter().position(|x| x.0 == start) else {
             return Err(format!("`{}` does not come from the launch's own arguments", p.name));
@@ -220,7 +235,21 @@ pub(crate) fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, St
         let size = table.get(start).expect("found").size;
         args.push(BufArg { buffer, offset: v - start, size, param: i as u32 });
     }
-    Ok(Bindings { buffers, unit_ptrs, leaf, leaf_args, block, args })
+    Ok(Bindings { buffers, unit_ptrs, leaf, leaf_args, block, args, opaque })
+}
+
+/// Whether any page of this process is mapped at address `v`: `msync` fails with `ENOMEM`
+/// exactly where nothing is. One system call, paid only for a pointer the table does not
+/// hold, and once per plan (plans are cached by the pointers' values).
+fn host_mapped(v: u64) -> bool {
+    // SAFETY: sysconf reads a constant; msync with MS_ASYNC on one page changes nothing and
+    // only asks whether the page is mapped.
+    unsafe {
+        let page = libc::sysconf(libc::_SC_PAGESIZE).max(1) as u64;
+        let at = (v / page * page) as usize as *mut libc::c_void;
+        libc::msync(at, page as usize, libc::MS_ASYNC) == 0
+            || std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOMEM)
+    }
 }
 
 /// Whether the kernel variant reading its `in`-only pointers through the read-only data

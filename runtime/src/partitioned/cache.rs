@@ -80,6 +80,20 @@ pub struct Launches {
     pub(crate) replays: super::recorded::Replays,
     /// Per unit, how long its last split plan took to make ([`Launches::plans_quickly`]).
     split_nanos: Mutex<FxHashMap<u32, u64>>,
+    /// Per unit (by node), its last launches' keys and plans ([`Launches::recent`]).
+    recent: Mutex<Vec<[Option<Recent>; RECENT]>>,
+}
+
+/// Launches remembered per unit: a loop's launches of one kernel alternate between a few
+/// argument lists at most (a stencil's two buffers, swapped).
+const RECENT: usize = 2;
+
+/// A launch's key and plan, and the [`super::respecialized::generation`] it was planned at
+/// (the keys the cache holds depend on it).
+struct Recent {
+    key: Key,
+    generation: u64,
+    plan: Arc<Outcome>,
 }
 
 /// A split plan made in less than this (from closed forms, no ISL) is made on the launching
@@ -124,8 +138,47 @@ impl Launches {
         }
     }
 
+    /// The plan of a recent launch with `key`, itself: a launch like one of the last needs
+    /// none of the cache's keys (building them interprets the leaf's arguments, and hashing
+    /// them was a fifth of a cache hit). The same checks as [`Launches::get`]'s.
+    pub(crate) fn recent(&self, key: &Key, table: &Table) -> Option<Arc<Outcome>> {
+        let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let generation = super::respecialized::generation();
+        let r =
+            recent.get(key.node as usize)?.iter().flatten().find(|r| r.generation == generation && r.key == *key)?;
+        match &*r.plan {
+            Outcome::Devices(lp) if lp.current(table) => Some(r.plan.clone()),
+            _ => None,
+        }
+    }
+
+    /// `plan` is the plan of a launch with `key` (kept by [`Launches::recent`], first).
+    pub(crate) fn remember(&self, key: &Key, plan: &Arc<Outcome>) {
+        if !matches!(&**plan, Outcome::Devices(lp) if !lp.provisional) {
+            return;
+        }
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let n = key.node as usize;
+        if recent.len() <= n {
+            recent.resize_with(n + 1, Default::default);
+        }
+        let slots = &mut recent[n];
+        let generation = super::respecialized::generation();
+        let fresh = |r: &Recent| r.generation == generation && r.key == *key;
+        match slots.iter().position(|r| r.as_ref().is_some_and(fresh)) {
+            // Already the first, with this plan: nothing to copy (a loop's steady state).
+            Some(0) if slots[0].as_ref().is_some_and(|r| Arc::ptr_eq(&r.plan, plan)) => {}
+            at => {
+                let i = at.unwrap_or(RECENT - 1);
+                slots[i] = Some(Recent { key: key.clone(), generation, plan: plan.clone() });
+                slots[..=i].rotate_right(1);
+            }
+        }
+    }
+
     pub(crate) fn clear(&self) {
         self.plans.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.recent.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
     pub(crate) fn insert(&self, key: Key, plan: Arc<Outcome>) {

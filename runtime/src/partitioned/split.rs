@@ -53,24 +53,27 @@ pub(crate) fn cut_along(split: &dashdb::Split, blocks: [i64; 3], parts: usize) -
 /// The plan of a launch [`plan_direct`] left to the access maps: split where the database
 /// proves it safe for these arguments, whole on device 0 otherwise.
 pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outcome {
-    let Bindings { buffers, unit_ptrs, leaf, leaf_args, block, args } = b;
+    let Bindings { buffers, unit_ptrs, leaf, leaf_args, block, args, opaque } = b;
     let program = &l.module.program;
     let unit = &program.nodes[l.node as usize];
     let leaf_desc = &program.nodes[leaf as usize];
     let mut inspections = Vec::new();
     let mut pending = false;
-    let split = split(
-        l,
-        leaf_desc,
-        &leaf_args,
-        block,
-        &args,
-        &buffers,
-        Some(&mut *table),
-        &mut inspections,
-        &mut pending,
-        None,
-    );
+    let split = match opaque {
+        Some(why) => Err(why),
+        None => split(
+            l,
+            leaf_desc,
+            &leaf_args,
+            block,
+            &args,
+            &buffers,
+            Some(&mut *table),
+            &mut inspections,
+            &mut pending,
+            None,
+        ),
+    };
     let mut outcome = match split {
         Ok((parts, mut reductions)) => {
             let t = std::time::Instant::now();
