@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 92] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 93] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
