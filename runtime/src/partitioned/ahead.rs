@@ -163,6 +163,11 @@ type Work = Box<dyn FnOnce() + Send>;
 /// The background thread: one job after another, each computed on the planning pool (in
 /// parallel over its partitions, with the maps its threads parsed when the module loaded),
 /// which the thread waits for without running anything else.
+/// Starts the planning thread now, if it has not started (else the first plan ahead does).
+pub(crate) fn start_thread() {
+    queue();
+}
+
 fn queue() -> &'static Mutex<Sender<Work>> {
     static QUEUE: OnceLock<Mutex<Sender<Work>>> = OnceLock::new();
     QUEUE.get_or_init(|| {
