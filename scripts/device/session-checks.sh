@@ -4,6 +4,12 @@
 # Carry carry/sub.txz (the test programs, launches_cu, startup_cu, open_probe, async_copies_cu
 # and carry/cu, packed with `xz --lzma2=dict=256MiB`: the executables share the runtime, and
 # a large window packs them 40x) and, for step 3, carry/hec.txz (scripts/hecbench-carry).
+# Packed here, after scripts/device/prepare and the PolyBench builds into carry/cu/pb
+# (see launch-bound.sh):
+#   cd carry && names=$(grep -v '^#' ../scripts/device/test-programs.list | cut -d'|' -f1 |
+#     while read n; do [ -x bin/test_${n}_cu ] && echo bin/test_${n}_cu || echo bin/${n}_cu; done)
+#   tar cf - $names bin/launches_cu bin/startup_cu bin/open_probe bin/async_copies_cu cu |
+#     xz -T2 --lzma2=preset=6,dict=256MiB >sub.txz
 #   bash scripts/device/session-checks.sh [ROUNDS]      (default 5)
 # 1. every CUDA test program (scripts/device/test-programs.sh) against its recorded checksum;
 # 2. async_copies on one GPU, whole and in 3 partitions (its checksum on cpu:1 is given);
