@@ -294,7 +294,7 @@ pub fn normalize_args(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
 }
 
 /// nvcc's flags that take a value, as `-flag value` or `-flag=value`.
-const NVCC_WITH_VALUE: [&str; 32] = [
+const NVCC_WITH_VALUE: [&str; 42] = [
     "-rdc",
     "--relocatable-device-code",
     "-Xcudafe",
@@ -327,6 +327,16 @@ const NVCC_WITH_VALUE: [&str; 32] = [
     "--default-stream",
     "-maxrregcount",
     "--maxrregcount",
+    "-cudart",
+    "--cudart",
+    "-Werror",
+    "--Werror",
+    "-diag-suppress",
+    "--diag-suppress",
+    "-diag-warn",
+    "--diag-warn",
+    "-diag-error",
+    "--diag-error",
 ];
 
 /// What an nvcc flag becomes.
@@ -440,8 +450,24 @@ fn nvcc_flag(flag: &str, value: Option<&str>) -> Option<Nvcc> {
             "true" => none(),
             _ => Some(Nvcc::Refuse(format!("{flag}={value}: expected true or false"))),
         },
-        // NVIDIA's runtime: ours is linked in its place.
+        // NVIDIA's runtime: ours is linked in its place, however nvcc was asked to link its own.
         "-lcudart" | "-lcudart_static" | "-lcudadevrt" => none(),
+        "-cudart" | "--cudart" => match value {
+            "none" | "shared" | "static" => none(),
+            _ => Some(Nvcc::Refuse(format!("{flag} {value}: expected none, shared or static"))),
+        },
+        // nvcc's own diagnostics (its warning kinds made errors, front-end diagnostics by
+        // number): no stage of ours issues them.
+        "-Werror" | "--Werror" | "-diag-suppress" | "--diag-suppress" | "-diag-warn" | "--diag-warn"
+        | "-diag-error" | "--diag-error" => none(),
+        "--display-error-number"
+        | "-err-no"
+        | "--no-display-error-number"
+        | "-no-err-no"
+        | "-Wreorder"
+        | "-Wdefault-stream-launch"
+        | "-Wmissing-launch-bounds"
+        | "-Wext-lambda-captures-this" => none(),
         "-G" | "--device-debug" => {
             eprintln!("hpvm-mgpu: note: -G (device debugging) is taken as line information only");
             none()
@@ -617,5 +643,19 @@ mod nvcc_tests {
             ["build", "a.cu"]
         );
         assert_eq!(norm(&["build", "--gpu-architecture=sm_80", "a.cu"]), ["build", "--gpu-arch=sm_80", "a.cu"]);
+        // nvcc's runtime choice and its own diagnostics, with their values as the next word
+        // or after `=`: `-cudart shared` was read as `-c -u...` before.
+        assert_eq!(
+            norm(&["build", "-cudart", "shared", "--cudart=static", "-Werror", "cross-execution-space-call", "a.cu"]),
+            ["build", "a.cu"]
+        );
+        assert_eq!(
+            norm(&["build", "-diag-suppress", "177,550", "--diag-warn=20012", "--display-error-number", "a.cu"]),
+            ["build", "a.cu"]
+        );
+        assert_eq!(
+            nvcc_flag("-cudart", Some("dynamic")),
+            Some(Nvcc::Refuse("-cudart dynamic: expected none, shared or static".into()))
+        );
     }
 }
