@@ -118,7 +118,7 @@ fn unsupported_cuda_is_a_build_error_at_the_users_line() {
     let dir = TempDir::new("cuda-unsupported");
     let (src, want) = (
         "tests/inputs/cuda/recursion.cu",
-        "tests/inputs/cuda/recursion.cu:5:35: error: kernel `fills` calls `fill` recursively",
+        "tests/inputs/cuda/recursion.cu:6:35: error: kernel `fills` calls `fill` recursively, and `fill` reads its thread's or block's index",
     );
     let exe = dir.join("app");
     let out = hpvm_mgpu(&["build", src, "-o", exe.to_str().unwrap()]);

@@ -530,6 +530,7 @@ pub fn analyze_program(
             entry.reasons.push(reason("an atomic update through a pointer the analysis cannot trace", &a.location));
         }
         let mut untraced_write = crop.atomics.iter().any(|a| a.base.is_none());
+        let mut opaque_call = false;
         for u in scops.unmodeled.iter().filter(|u| !w.params.contains(&u.base) && !u.base.starts_with("hpvm.sink")) {
             let what = match u.kind.as_str() {
                 "call" => "a call the analysis cannot see into",
@@ -537,14 +538,22 @@ pub fn analyze_program(
                 _ => continue,
             };
             untraced_write |= u.kind == "write";
+            opaque_call |= u.kind == "call";
             entry.reasons.push(reason(what, &u.location));
         }
         // A write through a pointer the analysis lost track of (loaded back from memory, say
         // from a struct the kernel received by value) may land in any buffer: none is proven
         // only read, so the runtime's whole-node plan keeps every one it may write current.
-        if untraced_write {
+        // A call that touches memory (a recursive device function, a function reached through
+        // a pointer) may read and write any buffer the kernel can reach, alike.
+        if untraced_write || opaque_call {
             for a in entry.args.iter_mut().filter(|a| a.write == WriteKind::None) {
                 a.write = WriteKind::Unanalysable;
+            }
+        }
+        if opaque_call {
+            for a in entry.args.iter_mut().filter(|a| a.read == ReadKind::None) {
+                a.read = ReadKind::DataDependent;
             }
         }
         let known = map_param_names(&entry);

@@ -347,11 +347,24 @@ pub fn compile(
         gpu.get_global(contract::symbols::FUNCTION_TABLE).is_some_and(|t| uses_in(t.as_value_ref(), f))
     };
     let mut compiled = Vec::new();
+    let mut kept: std::collections::HashMap<String, Result<(), String>> = std::collections::HashMap::new();
     for Built { kernel: k, f, levels, name, nc, whole, nc_whole, readonly } in built {
         let others = || nc.iter().chain(std::iter::once(&whole)).chain(nc_whole.iter());
         let resolved = resolve(&gpu, &b, f, &levels, no_math, math)
             .and_then(|()| others().try_for_each(|(f, levels, _)| resolve(&gpu, &b, *f, levels, no_math, math)))
-            .and_then(|()| if calls_through_pointers(f) { through_pointers.clone() } else { Ok(()) });
+            .and_then(|()| if calls_through_pointers(f) { through_pointers.clone() } else { Ok(()) })
+            .and_then(|()| {
+                // The functions it calls that were not inlined (recursive ones), once each.
+                kept_callees(f).into_iter().try_for_each(|g| {
+                    let name = g.get_name().to_string_lossy().into_owned();
+                    let r = kept.entry(name.clone()).or_insert_with(|| match hpvm_core::handles::asks_where(g) {
+                        Some(q) => Err(format!("`{name}`, which it calls, asks {q}")),
+                        None => resolve(&gpu, &b, g, &levels, no_math, math)
+                            .map_err(|why| format!("`{name}`, which it calls: {why}")),
+                    });
+                    r.clone()
+                })
+            });
         match resolved {
             Ok(()) => {
                 let kind = match k.shape {
@@ -420,6 +433,24 @@ pub fn compile(
     let buf = tm.write_to_memory_buffer(&gpu, FileType::Assembly).map_err(|e| Error::Llvm(e.to_string()))?;
     let ptx = String::from_utf8_lossy(buf.as_slice()).trim_end_matches('\0').to_string();
     Ok((Some(GpuCode { ptx, kernels: compiled, functions }), fallbacks))
+}
+
+/// The defined functions `k` calls directly, or through them, that are not inlined into it
+/// (the CUDA frontend keeps recursive ones as calls), libdevice's aside.
+fn kept_callees<'ctx>(k: FunctionValue<'ctx>) -> Vec<FunctionValue<'ctx>> {
+    let mut seen: Vec<FunctionValue> = Vec::new();
+    let mut todo = vec![k];
+    while let Some(f) = todo.pop() {
+        for inst in f.get_basic_block_iter().flat_map(|bb| bb.get_instructions()) {
+            let callee = inkwell::values::CallSiteValue::try_from(inst).ok().and_then(|c| c.get_called_fn_value());
+            let Some(g) = callee.filter(|g| g.count_basic_blocks() > 0 && *g != k) else { continue };
+            if !g.get_name().to_bytes().starts_with(b"__nv_") && !seen.contains(&g) {
+                seen.push(g);
+                todo.push(g);
+            }
+        }
+    }
+    seen
 }
 
 /// Links the LLVM IR text `ir` (the runtime's side of a contract, written here) into the GPU
@@ -1086,13 +1117,9 @@ fn resolve<'ctx>(
             },
             // libdevice's own functions, once called (they have bodies).
             n if n.starts_with("__nv_") => {}
-            // A recursive function of values alone, which the CUDA frontend kept as a call
-            // and marked as touching no memory (cooperative groups' `log2`): PTX calls it.
-            _ if callee.count_basic_blocks() > 0
-                && callee
-                    .get_enum_attribute(AttributeLoc::Function, Attribute::get_named_enum_kind_id("memory"))
-                    .is_some_and(|a| a.get_enum_value() == 0) => {}
-            n => return Err(format!("it calls `{n}`, which could not be inlined (recursion?)")),
+            // A recursive function the CUDA frontend kept as a call (cooperative groups'
+            // `log2`, a tree walk): PTX calls it, resolved on its own ([`kept_callees`]).
+            _ => {}
         }
     }
     for (inst, v) in replace {

@@ -780,6 +780,66 @@ fn computes_only(f: LLVMValueRef) -> bool {
     true
 }
 
+/// The defined functions a recursive device function `f` reaches (itself first), where both
+/// backends can call them as they are: they ask nothing of the instance that runs them (no
+/// thread or block index, barrier, warp function or shared variable) and call only each
+/// other, LLVM's target-independent intrinsics, libdevice's math, printf and assert. Else
+/// what they do that a call cannot, in the user's terms.
+fn keepable(f: LLVMValueRef) -> std::result::Result<Vec<LLVMValueRef>, String> {
+    let mut seen = vec![f];
+    let mut at = 0;
+    while at < seen.len() {
+        let g = Val(seen[at]);
+        let shown = hpvm_core::names::display_name(&g.name());
+        at += 1;
+        for inst in g.instructions() {
+            for i in 0..inst.num_operands() {
+                for v in globals_in(inst.operand(i).0) {
+                    let space = unsafe { LLVMGetPointerAddressSpace(LLVMTypeOf(v)) };
+                    let constant = unsafe { LLVMIsAGlobalVariable(v).is_null() || LLVMIsGlobalConstant(v) != 0 };
+                    if space == SHARED_SPACE || (space != 0 && !constant) {
+                        return Err(format!("`{}` uses the GPU variable `{}`", shown, Val(v).name()));
+                    }
+                }
+            }
+            if unsafe { LLVMIsACallInst(inst.0).is_null() } {
+                continue;
+            }
+            let callee = unsafe { LLVMGetCalledValue(inst.0) };
+            if unsafe { !LLVMIsAInlineAsm(callee).is_null() } {
+                return Err(format!("`{}` holds inline assembly", shown));
+            }
+            if unsafe { LLVMIsAFunction(callee).is_null() } {
+                return Err(format!("`{}` calls through a pointer", shown));
+            }
+            let name = Val(callee).name();
+            // Device printf, as an earlier call of the same function retargeted it.
+            if name == PRINTF {
+                continue;
+            }
+            if unsafe { LLVMIsDeclaration(callee) } == 0 {
+                if !seen.contains(&callee) {
+                    seen.push(callee);
+                }
+                continue;
+            }
+            let plain_llvm = name.starts_with("llvm.") && !name.starts_with("llvm.nvvm.");
+            let taken = plain_llvm
+                || matches!(name.as_str(), "vprintf" | "__assertfail")
+                || RUNTIME_NV.contains(&name.as_str())
+                || hpvm_core::libm::of_libdevice(&name).is_some();
+            if !taken {
+                let what = special_register(&name).map_or_else(
+                    || format!("calls `{}`", name.strip_prefix("__nv_").unwrap_or(&name)),
+                    |_| "reads its thread's or block's index".to_string(),
+                );
+                return Err(format!("`{}` {what}", shown));
+            }
+        }
+    }
+    Ok(seen)
+}
+
 /// `k` and every defined function it calls, directly or not.
 fn reachable(k: FunctionValue<'_>) -> Vec<FunctionValue<'_>> {
     let mut seen = vec![k];
@@ -973,13 +1033,29 @@ fn resolve<'ctx>(
             }
             None
         } else if unsafe { LLVMIsDeclaration(callee) } == 0 {
-            return Err(cuda_err(
-                inst.loc(),
-                format!(
-                    "kernel `{shown}` calls `{}` recursively, which cannot be inlined",
-                    hpvm_core::names::display_name(&name)
-                ),
-            ));
+            // A recursive function that touches memory (a divide and conquer over the thread's
+            // own arrays, a tree walk): a call both backends make, where it asks nothing of
+            // where it runs (no instance, block or shared variable). The analysis cannot see
+            // into it, so the kernel runs whole, every buffer it is given possibly read and
+            // written.
+            let kept = keepable(callee).map_err(|why| {
+                cuda_err(
+                    inst.loc(),
+                    format!(
+                        "kernel `{shown}` calls `{}` recursively, and {why}: the CUDA frontend does not take that in a function it cannot inline",
+                        hpvm_core::names::display_name(&name)
+                    ),
+                )
+            })?;
+            for f in kept {
+                for call in Val(f).instructions().into_iter().filter(|i| unsafe { !LLVMIsACallInst(i.0).is_null() }) {
+                    let target = unsafe { LLVMGetCalledValue(call.0) };
+                    if unsafe { !LLVMIsAFunction(target).is_null() } && Val(target).name() == "vprintf" {
+                        retarget_printf(dev, call.0, target);
+                    }
+                }
+            }
+            None
         } else {
             None
         };

@@ -322,8 +322,20 @@ static LIMITS: std::sync::Mutex<[usize; 7]> = std::sync::Mutex::new(LIMIT_DEFAUL
 pub extern "C" fn cudaDeviceSetLimit(limit: c_int, value: usize) -> Error {
     api("cudaDeviceSetLimit", || match usize::try_from(limit).ok().filter(|&l| l < LIMIT_DEFAULTS.len()) {
         Some(l) => {
-            LIMITS.lock().unwrap_or_else(|e| e.into_inner())[l] = value;
-            SUCCESS
+            // GPUs take it as CUDA's would (a recursive kernel's stack); simulated devices
+            // have no such limits, and keep the value to report it.
+            let gpus = &crate::devices::devices().gpus;
+            let kept = if gpus.is_empty() { Ok(value) } else { crate::devices::cuda::set_limit(gpus, l, value) };
+            match kept {
+                Ok(v) => {
+                    LIMITS.lock().unwrap_or_else(|e| e.into_inner())[l] = v;
+                    SUCCESS
+                }
+                Err(why) => {
+                    eprintln!("hpvm-mgpu: cudaDeviceSetLimit({l}, {value}): {why}");
+                    ret(super::UNSUPPORTED_LIMIT)
+                }
+            }
         }
         None => ret(super::UNSUPPORTED_LIMIT),
     })

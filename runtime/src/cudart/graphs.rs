@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// `cudaErrorStreamCaptureUnsupported`: capture on the legacy stream.
-const CAPTURE_UNSUPPORTED: Error = 900;
+pub(super) const CAPTURE_UNSUPPORTED: Error = 900;
 /// `cudaErrorStreamCaptureUnmatched`: ending a capture on a stream that did not begin one.
 const CAPTURE_UNMATCHED: Error = 903;
 /// `cudaErrorIllegalState`: beginning a capture on a stream already capturing.
@@ -497,10 +497,10 @@ pub struct Pos {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct PitchedPtr {
-    ptr: *mut c_void,
-    pitch: usize,
-    xsize: usize,
-    ysize: usize,
+    pub(super) ptr: *mut c_void,
+    pub(super) pitch: usize,
+    pub(super) xsize: usize,
+    pub(super) ysize: usize,
 }
 
 #[repr(C)]

@@ -751,6 +751,73 @@ pub extern "C" fn cudaMemcpy2DAsync(
     })
 }
 
+/// A 3-D allocation: `extent.depth` slices of `extent.height` rows of `extent.width` bytes,
+/// each row at the pitch `cudaMallocPitch` gives (CUDA's `cudaMalloc3D`).
+#[no_mangle]
+pub extern "C" fn cudaMalloc3D(out: *mut graphs::PitchedPtr, extent: textures::Extent) -> Error {
+    api("cudaMalloc3D", || {
+        stats::install();
+        if out.is_null() {
+            return ret(INVALID_VALUE);
+        }
+        let pitch = extent.width.div_ceil(512).max(1) * 512;
+        let rows = extent.height.max(1).checked_mul(extent.depth.max(1));
+        let Some(bytes) = rows.and_then(|r| r.checked_mul(pitch)) else { return ret(MEMORY_ALLOCATION) };
+        let mut p: *mut c_void = std::ptr::null_mut();
+        match ret(allocate(&mut p, bytes, Kind::Device)) {
+            SUCCESS => {
+                let made = graphs::PitchedPtr { ptr: p, pitch, xsize: extent.width, ysize: extent.height };
+                // SAFETY: the caller's out-pointer, checked non-null.
+                unsafe { out.write(made) };
+                SUCCESS
+            }
+            e => e,
+        }
+    })
+}
+
+/// `cudaMemset3D`: every row of every slice of `extent` in the pitched allocation, as
+/// `cudaMemset2D` sets a slice's rows.
+#[no_mangle]
+pub extern "C" fn cudaMemset3D(p: graphs::PitchedPtr, value: c_int, extent: textures::Extent) -> Error {
+    api("cudaMemset3D", || {
+        if extent.depth == 0 {
+            return SUCCESS;
+        }
+        // The slices one after the other: one 2-D set of `height * depth` rows where the
+        // slices are as tall as the allocation's, else a set per slice.
+        let slice = p.pitch.saturating_mul(p.ysize);
+        if extent.height == p.ysize {
+            return ret(set_2d(p.ptr, p.pitch, value, extent.width, extent.height * extent.depth));
+        }
+        for z in 0..extent.depth {
+            let at = (p.ptr as usize).wrapping_add(z * slice) as *mut c_void;
+            let e = set_2d(at, p.pitch, value, extent.width, extent.height);
+            if e != SUCCESS {
+                return ret(e);
+            }
+        }
+        SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cudaMemset3DAsync(
+    p: graphs::PitchedPtr,
+    value: c_int,
+    extent: textures::Extent,
+    stream: *mut c_void,
+) -> Error {
+    if !stream_ok(stream) {
+        return ret(INVALID_RESOURCE_HANDLE);
+    }
+    // Set now, in order; a graph being captured would not hold it, so that is refused.
+    if graphs::capture_of(stream).is_some() {
+        return ret(graphs::CAPTURE_UNSUPPORTED);
+    }
+    cudaMemset3D(p, value, extent)
+}
+
 #[no_mangle]
 pub extern "C" fn cudaMemset2D(ptr: *mut c_void, pitch: usize, value: c_int, width: usize, height: usize) -> Error {
     api("cudaMemset2D", || ret(set_2d(ptr, pitch, value, width, height)))

@@ -211,10 +211,65 @@ pub(super) fn open_in(all: &[Cuda], me: usize) -> Result<Opened, String> {
         }
     }
     make_current(ctx)?;
+    for (limit, value) in CONTEXT_LIMITS.lock().unwrap_or_else(|e| e.into_inner()).iter().enumerate() {
+        if let Some(v) = value {
+            set_context_limit(limit, *v)?;
+        }
+    }
     let o = Opened { ctx, stream };
     let _ = g.opened.set(o);
     crate::sink::record(crate::sink::Event::GpuOpened { nanos: t.elapsed().as_nanos() as u64 });
     Ok(o)
+}
+
+/// The program's `cudaDeviceSetLimit` values (by `cudaLimit`, which is the driver's
+/// `CUlimit`): given to every context, those open when it asks and those opened after.
+static CONTEXT_LIMITS: Mutex<[Option<usize>; 7]> = Mutex::new([None; 7]);
+
+/// The driver's `CUlimit` numbered `limit` (CUDA's `cudaLimit` has the same numbers).
+fn cu_limit(limit: usize) -> Option<sys::CUlimit> {
+    use sys::CUlimit::*;
+    Some(match limit {
+        0 => CU_LIMIT_STACK_SIZE,
+        1 => CU_LIMIT_PRINTF_FIFO_SIZE,
+        2 => CU_LIMIT_MALLOC_HEAP_SIZE,
+        3 => CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH,
+        4 => CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT,
+        5 => CU_LIMIT_MAX_L2_FETCH_GRANULARITY,
+        6 => CU_LIMIT_PERSISTING_L2_CACHE_SIZE,
+        _ => return None,
+    })
+}
+
+/// Sets `limit` in the current context and returns the value the driver keeps (it rounds the
+/// stack up, for one).
+fn set_context_limit(limit: usize, value: usize) -> Result<usize, String> {
+    let l = cu_limit(limit).ok_or_else(|| format!("no limit numbered {limit}"))?;
+    // SAFETY: a context is current; `l` is a valid limit.
+    check("cuCtxSetLimit", unsafe { sys::cuCtxSetLimit(l, value) }.result())?;
+    let mut kept = value;
+    // SAFETY: as above, with an out-pointer.
+    check("cuCtxGetLimit", unsafe { sys::cuCtxGetLimit(&mut kept, l) }.result())?;
+    Ok(kept)
+}
+
+/// The program's `cudaDeviceSetLimit(limit, value)` on every GPU: a kernel's stack (deep
+/// recursion needs more than the 1 KiB default), the device heap, printf's buffer. Open GPUs
+/// take it now, the others when they open. Returns the value the driver keeps, from the
+/// first open GPU (`value` if none is open yet).
+pub fn set_limit(all: &[Cuda], limit: usize, value: usize) -> Result<usize, String> {
+    cu_limit(limit).ok_or_else(|| format!("no limit numbered {limit}"))?;
+    let _one_at_a_time = OPENING.lock().unwrap_or_else(|e| e.into_inner());
+    CONTEXT_LIMITS.lock().unwrap_or_else(|e| e.into_inner())[limit] = Some(value);
+    let mut kept = None;
+    for g in all {
+        if let Some(o) = g.opened.get() {
+            make_current(o.ctx)?;
+            let v = set_context_limit(limit, value)?;
+            kept.get_or_insert(v);
+        }
+    }
+    Ok(kept.unwrap_or(value))
 }
 
 /// Whether GPU `from` can read and write `to`'s memory directly (no context needed).
