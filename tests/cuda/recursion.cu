@@ -3,7 +3,8 @@
  * them: a walk of a binary tree held in a buffer (reads the buffer, counts its visits through
  * a pointer to the caller's variable; called twice, with a printf it never reaches), a divide
  * and conquer that fills the thread's own array, a recursive merge sort of each thread's
- * slice of a global buffer (writes the buffer inside the recursion), and mutual recursion. The program raises the stack limit
+ * slice of a global buffer (writes the buffer inside the recursion), and mutual recursion;
+ * a __device__ variable read inside the recursion. The program raises the stack limit
  * first, as programs with deep recursion do. Checked against the same functions on the host.
  * Usage: recursion [N [DEPTH]]   (defaults 1000 12)
  * Prints PASS or FAIL and `checksum <hex>` of the results.
@@ -15,6 +16,11 @@
 
 #define SLICE 16
 
+// Read inside a recursion: the call passes the kernel's binding of it on. The host's
+// reference reads its own copy.
+__device__ int bonus;
+static int host_bonus;
+
 __host__ __device__ int tree_sum(const int *tree, int n, int i, int *visits) {
   if (i < 0) printf("tree_sum: negative index %d\n", i);  // never: printf in a recursion
   if (i >= n) return 0;
@@ -24,7 +30,12 @@ __host__ __device__ int tree_sum(const int *tree, int n, int i, int *visits) {
 
 __host__ __device__ void fill(int *local, int lo, int hi, int v) {
   if (hi - lo <= 1) {
-    if (lo < hi) local[lo] = v + lo;
+#ifdef __CUDA_ARCH__
+    int extra = bonus;
+#else
+    int extra = host_bonus;
+#endif
+    if (lo < hi) local[lo] = v + lo + extra;
     return;
   }
   int mid = (lo + hi) / 2;
@@ -90,6 +101,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   CHECK(cudaDeviceSetLimit(cudaLimitStackSize, 16384));
+  int bonus_value = depth * 5;
+  CHECK(cudaMemcpyToSymbol(bonus, &bonus_value, sizeof bonus_value));
+  host_bonus = bonus_value;
   size_t stack = 0;
   CHECK(cudaDeviceGetLimit(&stack, cudaLimitStackSize));
   if (stack < 16384) {

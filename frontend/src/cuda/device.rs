@@ -298,7 +298,7 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
     let ctx = dev.get_context();
     dev.set_triple(&host.get_triple());
     dev.set_data_layout(&host.get_data_layout());
-    for name in ["llvm.used", "llvm.compiler.used"] {
+    for name in ["llvm.used", "llvm.compiler.used", "llvm.global.annotations"] {
         if let Some(g) = dev.get_global(name) {
             unsafe { g.delete() };
         }
@@ -338,13 +338,25 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
     }
     run("always-inline")?;
     let mut asm_counter = 0;
+    let mut kept_with_vars = Vec::new();
     for Leaf { function: leaf, vars, handles } in &leaves {
-        resolve(dev, *leaf, *handles, &mut asm_counter)?;
+        resolve(dev, *leaf, *handles, &mut asm_counter, &mut kept_with_vars)?;
         for (g, param) in vars {
             unsafe { consts::replace_in_function(leaf.as_value_ref(), g.as_value_ref(), param.as_value_ref()) }
                 .map_err(|(inst, why)| {
                     cuda_err(Val(inst).loc(), format!("`{}` {why}", Val(g.as_value_ref()).name()))
                 })?;
+        }
+    }
+    // The originals of recursive functions remade to take their variables: no call is left.
+    for k in &kept_with_vars {
+        // SAFETY: a function of `dev`, bodiless since its remake.
+        unsafe {
+            if Val(k.from).users().is_empty() {
+                LLVMDeleteFunction(k.from);
+            } else {
+                LLVMSetLinkage(k.from, llvm_sys::LLVMLinkage::LLVMExternalLinkage);
+            }
         }
     }
     if let Some(f) = fetch {
@@ -412,8 +424,9 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
 /// Every `__device__`/`__constant__` variable of the device half that has a host shadow: the
 /// shadow's name and its size in bytes. The runtime registers them at start-up, so that
 /// `cudaMemcpyToSymbol` knows a symbol (and its extent) before any kernel uses it.
-pub(super) fn symbols(dev: &Module<'_>, host: &Module<'_>) -> Vec<(String, u64)> {
+pub(super) fn symbols(dev: &Module<'_>, host: &Module<'_>) -> Vec<(String, u64, bool)> {
     let data = inkwell::targets::TargetData::create(&dev.get_data_layout().as_str().to_string_lossy());
+    let managed = managed_names(host);
     dev.get_globals()
         .filter(|g| {
             let space = unsafe { LLVMGetPointerAddressSpace(LLVMTypeOf(g.as_value_ref())) };
@@ -425,9 +438,41 @@ pub(super) fn symbols(dev: &Module<'_>, host: &Module<'_>) -> Vec<(String, u64)>
             let bytes = unsafe {
                 llvm_sys::target::LLVMABISizeOfType(data.as_mut_ptr(), LLVMGlobalGetValueType(g.as_value_ref()))
             };
-            Some((name, bytes))
+            let is_managed = managed.contains(&name);
+            Some((name, bytes, is_managed))
         })
         .collect()
+}
+
+/// The variables the program declared `__managed__` (the force-included `nvcc_macros.h`
+/// annotates them `hpvm.managed`), by the names of their host shadows.
+fn managed_names(host: &Module<'_>) -> Vec<String> {
+    let Some(table) = host.get_global("llvm.global.annotations") else { return Vec::new() };
+    let Some(init) = table.get_initializer() else { return Vec::new() };
+    let mut out = Vec::new();
+    // SAFETY: reads of the constant array clang makes: {ptr var, ptr text, ptr file, i32, ptr}.
+    unsafe {
+        let entries = init.as_value_ref();
+        for i in 0..LLVMGetNumOperands(entries) {
+            let entry = LLVMGetOperand(entries, i as u32);
+            if LLVMGetNumOperands(entry) < 2 {
+                continue;
+            }
+            let var = LLVMGetOperand(entry, 0);
+            let text = LLVMGetOperand(entry, 1);
+            let text = if LLVMIsAGlobalVariable(text).is_null() { text } else { LLVMGetInitializer(text) };
+            if text.is_null() || LLVMIsAConstantDataSequential(text).is_null() {
+                continue;
+            }
+            let mut len = 0;
+            let bytes = LLVMGetAsString(text, &mut len);
+            let s = std::slice::from_raw_parts(bytes as *const u8, len);
+            if s.strip_suffix(&[0]).unwrap_or(s) == b"hpvm.managed" && !LLVMIsAGlobalVariable(var).is_null() {
+                out.push(Val(var).name());
+            }
+        }
+    }
+    out
 }
 
 /// A leaf being made from a kernel.
@@ -785,8 +830,9 @@ fn computes_only(f: LLVMValueRef) -> bool {
 /// thread or block index, barrier, warp function or shared variable) and call only each
 /// other, LLVM's target-independent intrinsics, libdevice's math, printf and assert. Else
 /// what they do that a call cannot, in the user's terms.
-fn keepable(f: LLVMValueRef) -> std::result::Result<Vec<LLVMValueRef>, String> {
+fn keepable(f: LLVMValueRef) -> std::result::Result<(Vec<LLVMValueRef>, Vec<LLVMValueRef>), String> {
     let mut seen = vec![f];
+    let mut vars: Vec<LLVMValueRef> = Vec::new();
     let mut at = 0;
     while at < seen.len() {
         let g = Val(seen[at]);
@@ -797,8 +843,13 @@ fn keepable(f: LLVMValueRef) -> std::result::Result<Vec<LLVMValueRef>, String> {
                 for v in globals_in(inst.operand(i).0) {
                     let space = unsafe { LLVMGetPointerAddressSpace(LLVMTypeOf(v)) };
                     let constant = unsafe { LLVMIsAGlobalVariable(v).is_null() || LLVMIsGlobalConstant(v) != 0 };
-                    if space == SHARED_SPACE || (space != 0 && !constant) {
-                        return Err(format!("`{}` uses the GPU variable `{}`", shown, Val(v).name()));
+                    if space == SHARED_SPACE {
+                        return Err(format!("`{}` uses the shared variable `{}`", shown, Val(v).name()));
+                    }
+                    // A `__device__`, `__managed__` or `__constant__` variable: the leaf has it
+                    // as a parameter, which the call passes on ([`with_variables`]).
+                    if space != 0 && !constant && !vars.contains(&v) {
+                        vars.push(v);
                     }
                 }
             }
@@ -837,7 +888,111 @@ fn keepable(f: LLVMValueRef) -> std::result::Result<Vec<LLVMValueRef>, String> {
             }
         }
     }
-    Ok(seen)
+    Ok((seen, vars))
+}
+
+/// A recursive function kept as a call (`from`, now bodiless) remade as `to`, which takes
+/// the GPU variables its code names (`vars`) as parameters after its own: a call cannot reach
+/// the leaf's parameters that stand for them.
+pub(super) struct KeptWithVars {
+    from: LLVMValueRef,
+    to: LLVMValueRef,
+    vars: Vec<LLVMValueRef>,
+}
+
+/// Remakes each of `functions` (a recursive function and what it calls, [`keepable`]) to take
+/// `vars` as trailing parameters: their bodies move over, name the parameters instead of the
+/// variables, and call each other's remade versions, passing them on.
+///
+/// # Safety
+/// `functions` are defined functions and `vars` globals of `dev`.
+unsafe fn with_variables(
+    dev: &Module<'_>,
+    functions: &[LLVMValueRef],
+    vars: &[LLVMValueRef],
+    out: &mut Vec<KeptWithVars>,
+) {
+    let m = dev.as_mut_ptr();
+    let ctx = LLVMGetModuleContext(m);
+    let generic = LLVMPointerTypeInContext(ctx, 0);
+    let first = out.len();
+    for &f in functions {
+        let ty = LLVMGlobalGetValueType(f);
+        let mut params = vec![std::ptr::null_mut(); LLVMCountParamTypes(ty) as usize];
+        LLVMGetParamTypes(ty, params.as_mut_ptr());
+        let own = params.len();
+        params.extend(std::iter::repeat_n(generic, vars.len()));
+        let new_ty =
+            LLVMFunctionType(LLVMGetReturnType(ty), params.as_mut_ptr(), params.len() as u32, LLVMIsFunctionVarArg(ty));
+        let name = std::ffi::CString::new(format!("{}.vars", Val(f).name())).expect("a symbol's name");
+        let to = LLVMAddFunction(m, name.as_ptr(), new_ty);
+        LLVMSetLinkage(to, llvm_sys::LLVMLinkage::LLVMInternalLinkage);
+        LLVMSetSubprogram(to, LLVMGetSubprogram(f));
+        LLVMSetSubprogram(f, std::ptr::null_mut());
+        while !LLVMGetFirstBasicBlock(f).is_null() {
+            let bb = LLVMGetFirstBasicBlock(f);
+            LLVMRemoveBasicBlockFromParent(bb);
+            LLVMAppendExistingBasicBlock(to, bb);
+        }
+        for i in 0..own {
+            LLVMReplaceAllUsesWith(LLVMGetParam(f, i as u32), LLVMGetParam(to, i as u32));
+        }
+        out.push(KeptWithVars { from: f, to, vars: vars.to_vec() });
+    }
+    for k in first..out.len() {
+        let to = out[k].to;
+        let own = LLVMCountParams(to) as usize - vars.len();
+        for (j, &g) in vars.iter().enumerate() {
+            // Names a variable through a constant expression at most, which is rebuilt.
+            let _ = consts::replace_in_function(to, g, LLVMGetParam(to, (own + j) as u32));
+        }
+        for call in Val(to).instructions().into_iter().filter(|i| !LLVMIsACallInst(i.0).is_null()) {
+            let callee = LLVMGetCalledValue(call.0);
+            if let Some(other) = out[first..].iter().find(|o| o.from == callee) {
+                let passed: Vec<LLVMValueRef> = (0..vars.len()).map(|j| LLVMGetParam(to, (own + j) as u32)).collect();
+                let v = call_passing(call.0, other.to, &passed);
+                replace_call(call.0, v);
+            }
+        }
+    }
+}
+
+/// A call of `to`'s original, remade as a call of `to` that passes the variables themselves
+/// (the leaf's parameters once the leaf's variables are replaced).
+///
+/// # Safety
+/// `call` is a call instruction of `to.from`.
+unsafe fn call_with_variables(call: LLVMValueRef, to: &KeptWithVars) -> LLVMValueRef {
+    let generic = LLVMPointerTypeInContext(LLVMGetTypeContext(LLVMTypeOf(call)), 0);
+    let passed: Vec<LLVMValueRef> = to.vars.iter().map(|&g| LLVMConstAddrSpaceCast(g, generic)).collect();
+    call_passing(call, to.to, &passed)
+}
+
+/// A call of `f` before `call`, with `call`'s arguments and then `extra`.
+///
+/// # Safety
+/// `call` is a call instruction; `f` takes its arguments and then `extra`.
+unsafe fn call_passing(call: LLVMValueRef, f: LLVMValueRef, extra: &[LLVMValueRef]) -> LLVMValueRef {
+    let n = LLVMGetNumArgOperands(call);
+    let mut args: Vec<LLVMValueRef> = (0..n).map(|i| LLVMGetOperand(call, i)).collect();
+    args.extend_from_slice(extra);
+    let b = LLVMCreateBuilderInContext(LLVMGetTypeContext(LLVMTypeOf(call)));
+    LLVMPositionBuilderBefore(b, call);
+    let v = LLVMBuildCall2(b, LLVMGlobalGetValueType(f), f, args.as_mut_ptr(), args.len() as u32, c"".as_ptr());
+    LLVMInstructionSetDebugLoc(v, LLVMInstructionGetDebugLoc(call));
+    LLVMDisposeBuilder(b);
+    v
+}
+
+/// Replaces the call instruction `call` by `v` and erases it.
+///
+/// # Safety
+/// Both are instructions of one function; `v` is placed before `call`.
+unsafe fn replace_call(call: LLVMValueRef, v: LLVMValueRef) {
+    if LLVMGetTypeKind(LLVMTypeOf(call)) != llvm_sys::LLVMTypeKind::LLVMVoidTypeKind {
+        LLVMReplaceAllUsesWith(call, v);
+    }
+    LLVMInstructionEraseFromParent(call);
 }
 
 /// `k` and every defined function it calls, directly or not.
@@ -898,6 +1053,7 @@ fn resolve<'ctx>(
     leaf: FunctionValue<'ctx>,
     (me, parent): (BasicValueEnum<'ctx>, BasicValueEnum<'ctx>),
     asm_counter: &mut usize,
+    kept_with_vars: &mut Vec<KeptWithVars>,
 ) -> Result<()> {
     let ctx = dev.get_context();
     let hpvm = Hpvm::declare(dev);
@@ -1047,7 +1203,8 @@ fn resolve<'ctx>(
                     ),
                 )
             })?;
-            for f in kept {
+            let (functions, vars) = kept;
+            for &f in &functions {
                 for call in Val(f).instructions().into_iter().filter(|i| unsafe { !LLVMIsACallInst(i.0).is_null() }) {
                     let target = unsafe { LLVMGetCalledValue(call.0) };
                     if unsafe { !LLVMIsAFunction(target).is_null() } && Val(target).name() == "vprintf" {
@@ -1055,9 +1212,19 @@ fn resolve<'ctx>(
                     }
                 }
             }
-            None
+            if vars.is_empty() {
+                None
+            } else {
+                // SAFETY: functions and variables of `dev`; `inst` a call of `callee`.
+                unsafe {
+                    with_variables(dev, &functions, &vars, kept_with_vars);
+                    let to = kept_with_vars.iter().find(|k| k.from == callee).expect("just made");
+                    Some(call_with_variables(inst.0, to))
+                }
+            }
         } else {
-            None
+            // Another call of a function made to take its variables (above), or none.
+            kept_with_vars.iter().find(|k| k.from == callee).map(|to| unsafe { call_with_variables(inst.0, to) })
         };
         if let Some(v) = replacement {
             unsafe {

@@ -39,7 +39,7 @@ pub(super) fn stub_of<'ctx>(host: &Module<'ctx>, symbol: &str) -> Option<Functio
 /// Adds a launcher per kernel and a constructor registering each under its stub, and every
 /// device variable's shadow with its size (`hpvm_rt_cuda_register_symbol`: the symbols that
 /// `cudaMemcpyToSymbol` accepts).
-pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64)]) -> Result<()> {
+pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64, bool)]) -> Result<()> {
     let ctx = host.get_context();
     let (i32t, i64t) = (ctx.i32_type(), ctx.i64_type());
     let ptr = ctx.ptr_type(AddressSpace::default());
@@ -190,7 +190,8 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
             registrations.push((stub, launcher, table, sizes.len(), k.root.clone(), static_shared));
         }
     }
-    let shadows: Vec<_> = symbols.iter().filter_map(|(name, bytes)| Some((host.get_global(name)?, *bytes))).collect();
+    let shadows: Vec<_> =
+        symbols.iter().filter_map(|(name, bytes, managed)| Some((host.get_global(name)?, *bytes, *managed))).collect();
     if registrations.is_empty() && shadows.is_empty() {
         return Ok(());
     }
@@ -223,9 +224,16 @@ pub(super) fn add(host: &Module<'_>, kernels: &[Kernel], symbols: &[(String, u64
         let shared = i64t.const_int(static_shared, false);
         b.build_call(register_root, &[stub.into(), name.as_pointer_value().into(), shared.into()], "").map_err(llvm)?;
     }
-    for (shadow, bytes) in shadows {
+    // `__managed__` ones as such: the host reads and writes their shadows directly.
+    let register_managed = host.add_function(
+        "hpvm_rt_cuda_register_managed",
+        ctx.void_type().fn_type(&[ptr.into(), i64t.into()], false),
+        None,
+    );
+    for (shadow, bytes, managed) in shadows {
         let args = [shadow.as_pointer_value().into(), i64t.const_int(bytes, false).into()];
-        b.build_call(register_symbol, &args, "").map_err(llvm)?;
+        let f = if managed { register_managed } else { register_symbol };
+        b.build_call(f, &args, "").map_err(llvm)?;
     }
     b.build_return(None).map_err(llvm)?;
     hpvm_core::ctors::add_constructor(host, ctor);

@@ -13,3 +13,13 @@
 #undef __CUDACC__
 #define __CUDACC__ 1
 #endif
+/* __managed__ variables: clang 19 takes the `managed` attribute for HIP only and ignores it
+ * for CUDA, leaving a host variable that device code may not name. Here one is a __device__
+ * variable marked for the runtime, which keeps its host shadow current as managed memory: the
+ * host reads and writes it directly, as CUDA's unified memory lets it (frontend/src/cuda/
+ * device.rs `symbols`, runtime/src/cudart/launch.rs `hpvm_rt_cuda_register_managed`). */
+#if defined(__cplusplus) && !defined(HPVM_MGPU_MANAGED)
+#define HPVM_MGPU_MANAGED
+#undef __managed__
+#define __managed__ __device__ __attribute__((annotate("hpvm.managed")))
+#endif

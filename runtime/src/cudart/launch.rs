@@ -81,6 +81,28 @@ pub extern "C" fn hpvm_rt_cuda_register_symbol(shadow: *const c_void, bytes: u64
     })
 }
 
+/// The shadows of `__managed__` variables (address, bytes): tracked as managed memory from
+/// their first launch on, and made current on the host at every synchronization, as
+/// `cudaMallocManaged` memory is.
+static MANAGED: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+
+/// Registers a `__managed__` variable's host shadow: a device variable the host reads and
+/// writes directly.
+#[no_mangle]
+pub extern "C" fn hpvm_rt_cuda_register_managed(shadow: *const c_void, bytes: u64) {
+    hpvm_rt_cuda_register_symbol(shadow, bytes);
+    guard("symbol registration", || {
+        MANAGED.lock().unwrap_or_else(|e| e.into_inner()).push((shadow as usize, bytes as usize));
+    })
+}
+
+/// The `__managed__` variables a launch has used so far (their shadows tracked): those the
+/// host must see current at a synchronization.
+pub(super) fn managed_symbols() -> Vec<(usize, usize)> {
+    let all = MANAGED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    all.into_iter().filter(|&(p, n)| memory::tracked(p, n).is_some()).collect()
+}
+
 /// Whether `func` is a kernel's stub (what `cudaLaunchKernel` and `cudaFuncSet*` take).
 /// Per kernel stub: its graph's root node (by name) and its static shared memory in bytes
 /// ([`hpvm_rt_cuda_register_root`]).
@@ -201,7 +223,12 @@ pub extern "C" fn hpvm_rt_cuda_extent(ptr: *const c_void) -> u64 {
 pub extern "C" fn hpvm_rt_cuda_symbol(ptr: *mut c_void, bytes: u64) -> *mut c_void {
     guard("a kernel launch", || {
         if memory::tracked(ptr as usize, bytes as usize).is_none() {
-            memory::track_device(ptr as usize, bytes as usize);
+            let managed = MANAGED.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|&(p, _)| p == ptr as usize);
+            if managed {
+                memory::track_managed(ptr as usize, bytes as usize);
+            } else {
+                memory::track_device(ptr as usize, bytes as usize);
+            }
         }
         ptr
     })

@@ -391,6 +391,9 @@ fn stream_ok(stream: *mut c_void) -> bool {
 /// a blocking copy: after `kernel<<<...>>>(out); cudaMemcpy(...)` the kernel has finished,
 /// and programs read managed `out` then, as CUDA lets them).
 fn synchronize_managed() {
+    for (p, size) in launch::managed_symbols() {
+        memory::request(p, size);
+    }
     let st = state();
     if st.managed == 0 {
         return;
