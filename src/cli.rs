@@ -452,6 +452,9 @@ fn nvcc_flag(flag: &str, value: Option<&str>) -> Option<Nvcc> {
         },
         // NVIDIA's runtime: ours is linked in its place, however nvcc was asked to link its own.
         "-lcudart" | "-lcudart_static" | "-lcudadevrt" => none(),
+        // The driver's library: a program that calls it is told so at the link
+        // (`libraries::explain_undefined`); one that only names it builds.
+        "-lcuda" => none(),
         "-cudart" | "--cudart" => match value {
             "none" | "shared" | "static" => none(),
             _ => Some(Nvcc::Refuse(format!("{flag} {value}: expected none, shared or static"))),
@@ -653,6 +656,8 @@ mod nvcc_tests {
             norm(&["build", "-diag-suppress", "177,550", "--diag-warn=20012", "--display-error-number", "a.cu"]),
             ["build", "a.cu"]
         );
+        // The driver's library is named by programs that do not call it (HeCBench gerbil).
+        assert_eq!(norm(&["build", "a.cu", "-lcudart", "-lcuda", "-lm"]), ["build", "a.cu", "-lm"]);
         assert_eq!(
             nvcc_flag("-cudart", Some("dynamic")),
             Some(Nvcc::Refuse("-cudart dynamic: expected none, shared or static".into()))

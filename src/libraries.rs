@@ -27,6 +27,10 @@ const LIBRARIES: &[Library] = &[
     Library { name: "NPP", symbols: "npp", headers: &["npp"] },
     Library { name: "nvJPEG", symbols: "nvjpeg", headers: &["nvjpeg"] },
     Library { name: "NVML", symbols: "nvml", headers: &["nvml.h"] },
+    // The driver API (`cuInit`, `cuMemAlloc`): last, after the libraries whose prefixes
+    // start alike. Its header `cuda.h` also serves programs that only read its version
+    // macros, so only a call is refused.
+    Library { name: "the CUDA driver API", symbols: "cu", headers: &[] },
 ];
 
 fn what(name: &str) -> String {
@@ -117,6 +121,9 @@ mod tests {
         // that merely starts alike is not a library's.
         assert!(library_of("cublasfoo").is_none());
         assert_eq!(library_of("cusparseCreate").map(|l| l.name), Some("cuSPARSE"));
+        assert_eq!(library_of("cuMemAlloc_v2").map(|l| l.name), Some("the CUDA driver API"));
+        assert_eq!(library_of("cudaMalloc").map(|l| l.name), None);
+        assert_eq!(library_of("cublasSgemm_v2").map(|l| l.name), Some("cuBLAS"));
         assert_eq!(library_of("nppiFilter_8u_C1R").map(|l| l.name), Some("NPP"));
     }
 
