@@ -4,7 +4,8 @@
  * a pointer to the caller's variable; called twice, with a printf it never reaches), a divide
  * and conquer that fills the thread's own array, a recursive merge sort of each thread's
  * slice of a global buffer (writes the buffer inside the recursion), and mutual recursion;
- * a __device__ variable read inside the recursion. The program raises the stack limit
+ * a __device__ variable read inside recursions, one of them called from two kernels and from
+ * another recursive function. The program raises the stack limit
  * first, as programs with deep recursion do. Checked against the same functions on the host.
  * Usage: recursion [N [DEPTH]]   (defaults 1000 12)
  * Prints PASS or FAIL and `checksum <hex>` of the results.
@@ -56,6 +57,23 @@ __host__ __device__ void merge_sort(int *a, int *tmp, int lo, int hi) {
   for (k = lo; k < hi; k++) a[k] = tmp[k];
 }
 
+// Called from two kernels and from another recursive function, naming `bonus` too.
+__host__ __device__ int series(int v) {
+#ifdef __CUDA_ARCH__
+  int b = bonus;
+#else
+  int b = host_bonus;
+#endif
+  return v <= 0 ? b : series(v - 1) + v * (b % 7 + 1);
+}
+
+__host__ __device__ int nested(int *count, int v) {
+  if (v <= 0) return series(3);
+  count[0] += 1;
+  int r = nested(count, v - 1);
+  return r + series(v);
+}
+
 __host__ __device__ int is_odd(unsigned v);
 __host__ __device__ int is_even(unsigned v) { return v == 0 ? 1 : is_odd(v - 1); }
 __host__ __device__ int is_odd(unsigned v) { return v == 0 ? 0 : is_even(v - 1); }
@@ -70,13 +88,18 @@ __global__ void walk(const int *tree, int n, int *out, int *visits, int depth) {
   int v = 0, w = 0;
   // Two calls of one recursive function: each call site keeps it.
   out[t] = tree_sum(tree, n, t, &v) + s + is_even((unsigned)(t % depth + depth)) +
-           tree_sum(tree, n, n / 2 + t % 3, &w);
+           tree_sum(tree, n, n / 2 + t % 3, &w) + series(t % 5);
   visits[t] = v;
 }
 
 __global__ void sort_slices(int *data, int *scratch, int slices) {
   int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t < slices) merge_sort(data + t * SLICE, scratch + t * SLICE, 0, SLICE);
+  if (t < slices) {
+    merge_sort(data + t * SLICE, scratch + t * SLICE, 0, SLICE);
+    int c = 0;
+    int r = nested(&c, t % 4);
+    data[t * SLICE] += r + c;
+  }
 }
 
 static uint64_t fnv(const int *v, int n, uint64_t sum) {
@@ -144,10 +167,15 @@ int main(int argc, char **argv) {
     for (int k = 0; k < SLICE; k++) s += local[k] * (k + 1);
     int v = 0, w = 0;
     want_out[t] = tree_sum(tree, n, t, &v) + s + is_even((unsigned)(t % depth + depth)) +
-                  tree_sum(tree, n, n / 2 + t % 3, &w);
+                  tree_sum(tree, n, n / 2 + t % 3, &w) + series(t % 5);
     want_visits[t] = v;
   }
-  for (int t = 0; t < slices; t++) merge_sort(want_data + t * SLICE, tmp, 0, SLICE);
+  for (int t = 0; t < slices; t++) {
+    merge_sort(want_data + t * SLICE, tmp, 0, SLICE);
+    int c = 0;
+    int r = nested(&c, t % 4);
+    want_data[t * SLICE] += r + c;
+  }
   int bad = 0;
   for (int i = 0; i < n && !bad; i++) {
     if (out[i] != want_out[i] || visits[i] != want_visits[i]) {

@@ -908,6 +908,7 @@ pub(super) struct KeptWithVars {
 /// `functions` are defined functions and `vars` globals of `dev`.
 unsafe fn with_variables(
     dev: &Module<'_>,
+    leaf: LLVMValueRef,
     functions: &[LLVMValueRef],
     vars: &[LLVMValueRef],
     out: &mut Vec<KeptWithVars>,
@@ -952,6 +953,19 @@ unsafe fn with_variables(
                 let passed: Vec<LLVMValueRef> = (0..vars.len()).map(|j| LLVMGetParam(to, (own + j) as u32)).collect();
                 let v = call_passing(call.0, other.to, &passed);
                 replace_call(call.0, v);
+            }
+        }
+    }
+    // Calls from elsewhere (other leaves, another recursive function that calls these) pass
+    // the variables themselves; the leaf being resolved meets its own calls in turn.
+    for k in first..out.len() {
+        for user in Val(out[k].from).users() {
+            if !LLVMIsACallInst(user.0).is_null()
+                && LLVMGetCalledValue(user.0) == out[k].from
+                && LLVMGetBasicBlockParent(LLVMGetInstructionParent(user.0)) != leaf
+            {
+                let v = call_with_variables(user.0, &out[k]);
+                replace_call(user.0, v);
             }
         }
     }
@@ -1212,12 +1226,15 @@ fn resolve<'ctx>(
                     }
                 }
             }
-            if vars.is_empty() {
+            // Functions remade for an earlier call take their variables already.
+            let functions: Vec<LLVMValueRef> =
+                functions.into_iter().filter(|f| !kept_with_vars.iter().any(|k| k.to == *f)).collect();
+            if vars.is_empty() || !functions.contains(&callee) {
                 None
             } else {
                 // SAFETY: functions and variables of `dev`; `inst` a call of `callee`.
                 unsafe {
-                    with_variables(dev, &functions, &vars, kept_with_vars);
+                    with_variables(dev, leaf.as_value_ref(), &functions, &vars, kept_with_vars);
                     let to = kept_with_vars.iter().find(|k| k.from == callee).expect("just made");
                     Some(call_with_variables(inst.0, to))
                 }
