@@ -958,13 +958,13 @@ unsafe fn with_variables(
     }
     // Calls from elsewhere (other leaves, another recursive function that calls these) pass
     // the variables themselves; the leaf being resolved meets its own calls in turn.
-    for k in first..out.len() {
-        for user in Val(out[k].from).users() {
+    for k in &out[first..] {
+        for user in Val(k.from).users() {
             if !LLVMIsACallInst(user.0).is_null()
-                && LLVMGetCalledValue(user.0) == out[k].from
+                && LLVMGetCalledValue(user.0) == k.from
                 && LLVMGetBasicBlockParent(LLVMGetInstructionParent(user.0)) != leaf
             {
-                let v = call_with_variables(user.0, &out[k]);
+                let v = call_with_variables(user.0, k);
                 replace_call(user.0, v);
             }
         }
