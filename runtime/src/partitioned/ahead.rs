@@ -155,7 +155,10 @@ pub(crate) struct Job {
     pub grid: [i64; 3],
     pub order: Vec<usize>,
     pub per_device: usize,
-    pub bindings: Bindings,
+    /// The launch's bindings where it made them; else made here, off the launch path (a
+    /// speculation at a first launch, which runs whole: making them there cost that launch
+    /// as much again as its own plan).
+    pub bindings: Option<Bindings>,
 }
 
 type Work = Box<dyn FnOnce() + Send>;
@@ -190,11 +193,16 @@ pub(crate) fn start(job: Job) {
         let t = Instant::now();
         let Job { module, ahead, node, shape, args, parent, grid, order, per_device, bindings } = job;
         let launch = Launch { module, node, shape, args: &args, parent, grid, order: &order, per_device };
+        // The table only while the bindings are made: a launch that holds it may wait for
+        // what this job computes next (`memo`), never for this.
+        let bindings = bindings.or_else(|| super::bindings::bindings(&launch, &mut crate::memory::table()).ok());
         // A panic is ISL's or ours, and the launch that made the plan at last reports it;
         // those waiting for this one must not wait forever.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            super::memo::planner().install(|| super::split::warm(&launch, &bindings))
-        }));
+        if let Some(bindings) = bindings {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                super::memo::planner().install(|| super::split::warm(&launch, &bindings))
+            }));
+        }
         let ns = t.elapsed().as_nanos() as u64;
         let st = &module.stats[node as usize];
         st.plans_ahead.fetch_add(1, Ordering::Relaxed);

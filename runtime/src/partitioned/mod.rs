@@ -205,7 +205,7 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
     }
     if let (false, Some(Likely { split: Some(k), .. })) = (plan_hit, ahead) {
         if devices_given == 1 {
-            speculate(u, &key, k, &mut table);
+            speculate(u, &key, k);
         }
     }
     let lp = match &*plan {
@@ -338,7 +338,7 @@ fn partitions_on(devices: usize) -> usize {
 /// A split over `k` devices is likely soon (the policy said so at a launch that missed the
 /// caches, a node's first): ISL's part of its plan starts now, in the background
 /// ([`ahead`]), unless it has started before.
-fn speculate(u: &Unit, key: &cache::Key, k: usize, table: &mut Table) {
+fn speculate(u: &Unit, key: &cache::Key, k: usize) {
     if k <= 1 || !u.plans.ahead.speculate(u.node, k as u8) {
         return;
     }
@@ -352,11 +352,9 @@ fn speculate(u: &Unit, key: &cache::Key, k: usize, table: &mut Table) {
         order: &devices().order[..k],
         per_device: partitions_on(k),
     };
-    match bindings::bindings(&launch, table) {
-        Ok(b) => ahead::start(ahead_job(u, &launch, b)),
-        // A pointer the table does not track: the launch runs on the host; nothing to plan.
-        Err(_) => u.plans.ahead.planned(u.node, k as u8, u64::MAX),
-    }
+    // The bindings too are made on the planning thread, after this launch (it holds the
+    // table): a pointer the table does not track leaves nothing to plan there.
+    ahead::start(ahead_job(u, &launch, None));
 }
 
 /// A translated leaf (its pointers in memory hold the program's addresses, `why`): its device
@@ -569,7 +567,7 @@ fn plan_of(
                             outcome
                         }
                         ahead::Miss::Start => {
-                            ahead::start(ahead_job(u, &launch, *bindings));
+                            ahead::start(ahead_job(u, &launch, Some(*bindings)));
                             return None;
                         }
                         ahead::Miss::Whole => return None,
@@ -937,7 +935,7 @@ fn decide(
 }
 
 /// The plan ahead of `launch` of unit `u`, whose pointers bind `bindings`.
-fn ahead_job(u: &Unit, launch: &bindings::Launch<'_>, bindings: bindings::Bindings) -> ahead::Job {
+fn ahead_job(u: &Unit, launch: &bindings::Launch<'_>, bindings: Option<bindings::Bindings>) -> ahead::Job {
     ahead::Job {
         module: u.module,
         ahead: &u.plans.ahead,
