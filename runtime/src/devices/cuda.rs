@@ -211,9 +211,13 @@ pub(super) fn open_in(all: &[Cuda], me: usize) -> Result<Opened, String> {
         }
     }
     make_current(ctx)?;
+    // The program's limits, which open GPUs took when it set them: one this GPU refuses
+    // (a limit its architecture lacks) is said, and the GPU still opens.
     for (limit, value) in CONTEXT_LIMITS.lock().unwrap_or_else(|e| e.into_inner()).iter().enumerate() {
         if let Some(v) = value {
-            set_context_limit(limit, *v)?;
+            if let Err(why) = set_context_limit(limit, *v) {
+                eprintln!("hpvm-mgpu: {}: cudaDeviceSetLimit({limit}, {v}) not taken: {why}", g.label());
+            }
         }
     }
     let o = Opened { ctx, stream };
