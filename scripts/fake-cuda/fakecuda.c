@@ -122,6 +122,9 @@ CUresult cuCtxPushCurrent_v2(Handle ctx) { C; current = ctx; return OK; }
 CUresult cuCtxPopCurrent_v2(Handle *ctx) { C; if (ctx) *ctx = current; return OK; }
 CUresult cuCtxSynchronize(void) { C; return OK; }
 CUresult cuCtxEnablePeerAccess(Handle ctx, unsigned flags) { C; (void)ctx; (void)flags; return OK; }
+static size_t limits[7];
+CUresult cuCtxSetLimit(int limit, size_t value) { C; if (limit < 0 || limit > 6) return 1; limits[limit] = value; return OK; }
+CUresult cuCtxGetLimit(size_t *value, int limit) { C; if (limit < 0 || limit > 6) return 1; *value = limits[limit]; return OK; }
 
 CUresult cuStreamCreate(Handle *s, unsigned flags) { C; (void)flags; *s = handle(); return OK; }
 CUresult cuStreamDestroy_v2(Handle s) { C; (void)s; return OK; }
