@@ -944,6 +944,13 @@ impl Buffer {
                     }
                 }
             }
+            // The partial pages' bytes to compare the next look with are those just copied
+            // in: else a program store of the value they held before the copy (a flag reset
+            // to `false` after a kernel set it) matched the old copy and went unseen, and the
+            // device's stale value stayed current (tests/cuda/managed_flags.cu).
+            if !copies.is_empty() && !self.edge_bytes.is_empty() {
+                self.changed_edges();
+            }
         }
         self.guard_sync();
         sink::record(Event::ToHost { nanos: t.elapsed().as_nanos() as u64 });
