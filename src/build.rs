@@ -107,6 +107,7 @@ pub fn build(opts: &BuildOptions) -> Result<()> {
         if cuda && opts.rdc && !opts.emit_llvm {
             let halves = frontend::cuda::compile_halves(input, &clang_for(opts, language))?;
             let tmp = if stops_early { temp_beside(&out) } else { out.clone() };
+            let _listed = stops_early.then(|| hpvm_core::scratch::remove_on_signal(&tmp));
             crate::rdc::write_object(&halves, &tmp, &codegen_machine(opts.opt_level)?)?;
             if stops_early {
                 install(&tmp, &out)?;
@@ -345,6 +346,7 @@ fn compile_module(
     }
     // User-visible outputs (-c, --emit-llvm) are replaced only by complete files.
     let tmp = if user_visible { temp_beside(out) } else { out.to_path_buf() };
+    let _listed = user_visible.then(|| hpvm_core::scratch::remove_on_signal(&tmp));
     let written = if opts.emit_llvm {
         module.print_to_file(&tmp).map_err(|e| Error::Llvm(e.to_string()))
     } else {
@@ -736,6 +738,7 @@ fn lld_beside(clang: &Path) -> bool {
 fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions) -> Result<()> {
     let runtime = runtime_library()?;
     let tmp = temp_beside(output);
+    let _listed = hpvm_core::scratch::remove_on_signal(&tmp);
     let clang = hpvm_core::toolchain::clang();
     let mut cmd = Command::new(&clang);
     // As nvcc links, whatever the inputs' languages: through the C++ driver, so libstdc++

@@ -122,6 +122,9 @@ pub fn run_with_limits(
         return Err(Error::io("starting the compiler's child", std::io::Error::last_os_error()));
     }
     let held = (stage == HELD_STAGE).then(|| tmp.join(format!("stderr-{stage}")));
+    if pid > 0 {
+        crate::signals::child_started(pid);
+    }
     if pid == 0 {
         // SAFETY: the child's own ends of the pipe.
         unsafe { libc::close(fds[0]) };
@@ -211,9 +214,11 @@ pub fn run_with_limits(
     // SAFETY: our child, waited for once.
     while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
         if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            crate::signals::child_ended();
             return Err(Error::io("waiting for the compiler's child", std::io::Error::last_os_error()));
         }
     }
+    crate::signals::child_ended();
     let stderr = held
         .as_ref()
         .map(|p| {

@@ -10,11 +10,13 @@ mod error;
 mod isolate;
 mod libraries;
 mod rdc;
+mod signals;
 
 use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    signals::clean_up_on_signals();
     let argv = cli::normalize_args(std::env::args_os());
     let matches = match cli::Cli::command().try_get_matches_from(&argv) {
         Ok(m) => m,

@@ -141,6 +141,45 @@ fn failing_build(input: &str, expect: &[&str]) {
     assert_eq!(beside.len(), 1, "{input}: files left beside the output: {beside:?}");
 }
 
+/// A build stopped by a signal (a timeout's or an interrupted `make`'s SIGTERM) at any point
+/// leaves nothing in the temporary directory and nothing beside the output, which it does
+/// not touch, and ends by that signal, as `make` expects.
+#[test]
+fn a_build_stopped_by_a_signal_leaves_nothing_behind() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut stopped = 0;
+    for delay_ms in [150, 500, 900, 1400] {
+        let dir = TempDir::new("signal");
+        let tmp = TempDir::new("signal-tmp");
+        let out_path = dir.join("app");
+        std::fs::write(&out_path, "precious").unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hpvm-mgpu"))
+            .args(["build", "-O2", "tests/cuda/constant_bank.cu", "-o", out_path.to_str().unwrap()])
+            .current_dir(root())
+            .env("TMPDIR", &tmp.0)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        // SAFETY: our child, not yet waited for.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let status = child.wait().unwrap();
+        if status.success() {
+            continue;
+        }
+        stopped += 1;
+        assert_eq!(status.signal(), Some(libc::SIGTERM), "after {delay_ms} ms: {status:?}");
+        assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "precious", "after {delay_ms} ms");
+        // Its compilers' children, which the signal did not reach, may still be finishing.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let left: Vec<_> = std::fs::read_dir(&tmp.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(left.is_empty(), "after {delay_ms} ms: temporary files left: {left:?}");
+        let beside: Vec<_> = std::fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(beside.len(), 1, "after {delay_ms} ms: files left beside the output: {beside:?}");
+    }
+    assert!(stopped > 0, "every build finished before its signal");
+}
+
 #[test]
 fn compile_error_gives_location_and_keeps_output() {
     failing_build("tests/inputs/syntax-error.c", &["tests/inputs/syntax-error.c:4:23: error:", "compilation failed"]);

@@ -1,10 +1,52 @@
 //! A private temporary directory, removed when dropped, so no run leaves files behind.
+//!
+//! A run stopped by a signal (Ctrl-C, `make` killed) drops nothing, so every live directory,
+//! and every other path a run must not leave behind ([`remove_on_signal`]), is also listed
+//! where a signal handler can read it without locks or allocation ([`pending`]): the command's
+//! handler removes them before the process dies.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+
+/// Paths to remove if a signal ends the run: NUL-terminated, leaked (a handler may be reading
+/// one while the owner drops it), null where free.
+static PENDING: [AtomicPtr<u8>; 64] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 64];
+
+/// Lists `path` for removal should a signal end the run, until the guard is dropped. Beyond
+/// the list's 64 slots a path is not listed (a run never holds that many).
+pub fn remove_on_signal(path: &Path) -> SignalGuard {
+    use std::os::unix::ffi::OsStrExt;
+    let mut bytes = path.as_os_str().as_bytes().to_vec();
+    bytes.push(0);
+    let text = Box::leak(bytes.into_boxed_slice()).as_mut_ptr();
+    let slot = PENDING
+        .iter()
+        .position(|p| p.compare_exchange(std::ptr::null_mut(), text, Ordering::AcqRel, Ordering::Relaxed).is_ok());
+    SignalGuard { slot }
+}
+
+/// A path's place in the list of [`remove_on_signal`]; dropping it takes the path off.
+pub struct SignalGuard {
+    slot: Option<usize>,
+}
+
+impl Drop for SignalGuard {
+    fn drop(&mut self) {
+        if let Some(i) = self.slot {
+            PENDING[i].store(std::ptr::null_mut(), Ordering::Release);
+        }
+    }
+}
+
+/// The paths listed for removal, as C strings: reads atomics only, so a signal handler may
+/// call it.
+pub fn pending() -> impl Iterator<Item = *const std::ffi::c_char> {
+    PENDING.iter().map(|p| p.load(Ordering::Acquire) as *const std::ffi::c_char).filter(|p| !p.is_null())
+}
 
 pub struct ScratchDir {
     path: PathBuf,
+    _listed: SignalGuard,
 }
 
 impl ScratchDir {
@@ -17,7 +59,10 @@ impl ScratchDir {
             let path = base.join(format!("hpvm-mgpu-{tag}-{}-{nanos:x}-{n}", std::process::id()));
             // create_dir (not _all) fails if it exists, so two processes never share one.
             match std::fs::create_dir(&path) {
-                Ok(()) => return Ok(ScratchDir { path }),
+                Ok(()) => {
+                    let listed = remove_on_signal(&path);
+                    return Ok(ScratchDir { path, _listed: listed });
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e),
             }
