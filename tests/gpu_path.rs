@@ -225,3 +225,33 @@ fn one_chain_runs_sequences_that_change() {
     assert_eq!(count(&c, "cuLaunchKernel"), launches, "{err}");
     assert_eq!(count(&c, "cuGraphCreate") + count(&c, "cuGraphLaunch"), 0, "{err}");
 }
+
+/// `__constant__` arrays on GPUs: the runtime places an array's GPU copy in the module's
+/// constant bank (found with `cuModuleGetGlobal`, not allocated), and its kernel's launches
+/// run the variant that reads it there; an array whose copy was allocated before (its address
+/// passed as a pointer first) stays where it is, and its kernel reads it through its parameter.
+#[test]
+fn constant_arrays_are_read_from_the_constant_bank_where_their_copy_is_there() {
+    let exe = cached_build("tests/inputs/cuda/constants.cu", &["-O2"]);
+    let (ok, c, err) = run_on_fake(&exe, &[], &[("HPVM_MGPU_DEVICES", "cuda:1"), ("HPVM_MGPU_STATS", "1")]);
+    assert!(ok, "{err}");
+    let line = |node: &str| err.lines().find(|l| l.trim_start().starts_with(node)).unwrap_or_default().to_string();
+    assert!(line("read_a.blocks").contains("(3 through the read-only cache)"), "{err}");
+    assert!(!line("read_b.blocks").contains("through the read-only cache"), "{err}");
+    // `out` and `kB` are allocated; `kA` lives in the module.
+    assert_eq!(c.get("cuMemAlloc_v2"), Some(&2), "{err}");
+    assert_eq!(c.get("cuModuleGetGlobal_v2"), Some(&1), "{err}");
+}
+
+/// A kernel whose device-side `assert` fails on a GPU (the stand-in driver's second launch,
+/// `FAKECUDA_ASSERT_AT`): the synchronization that meets it returns `cudaErrorAssert`, as do
+/// every call after it and `cudaGetLastError` each time, and the program, which checks that,
+/// ends as it chooses (here with success), not with the runtime's error.
+#[test]
+fn a_failed_device_assert_is_cudas_sticky_error() {
+    let exe = cached_build("tests/inputs/cuda/device_assert.cu", &["-O2"]);
+    let (ok, c, err) = run_on_fake(&exe, &[], &[("HPVM_MGPU_DEVICES", "cuda:1"), ("FAKECUDA_ASSERT_AT", "2")]);
+    assert!(ok, "{err}");
+    assert!(err.contains("assert seen: device-side assert triggered\nPASS"), "{err}");
+    assert_eq!(c.get("kernels run"), Some(&2), "{err}");
+}

@@ -79,6 +79,11 @@ pub struct KernelDesc {
     pub nc_whole_name: Option<String>,
     #[serde(default)]
     pub readonly: Vec<u32>,
+    /// Parameters (among `readonly`) the read-only-cache variants read from the GPU module's
+    /// `.const` variable named beside each, not through the parameter: those variants run
+    /// only where the parameter's device copy is that variable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bank: Vec<(u32, String)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

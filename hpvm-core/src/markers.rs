@@ -14,6 +14,15 @@ pub const ASM_TEXT: &str = "hpvm-asm";
 /// The string attribute holding its constraints; a trailing `!` marks side effects.
 pub const ASM_CONSTRAINTS: &str = "hpvm-asm-constraints";
 
+/// The string attribute of a leaf parameter that stands for a `__constant__` variable the
+/// kernel only reads: `BYTES NAME`, the variable's size and its host shadow's name. The GPU
+/// backend may read it from the GPU's constant bank instead ([`CONSTANT_BANK_PREFIX`]), where
+/// the runtime places the variable's device copy.
+pub const CONSTANT_PARAM: &str = "hpvm-constant";
+/// The prefix of the GPU module's `.const` variable that holds a `__constant__` variable's
+/// device copy: the prefix, then the host shadow's name.
+pub const CONSTANT_BANK_PREFIX: &str = "hpvm_bank_";
+
 /// The function standing for device `printf` (clang's `vprintf(format, arguments)`, the
 /// arguments packed in a struct): on the CPU, the runtime's `hpvm_rt_device_printf`, which
 /// reads that struct; the GPU backend gives it a call of the GPU's own `vprintf`. (libc's

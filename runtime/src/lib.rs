@@ -63,6 +63,8 @@ pub mod warp;
 /// Ends the program with an error about the user's program (a bad instance count, a barrier
 /// over too many instances...). The runtime's C functions have no error return.
 pub fn fatal(msg: &str) -> ! {
+    // A GPU's failed `assert` is CUDA's error for the API call under way, not an end.
+    cudart::fault::unwind_if_asserted();
     FAILED.store(true, std::sync::atomic::Ordering::SeqCst);
     match ABORT.get() {
         Some((who, abort)) => {

@@ -33,9 +33,12 @@ for dir in carry/hec/*/; do
   configs=""
   for g in $counts; do configs="$configs hpvm:$g"; done
   [ -x "$dir/nvcc_main" ] && configs="nvcc $configs"
+  # An earlier build's executable (scripts/hecbench-carry's OLD), on one GPU.
+  [ -x "$dir/main.old" ] && configs="$configs old"
   for config in $configs; do
     case $config in
       nvcc) cmd=(./nvcc_main) ;;
+      old) cmd=(env HPVM_MGPU_DEVICES=cuda:1 ./main.old) ;;
       # `1p3`: one GPU whose launches are cut in 3 partitions, always (the split paths).
       hpvm:*p*) g=${config#hpvm:}; cmd=(env HPVM_MGPU_DEVICES=cuda:${g%p*} HPVM_MGPU_PARTITIONS=${g#*p} HPVM_MGPU_PARTITION=always ./main) ;;
       *) cmd=(env HPVM_MGPU_DEVICES=cuda:${config#hpvm:} ./main) ;;

@@ -8,7 +8,10 @@
  * bytes they are asked to. Results of a program run on it are wrong by construction: this
  * is a profiling tool, never a test of results.
  *
- * Settings: FAKECUDA_GPUS (GPUs listed, default 1), FAKECUDA_LAUNCH_NS, FAKECUDA_COUNT.
+ * Settings: FAKECUDA_GPUS (GPUs listed, default 1), FAKECUDA_LAUNCH_NS, FAKECUDA_COUNT, and
+ * FAKECUDA_ASSERT_AT=N: the Nth kernel launch stands for one whose device-side `assert`
+ * failed; from then on every synchronization and copy answers CUDA_ERROR_ASSERT, as a real
+ * driver's unusable context does.
  * Build: scripts/fake-cuda/build DIR; run with LD_LIBRARY_PATH=DIR HPVM_MGPU_DEVICES=cuda:1.
  */
 #include <stdint.h>
@@ -23,7 +26,11 @@ typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
 typedef void *Handle;
 
-enum { OK = 0, INVALID_VALUE = 1, NOT_READY = 600, PEER_ALREADY = 704 };
+enum { OK = 0, INVALID_VALUE = 1, NOT_READY = 600, PEER_ALREADY = 704, ASSERT = 710 };
+
+/* Set by the launch FAKECUDA_ASSERT_AT names. */
+static int asserted;
+#define FAULT if (asserted) return ASSERT
 
 static int gpus(void) {
     const char *s = getenv("FAKECUDA_GPUS");
@@ -120,7 +127,7 @@ CUresult cuCtxSetCurrent(Handle ctx) { C; current = ctx; return OK; }
 CUresult cuCtxGetCurrent(Handle *ctx) { C; *ctx = current; return OK; }
 CUresult cuCtxPushCurrent_v2(Handle ctx) { C; current = ctx; return OK; }
 CUresult cuCtxPopCurrent_v2(Handle *ctx) { C; if (ctx) *ctx = current; return OK; }
-CUresult cuCtxSynchronize(void) { C; return OK; }
+CUresult cuCtxSynchronize(void) { C; FAULT; return OK; }
 CUresult cuCtxEnablePeerAccess(Handle ctx, unsigned flags) { C; (void)ctx; (void)flags; return OK; }
 static size_t limits[7];
 CUresult cuCtxSetLimit(int limit, size_t value) { C; if (limit < 0 || limit > 6) return 1; limits[limit] = value; return OK; }
@@ -128,15 +135,15 @@ CUresult cuCtxGetLimit(size_t *value, int limit) { C; if (limit < 0 || limit > 6
 
 CUresult cuStreamCreate(Handle *s, unsigned flags) { C; (void)flags; *s = handle(); return OK; }
 CUresult cuStreamDestroy_v2(Handle s) { C; (void)s; return OK; }
-CUresult cuStreamSynchronize(Handle s) { C; (void)s; return OK; }
-CUresult cuStreamQuery(Handle s) { C; (void)s; return OK; }
+CUresult cuStreamSynchronize(Handle s) { C; (void)s; FAULT; return OK; }
+CUresult cuStreamQuery(Handle s) { C; (void)s; FAULT; return OK; }
 CUresult cuStreamWaitEvent(Handle s, Handle e, unsigned f) { C; (void)s; (void)e; (void)f; return OK; }
 
 CUresult cuEventCreate(Handle *e, unsigned flags) { C; (void)flags; *e = handle(); return OK; }
 CUresult cuEventDestroy_v2(Handle e) { C; (void)e; return OK; }
 CUresult cuEventRecord(Handle e, Handle s) { C; (void)e; (void)s; return OK; }
-CUresult cuEventSynchronize(Handle e) { C; (void)e; return OK; }
-CUresult cuEventQuery(Handle e) { C; (void)e; return OK; }
+CUresult cuEventSynchronize(Handle e) { C; (void)e; FAULT; return OK; }
+CUresult cuEventQuery(Handle e) { C; (void)e; FAULT; return OK; }
 CUresult cuEventElapsedTime(float *ms, Handle a, Handle b) { C; (void)a; (void)b; *ms = 0.001f; return OK; }
 CUresult cuEventElapsedTime_v2(float *ms, Handle a, Handle b) { C; return cuEventElapsedTime(ms, a, b); }
 
@@ -172,6 +179,8 @@ CUresult cuLaunchKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigne
     }
     if (launch_ns) spin(launch_ns);
     launches++;
+    const char *at = getenv("FAKECUDA_ASSERT_AT");
+    if (at && (unsigned long long)atoll(at) == launches) asserted = 1;
     return OK;
 }
 
@@ -194,9 +203,9 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags) { C; (void)
 CUresult cuMemHostUnregister(void *p) { C; (void)p; return OK; }
 
 #define P(x) ((void *)(uintptr_t)(x))
-CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { C; memcpy(P(d), s, n); return OK; }
+CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { C; FAULT; memcpy(P(d), s, n); return OK; }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, Handle st) { C; (void)st; return cuMemcpyHtoD_v2(d, s, n); }
-CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { C; memcpy(d, P(s), n); return OK; }
+CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { C; FAULT; memcpy(d, P(s), n); return OK; }
 CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, Handle st) { C; (void)st; return cuMemcpyDtoH_v2(d, s, n); }
 CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { C; memmove(P(d), P(s), n); return OK; }
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, Handle st) { C; (void)st; return cuMemcpyDtoD_v2(d, s, n); }
@@ -221,7 +230,7 @@ typedef struct {
     size_t WidthInBytes, Height;
 } Copy2D;
 
-CUresult cuMemcpy2DAsync_v2(const Copy2D *c, Handle st) { C;
+CUresult cuMemcpy2DAsync_v2(const Copy2D *c, Handle st) { C; FAULT;
     (void)st;
     const char *s = c->srcMemoryType == 1 ? c->srcHost : P(c->srcDevice);
     char *d = c->dstMemoryType == 1 ? c->dstHost : P(c->dstDevice);

@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 97] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 98] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -204,6 +204,9 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 97] = [
     ("tests/cuda/malloc3d.cu", &[&["1", "1", "1"], &["37", "19", "5"], &["300", "64", "9"]]),
     ("tests/cuda/managed_vars.cu", &[&["1", "1"], &["64", "5"], &["4096", "9"]]),
     ("tests/cuda/managed_flags.cu", &[&["1", "1"], &["100", "7"], &["5000", "20"]]),
+    // `__constant__` arrays read at indices that change, rewritten between launches (on GPUs
+    // through the constant bank).
+    ("tests/cuda/constant_bank.cu", &[&["1", "1"], &["300", "4"], &["5000", "9"]]),
     // Grid-stride loops: split by iterations where their bodies allow it, whole where not.
     ("tests/cuda/stride.cu", &[&["64", "1"], &["1000", "2"], &["20011", "3"]]),
     // Reductions through atomics: private copies per device, combined after the launch.

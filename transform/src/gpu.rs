@@ -58,6 +58,9 @@ struct Built<'ctx> {
     whole: Variant<'ctx>,
     nc_whole: Option<Variant<'ctx>>,
     readonly: Vec<u32>,
+    /// The read-only-cache variants' parameters read from the constant bank instead, with
+    /// the bank's variable for each.
+    bank: Vec<(u32, String)>,
 }
 
 /// Another kernel of a node: its function, levels and name.
@@ -66,9 +69,11 @@ type Variant<'ctx> = (FunctionValue<'ctx>, Levels<'ctx>, String);
 /// What sets a node's kernels apart: the parameters read through the read-only data cache,
 /// and whether the launch runs from block 0 (no partition offset to add).
 #[derive(Clone, Copy)]
-struct Flavor<'a> {
+struct Flavor<'a, 'ctx> {
     readonly: &'a [u32],
     whole: bool,
+    /// Leaf parameters whose `__constant__` variable is read from the constant bank's copy.
+    bank: &'a [(u32, inkwell::values::GlobalValue<'ctx>)],
 }
 
 /// The values a kernel gives to each of the three levels it knows.
@@ -208,8 +213,10 @@ pub fn compile(
             })
             .map(|(i, _)| i as u32)
             .collect();
+        let bank = constant_banks(&gpu, function(&gpu, &graph.nodes[leaf].name)?, &readonly);
         let variant = |name: String, readonly: &[u32], whole: bool| -> Result<Variant> {
-            let (f, levels) = build_kernel(&gpu, &b, graph, program, &k, &name, Flavor { readonly, whole })?;
+            let bank = if readonly.is_empty() { &[][..] } else { &bank[..] };
+            let (f, levels) = build_kernel(&gpu, &b, graph, program, &k, &name, Flavor { readonly, whole, bank })?;
             Ok((f, levels, name))
         };
         let (f, levels, _) = variant(name.clone(), &[], false)?;
@@ -225,7 +232,8 @@ pub fn compile(
                 Some(variant(format!("{name}_nc_whole"), &readonly, true)?),
             )
         };
-        built.push(Built { kernel: k, f, levels, name, nc, whole, nc_whole, readonly });
+        let bank = bank.iter().map(|(i, g)| (*i, g.get_name().to_string_lossy().into_owned())).collect();
+        built.push(Built { kernel: k, f, levels, name, nc, whole, nc_whole, readonly, bank });
     }
     let kernel_fns: Vec<FunctionValue> = built
         .iter()
@@ -240,8 +248,9 @@ pub fn compile(
     }
     let mut g = gpu.get_first_global();
     while let Some(global) = g {
+        let bank = global.get_name().to_bytes().starts_with(hpvm_core::markers::CONSTANT_BANK_PREFIX.as_bytes());
         if global.get_initializer().is_some() {
-            global.set_linkage(Linkage::Internal);
+            global.set_linkage(if bank { Linkage::External } else { Linkage::Internal });
         }
         g = global.get_next_global();
     }
@@ -348,7 +357,7 @@ pub fn compile(
     };
     let mut compiled = Vec::new();
     let mut kept: std::collections::HashMap<String, Result<(), String>> = std::collections::HashMap::new();
-    for Built { kernel: k, f, levels, name, nc, whole, nc_whole, readonly } in built {
+    for Built { kernel: k, f, levels, name, nc, whole, nc_whole, readonly, bank } in built {
         let others = || nc.iter().chain(std::iter::once(&whole)).chain(nc_whole.iter());
         let resolved = resolve(&gpu, &b, f, &levels, no_math, math)
             .and_then(|()| others().try_for_each(|(f, levels, _)| resolve(&gpu, &b, *f, levels, no_math, math)))
@@ -385,6 +394,7 @@ pub fn compile(
                         whole_name: Some(whole.2),
                         nc_whole_name: nc_whole.map(|n| n.2),
                         readonly,
+                        bank,
                     },
                 ));
             }
@@ -781,7 +791,7 @@ fn build_kernel<'ctx>(
     program: &Program,
     k: &Kernel,
     name: &str,
-    Flavor { readonly, whole }: Flavor<'_>,
+    Flavor { readonly, whole, bank }: Flavor<'_, 'ctx>,
 ) -> Result<(FunctionValue<'ctx>, Levels<'ctx>)> {
     let ctx = m.get_context();
     let i64t = ctx.i64_type();
@@ -893,6 +903,11 @@ fn build_kernel<'ctx>(
             let offset = b.build_and(offset, i64t.const_int((-16i64) as u64, true), "shared.off.aligned")?;
             let at = unsafe { b.build_in_bounds_gep(ctx.i8_type(), base, &[offset], "shared")? };
             args.push(at.into());
+        } else if let Some((_, g)) = bank.iter().find(|(j, _)| *j == i) {
+            // The runtime launches this variant only where the parameter is this very
+            // variable's address on the GPU (its device copy lives there), so reading the
+            // variable is reading through the parameter.
+            args.push(b.build_address_space_cast(g.as_pointer_value(), ptr, "bank")?.into());
         } else {
             args.push(p.into());
         }
@@ -900,6 +915,51 @@ fn build_kernel<'ctx>(
     b.build_call(lf, &args, "")?;
     b.build_return(None)?;
     Ok((kf, Levels { id: ids, dim: dims, out_slot }))
+}
+
+/// The GPU's constant bank holds this many bytes of a module's variables (ptxas's limit).
+const BANK_BYTES: u64 = 64 * 1024;
+
+/// The leaf's read-only parameters that stand for `__constant__` variables
+/// ([`hpvm_core::markers::CONSTANT_PARAM`]), each with the module's `.const` variable that
+/// holds the device copy, made here once per variable while the bank has room: the
+/// read-only-cache variants read them there. The variables are visible, so that the runtime
+/// finds each by its name in the loaded module and places the buffer's device copy there.
+fn constant_banks<'ctx>(
+    m: &Module<'ctx>,
+    lf: FunctionValue<'ctx>,
+    readonly: &[u32],
+) -> Vec<(u32, inkwell::values::GlobalValue<'ctx>)> {
+    use hpvm_core::markers::{CONSTANT_BANK_PREFIX, CONSTANT_PARAM};
+    let ctx = m.get_context();
+    let mut out = Vec::new();
+    for &i in readonly {
+        let Some(attr) = lf.get_string_attribute(AttributeLoc::Param(i), CONSTANT_PARAM) else { continue };
+        let value = attr.get_string_value().to_string_lossy().into_owned();
+        let Some((bytes, name)) = value.split_once(' ') else { continue };
+        let Ok(bytes) = bytes.parse::<u64>() else { continue };
+        let bank_name = format!("{CONSTANT_BANK_PREFIX}{name}");
+        let g = match m.get_global(&bank_name) {
+            Some(g) => g,
+            None => {
+                let used: u64 = m
+                    .get_globals()
+                    .filter(|g| g.get_name().to_bytes().starts_with(CONSTANT_BANK_PREFIX.as_bytes()))
+                    .map(|g| g.get_value_type().size_of().and_then(|s| s.get_zero_extended_constant()).unwrap_or(0))
+                    .sum();
+                if bytes == 0 || used + bytes > BANK_BYTES {
+                    continue;
+                }
+                let ty = ctx.i8_type().array_type(bytes as u32);
+                let g = m.add_global(ty, Some(AddressSpace::from(4u16)), &bank_name);
+                g.set_initializer(&ty.const_zero());
+                g.set_alignment(16);
+                g
+            }
+        };
+        out.push((i, g));
+    }
+    out
 }
 
 fn shared_base<'ctx>(
@@ -1128,13 +1188,15 @@ fn resolve<'ctx>(
         inst.erase_from_basic_block();
     }
     // Writable globals would be per-GPU copies, not the host's variables. The address and
-    // function tables are each GPU's own, by design.
+    // function tables are each GPU's own, by design, and the constant bank's variables are
+    // where the runtime puts the buffers' device copies.
     let mut g = m.get_first_global();
     while let Some(global) = g {
         if !global.is_constant()
             && global.get_name().to_bytes() != SHARED.as_bytes()
             && global.get_name().to_bytes() != contract::symbols::ADDRESS_TABLE.as_bytes()
             && global.get_name().to_bytes() != contract::symbols::FUNCTION_TABLE.as_bytes()
+            && !global.get_name().to_bytes().starts_with(hpvm_core::markers::CONSTANT_BANK_PREFIX.as_bytes())
             && global.get_first_use().is_some()
             && uses_in(global.as_value_ref(), kf)
         {

@@ -413,6 +413,9 @@ pub(super) fn convert<'ctx>(dev: &Module<'ctx>, kernels: &[String], host: &Modul
         kernel.unused = (0..params.len()).filter(|&i| params[i].users().is_empty()).collect();
         declare_accesses(dev, kernel, *leaf);
     }
+    for (kernel, Leaf { function: leaf, vars, .. }) in out.iter().zip(&leaves) {
+        mark_constant_banks(&ctx, kernel, *leaf, vars);
+    }
     run("globaldce")?;
     move_read_only_data(dev, host)?;
     for (kernel, leaf) in out.iter().zip(&leaves) {
@@ -1791,6 +1794,33 @@ fn only_read_after(slot: Val, copy: Val) -> bool {
         }
     }
     true
+}
+
+/// Marks the leaf's parameters that stand for `__constant__` variables the kernel only reads
+/// ([`hpvm_core::markers::CONSTANT_PARAM`]), so that the GPU backend may read them through
+/// the constant bank, as nvcc's code does: a warp's loads of one element are then one
+/// broadcast, and the compiler takes them as operands.
+fn mark_constant_banks<'ctx>(
+    ctx: &inkwell::context::ContextRef<'ctx>,
+    kernel: &Kernel,
+    leaf: FunctionValue<'ctx>,
+    vars: &[(GlobalValue<'ctx>, BasicValueEnum<'ctx>)],
+) {
+    for (g, p) in vars {
+        // SAFETY: a live global of the device half.
+        let space = unsafe { LLVMGetPointerAddressSpace(LLVMTypeOf(g.as_value_ref())) };
+        if space != super::hoist::CONSTANT_SPACE {
+            continue;
+        }
+        let name = Val(g.as_value_ref()).name();
+        let Some(&(_, bytes)) = kernel.symbols.iter().find(|(n, _)| *n == name) else { continue };
+        let Some(i) = leaf.get_param_iter().position(|q| q.as_value_ref() == p.as_value_ref()) else { continue };
+        if kernel.read_only.contains(&i) {
+            let value = format!("{bytes} {name}");
+            let attr = ctx.create_string_attribute(hpvm_core::markers::CONSTANT_PARAM, &value);
+            leaf.add_attribute(AttributeLoc::Param(i as u32), attr);
+        }
+    }
 }
 
 fn read_only(p: Val) -> bool {

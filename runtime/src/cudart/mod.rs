@@ -39,6 +39,7 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 pub mod config;
+pub mod fault;
 mod graphs;
 mod launch;
 mod libdevice;
@@ -98,10 +99,12 @@ thread_local! {
 
 /// An API call that uses the device: the runtime's session opens at the first (as CUDA's
 /// context does), so that opening the GPUs is not charged to the program's first launch.
-fn api<R>(what: &str, f: impl FnOnce() -> R) -> R {
+fn api<R: fault::Failed>(what: &str, f: impl FnOnce() -> R) -> R {
     guard(what, || {
-        launch::begin_session();
-        f()
+        fault::shield(|| {
+            launch::begin_session();
+            f()
+        })
     })
 }
 
@@ -887,16 +890,23 @@ pub extern "C" fn cudaGetDevice(device: *mut c_int) -> Error {
 
 #[no_mangle]
 pub extern "C" fn cudaGetLastError() -> Error {
+    // An unusable context's error is sticky: reading it does not clear it.
+    if fault::asserted() {
+        return fault::ASSERT;
+    }
     LAST.with(|l| l.replace(SUCCESS))
 }
 
 #[no_mangle]
 pub extern "C" fn cudaPeekAtLastError() -> Error {
+    if fault::asserted() {
+        return fault::ASSERT;
+    }
     LAST.with(|l| l.get())
 }
 
 /// The name and description of each code this runtime returns.
-const MESSAGES: [(Error, &CStr, &CStr); 14] = [
+const MESSAGES: [(Error, &CStr, &CStr); 15] = [
     (INVALID_CONFIGURATION, c"cudaErrorInvalidConfiguration", c"invalid configuration argument"),
     (INVALID_DEVICE_FUNCTION, c"cudaErrorInvalidDeviceFunction", c"invalid device function"),
     (MISSING_CONFIGURATION, c"cudaErrorMissingConfiguration", c"__global__ function call is not configured"),
@@ -911,6 +921,7 @@ const MESSAGES: [(Error, &CStr, &CStr); 14] = [
     (INVALID_DEVICE, c"cudaErrorInvalidDevice", c"invalid device ordinal"),
     (INVALID_RESOURCE_HANDLE, c"cudaErrorInvalidResourceHandle", c"invalid resource handle"),
     (COOPERATIVE_LAUNCH_TOO_LARGE, c"cudaErrorCooperativeLaunchTooLarge", c"too many blocks in cooperative launch"),
+    (fault::ASSERT, c"cudaErrorAssert", c"device-side assert triggered"),
 ];
 
 #[no_mangle]
@@ -1109,9 +1120,11 @@ pub extern "C" fn cudaStreamSynchronize(stream: *mut c_void) -> Error {
 #[no_mangle]
 pub extern "C" fn cudaStreamQuery(stream: *mut c_void) -> Error {
     guard("cudaStreamQuery", || {
-        inflight::drain();
-        // Idle: the host may touch managed memory now, as after a synchronization.
-        blocking(if stream_ok(stream) { SUCCESS } else { INVALID_RESOURCE_HANDLE })
+        fault::shield(|| {
+            inflight::drain();
+            // Idle: the host may touch managed memory now, as after a synchronization.
+            blocking(if stream_ok(stream) { SUCCESS } else { INVALID_RESOURCE_HANDLE })
+        })
     })
 }
 

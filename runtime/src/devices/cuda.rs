@@ -146,7 +146,14 @@ fn write_words(module: sys::CUmodule, name: &str, words: &[u64], stream: Option<
 }
 
 fn check<T>(what: &str, r: Result<T, result::DriverError>) -> Result<T, String> {
-    r.map_err(|e| format!("{what}: {e}"))
+    r.map_err(|e| failed(what, e))
+}
+
+/// A driver call's error, as the runtime's message; noted first where it makes the context
+/// unusable (a kernel's failed `assert`: [`crate::cudart::fault`]).
+fn failed(what: &str, e: result::DriverError) -> String {
+    crate::cudart::fault::note_driver_error(e.0);
+    format!("{what}: {e}")
 }
 
 /// An open GPU's primary context and its stream.
@@ -983,6 +990,18 @@ impl Cuda {
         Ok(m)
     }
 
+    /// The address and size of the variable `name` of the module of `ptx` on this GPU (a
+    /// constant bank's variable, which the runtime makes a buffer's device copy).
+    pub fn bank_variable(&self, ptx: &'static CStr, name: &str) -> Result<(u64, usize), String> {
+        self.bind()?;
+        let module = self.load_module(ptx)?;
+        let c_name = CString::new(name).map_err(|e| e.to_string())?;
+        // SAFETY: `module` is loaded and never unloaded.
+        let (at, size) =
+            check(&format!("cuModuleGetGlobal({name})"), unsafe { result::module::get_global(module, c_name) })?;
+        Ok((at, size))
+    }
+
     fn function(&self, ptx: &'static CStr, kernel: &str) -> Result<sys::CUfunction, String> {
         let key = ptx.as_ptr() as usize;
         let found = |fs: &crate::hash::FxHashMap<usize, Vec<(String, sys::CUfunction)>>| {
@@ -1328,7 +1347,8 @@ impl super::Device for Cuda {
         // SAFETY: this device's streams.
         // The message is made only on failure: a synchronization per launch is common.
         for s in std::iter::once(o.stream).chain(side) {
-            unsafe { result::stream::synchronize(s) }.map_err(|e| format!("waiting for {}: {e}", self.label()))?;
+            unsafe { result::stream::synchronize(s) }
+                .map_err(|e| failed(&format!("waiting for {}", self.label()), e))?;
         }
         Ok(())
     }

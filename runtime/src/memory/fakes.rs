@@ -23,6 +23,8 @@ pub(crate) fn buffer(size: u64, devices: usize) -> Buffer {
         watch: super::Watch::NotYet,
         edge_bytes: Vec::new(),
         backing: Vec::new(),
+        bank: None,
+        in_bank: Vec::new(),
     }
 }
 

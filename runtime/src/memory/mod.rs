@@ -170,6 +170,11 @@ pub struct Buffer {
     /// With sparse copies ([`residency`]): which granules of each device's reservation are
     /// backed (empty for a device without a reservation).
     backing: Vec<residency::Backing>,
+    /// A `__constant__` variable's buffer whose GPU copies are to be its GPU module's
+    /// `.const` variable ([`Table::place_in_bank`]): the module's PTX and the variable's name.
+    bank: Option<(&'static std::ffi::CStr, String)>,
+    /// Per device: its copy is that variable (the module's memory, never freed here).
+    in_bank: Vec<bool>,
 }
 
 /// A buffer's place in [`watch`]ing host writes.
@@ -327,6 +332,8 @@ impl Table {
             watch: Watch::NotYet,
             edge_bytes: Vec::new(),
             backing: Vec::new(),
+            bank: None,
+            in_bank: Vec::new(),
         };
         // Re-tracking a buffer forgets its device copies: the host's is the current one.
         if let Some(old) = self.buffers.insert(ptr, buf) {
@@ -358,6 +365,22 @@ impl Table {
         }
     }
 
+    /// Means the GPU copies of the buffer at `start` (a `__constant__` variable's) to be the
+    /// variable `name` of the GPU module `ptx`, where kernels read it through the constant
+    /// bank. Only before any device holds a copy (an allocation made already stays), and only
+    /// where copies are whole allocations of this process (not sparse, not across ranks).
+    pub fn place_in_bank(&mut self, start: u64, ptx: &'static std::ffi::CStr, name: &str) {
+        let Some(buf) = self.buffers.get_mut(&start) else { return };
+        if buf.bank.is_some()
+            || buf.allocs.iter().any(Option::is_some)
+            || residency::sparse()
+            || crate::ranks::spans_ranks()
+        {
+            return;
+        }
+        buf.bank = Some((ptx, name.to_string()));
+    }
+
     /// Makes every allocation in `needs` (buffer start, device) that does not exist yet, and
     /// page-locks the buffers that will be. On GPUs the costs are large (about 30 ms per GB
     /// page-locked, and an allocation of gigabytes takes a good part of a second) and
@@ -368,8 +391,11 @@ impl Table {
         let mut per_device: Vec<Vec<(u64, u64)>> = vec![Vec::new(); devs.count()];
         let mut pins: Vec<(u64, u64)> = Vec::new();
         for &(start, k) in needs {
-            let buf = self.buffers.get(&start).expect("tracked");
-            if buf.allocs.get(k).copied().flatten().is_some() || per_device[k].iter().any(|&(s, _)| s == start) {
+            let buf = self.buffers.get_mut(&start).expect("tracked");
+            if buf.allocs.get(k).copied().flatten().is_some()
+                || per_device[k].iter().any(|&(s, _)| s == start)
+                || buf.bank_copy(k).is_some()
+            {
                 continue;
             }
             per_device[k].push((start, buf.size));
@@ -458,6 +484,9 @@ impl Buffer {
         if let Some(a) = self.allocs.get(k).copied().flatten() {
             return Ok(a);
         }
+        if let Some(a) = self.bank_copy(k) {
+            return Ok(a);
+        }
         let a = Buffer::alloc_on(self.start, self.size, k)?;
         self.set_alloc(k, a);
         let devs = devices();
@@ -465,6 +494,33 @@ impl Buffer {
             self.pinned = pin(self.start, self.size);
         }
         Ok(a)
+    }
+
+    /// Places device `k`'s copy in the constant bank's variable the buffer is meant for
+    /// ([`Table::place_in_bank`]), where `k` is a GPU whose module has it, large enough:
+    /// its address. `None` leaves the copy to an allocation of the runtime's.
+    fn bank_copy(&mut self, k: usize) -> Option<u64> {
+        let (ptx, name) = self.bank.as_ref()?;
+        let devs = devices();
+        if !devs.on_gpus() || !devs.is_local(k) || residency::sparse() {
+            return None;
+        }
+        let (at, size) = devs.gpu(k).bank_variable(ptx, name).ok()?;
+        if (size as u64) < self.size {
+            return None;
+        }
+        self.set_alloc(k, at);
+        if self.in_bank.len() <= k {
+            self.in_bank.resize(k + 1, false);
+        }
+        self.in_bank[k] = true;
+        Some(at)
+    }
+
+    /// Whether device `k`'s copy is the variable `name` of the GPU module `ptx`.
+    pub fn copy_in_bank(&self, k: usize, ptx: &std::ffi::CStr, name: &str) -> bool {
+        self.in_bank.get(k).copied().unwrap_or(false)
+            && self.bank.as_ref().is_some_and(|(p, n)| p.as_ptr() == ptx.as_ptr() && n == name)
     }
 
     fn set_alloc(&mut self, k: usize, a: u64) {
@@ -966,6 +1022,9 @@ impl Buffer {
         self.unmap_all();
         let devs = devices();
         for (k, a) in self.allocs.iter().enumerate() {
+            if self.in_bank.get(k).copied().unwrap_or(false) {
+                continue;
+            }
             if let Some(a) = a {
                 // As `alloc_on` decided: a reservation, or a whole allocation.
                 let sparse = residency::sparse() && devs.get(k).granule().is_some();

@@ -10,7 +10,7 @@
 use super::plan::{LaunchPlan, Outcome, PartPlan};
 use crate::args::{int_param, read_u64};
 use crate::ctx::GridBox;
-use crate::desc::{KernelKind, NodeDesc, ScalarKind};
+use crate::desc::{KernelDesc, KernelKind, NodeDesc, ScalarKind};
 use crate::devices::Place;
 use crate::memory::{AllocError, ByteRect, Table};
 use crate::module::Module;
@@ -74,6 +74,7 @@ pub(crate) fn plan_direct(l: &Launch<'_>, table: &mut Table) -> Result<Outcome, 
         Ok(b) => b,
         Err(reason) => return Ok(Outcome::Host(reason)),
     };
+    place_constants(l, &b, table);
     let whole_is_exact = l.order.len() == 1
         && l.per_device == 1
         && !super::settings::strict()
@@ -86,7 +87,7 @@ pub(crate) fn plan_direct(l: &Launch<'_>, table: &mut Table) -> Result<Outcome, 
     let mut outcome = unpartitioned(l, table, &b.buffers, &b.unit_ptrs, &b.args, leaf_desc, None);
     if let Outcome::Devices(plan) = &mut outcome {
         if let Some(kernel) = &program.nodes[l.node as usize].kernel {
-            plan.read_only_cache = read_only_cache_legal(&kernel.readonly, &b.args, plan);
+            plan.read_only_cache = read_only_cache_legal(kernel, &b.args, plan, table, l.module.ptx);
         }
         plan.scalar_free = true;
         plan.pointer_slots = b.unit_ptrs.iter().map(|&(offset, _)| offset).collect();
@@ -255,9 +256,41 @@ fn host_mapped(v: u64) -> bool {
 /// Whether the kernel variant reading its `in`-only pointers through the read-only data
 /// cache may run: no buffer one of them points into is written by the launch (through
 /// another pointer, or an alias).
-pub(crate) fn read_only_cache_legal(readonly: &[u32], args: &[BufArg], plan: &LaunchPlan) -> bool {
+/// Those variants read the kernel's `bank` parameters from the GPU module's constant bank
+/// instead: only where every partition's device copy of each is that very variable.
+pub(crate) fn read_only_cache_legal(
+    kernel: &KernelDesc,
+    args: &[BufArg],
+    plan: &LaunchPlan,
+    table: &Table,
+    ptx: Option<&std::ffi::CStr>,
+) -> bool {
     let written = |b: usize| plan.parts.iter().any(|p| p.writes.iter().any(|(x, _)| *x == b));
-    !readonly.is_empty() && args.iter().filter(|a| readonly.contains(&a.param)).all(|a| !written(a.buffer))
+    let in_bank = |param: u32, name: &str| {
+        args.iter().filter(|a| a.param == param).all(|a| {
+            let buf = table.get(plan.buffers[a.buffer].0);
+            let ptx = ptx.filter(|_| a.offset == 0);
+            buf.zip(ptx).is_some_and(|(buf, ptx)| plan.parts.iter().all(|p| buf.copy_in_bank(p.device, ptx, name)))
+        })
+    };
+    !kernel.readonly.is_empty()
+        && args.iter().filter(|a| kernel.readonly.contains(&a.param)).all(|a| !written(a.buffer))
+        && kernel.bank.iter().all(|(param, name)| in_bank(*param, name))
+}
+
+/// A launch on GPUs of a kernel that may read `__constant__` variables through the constant
+/// bank ([`KernelDesc::bank`]): their buffers' GPU copies are placed there, where no device
+/// holds one yet.
+fn place_constants(l: &Launch<'_>, b: &Bindings, table: &mut Table) {
+    let (Some(kernel), Some(ptx)) = (&l.module.program.nodes[l.node as usize].kernel, l.module.ptx) else { return };
+    if kernel.bank.is_empty() || !crate::devices::devices().on_gpus() {
+        return;
+    }
+    for (param, name) in &kernel.bank {
+        for a in b.args.iter().filter(|a| a.param == *param && a.offset == 0) {
+            table.place_in_bank(b.buffers[a.buffer].0, ptx, name);
+        }
+    }
 }
 
 /// The message for a failed device allocation: the device's words, then which of the node's

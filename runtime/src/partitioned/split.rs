@@ -140,7 +140,7 @@ pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outc
         Err(reason) => unpartitioned(l, table, &buffers, &unit_ptrs, &args, leaf_desc, Some(reason)),
     };
     if let (Outcome::Devices(plan), Some(kernel)) = (&mut outcome, &unit.kernel) {
-        plan.read_only_cache = read_only_cache_legal(&kernel.readonly, &args, plan);
+        plan.read_only_cache = read_only_cache_legal(kernel, &args, plan, table, l.module.ptx);
     }
     if let Outcome::Devices(plan) = &mut outcome {
         plan.inspections = inspections;

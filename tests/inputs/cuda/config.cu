@@ -61,6 +61,11 @@ int main() {
   EXPECT(cudaProfilerStart() == cudaSuccess);
   int can = -1;
   EXPECT(cudaDeviceCanAccessPeer(&can, 0, 1) == cudaErrorInvalidDevice && can == 0);
+  cudaGetLastError();
+  can = -1;
+  // A device is no peer of itself, which CUDA says without an error.
+  EXPECT(cudaDeviceCanAccessPeer(&can, 0, 0) == cudaSuccess && can == 0);
+  EXPECT(cudaGetLastError() == cudaSuccess);
   EXPECT(cudaDeviceEnablePeerAccess(1, 0) == cudaErrorInvalidDevice);
   cudaGetLastError();
 
