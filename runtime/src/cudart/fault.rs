@@ -7,7 +7,7 @@
 //! error instead.
 //!
 //! Invariants:
-//! - [`ASSERTED`] is set once a GPU reported an assertion ([`note_driver_error`]), and never
+//! - [`asserted`] holds once a GPU reported an assertion (the CUDA device notes it), and never
 //!   cleared: the context stays unusable, and every API call through [`shield`] returns
 //!   `cudaErrorAssert` without doing anything;
 //! - [`crate::fatal`] unwinds ([`unwind_if_asserted`]) only on a thread inside [`shield`],
@@ -22,13 +22,9 @@
 
 use super::{ret, Error};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `cudaErrorAssert`.
 pub const ASSERT: Error = 710;
-
-/// A GPU reported a failed device-side assertion.
-static ASSERTED: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     /// How many [`shield`]s this thread is inside.
@@ -38,17 +34,9 @@ thread_local! {
 /// The unwinding payload that carries the fault to the nearest [`shield`].
 struct Asserted;
 
-/// Notes a driver error: an assertion's makes the context unusable from now on.
-pub(crate) fn note_driver_error(code: cudarc::driver::sys::CUresult) {
-    if code == cudarc::driver::sys::CUresult::CUDA_ERROR_ASSERT {
-        ASSERTED.store(true, Ordering::SeqCst);
-        crate::FAILED.store(true, Ordering::SeqCst);
-    }
-}
-
-/// Whether a GPU reported a failed assertion.
+/// Whether a GPU reported a failed assertion (the devices note it where the driver says so).
 pub fn asserted() -> bool {
-    ASSERTED.load(Ordering::Relaxed)
+    crate::devices::cuda::asserted()
 }
 
 /// What an API call returns once the context is unusable.

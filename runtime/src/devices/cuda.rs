@@ -150,10 +150,21 @@ fn check<T>(what: &str, r: Result<T, result::DriverError>) -> Result<T, String> 
 }
 
 /// A driver call's error, as the runtime's message; noted first where it makes the context
-/// unusable (a kernel's failed `assert`: [`crate::cudart::fault`]).
+/// unusable (a kernel's failed `assert`, which the CUDA API turns into `cudaErrorAssert`).
 fn failed(what: &str, e: result::DriverError) -> String {
-    crate::cudart::fault::note_driver_error(e.0);
+    if e.0 == sys::CUresult::CUDA_ERROR_ASSERT {
+        ASSERTED.store(true, std::sync::atomic::Ordering::SeqCst);
+        crate::FAILED.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
     format!("{what}: {e}")
+}
+
+/// A GPU reported a failed device-side assertion: its context is unusable from then on.
+static ASSERTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether a GPU reported a failed device-side assertion.
+pub fn asserted() -> bool {
+    ASSERTED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// An open GPU's primary context and its stream.
