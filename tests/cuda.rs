@@ -1014,3 +1014,42 @@ fn pointers_a_kernel_never_reads_bind_nothing() {
     }
     assert!(sums.iter().all(|s| s == &sums[0]), "{sums:?}");
 }
+
+/// Page-locked host memory (`cudaMallocHost`, `cudaHostAlloc`, `cudaHostRegister`) given to
+/// kernels is read and written in place, as CUDA maps it (`devices::in_place`): the launches
+/// run whole on a device, never on the host, and say why; a flag a kernel raises is seen by
+/// the host polling without synchronizing. Where no device runs kernels (`cpu`), the host
+/// runs them, with the same results.
+#[test]
+fn page_locked_memory_is_reached_in_place() {
+    let dir = TempDir::new("cuda-zero-copy");
+    let exe = build_cu(&dir, "tests/cuda/zero_copy.cu");
+    let mut sums = Vec::new();
+    for devices in ["cpu", "cpu:1", "cpu:3"] {
+        let stats = dir.join(&format!("stats-{devices}.json"));
+        let env = [
+            ("HPVM_MGPU_DEVICES", devices),
+            ("HPVM_MGPU_PARTITION", "always"),
+            ("HPVM_MGPU_STATS", stats.to_str().unwrap()),
+        ];
+        let run = run_program(&exe, &["3000", "2"], &env);
+        let out = stdout(&run);
+        assert!(run.status.success() && out.contains("PASS"), "{devices}: {out}{}", stderr(&run));
+        sums.push(checksum(&out).expect("a checksum"));
+        if devices == "cpu" {
+            continue;
+        }
+        let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        for (node, launches) in [("raise_flag.blocks", 1), ("squares.blocks", 4), ("count_odd.blocks", 2)] {
+            let r = node_report(&report, node);
+            assert!(r["on_host_because"].is_null(), "{devices}: {r}");
+            assert_eq!(r["unit_launches"], launches, "{devices}: {r}");
+            assert_eq!(r["partitioned_launches"], 0, "{devices}: {r}");
+            if devices != "cpu:1" {
+                let why = r["unpartitioned_because"].as_str().unwrap_or_default();
+                assert!(why.contains("page-locked host memory") && why.contains("in place"), "{devices}: {r}");
+            }
+        }
+    }
+    assert!(sums.iter().all(|s| s == &sums[0]), "{sums:?}");
+}

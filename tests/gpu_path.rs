@@ -255,3 +255,46 @@ fn a_failed_device_assert_is_cudas_sticky_error() {
     assert!(err.contains("assert seen: device-side assert triggered\nPASS"), "{err}");
     assert_eq!(c.get("kernels run"), Some(&2), "{err}");
 }
+
+/// A kernel spinning on a latch in page-locked host memory (`tests/inputs/cuda/latch.cu`,
+/// NVIDIA's UnifiedMemoryPerf's pattern) goes to the GPU with the latch's host address, at
+/// once, not to the host (which would spin before the program could set the latch); the work
+/// queued behind it (copies from and to page-locked memory, launches copying managed memory
+/// to the GPU, more than the staging slots hold) waits on the stream, never on the host: the
+/// stand-in driver's latch kernel (`FAKECUDA_LATCH`) reports any wait for the GPU before the
+/// host sets the latch as the deadlock it would be.
+#[test]
+fn a_kernel_spinning_on_page_locked_memory_never_waits_for_the_host() {
+    let exe = cached_build("tests/inputs/cuda/latch.cu", &["-O2"]);
+    for (args, stats) in [(["1048576", "40"], "0"), (["8388608", "4"], "0"), (["8388608", "4"], "1")] {
+        let env = [("HPVM_MGPU_DEVICES", "cuda:1"), ("FAKECUDA_LATCH", "spin"), ("HPVM_MGPU_STATS", stats)];
+        // Kernels do not run on the stand-in driver: the program's own check fails.
+        let (_, c, err) = run_on_fake(&exe, &args, &env);
+        assert!(!err.contains("deadlock"), "{args:?}: {err}");
+        assert!(err.contains("checksum"), "{args:?}: {err}");
+        let steps: u64 = args[1].parse().unwrap();
+        assert_eq!(c.get("kernels run"), Some(&(steps + 1)), "{args:?}: {err}");
+        assert!(c.get("cuMemHostGetDevicePointer_v2").is_some_and(|&n| n >= 3), "{args:?}: {err}");
+        if stats == "1" {
+            let spin = err.lines().find(|l| l.trim_start().starts_with("spin.blocks")).unwrap_or_default();
+            assert!(spin.contains("GPU: 1 kernels"), "{err}");
+            assert!(!err.contains("ran on the host"), "{err}");
+        }
+    }
+}
+
+/// Kernels that call the device heap (`malloc`, `free`: `tests/cuda/device_heap.cu`) are GPU
+/// kernels, the PTX calling the driver's heap as nvcc's does, not host code: every one of them
+/// reaches the GPU, whole (pointers from a GPU's heap are that GPU's).
+#[test]
+fn kernels_calling_the_device_heap_run_on_the_gpu() {
+    let exe = cached_build("tests/cuda/device_heap.cu", &["-O2"]);
+    let (_, c, err) = run_on_fake(&exe, &[], &[("HPVM_MGPU_DEVICES", "cuda:1"), ("HPVM_MGPU_STATS", "1")]);
+    assert_eq!(c.get("kernels run"), Some(&4), "{err}");
+    for node in ["make.blocks", "use.blocks", "release.blocks", "scratch.blocks"] {
+        let line = err.lines().find(|l| l.trim_start().starts_with(node)).unwrap_or_default();
+        assert!(line.contains("GPU: 1 kernels"), "{node}: {err}");
+    }
+    assert!(!err.contains("ran on the host"), "{err}");
+    assert!(err.contains("1 loaded from the build's machine code"), "{err}");
+}

@@ -8,10 +8,14 @@
  * bytes they are asked to. Results of a program run on it are wrong by construction: this
  * is a profiling tool, never a test of results.
  *
- * Settings: FAKECUDA_GPUS (GPUs listed, default 1), FAKECUDA_LAUNCH_NS, FAKECUDA_COUNT, and
+ * Settings: FAKECUDA_GPUS (GPUs listed, default 1), FAKECUDA_LAUNCH_NS, FAKECUDA_COUNT,
  * FAKECUDA_ASSERT_AT=N: the Nth kernel launch stands for one whose device-side `assert`
  * failed; from then on every synchronization and copy answers CUDA_ERROR_ASSERT, as a real
- * driver's unusable context does.
+ * driver's unusable context does; and FAKECUDA_LATCH=NAME: a kernel whose name contains NAME
+ * spins, once launched, until the host sets the `unsigned` its first parameter points to (a
+ * latch in page-locked memory): a call that would wait for the GPU meanwhile (a
+ * synchronization, a synchronous copy) is the deadlock the real driver would meet, reported
+ * (`fakecuda: deadlock: ...`) with exit status 3; queries answer "not ready".
  * Build: scripts/fake-cuda/build DIR; run with LD_LIBRARY_PATH=DIR HPVM_MGPU_DEVICES=cuda:1.
  */
 #include <stdint.h>
@@ -20,6 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -31,6 +36,18 @@ enum { OK = 0, INVALID_VALUE = 1, NOT_READY = 600, PEER_ALREADY = 704, ASSERT = 
 /* Set by the launch FAKECUDA_ASSERT_AT names. */
 static int asserted;
 #define FAULT if (asserted) return ASSERT
+
+/* FAKECUDA_LATCH: the latch a launched spinning kernel waits on, until the host sets it. */
+static volatile unsigned *latch;
+static int spinning(void) {
+    if (latch && *latch != 0) latch = NULL;
+    return latch != NULL;
+}
+/* In a call that waits for the GPU: a spinning kernel would never let it return. */
+#define WAITS do { if (spinning()) { \
+    fprintf(stderr, "fakecuda: deadlock: %s waits for a kernel spinning on a latch the host has not set\n", __func__); \
+    _exit(3); } } while (0)
+#define QUERY do { if (spinning()) return NOT_READY; } while (0)
 
 static int gpus(void) {
     const char *s = getenv("FAKECUDA_GPUS");
@@ -127,7 +144,7 @@ CUresult cuCtxSetCurrent(Handle ctx) { C; current = ctx; return OK; }
 CUresult cuCtxGetCurrent(Handle *ctx) { C; *ctx = current; return OK; }
 CUresult cuCtxPushCurrent_v2(Handle ctx) { C; current = ctx; return OK; }
 CUresult cuCtxPopCurrent_v2(Handle *ctx) { C; if (ctx) *ctx = current; return OK; }
-CUresult cuCtxSynchronize(void) { C; FAULT; return OK; }
+CUresult cuCtxSynchronize(void) { C; FAULT; WAITS; return OK; }
 CUresult cuCtxEnablePeerAccess(Handle ctx, unsigned flags) { C; (void)ctx; (void)flags; return OK; }
 static size_t limits[7];
 CUresult cuCtxSetLimit(int limit, size_t value) { C; if (limit < 0 || limit > 6) return 1; limits[limit] = value; return OK; }
@@ -135,15 +152,15 @@ CUresult cuCtxGetLimit(size_t *value, int limit) { C; if (limit < 0 || limit > 6
 
 CUresult cuStreamCreate(Handle *s, unsigned flags) { C; (void)flags; *s = handle(); return OK; }
 CUresult cuStreamDestroy_v2(Handle s) { C; (void)s; return OK; }
-CUresult cuStreamSynchronize(Handle s) { C; (void)s; FAULT; return OK; }
-CUresult cuStreamQuery(Handle s) { C; (void)s; FAULT; return OK; }
+CUresult cuStreamSynchronize(Handle s) { C; (void)s; FAULT; WAITS; return OK; }
+CUresult cuStreamQuery(Handle s) { C; (void)s; FAULT; QUERY; return OK; }
 CUresult cuStreamWaitEvent(Handle s, Handle e, unsigned f) { C; (void)s; (void)e; (void)f; return OK; }
 
 CUresult cuEventCreate(Handle *e, unsigned flags) { C; (void)flags; *e = handle(); return OK; }
 CUresult cuEventDestroy_v2(Handle e) { C; (void)e; return OK; }
 CUresult cuEventRecord(Handle e, Handle s) { C; (void)e; (void)s; return OK; }
-CUresult cuEventSynchronize(Handle e) { C; (void)e; FAULT; return OK; }
-CUresult cuEventQuery(Handle e) { C; (void)e; FAULT; return OK; }
+CUresult cuEventSynchronize(Handle e) { C; (void)e; FAULT; WAITS; return OK; }
+CUresult cuEventQuery(Handle e) { C; (void)e; FAULT; QUERY; return OK; }
 CUresult cuEventElapsedTime(float *ms, Handle a, Handle b) { C; (void)a; (void)b; *ms = 0.001f; return OK; }
 CUresult cuEventElapsedTime_v2(float *ms, Handle a, Handle b) { C; return cuEventElapsedTime(ms, a, b); }
 
@@ -153,7 +170,13 @@ CUresult cuModuleLoadDataEx(Handle *m, const void *image, unsigned n, void *o, v
     return cuModuleLoadData(m, image);
 }
 CUresult cuModuleUnload(Handle m) { C; (void)m; return OK; }
-CUresult cuModuleGetFunction(Handle *f, Handle m, const char *name) { C; (void)m; (void)name; *f = handle(); return OK; }
+CUresult cuModuleGetFunction(Handle *f, Handle m, const char *name) { C;
+    (void)m;
+    *f = handle();
+    const char *spin = getenv("FAKECUDA_LATCH");
+    if (spin && *spin && strstr(name, spin)) *(int *)*f = 1; /* marks a spinning kernel */
+    return OK;
+}
 /* A module's global: 64 KiB of zeros, fresh per lookup (the runtime looks each up once). */
 CUresult cuModuleGetGlobal_v2(CUdeviceptr *p, size_t *bytes, Handle m, const char *name) { C;
     (void)m; (void)name;
@@ -179,6 +202,7 @@ CUresult cuLaunchKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigne
     }
     if (launch_ns) spin(launch_ns);
     launches++;
+    if (*(int *)f == 1 && params) latch = *(volatile unsigned **)params[0];
     const char *at = getenv("FAKECUDA_ASSERT_AT");
     if (at && (unsigned long long)atoll(at) == launches) asserted = 1;
     return OK;
@@ -196,17 +220,19 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) { C;
     *p = (CUdeviceptr)m;
     return OK;
 }
-CUresult cuMemFree_v2(CUdeviceptr p) { C; free((void *)p); return OK; }
+CUresult cuMemFree_v2(CUdeviceptr p) { C; WAITS; free((void *)p); return OK; }
 CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned flags) { C; (void)flags; *p = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096); return *p ? OK : 2; }
 CUresult cuMemFreeHost(void *p) { C; free(p); return OK; }
 CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags) { C; (void)p; (void)bytes; (void)flags; return OK; }
 CUresult cuMemHostUnregister(void *p) { C; (void)p; return OK; }
+/* Unified addressing: mapped host memory has its host address on the device. */
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned flags) { C; (void)flags; *d = (CUdeviceptr)p; return OK; }
 
 #define P(x) ((void *)(uintptr_t)(x))
-CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { C; FAULT; memcpy(P(d), s, n); return OK; }
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, Handle st) { C; (void)st; return cuMemcpyHtoD_v2(d, s, n); }
-CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { C; FAULT; memcpy(d, P(s), n); return OK; }
-CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, Handle st) { C; (void)st; return cuMemcpyDtoH_v2(d, s, n); }
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, Handle st) { C; (void)st; FAULT; memcpy(P(d), s, n); return OK; }
+CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { C; FAULT; WAITS; memcpy(P(d), s, n); return OK; }
+CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, Handle st) { C; (void)st; FAULT; memcpy(d, P(s), n); return OK; }
+CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { C; FAULT; WAITS; memcpy(d, P(s), n); return OK; }
 CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { C; memmove(P(d), P(s), n); return OK; }
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, Handle st) { C; (void)st; return cuMemcpyDtoD_v2(d, s, n); }
 CUresult cuMemcpyPeerAsync(CUdeviceptr d, Handle dc, CUdeviceptr s, Handle sc, size_t n, Handle st) { C;
@@ -239,7 +265,7 @@ CUresult cuMemcpy2DAsync_v2(const Copy2D *c, Handle st) { C; FAULT;
                 c->WidthInBytes);
     return OK;
 }
-CUresult cuMemcpy2D_v2(const Copy2D *c) { C; return cuMemcpy2DAsync_v2(c, 0); }
+CUresult cuMemcpy2D_v2(const Copy2D *c) { C; WAITS; return cuMemcpy2DAsync_v2(c, 0); }
 
 typedef struct {
     size_t srcXInBytes, srcY, srcZ, srcLOD;
@@ -269,7 +295,7 @@ CUresult cuMemcpy3DPeerAsync(const Copy3DPeer *c, Handle st) { C;
 }
 
 CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, Handle st) { C; (void)st; memset(P(d), v, n); return OK; }
-CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { C; memset(P(d), v, n); return OK; }
+CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { C; WAITS; memset(P(d), v, n); return OK; }
 CUresult cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, Handle st) { C;
     (void)st;
     for (size_t i = 0; i < n; i++) ((unsigned *)P(d))[i] = v;

@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 98] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 100] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -251,6 +251,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 98] = [
     ("tests/cuda/initialized.cu", &[&["1"], &["1000"]]),
     // Zero-copy mapped host memory, page-locked and registered memory in kernels.
     ("tests/cuda/mapped.cu", &[&["1", "1"], &["1000", "3"]]),
+    ("tests/cuda/zero_copy.cu", &[&["1", "1"], &["5000", "3"]]),
+    ("tests/cuda/device_heap.cu", &[&["1", "1"], &["3000", "7"]]),
     // Unsigned indices into shared memory that wrap (HeCBench merge's `BS[~Ax]`).
     ("tests/cuda/wrap.cu", &[&["1"], &["7"]]),
     // CUDA graphs: stream capture and graphs built node by node.

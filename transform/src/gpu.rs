@@ -1130,8 +1130,10 @@ fn resolve<'ctx>(
             .filter(|f| f.count_basic_blocks() > 0 && f.get_type() == callee.get_type());
         match name.as_str() {
             OUT_SLOT => replace.push((inst, levels.out_slot.as_basic_value_enum())),
-            // Device printf and assert: the driver provides them.
-            "vprintf" | "__assertfail" => {}
+            // Device printf and assert, and the device heap (`malloc`, `free`): the driver
+            // provides them. A kernel that allocates never splits: its calls are opaque to
+            // the analysis, and pointers from one GPU's heap are that GPU's.
+            "vprintf" | "__assertfail" | "malloc" | "free" => {}
             n if n.starts_with("llvm.") => {
                 if let Some(f) = in_libdevice {
                     replace.push((inst, call_instead(f)?));

@@ -459,8 +459,9 @@ pub extern "C" fn cudaMemPrefetchAsync_v2(
 }
 
 /// Host memory the program page-locks: copies from it are the runtime's to make fast, so
-/// registering only records the range (CUDA's errors for a range registered twice, or one
-/// never registered, kept). Start and length.
+/// registering records the range (CUDA's errors for a range registered twice, or one never
+/// registered, kept) and maps it into the devices, as CUDA does, where they can reach it in
+/// place (`devices::in_place`). Start and length.
 static REGISTERED: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
 
 /// Whether `at` lies in a registered range.
@@ -479,6 +480,9 @@ pub extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, _flags: c_uint
             return ret(super::HOST_MEMORY_ALREADY_REGISTERED);
         }
         r.push((ptr as usize, size));
+        // Kernels given it read and write it in place where every device can reach it (it
+        // may share pages with memory registered before; then they run on the host).
+        crate::devices::in_place::map(ptr as *mut u8, size);
         SUCCESS
     })
 }
@@ -490,6 +494,7 @@ pub extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> Error {
         match r.iter().position(|&(p, _)| p == ptr as usize) {
             Some(i) => {
                 r.swap_remove(i);
+                crate::devices::in_place::unmap(ptr as *mut u8);
                 SUCCESS
             }
             None => ret(super::HOST_MEMORY_NOT_REGISTERED),

@@ -194,14 +194,17 @@ fn state() -> MutexGuard<'static, State> {
     STATE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The memory behind an allocation of `layout`: managed (and mapped) memory takes whole pages
-/// of its own, as CUDA's does, so that guarding its bytes while a kernel writes them
-/// (`memory::guard`) makes no other allocation's page read-only.
+/// The memory behind an allocation of `layout`: managed and page-locked memory take whole
+/// pages of their own, as CUDA's do, so that guarding managed bytes while a kernel writes them
+/// (`memory::guard`) makes no other allocation's page read-only, and mapping page-locked
+/// memory into the GPUs (`devices::in_place`) never meets a page mapped already.
 fn backing(layout: Layout, kind: Kind) -> Layout {
     const PAGE: usize = 4096;
     match kind {
-        Kind::Managed => Layout::from_size_align(layout.size().next_multiple_of(PAGE), PAGE).unwrap_or(layout),
-        Kind::Device | Kind::PageLocked => layout,
+        Kind::Managed | Kind::PageLocked => {
+            Layout::from_size_align(layout.size().next_multiple_of(PAGE), PAGE).unwrap_or(layout)
+        }
+        Kind::Device => layout,
     }
 }
 
@@ -229,7 +232,11 @@ fn allocate(out: *mut *mut c_void, size: usize, kind: Kind) -> Error {
             }
         }
         Kind::Managed => memory::track_managed(p as usize, size),
-        Kind::PageLocked => {}
+        // Kernels given it read and write it in place where the devices can reach it (CUDA's
+        // zero-copy); elsewhere they run on the host.
+        Kind::PageLocked => {
+            crate::devices::in_place::map(p, backing(layout, kind).size());
+        }
     }
     let mut st = state();
     st.allocations.insert(p as usize, (layout, kind));
@@ -255,7 +262,9 @@ fn release(ptr: *mut c_void, kinds: &[Kind]) -> Error {
         st.order.remove(at);
     }
     drop(st);
-    if kind != Kind::PageLocked {
+    if kind == Kind::PageLocked {
+        crate::devices::in_place::unmap(ptr as *mut u8);
+    } else {
         memory::discard(ptr as usize);
     }
     // SAFETY: allocated by `allocate` with this layout; removed from the table, so freed once.
@@ -277,9 +286,10 @@ enum Via {
     /// A plain copy between the program's memory and device memory skips the host's copy,
     /// and has completed when the call returns (`cudaMemcpy`).
     Direct,
-    /// [`Via::Direct`], but a small copy into device memory may still be in flight when the
-    /// call returns, ordered before what the GPUs do next, as `cudaMemcpyAsync` leaves it:
-    /// the driver has read the program's bytes by then.
+    /// [`Via::Direct`], but a small copy into device memory (the driver has read the
+    /// program's bytes when the call returns), or any copy from or into page-locked memory
+    /// (read or written when the stream gets there), may still be in flight when the call
+    /// returns, ordered before what the GPUs do next, as `cudaMemcpyAsync` leaves it.
     DirectAsync,
 }
 
@@ -349,7 +359,7 @@ fn copy_2d(
             let in_flight = via == Via::DirectAsync;
             eager_copies() && memory::copy_from_program(dst as usize, width, src as *const u8, in_flight)
         } else {
-            memory::copy_to_program(src as usize, width, dst as *mut u8)
+            memory::copy_to_program(src as usize, width, dst as *mut u8, via == Via::DirectAsync)
         };
         if direct {
             return SUCCESS;
@@ -436,15 +446,18 @@ pub extern "C" fn cudaMallocHost(ptr: *mut *mut c_void, size: usize) -> Error {
 /// `cudaHostAllocMapped`.
 const HOST_ALLOC_MAPPED: c_uint = 2;
 
-/// Page-locked memory; mapped memory (`cudaHostAllocMapped`, zero-copy: kernels read and
-/// write it through the pointer `cudaHostGetDevicePointer` gives) is tracked as managed memory
-/// is, so that kernels using it run on the devices, the host made current on it at each
-/// synchronization. (Other page-locked memory a kernel is given, which CUDA maps too, makes
-/// that launch run on the host: slower, never wrong.)
+/// Page-locked memory, mapped as CUDA maps it under unified addressing whatever the flags:
+/// kernels given it (or the pointer `cudaHostGetDevicePointer` gives, the same) read and write
+/// it in place (`devices::in_place`), so a kernel may spin on a flag the host sets, or the
+/// host poll one a kernel raises. Where the devices cannot reach host memory (ranks),
+/// mapped memory (`cudaHostAllocMapped`) is tracked as managed memory is instead, the host
+/// made current on it at each synchronization, and kernels given other page-locked memory
+/// run on the host: slower, never wrong.
 #[no_mangle]
 pub extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: c_uint) -> Error {
     api("cudaHostAlloc", || {
-        ret(allocate(ptr, size, if flags & HOST_ALLOC_MAPPED != 0 { Kind::Managed } else { Kind::PageLocked }))
+        let tracked = flags & HOST_ALLOC_MAPPED != 0 && !crate::devices::in_place::possible();
+        ret(allocate(ptr, size, if tracked { Kind::Managed } else { Kind::PageLocked }))
     })
 }
 

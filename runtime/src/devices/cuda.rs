@@ -167,6 +167,40 @@ pub fn asserted() -> bool {
     ASSERTED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Host ranges page-locked by [`lock_until_drain`]: start of the page-rounded range.
+static LOCKED_UNTIL_DRAIN: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// Page-locks the pages holding the source of host-to-device copy `c` (for every GPU), so
+/// that its DMA reads them directly, with no staging slot to wait for; false where the driver
+/// refuses (pages locked already, by the program or for another copy). Unlocked after the
+/// next drain ([`unlock_after_drain`]), once no copy reads them.
+fn lock_until_drain(c: &super::Copy) -> bool {
+    const PAGE: u64 = 4096;
+    let span = c.rows.saturating_sub(1) * c.pitch + c.row_bytes;
+    let start = c.src_addr / PAGE * PAGE;
+    let end = (c.src_addr + span).next_multiple_of(PAGE);
+    // SAFETY: the pages of a tracked buffer's host copy, alive until the buffer is discarded,
+    // which drains (and so unlocks) first.
+    let locked = unsafe {
+        sys::cuMemHostRegister_v2(start as *mut c_void, (end - start) as usize, sys::CU_MEMHOSTREGISTER_PORTABLE)
+    }
+    .result()
+    .is_ok();
+    if locked {
+        LOCKED_UNTIL_DRAIN.lock().unwrap_or_else(|e| e.into_inner()).push(start as usize);
+    }
+    locked
+}
+
+/// Unlocks what [`lock_until_drain`] locked: called by a drain, once every GPU is idle.
+pub(super) fn unlock_after_drain() {
+    let locked = std::mem::take(&mut *LOCKED_UNTIL_DRAIN.lock().unwrap_or_else(|e| e.into_inner()));
+    for start in locked {
+        // SAFETY: locked by `lock_until_drain`, and no copy reads it any more (every GPU idle).
+        let _ = unsafe { sys::cuMemHostUnregister(start as *mut c_void) };
+    }
+}
+
 /// An open GPU's primary context and its stream.
 #[derive(Clone, Copy)]
 pub(super) struct Opened {
@@ -697,6 +731,39 @@ impl Cuda {
             .is_ok()
     }
 
+    /// Maps page-locked host memory into every GPU's address space at its host address
+    /// ([`super::in_place`]); false where the driver refuses or would give another address
+    /// (then nothing stays registered).
+    pub fn map_in_place(&self, host: *mut u8, bytes: usize) -> bool {
+        if self.bind().is_err() {
+            return false;
+        }
+        let flags = sys::CU_MEMHOSTREGISTER_PORTABLE | sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+        // SAFETY: the range is host memory the program keeps alive until `unmap_in_place`.
+        if unsafe { sys::cuMemHostRegister_v2(host as *mut c_void, bytes, flags) }.result().is_err() {
+            return false;
+        }
+        let mut at: sys::CUdeviceptr = 0;
+        // SAFETY: `host` was registered just above, device-mapped.
+        let same = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut at, host as *mut c_void, 0) }.result().is_ok()
+            && at == host as u64;
+        if !same {
+            // SAFETY: registered above and used by nothing yet.
+            let _ = unsafe { sys::cuMemHostUnregister(host as *mut c_void) };
+        }
+        same
+    }
+
+    /// Unmaps what [`Cuda::map_in_place`] mapped, once every GPU finished with it.
+    pub fn unmap_in_place(&self, host: *mut u8) {
+        let all = super::devices();
+        let done = all.local_gpus().all(|k| !all.gpu(k).is_open() || all.gpu(k).synchronize().is_ok());
+        if done && self.bind().is_ok() {
+            // SAFETY: `host` was mapped by `map_in_place`, and no GPU runs anything any more.
+            let _ = unsafe { sys::cuMemHostUnregister(host as *mut c_void) };
+        }
+    }
+
     pub fn unpin(&self, host: *mut u8) {
         if self.bind().is_ok() && self.synchronize().is_ok() {
             // SAFETY: `host` was pinned by `pin`, and no copy of this device uses it any more.
@@ -755,8 +822,11 @@ impl Cuda {
         stream: Option<sys::CUstream>,
     ) -> Result<(), String> {
         use super::Place;
-        if c.bytes() >= STAGE_AT_LEAST && !super::pinning() {
+        if c.bytes() >= STAGE_AT_LEAST && !super::pinning() && !super::in_place::host_side(c) {
             match (c.src, c.dst) {
+                // Behind a kernel that may wait on the host, a staging slot could wait for a
+                // DMA queued behind it: the source is page-locked until the next drain.
+                (Place::Host, Place::Device(_)) if super::in_place::pending() && lock_until_drain(c) => {}
                 (Place::Host, Place::Device(_)) => return self.staged_to_device(c),
                 (Place::Device(_), Place::Host) => return self.staged_to_host(c),
                 _ => {}

@@ -15,7 +15,9 @@
 //!   was read.
 //!
 //! Launches that move host memory, or whose outputs the host reads at once, are not left in
-//! flight (their callers drain first and wait at the end).
+//! flight (their callers drain first and wait at the end), except behind a launch that may
+//! wait on the host ([`super::in_place::pending`]): those that only copy to the GPUs are left in
+//! flight then, their copies ordered on the streams.
 //!
 //! A split launch whose GPUs run several partitions each may say what it touches instead
 //! ([`Footprint`], [`Slots::follow`]): then a stream waits only for the point of another
@@ -238,6 +240,9 @@ fn drain_locked(f: &mut InFlight) -> Result<(), String> {
     f.seen.iter_mut().for_each(|n| *n = 0);
     let finish = std::mem::take(&mut f.finish);
     ANY.store(false, Ordering::Release);
+    if super::in_place::drained() {
+        super::cuda::unlock_after_drain();
+    }
     first_err?;
     finish.into_iter().try_for_each(|done| done())
 }

@@ -27,6 +27,7 @@ pub(crate) mod combine;
 pub mod cuda;
 pub(crate) mod held;
 pub mod host;
+pub mod in_place;
 pub mod inflight;
 mod limits;
 pub mod opening;

@@ -26,7 +26,7 @@ pub mod watch;
 use crate::crash;
 use crate::devices::inflight;
 use crate::devices::staging::STAGE_AT_LEAST;
-use crate::devices::{devices, pinning, Copy, Device, Devices, Place};
+use crate::devices::{devices, in_place, pinning, Copy, Device, Devices, Place};
 use crate::sink::{self, Event};
 use coherence::{Coherence, Holders};
 use std::collections::BTreeMap;
@@ -1146,7 +1146,12 @@ fn enqueue_here(copies: &[Copy]) -> Result<u128, String> {
     let devices: Vec<usize> = (0..devs.count()).filter(|k| used & 1 << k != 0).collect();
     // A staged host copy keeps its thread busy until its last slot is filled (or drained):
     // with several GPUs receiving them, each gets its own thread so their DMAs overlap.
-    let staged = |c: &Copy| (c.src == Place::Host || c.dst == Place::Host) && c.bytes() >= STAGE_AT_LEAST && !pinning();
+    let staged = |c: &Copy| {
+        (c.src == Place::Host || c.dst == Place::Host)
+            && c.bytes() >= STAGE_AT_LEAST
+            && !pinning()
+            && !in_place::host_side(c)
+    };
     if devices.len() < 2 || !devs.on_gpus() || !copies.iter().any(staged) {
         return devices.into_iter().try_for_each(run).map(|()| used);
     }
@@ -1412,7 +1417,10 @@ pub fn push_to_devices(ptr: usize, bytes: usize) {
 /// flight and before what follows, as CUDA's returns once the driver has read the bytes
 /// (HeCBench streamCreateCopyDestroy spent half its time waiting for 16 KB copies).
 pub fn copy_from_program(ptr: usize, bytes: usize, src: *const u8, in_flight: bool) -> bool {
-    let in_flight = in_flight && devices().on_gpus() && (bytes as u64) < STAGE_AT_LEAST;
+    // From page-locked memory the DMA reads the program's bytes when the stream gets there,
+    // as CUDA's does: the program may not change them before it synchronizes.
+    let direct = (bytes as u64) < STAGE_AT_LEAST || in_place::holds(src as u64, bytes as u64);
+    let in_flight = in_flight && devices().on_gpus() && direct;
     write_on_devices(ptr, bytes, "copying into device memory", in_flight, |targets| {
         let copies: Vec<Copy> = targets
             .iter()
@@ -1502,11 +1510,24 @@ fn write_on_devices(
 /// `dst` (from the host's copy only where the host holds it), and who holds what does not
 /// change. False, and nothing done, where the caller must go through the host's copy: ranks,
 /// a buffer the host stores into directly, or untracked memory.
-pub fn copy_to_program(ptr: usize, bytes: usize, dst: *mut u8) -> bool {
+///
+/// `in_flight` (`cudaMemcpyAsync`): on GPUs, a copy into page-locked memory
+/// ([`in_place`]) of bytes only devices hold is left in flight after the work there, as
+/// CUDA's returns at once; the program reads `dst` only after it synchronizes (a kernel
+/// spinning on a latch the host sets later may still hold the stream). Where the host's copy
+/// holds some of them, the copy waits for the work in flight first, as before: its host part
+/// is a `memcpy` now, which must land after whatever the streams still write into `dst`.
+pub fn copy_to_program(ptr: usize, bytes: usize, dst: *mut u8, in_flight: bool) -> bool {
     if bytes == 0 || devices().spans_ranks() {
         return false;
     }
-    inflight::drain();
+    let in_flight = in_flight
+        && devices().on_gpus()
+        && in_place::holds(dst as u64, bytes as u64)
+        && !host_holds_any(ptr as u64, bytes as u64);
+    if !in_flight {
+        inflight::drain();
+    }
     let mut t = table();
     let (ptr, bytes) = (ptr as u64, bytes as u64);
     let Some(start) = t.containing(ptr, bytes).filter(|s| !t.buffers[s].host_stores) else { return false };
@@ -1538,9 +1559,29 @@ pub fn copy_to_program(ptr: usize, bytes: usize, dst: *mut u8) -> bool {
             pitch: n,
         });
     }
-    execute(&copies).unwrap_or_else(|e| crate::fatal(&format!("copying device memory to the host: {e}")));
+    let fail = |e: String| -> ! { crate::fatal(&format!("copying device memory to the host: {e}")) };
+    if in_flight && !copies.is_empty() {
+        let n = devices().count();
+        let used: Vec<usize> = (0..n).filter(|&k| copies.iter().any(|c| c.src == Place::Device(k))).collect();
+        // After whatever the GPUs still do (it may write the bytes copied here).
+        let slots = inflight::Slots::take(&used, &inflight::DeviceList::from_elem(0, n)).unwrap_or_else(|e| fail(e));
+        enqueue(&copies).unwrap_or_else(|e| fail(e));
+        slots.leave(&used, None);
+    } else {
+        execute(&copies).unwrap_or_else(|e| fail(e));
+    }
     sink::record(Event::ToHost { nanos: clock.elapsed().as_nanos() as u64 });
     true
+}
+
+/// Whether the host's copy holds (is current for) any byte of tracked memory
+/// `[ptr, ptr + bytes)`; false for untracked memory.
+fn host_holds_any(ptr: u64, bytes: u64) -> bool {
+    let t = table_read();
+    let Some(start) = t.0.containing(ptr, bytes) else { return false };
+    let (lo, hi) = (ptr - start, ptr - start + bytes);
+    let held = t.0.buffers[&start].coherence.query(lo, hi).any(|part| part.holders.has(Place::Host));
+    held
 }
 
 /// The tracked buffer holding `[ptr, ptr + bytes)`: its start and size.

@@ -11,7 +11,7 @@ use super::plan::{LaunchPlan, Outcome, PartPlan};
 use crate::args::{int_param, read_u64};
 use crate::ctx::GridBox;
 use crate::desc::{KernelDesc, KernelKind, NodeDesc, ScalarKind};
-use crate::devices::Place;
+use crate::devices::{in_place, Place};
 use crate::memory::{AllocError, ByteRect, Table};
 use crate::module::Module;
 use dashdb::{ReadKind, WriteKind};
@@ -58,6 +58,10 @@ pub(crate) struct Bindings {
     /// program made up): it is passed on as it is, as nvcc's build would pass it, and the
     /// maps cannot place what the leaf may do through it.
     pub opaque: Option<String>,
+    /// A pointer of the leaf points into page-locked host memory the devices reach in place
+    /// ([`in_place`]): the launch is submitted at once, never held, since the host may watch
+    /// what it does there without synchronizing.
+    pub in_place: bool,
 }
 
 /// A launch's plan where no access maps are needed: an untracked pointer (the host runs it),
@@ -90,6 +94,7 @@ pub(crate) fn plan_direct(l: &Launch<'_>, table: &mut Table) -> Result<Outcome, 
             plan.read_only_cache = read_only_cache_legal(kernel, &b.args, plan, table, l.module.ptx);
         }
         plan.scalar_free = true;
+        plan.in_place = b.in_place;
         plan.pointer_slots = b.unit_ptrs.iter().map(|&(offset, _)| offset).collect();
     }
     Ok(outcome)
@@ -207,6 +212,7 @@ pub(crate) fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, St
     };
     let mut args: Vec<BufArg> = Vec::new();
     let mut opaque = None;
+    let mut in_place_args = false;
     for (i, p) in leaf_desc.params.iter().enumerate() {
         if p.kind != ScalarKind::Pointer || shared.contains(&(i as u32)) {
             continue;
@@ -217,6 +223,19 @@ pub(crate) fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, St
         }
         let Some(start) = table.containing(v, 0) else {
             if never_accessed(i as u32) {
+                continue;
+            }
+            // Page-locked host memory the devices reach in place: passed on, as CUDA's
+            // zero-copy, to a launch that runs whole and is submitted at once.
+            if in_place::contains(v) {
+                in_place_args = true;
+                opaque.get_or_insert_with(|| {
+                    format!(
+                        "`{}` points to page-locked host memory, which kernels read and write in place \
+                         (CUDA's zero-copy): the launch runs whole",
+                        p.name
+                    )
+                });
                 continue;
             }
             // Host memory the program did not track: only the host can reach it.
@@ -236,7 +255,7 @@ pub(crate) fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, St
         let size = table.get(start).expect("found").size;
         args.push(BufArg { buffer, offset: v - start, size, param: i as u32 });
     }
-    Ok(Bindings { buffers, unit_ptrs, leaf, leaf_args, block, args, opaque })
+    Ok(Bindings { buffers, unit_ptrs, leaf, leaf_args, block, args, opaque, in_place: in_place_args })
 }
 
 /// Whether any page of this process is mapped at address `v`: `msync` fails with `ENOMEM`

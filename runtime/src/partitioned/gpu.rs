@@ -24,6 +24,7 @@ use crate::args::SendPtr;
 use crate::ctx::NodeCtx;
 use crate::desc::KernelDesc;
 use crate::devices::cuda::Lane;
+use crate::devices::in_place;
 use crate::devices::inflight::{Access, DeviceList, Footprint, Slots, Span, Stream};
 use crate::devices::{devices, Copy, Device, Place};
 use crate::memory;
@@ -73,7 +74,11 @@ pub(super) fn run(
     used.sort_unstable();
     used.dedup();
     let touches_host = copies.iter().any(|c| c.src == Place::Host || c.dst == Place::Host);
-    let in_flight = asynchronous && !touches_host && !kernel::must_wait(m, n, kernel);
+    // A launch that may wait on the host (it reaches page-locked memory in place), and any
+    // launch behind one (`in_place::pending`), leaves its copies from the host on the
+    // streams too: draining first, or waiting for the launch, could wait forever.
+    let only_to_devices = !copies.iter().any(|c| c.dst == Place::Host) && (lp.in_place || in_place::pending());
+    let in_flight = asynchronous && (!touches_host || only_to_devices) && !kernel::must_wait(m, n, kernel);
     // The order the partitions are enqueued in, as indices into the plan's.
     let order = boundary_first(lp, &|k| devs.is_local(k));
     let precise = in_flight && lp.reductions.is_empty() && several_on_a_gpu(lp) && !devs.spans_ranks() && precise_on();
@@ -172,7 +177,9 @@ pub(super) fn run(
         .collect();
     let wait = !slots.asynchronous();
     super::policy::log_line!("gpu run: copies enqueued");
-    let capture = super::replay::may_record();
+    // A launch reaching host memory in place goes to its GPU at once, never held nor replayed
+    // from a record: the host may watch it without synchronizing (`devices::in_place`).
+    let capture = super::replay::may_record() && !lp.in_place;
     let mut done_on = DeviceList::from_elem(0, devs.count());
     let mut after_part = |i: usize| -> Result<(), String> {
         if !precise {
@@ -206,6 +213,7 @@ pub(super) fn run(
         wait,
         sampled,
         capture,
+        !lp.in_place,
     );
     super::policy::log_line!("gpu run: kernels enqueued");
     let launched = launched.and_then(|l| super::reduce::finish(&lp.reductions).map(|()| l));
@@ -222,6 +230,9 @@ pub(super) fn run(
     // An untimed launch has nothing to read once it ends: it leaves nothing behind (a loop of
     // short launches between two synchronizations kept one closure per launch, 90 000 of them
     // and 27 MB in `launches.cu 65536 30000`, and paid for fresh heap pages on every launch).
+    if slots.asynchronous() && lp.in_place {
+        in_place::note_pending();
+    }
     if slots.asynchronous() && !launched.timed() && probe.is_none() {
         if precise {
             slots.leave_precise(&used, None);

@@ -164,7 +164,8 @@ pub(crate) fn must_wait(m: &Module, n: u32, kernel: &KernelDesc) -> bool {
 /// marks from slot `base[k]` on GPU `k`. With `wait` (required when [`must_wait`]), waits
 /// for every part; output records come back to `outs`, each instance's from the GPU that
 /// ran it. `after_part(i)` runs once part `i` of `parts` is enqueued (a launch that records
-/// where each part ends on its stream).
+/// where each part ends on its stream). `may_hold`: an asynchronous launch on one GPU may be
+/// held back ([`crate::devices::held`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     after_part: &mut dyn FnMut(usize) -> Result<(), String>,
@@ -182,6 +183,7 @@ pub(crate) fn run(
     wait: bool,
     sampled: bool,
     capture: bool,
+    may_hold: bool,
 ) -> Result<Launched, String> {
     let devs = devices();
     let node = m.node(n);
@@ -263,7 +265,7 @@ pub(crate) fn run(
                 // Left in flight, untimed, on one GPU: it may wait on the host for the launches
                 // after it. A split launch's parts go at once: each GPU's half would otherwise
                 // wait for the next call that touches that GPU.
-                !wait && !timed && single,
+                !wait && !timed && single && may_hold,
             )
         };
         // Benchmarks only: time the kernel as nvcc-side harnesses do, warm (3 unrecorded runs,

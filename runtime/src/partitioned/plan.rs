@@ -64,6 +64,9 @@ pub(crate) struct LaunchPlan {
     /// Arguments updated only by combining atomics, split: every device but the home one
     /// updates a private copy, combined after the partitions ([`reduce`]).
     pub reductions: Vec<Reduce>,
+    /// A pointer reaches page-locked host memory in place (`devices::in_place`): the launch
+    /// runs whole and goes to its GPU at once, never held nor recorded for replay.
+    pub in_place: bool,
 }
 
 #[derive(Clone)]
@@ -130,6 +133,7 @@ impl LaunchPlan {
             rounds: Vec::new(),
             virtual_grid: None,
             reductions: Vec::new(),
+            in_place: false,
             provisional: false,
         }
     }
