@@ -598,9 +598,15 @@ pub(crate) fn codegen_machine(opt_level: u8) -> Result<TargetMachine> {
     Target::initialize_native(&InitializationConfig::default()).map_err(Error::Llvm)?;
     let triple = TargetMachine::get_default_triple();
     let target = Target::from_triple(&triple).map_err(|e| Error::Llvm(e.to_string()))?;
+    // -O0 still selects and allocates registers as -O1 does: every module's functions are in
+    // SSA form before the graph builder reads them (`frontend::ir::prepare`), and -O0's fast
+    // register allocator spills every SSA value around every block. The host loops of NVIDIA's
+    // fastWalshTransform, built without -O as its CMake does, took 2-3x the time of clang's
+    // or gcc's -O0 (nvcc's host compiler at its default). No IR pass is added: what runs is
+    // the program as written, and floating point is unchanged (no contraction the IR does
+    // not ask for; generic x86-64 has no FMA).
     let level = match opt_level {
-        0 => OptimizationLevel::None,
-        1 => OptimizationLevel::Less,
+        0 | 1 => OptimizationLevel::Less,
         2 => OptimizationLevel::Default,
         _ => OptimizationLevel::Aggressive,
     };
