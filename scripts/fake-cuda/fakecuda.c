@@ -225,6 +225,8 @@ CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned flags) { C; (void)flags
 CUresult cuMemFreeHost(void *p) { C; free(p); return OK; }
 CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags) { C; (void)p; (void)bytes; (void)flags; return OK; }
 CUresult cuMemHostUnregister(void *p) { C; (void)p; return OK; }
+/* No pointer is the driver's own device memory here (a kernel's heap never runs). */
+CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p) { C; (void)data; (void)attr; (void)p; return INVALID_VALUE; }
 /* Unified addressing: mapped host memory has its host address on the device. */
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned flags) { C; (void)flags; *d = (CUdeviceptr)p; return OK; }
 

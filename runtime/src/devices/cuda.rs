@@ -754,6 +754,21 @@ impl Cuda {
         same
     }
 
+    /// Whether `addr` is GPU memory the driver allocated beside the runtime: a kernel's device
+    /// heap (`malloc` in a kernel), whose pointers a program may read back and pass to another
+    /// kernel. Asked only of pointers no buffer holds.
+    pub fn is_device_memory(&self, addr: u64) -> bool {
+        let Ok(o) = self.opened() else { return false };
+        if make_current(o.ctx).is_err() {
+            return false;
+        }
+        let mut kind: u32 = 0;
+        let attribute = sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+        // SAFETY: a 4-byte out-parameter for the memory-type attribute; any address may be asked.
+        let asked = unsafe { sys::cuPointerGetAttribute(&mut kind as *mut u32 as *mut c_void, attribute, addr) };
+        asked.result().is_ok() && kind == sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32
+    }
+
     /// Unmaps what [`Cuda::map_in_place`] mapped, once every GPU finished with it.
     pub fn unmap_in_place(&self, host: *mut u8) {
         let all = super::devices();

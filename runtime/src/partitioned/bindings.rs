@@ -238,6 +238,19 @@ pub(crate) fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, St
                 });
                 continue;
             }
+            // GPU memory of a kernel's device heap, read back by the program: passed on, to a
+            // launch that runs whole on device 0, where kernels that allocate run (they
+            // never split). The host could not read it.
+            let devs = crate::devices::devices();
+            if !devs.spans_ranks() && devs.gpus.first().is_some_and(|g| g.is_device_memory(v)) {
+                opaque.get_or_insert_with(|| {
+                    format!(
+                        "`{}` points to GPU memory a kernel allocated (its `malloc`): the launch runs whole",
+                        p.name
+                    )
+                });
+                continue;
+            }
             // Host memory the program did not track: only the host can reach it.
             if host_mapped(v) {
                 return Err(format!("`{}` points to memory the program did not track", p.name));
