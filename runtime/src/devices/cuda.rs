@@ -167,8 +167,8 @@ pub fn asserted() -> bool {
     ASSERTED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// Host ranges page-locked by [`lock_until_drain`]: start of the page-rounded range.
-static LOCKED_UNTIL_DRAIN: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// Host ranges page-locked by [`lock_until_drain`]: the page-rounded ranges, start and end.
+static LOCKED_UNTIL_DRAIN: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
 
 /// Page-locks the pages holding the source of host-to-device copy `c` (for every GPU), so
 /// that its DMA reads them directly, with no staging slot to wait for; false where the driver
@@ -179,6 +179,11 @@ fn lock_until_drain(c: &super::Copy) -> bool {
     let span = c.rows.saturating_sub(1) * c.pitch + c.row_bytes;
     let start = c.src_addr / PAGE * PAGE;
     let end = (c.src_addr + span).next_multiple_of(PAGE);
+    let mut held = LOCKED_UNTIL_DRAIN.lock().unwrap_or_else(|e| e.into_inner());
+    // A buffer copied again before the drain: its pages are locked already.
+    if held.iter().any(|&(s, e)| s <= start && end <= e) {
+        return true;
+    }
     // SAFETY: the pages of a tracked buffer's host copy, alive until the buffer is discarded,
     // which drains (and so unlocks) first.
     let locked = unsafe {
@@ -187,7 +192,7 @@ fn lock_until_drain(c: &super::Copy) -> bool {
     .result()
     .is_ok();
     if locked {
-        LOCKED_UNTIL_DRAIN.lock().unwrap_or_else(|e| e.into_inner()).push(start as usize);
+        held.push((start, end));
     }
     locked
 }
@@ -195,7 +200,7 @@ fn lock_until_drain(c: &super::Copy) -> bool {
 /// Unlocks what [`lock_until_drain`] locked: called by a drain, once every GPU is idle.
 pub(super) fn unlock_after_drain() {
     let locked = std::mem::take(&mut *LOCKED_UNTIL_DRAIN.lock().unwrap_or_else(|e| e.into_inner()));
-    for start in locked {
+    for (start, _) in locked {
         // SAFETY: locked by `lock_until_drain`, and no copy reads it any more (every GPU idle).
         let _ = unsafe { sys::cuMemHostUnregister(start as *mut c_void) };
     }
