@@ -1053,3 +1053,19 @@ fn page_locked_memory_is_reached_in_place() {
     }
     assert!(sums.iter().all(|s| s == &sums[0]), "{sums:?}");
 }
+
+/// A kernel's parameter read with volatile loads (a flag the host or another block sets while
+/// the kernel spins: `tests/inputs/cuda/latch.cu`'s `spin`) is never read through the
+/// read-only data cache, which need not see such stores: its kernel gets no `_nc` variant,
+/// while a kernel of the same program whose read-only parameters are read plainly does.
+#[test]
+fn volatile_reads_never_go_through_the_read_only_cache() {
+    let dir = TempDir::new("volatile-nc");
+    let exe = dir.join("latch");
+    let out = hpvm_mgpu(&["build", "-O2", "--emit-ptx", "tests/inputs/cuda/latch.cu", "-o", exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ptx = std::fs::read_to_string(dir.join("latch.ptx")).unwrap();
+    assert!(ptx.contains("ld.volatile.global"), "{ptx}");
+    assert!(!ptx.contains("spinPVj_blocks_nc"), "the spinning kernel has a read-only-cache variant");
+    assert!(ptx.contains("ld.global.nc"), "the stepping kernel lost its read-only-cache variant");
+}

@@ -262,7 +262,8 @@ fn a_failed_device_assert_is_cudas_sticky_error() {
 /// queued behind it (copies from and to page-locked memory, launches copying managed memory
 /// to the GPU, more than the staging slots hold) waits on the stream, never on the host: the
 /// stand-in driver's latch kernel (`FAKECUDA_LATCH`) reports any wait for the GPU before the
-/// host sets the latch as the deadlock it would be.
+/// host sets the latch as the deadlock it would be. Events recorded behind it are not reached,
+/// and asking says so without waiting.
 #[test]
 fn a_kernel_spinning_on_page_locked_memory_never_waits_for_the_host() {
     let exe = cached_build("tests/inputs/cuda/latch.cu", &["-O2"]);
@@ -271,6 +272,7 @@ fn a_kernel_spinning_on_page_locked_memory_never_waits_for_the_host() {
         // Kernels do not run on the stand-in driver: the program's own check fails.
         let (_, c, err) = run_on_fake(&exe, &args, &env);
         assert!(!err.contains("deadlock"), "{args:?}: {err}");
+        assert!(!err.contains("reported done"), "{args:?}: {err}");
         assert!(err.contains("checksum"), "{args:?}: {err}");
         let steps: u64 = args[1].parse().unwrap();
         assert_eq!(c.get("kernels run"), Some(&(steps + 1)), "{args:?}: {err}");
@@ -281,6 +283,19 @@ fn a_kernel_spinning_on_page_locked_memory_never_waits_for_the_host() {
             assert!(!err.contains("ran on the host"), "{err}");
         }
     }
+}
+
+/// Page-locked memory a kernel reads in place (`tests/cuda/memory_kinds.cu`'s zero-copy
+/// kernel) is not read through the read-only data cache, since the host may write it while
+/// the kernel runs; the same kernel given device memory is.
+#[test]
+fn memory_reached_in_place_is_not_read_through_the_read_only_cache() {
+    let exe = cached_build("tests/cuda/memory_kinds.cu", &["-O2"]);
+    let (_, _, err) = run_on_fake(&exe, &["1024", "1"], &[("HPVM_MGPU_DEVICES", "cuda:1"), ("HPVM_MGPU_STATS", "1")]);
+    let line = |node: &str| err.lines().find(|l| l.trim_start().starts_with(node)).unwrap_or_default().to_string();
+    assert!(line("combine_mapped.blocks").contains("GPU: 1 kernels"), "{err}");
+    assert!(!line("combine_mapped.blocks").contains("read-only cache"), "{err}");
+    assert!(line("combine.blocks").contains("through the read-only cache"), "{err}");
 }
 
 /// Kernels that call the device heap (`malloc`, `free`: `tests/cuda/device_heap.cu`) are GPU

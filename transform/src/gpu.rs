@@ -213,7 +213,14 @@ pub fn compile(
             })
             .map(|(i, _)| i as u32)
             .collect();
-        let bank = constant_banks(&gpu, function(&gpu, &graph.nodes[leaf].name)?, &readonly);
+        // A volatile read must see stores made while the kernel runs (a flag the host or
+        // another block sets): never through the read-only cache, which need not.
+        let leaf_fn = function(&gpu, &graph.nodes[leaf].name)?;
+        let readonly: Vec<u32> = match volatile_params(leaf_fn) {
+            Some(v) => readonly.into_iter().filter(|i| !v.contains(i)).collect(),
+            None => Vec::new(),
+        };
+        let bank = constant_banks(&gpu, leaf_fn, &readonly);
         let variant = |name: String, readonly: &[u32], whole: bool| -> Result<Variant> {
             let bank = if readonly.is_empty() { &[][..] } else { &bank[..] };
             let (f, levels) = build_kernel(&gpu, &b, graph, program, &k, &name, Flavor { readonly, whole, bank })?;
@@ -461,6 +468,59 @@ fn kept_callees<'ctx>(k: FunctionValue<'ctx>) -> Vec<FunctionValue<'ctx>> {
         }
     }
     seen
+}
+
+/// The parameters of leaf `f` that volatile loads read through, in `f` or in the functions
+/// it calls; `None` where such a load's pointer has no parameter or local memory under it
+/// that the check can see (every parameter then counts). Loads from shared memory and from
+/// the stack do not count.
+fn volatile_params(f: FunctionValue<'_>) -> Option<Vec<u32>> {
+    use llvm_sys::core::*;
+    let mut params = Vec::new();
+    for g in std::iter::once(f).chain(kept_callees(f)) {
+        for inst in g.get_basic_block_iter().flat_map(|bb| bb.get_instructions()) {
+            if inst.get_opcode() != InstructionOpcode::Load || !inst.get_volatile().unwrap_or(false) {
+                continue;
+            }
+            // SAFETY (below): values of this module, walked through their operands.
+            let mut v = unsafe { LLVMGetOperand(inst.as_value_ref(), 0) };
+            loop {
+                let ty = unsafe { LLVMTypeOf(v) };
+                if unsafe { LLVMGetPointerAddressSpace(ty) } == 3 {
+                    break;
+                }
+                if !unsafe { LLVMIsAGetElementPtrInst(v) }.is_null()
+                    || !unsafe { LLVMIsACastInst(v) }.is_null()
+                    || !unsafe { LLVMIsAConstantExpr(v) }.is_null()
+                        && unsafe { LLVMGetNumOperands(v) } > 0
+                        && matches!(
+                            unsafe { LLVMGetConstOpcode(v) },
+                            llvm_sys::LLVMOpcode::LLVMGetElementPtr | llvm_sys::LLVMOpcode::LLVMAddrSpaceCast
+                        )
+                {
+                    v = unsafe { LLVMGetOperand(v, 0) };
+                    continue;
+                }
+                if !unsafe { LLVMIsAAllocaInst(v) }.is_null() {
+                    break;
+                }
+                if !unsafe { LLVMIsAGlobalVariable(v) }.is_null() {
+                    if unsafe { LLVMGetPointerAddressSpace(LLVMTypeOf(v)) } == 3 {
+                        break;
+                    }
+                    return None;
+                }
+                if !unsafe { LLVMIsAArgument(v) }.is_null() && g == f {
+                    let i =
+                        (0..f.count_params()).find(|&i| f.get_nth_param(i).is_some_and(|p| p.as_value_ref() == v))?;
+                    params.push(i);
+                    break;
+                }
+                return None;
+            }
+        }
+    }
+    Some(params)
 }
 
 /// Links the LLVM IR text `ir` (the runtime's side of a contract, written here) into the GPU

@@ -48,6 +48,7 @@ mod printf;
 mod textures;
 
 use crate::abi::guard;
+use crate::devices::stamps::Stamp;
 use crate::devices::{devices, inflight, DeviceLimits};
 use crate::memory;
 use crate::stats;
@@ -56,7 +57,6 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Instant;
 
 /// `cudaError_t`.
 pub type Error = c_int;
@@ -182,8 +182,8 @@ struct State {
     order: Vec<usize>,
     /// Streams by address (made by `cudaStreamCreate`): their flags and priority.
     streams: HashMap<usize, Stream>,
-    /// Events by address: when last recorded.
-    events: HashMap<usize, Option<Instant>>,
+    /// Events by address: the point of the devices' work each was last recorded at.
+    events: HashMap<usize, Stamp>,
     /// How many of the allocations are managed: every blocking call makes them current, and
     /// with none it need not look through the allocations.
     managed: usize,
@@ -1130,13 +1130,26 @@ pub extern "C" fn cudaStreamSynchronize(stream: *mut c_void) -> Error {
     })
 }
 
+/// `cudaErrorNotReady`: not an error (the thread's last error stays as it was).
+const NOT_READY: Error = 600;
+
+/// Idle once the work given before is done, which it asks the GPUs without waiting, as CUDA
+/// does: a program polls it while the host works.
 #[no_mangle]
 pub extern "C" fn cudaStreamQuery(stream: *mut c_void) -> Error {
     guard("cudaStreamQuery", || {
         fault::shield(|| {
+            if !stream_ok(stream) {
+                return ret(INVALID_RESOURCE_HANDLE);
+            }
+            match inflight::finished() {
+                Ok(false) => return NOT_READY,
+                Ok(true) => {}
+                Err(e) => crate::fatal(&format!("a kernel launched earlier failed: {e}")),
+            }
             inflight::drain();
             // Idle: the host may touch managed memory now, as after a synchronization.
-            blocking(if stream_ok(stream) { SUCCESS } else { INVALID_RESOURCE_HANDLE })
+            blocking(SUCCESS)
         })
     })
 }
@@ -1160,9 +1173,18 @@ pub extern "C" fn cudaEventCreate(event: *mut *mut c_void) -> Error {
     cudaEventCreateWithFlags(event, 0)
 }
 
+/// `cudaEventBlockingSync`, `cudaEventDisableTiming` and `cudaEventInterprocess`.
+const EVENT_FLAGS: c_uint = 0x7;
+const EVENT_DISABLE_TIMING: c_uint = 0x2;
+
 #[no_mangle]
-pub extern "C" fn cudaEventCreateWithFlags(event: *mut *mut c_void, _flags: c_uint) -> Error {
-    api("cudaEventCreate", || create(event, |st| &mut st.events, None))
+pub extern "C" fn cudaEventCreateWithFlags(event: *mut *mut c_void, flags: c_uint) -> Error {
+    api("cudaEventCreate", || {
+        if flags & !EVENT_FLAGS != 0 {
+            return ret(INVALID_VALUE);
+        }
+        create(event, |st| &mut st.events, Stamp::new(flags & EVENT_DISABLE_TIMING == 0))
+    })
 }
 
 #[no_mangle]
@@ -1170,6 +1192,20 @@ pub extern "C" fn cudaEventDestroy(event: *mut c_void) -> Error {
     guard("cudaEventDestroy", || destroy(event, |st| &mut st.events))
 }
 
+/// `f` on the event's stamp, under the table's lock (the driver calls it makes do not wait);
+/// `None` where `event` is not an event.
+fn with_event<R>(event: *mut c_void, f: impl FnOnce(&mut Stamp) -> R) -> Option<R> {
+    state().events.get_mut(&(event as usize)).map(f)
+}
+
+/// Ends the program where the work an event waits for failed, as a drain does (CUDA reports
+/// a kernel's fault at the next call that waits).
+fn or_fatal<T>(r: Result<T, String>) -> T {
+    r.unwrap_or_else(|e| crate::fatal(&format!("a kernel launched earlier failed: {e}")))
+}
+
+/// Marks the present end of the work given so far, without waiting for it
+/// ([`crate::devices::stamps`]).
 #[no_mangle]
 pub extern "C" fn cudaEventRecord(event: *mut c_void, stream: *mut c_void) -> Error {
     api("cudaEventRecord", || {
@@ -1184,15 +1220,9 @@ pub extern "C" fn cudaEventRecord(event: *mut c_void, stream: *mut c_void) -> Er
             graphs::record_event(graph, event);
             return SUCCESS;
         }
-        // The host's clock once all work before the event has finished.
-        inflight::drain();
-        match state().events.get_mut(&(event as usize)) {
-            Some(at) => {
-                *at = Some(Instant::now());
-                SUCCESS
-            }
-            None => ret(INVALID_RESOURCE_HANDLE),
-        }
+        let Some(r) = with_event(event, Stamp::record) else { return ret(INVALID_RESOURCE_HANDLE) };
+        or_fatal(r);
+        SUCCESS
     })
 }
 
@@ -1206,32 +1236,63 @@ pub extern "C" fn cudaEventRecordWithFlags(event: *mut c_void, stream: *mut c_vo
     cudaEventRecord(event, stream)
 }
 
+/// Waits for the work before the event. Where a launch in flight may wait on the host
+/// ([`crate::devices::in_place::pending`]), only for that work; otherwise for all of it (a
+/// drain), after which the host may touch managed memory, as after a synchronization.
 #[no_mangle]
 pub extern "C" fn cudaEventSynchronize(event: *mut c_void) -> Error {
     api("cudaEventSynchronize", || {
+        let Some(waiter) = with_event(event, |s| s.waiter()) else { return ret(INVALID_RESOURCE_HANDLE) };
+        if crate::devices::in_place::pending() {
+            or_fatal(waiter.wait());
+            return SUCCESS;
+        }
         inflight::drain();
-        blocking(if state().events.contains_key(&(event as usize)) { SUCCESS } else { INVALID_RESOURCE_HANDLE })
+        blocking(SUCCESS)
     })
 }
 
+/// Whether the work before the event is done, asked of the GPUs without waiting for it; once
+/// it is, as [`cudaEventSynchronize`].
 #[no_mangle]
 pub extern "C" fn cudaEventQuery(event: *mut c_void) -> Error {
-    cudaEventSynchronize(event)
+    api("cudaEventQuery", || {
+        let Some(reached) = with_event(event, |s| s.reached()) else { return ret(INVALID_RESOURCE_HANDLE) };
+        if !or_fatal(reached) {
+            return NOT_READY;
+        }
+        if crate::devices::in_place::pending() {
+            return SUCCESS;
+        }
+        inflight::drain();
+        blocking(SUCCESS)
+    })
 }
 
-/// Milliseconds from `start` to `end`, both recorded.
+/// Milliseconds from `start` to `end`, both recorded ([`Stamp::elapsed`]); `cudaErrorNotReady`
+/// while `end` is not reached.
 #[no_mangle]
 pub extern "C" fn cudaEventElapsedTime(ms: *mut f32, start: *mut c_void, end: *mut c_void) -> Error {
     guard("cudaEventElapsedTime", || {
         if ms.is_null() {
             return ret(INVALID_VALUE);
         }
-        let st = state();
-        let (Some(Some(a)), Some(Some(b))) = (st.events.get(&(start as usize)), st.events.get(&(end as usize))) else {
-            return ret(INVALID_RESOURCE_HANDLE);
+        let r = {
+            let st = state();
+            let (Some(a), Some(b)) = (st.events.get(&(start as usize)), st.events.get(&(end as usize))) else {
+                return ret(INVALID_RESOURCE_HANDLE);
+            };
+            if a.timing() && b.timing() {
+                Some(a.elapsed(b))
+            } else {
+                None
+            }
         };
-        let d = if b >= a { b.duration_since(*a).as_secs_f64() } else { -a.duration_since(*b).as_secs_f64() };
-        put(ms, (d * 1e3) as f32)
+        match r.map(or_fatal) {
+            None => ret(INVALID_RESOURCE_HANDLE),
+            Some(None) => NOT_READY,
+            Some(Some(t)) => put(ms, t),
+        }
     })
 }
 

@@ -937,6 +937,82 @@ impl Cuda {
         Ok(Mark(marks[slot]))
     }
 
+    /// Records `event` (a program's event on this GPU, made here at its first recording) at
+    /// the present end of stream `lane`, after the launches held here were submitted; `timing`:
+    /// whether it will be asked for elapsed times. The side stream is recorded only where it
+    /// exists ([`Cuda::has_side`]).
+    pub fn record_event(&self, lane: Lane, event: Option<Mark>, timing: bool) -> Result<Mark, String> {
+        let stream = self.lane(lane)?;
+        let event = match event {
+            Some(e) => e.0,
+            None => {
+                let flags = if timing {
+                    sys::CUevent_flags::CU_EVENT_DEFAULT
+                } else {
+                    sys::CUevent_flags::CU_EVENT_DISABLE_TIMING
+                };
+                check("cuEventCreate", result::event::create(flags))?
+            }
+        };
+        // SAFETY: an event of this context, recorded on one of its streams.
+        check("cuEventRecord", unsafe { result::event::record(event, stream) })?;
+        Ok(Mark(event))
+    }
+
+    /// Whether this GPU has its side stream (peer copies beside the kernels) yet.
+    pub fn has_side(&self) -> bool {
+        self.side.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
+    /// Whether the work before event `m` (recorded by [`Cuda::record_event`]) is done; an
+    /// error where that work failed.
+    pub fn reached(&self, m: Mark) -> Result<bool, String> {
+        // SAFETY: an event of this context, recorded.
+        match unsafe { result::event::query(m.0) } {
+            Ok(()) => Ok(true),
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            Err(e) => Err(failed(&format!("waiting for {}", self.label()), e)),
+        }
+    }
+
+    /// Waits until event `m` is reached.
+    pub fn wait_until(&self, m: Mark) -> Result<(), String> {
+        // SAFETY: an event of this context, recorded.
+        unsafe { result::event::synchronize(m.0) }.map_err(|e| failed(&format!("waiting for {}", self.label()), e))
+    }
+
+    /// Milliseconds from event `a` to event `b` of this GPU; `None` where `b` is not reached.
+    pub fn elapsed(&self, a: Mark, b: Mark) -> Result<Option<f32>, String> {
+        // SAFETY: two timing events of this context, both recorded.
+        match unsafe { result::event::elapsed(a.0, b.0) } {
+            Ok(ms) => Ok(Some(ms)),
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NOT_READY => Ok(None),
+            Err(e) => Err(failed("cuEventElapsedTime", e)),
+        }
+    }
+
+    /// Destroys an event [`Cuda::record_event`] made (the driver keeps it until reached).
+    pub fn destroy_event(&self, m: Mark) {
+        // SAFETY: made by `record_event`, no longer named by the program.
+        let _ = unsafe { result::event::destroy(m.0) };
+    }
+
+    /// Whether every stream of this GPU is idle (its held launches submitted first); an error
+    /// where work there failed.
+    pub fn idle(&self) -> Result<bool, String> {
+        let o = self.bind()?;
+        let side = *self.side.lock().unwrap_or_else(|e| e.into_inner());
+        for s in std::iter::once(o.stream).chain(side) {
+            // SAFETY: this device's streams.
+            match unsafe { sys::cuStreamQuery(s) }.result() {
+                Ok(()) => {}
+                Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NOT_READY => return Ok(false),
+                Err(e) => return Err(failed(&format!("waiting for {}", self.label()), e)),
+            }
+        }
+        Ok(true)
+    }
+
     /// Milliseconds between two marks, both reached (the stream was synchronized since).
     pub fn between(&self, from: usize, to: usize) -> Result<f32, String> {
         let marks = self.marks.lock().unwrap_or_else(|e| e.into_inner());

@@ -194,6 +194,27 @@ pub fn drain() {
     }
 }
 
+/// Whether anything is in flight.
+pub fn any() -> bool {
+    ANY.load(Ordering::Acquire)
+}
+
+/// Whether the work in flight is done, without waiting for it: every busy GPU's streams are
+/// idle (its held launches submitted first). An error where some of it failed.
+pub fn finished() -> Result<bool, String> {
+    if !ANY.load(Ordering::Acquire) {
+        return Ok(true);
+    }
+    let devs = devices();
+    let f = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+    for k in devs.local_gpus().filter(|&k| f.busy & (1 << k) != 0) {
+        if !devs.gpu(k).idle()? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Submits every GPU's held launches ([`super::held`]) without waiting for them: before the
 /// host does long work of its own (planning a launch with ISL), so that the GPUs run what
 /// they were given meanwhile. On two H200s a split stencil's GPU 0 idled 10 ms while the

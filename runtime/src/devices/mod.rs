@@ -34,6 +34,7 @@ pub mod opening;
 pub mod params;
 pub mod sim;
 pub mod staging;
+pub mod stamps;
 pub mod topology;
 
 use crate::fatal;

@@ -90,7 +90,9 @@ pub(crate) fn plan_direct(l: &Launch<'_>, table: &mut Table) -> Result<Outcome, 
     let leaf_desc = &program.nodes[b.leaf as usize];
     let mut outcome = unpartitioned(l, table, &b.buffers, &b.unit_ptrs, &b.args, leaf_desc, None);
     if let Outcome::Devices(plan) = &mut outcome {
-        if let Some(kernel) = &program.nodes[l.node as usize].kernel {
+        // A pointer passed on as it is (page-locked memory the host may write meanwhile, a
+        // device heap's) may point at bytes the launch or the host writes: no read-only cache.
+        if let Some(kernel) = program.nodes[l.node as usize].kernel.as_ref().filter(|_| b.opaque.is_none()) {
             plan.read_only_cache = read_only_cache_legal(kernel, &b.args, plan, table, l.module.ptx);
         }
         plan.scalar_free = true;

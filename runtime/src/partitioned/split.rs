@@ -59,6 +59,8 @@ pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outc
     let leaf_desc = &program.nodes[leaf as usize];
     let mut inspections = Vec::new();
     let mut pending = false;
+    // Pointers passed on as they are: no read-only cache (see `bindings::plan_direct`).
+    let passed_on = opaque.is_some();
     let split = match opaque {
         Some(why) => Err(why),
         None => split(
@@ -139,7 +141,7 @@ pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outc
         }
         Err(reason) => unpartitioned(l, table, &buffers, &unit_ptrs, &args, leaf_desc, Some(reason)),
     };
-    if let (Outcome::Devices(plan), Some(kernel)) = (&mut outcome, &unit.kernel) {
+    if let (Outcome::Devices(plan), Some(kernel), false) = (&mut outcome, &unit.kernel, passed_on) {
         plan.read_only_cache = read_only_cache_legal(kernel, &args, plan, table, l.module.ptx);
     }
     if let Outcome::Devices(plan) = &mut outcome {

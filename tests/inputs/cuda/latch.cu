@@ -3,7 +3,9 @@
  * it, after the host queued more work behind it on the same stream (copies from and to
  * page-locked memory, launches on device and managed memory), as NVIDIA's UnifiedMemoryPerf
  * does: on CUDA the queued work waits on the GPU, and nothing the host calls before setting
- * the latch may wait for the stream. Runs on GPUs only (a simulated device runs a kernel to
+ * the latch may wait for the stream. Events recorded before the latch and between the queued
+ * work are not reached until it is set (`cudaEventQuery` and `cudaStreamQuery` say
+ * `cudaErrorNotReady` without waiting), and time the work after. Runs on GPUs only (a simulated device runs a kernel to
  * its end when it is launched, so the latch would never be set).
  * Usage: latch [N [STEPS]]   (default 1048576 40)
  * Prints `checksum <hex>` of the results, then PASS or FAIL.
@@ -44,15 +46,34 @@ int main(int argc, char **argv) {
   }
   cudaStream_t s;
   ok &= cudaStreamCreate(&s) == cudaSuccess;
+  cudaEvent_t before, queued, after;
+  ok &= cudaEventCreate(&before) == cudaSuccess && cudaEventCreate(&queued) == cudaSuccess;
+  ok &= cudaEventCreateWithFlags(&after, cudaEventDisableTiming) == cudaSuccess;
+  ok &= cudaEventRecord(before, s) == cudaSuccess;
   *(volatile unsigned *)latch = 0;
   spin<<<1, 1, 0, s>>>(latch);
   ok &= cudaMemcpyAsync(d, pinned, n * sizeof(float), cudaMemcpyHostToDevice, s) == cudaSuccess;
+  ok &= cudaEventRecord(queued, s) == cudaSuccess;
   for (int k = 0; k < steps; ++k)
     step<<<(n + 255) / 256, 256, 0, s>>>(d, managed, n);
   ok &= cudaMemcpyAsync(back, d, n * sizeof(float), cudaMemcpyDeviceToHost, s) == cudaSuccess;
+  ok &= cudaEventRecord(after, s) == cudaSuccess;
+  // The spinning kernel holds the stream: nothing after it is reached, and asking waits not.
+  cudaError_t eq = cudaEventQuery(queued), sq = cudaStreamQuery(s);
+  if (eq != cudaErrorNotReady || sq != cudaErrorNotReady) {
+    fprintf(stderr, "latch: work behind the spinning kernel reported done (event %d, stream %d)\n", eq, sq);
+    ok = false;
+  }
+  float ms = -1;
+  ok &= cudaEventElapsedTime(&ms, before, queued) == cudaErrorNotReady;
+  ok &= cudaGetLastError() == cudaSuccess;
   // Nothing above may have waited for the stream: the spinning kernel holds it until now.
   *(volatile unsigned *)latch = 1;
+  ok &= cudaEventSynchronize(after) == cudaSuccess;
   ok &= cudaStreamSynchronize(s) == cudaSuccess;
+  ok &= cudaEventQuery(queued) == cudaSuccess && cudaStreamQuery(s) == cudaSuccess;
+  ok &= cudaEventElapsedTime(&ms, before, queued) == cudaSuccess && ms >= 0;
+  ok &= cudaEventElapsedTime(&ms, before, after) == cudaErrorInvalidResourceHandle;
   uint64_t h = 1469598103934665603ull;
   for (int i = 0; i < n; ++i) {
     float x = (float)(i % 97);
