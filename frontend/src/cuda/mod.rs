@@ -163,12 +163,67 @@ pub fn load_halves<'ctx>(ctx: &'ctx Context, halves: &[Halves]) -> Result<Module
 }
 
 /// `text` with nvcc's spellings that clang refuses respelled ([`respell_launches`],
-/// [`respell_asm`]); `None` when there is none.
+/// [`respell_asm`], [`respell_alignas`]); `None` when there is none.
 fn respell(text: &str) -> Option<String> {
-    match respell_launches(text) {
-        Some(t) => Some(respell_asm(&t).unwrap_or(t)),
-        None => respell_asm(text),
+    let mut changed = None;
+    for pass in [respell_launches, respell_asm, respell_alignas] {
+        if let Some(t) = pass(changed.as_deref().unwrap_or(text)) {
+            changed = Some(t);
+        }
     }
+    changed
+}
+
+/// `text` with every `__shared__ alignas(...)` (or `__device__`, `__constant__`,
+/// `__managed__`) written `alignas(...) __shared__`: nvcc takes the alignment after the
+/// memory space (NVIDIA's globalToShmemAsyncCopy), clang only before it, since its memory
+/// spaces are GNU attributes, after which no C++11 attribute may come. On the same line, so
+/// that lines stay where they were. `None` when there is none.
+fn respell_alignas(text: &str) -> Option<String> {
+    const SPACES: [&str; 4] = ["__shared__", "__device__", "__constant__", "__managed__"];
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut changed = false;
+    while let Some(at) = rest.find("alignas") {
+        let before = rest[..at].trim_end_matches([' ', '\t']);
+        let space = SPACES.iter().find(|s| before.ends_with(*s));
+        let open = rest[at + 7..].trim_start_matches([' ', '\t']);
+        let (Some(space), true) = (space, open.starts_with('(')) else {
+            out.push_str(&rest[..at + 7]);
+            rest = &rest[at + 7..];
+            continue;
+        };
+        // The matching `)` of `alignas(`, on this line.
+        let from = rest.len() - open.len();
+        let mut depth = 0usize;
+        let close = rest[from..].char_indices().take_while(|&(_, c)| c != '\n').find_map(|(i, c)| {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(from + i + 1);
+                    }
+                }
+                _ => {}
+            }
+            None
+        });
+        let Some(close) = close else {
+            out.push_str(&rest[..at + 7]);
+            rest = &rest[at + 7..];
+            continue;
+        };
+        let start = before.len() - space.len();
+        out.push_str(&rest[..start]);
+        out.push_str(&rest[at..close]);
+        out.push(' ');
+        out.push_str(space);
+        rest = &rest[close..];
+        changed = true;
+    }
+    out.push_str(rest);
+    changed.then_some(out)
 }
 
 /// `text` with the `%` of every register name in an extended `asm` statement's template
@@ -347,7 +402,22 @@ fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path, pre_inc
 
 #[cfg(test)]
 mod tests {
-    use super::{respell_asm, respell_launches};
+    use super::{respell_alignas, respell_asm, respell_launches};
+
+    #[test]
+    fn alignment_after_a_memory_space_is_moved_before_it_and_nothing_else() {
+        assert_eq!(
+            respell_alignas("  __shared__ alignas(alignof(float4)) float As[4][B][B];\n").as_deref(),
+            Some("  alignas(alignof(float4)) __shared__ float As[4][B][B];\n")
+        );
+        assert_eq!(
+            respell_alignas("static __device__  alignas (16) int x; __constant__ alignas(8) char c[3];").as_deref(),
+            Some("static alignas (16) __device__ int x; alignas(8) __constant__ char c[3];")
+        );
+        for text in ["alignas(16) __shared__ float a[4];", "struct alignas(16) S {};", "__shared__ float alignas_x;"] {
+            assert_eq!(respell_alignas(text), None, "{text}");
+        }
+    }
 
     #[test]
     fn register_names_in_extended_asm_are_respelled_and_nothing_else() {

@@ -777,8 +777,13 @@ impl Cuda {
     /// Unmaps what [`Cuda::map_in_place`] mapped, once every GPU finished with it.
     pub fn unmap_in_place(&self, host: *mut u8) {
         let all = super::devices();
-        let done = all.local_gpus().all(|k| !all.gpu(k).is_open() || all.gpu(k).synchronize().is_ok());
-        if done && self.bind().is_ok() {
+        // A kernel that failed meanwhile is reported here, as a drain reports it: never lost.
+        for k in all.local_gpus().filter(|&k| all.gpu(k).is_open()) {
+            if let Err(e) = all.gpu(k).synchronize() {
+                crate::fatal(&format!("a kernel launched earlier failed: {e}"));
+            }
+        }
+        if self.bind().is_ok() {
             // SAFETY: `host` was mapped by `map_in_place`, and no GPU runs anything any more.
             let _ = unsafe { sys::cuMemHostUnregister(host as *mut c_void) };
         }
