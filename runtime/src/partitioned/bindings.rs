@@ -62,6 +62,9 @@ pub(crate) struct Bindings {
     /// ([`in_place`]): the launch is submitted at once, never held, since the host may watch
     /// what it does there without synchronizing.
     pub in_place: bool,
+    /// The pointers passed on as they are, and whether each reaches memory in place
+    /// ([`LaunchPlan::passed_on`]).
+    pub passed_on: Vec<(u64, bool)>,
 }
 
 /// A launch's plan where no access maps are needed: an untracked pointer (the host runs it),
@@ -97,6 +100,7 @@ pub(crate) fn plan_direct(l: &Launch<'_>, table: &mut Table) -> Result<Outcome, 
         }
         plan.scalar_free = true;
         plan.in_place = b.in_place;
+        plan.passed_on = b.passed_on.clone();
         plan.pointer_slots = b.unit_ptrs.iter().map(|&(offset, _)| offset).collect();
     }
     Ok(outcome)
@@ -215,6 +219,7 @@ pub(crate) fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, St
     let mut args: Vec<BufArg> = Vec::new();
     let mut opaque = None;
     let mut in_place_args = false;
+    let mut passed_on = Vec::new();
     for (i, p) in leaf_desc.params.iter().enumerate() {
         if p.kind != ScalarKind::Pointer || shared.contains(&(i as u32)) {
             continue;
@@ -231,6 +236,7 @@ pub(crate) fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, St
             // zero-copy, to a launch that runs whole and is submitted at once.
             if in_place::contains(v) {
                 in_place_args = true;
+                passed_on.push((v, true));
                 opaque.get_or_insert_with(|| {
                     format!(
                         "`{}` points to page-locked host memory, which kernels read and write in place \
@@ -245,6 +251,7 @@ pub(crate) fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, St
             // never split). The host could not read it.
             let devs = crate::devices::devices();
             if !devs.spans_ranks() && devs.gpus.first().is_some_and(|g| g.is_device_memory(v)) {
+                passed_on.push((v, false));
                 opaque.get_or_insert_with(|| {
                     format!(
                         "`{}` points to GPU memory a kernel allocated (its `malloc`): the launch runs whole",
@@ -259,6 +266,7 @@ pub(crate) fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, St
             }
             // No memory at all: a device faults on it as it would in nvcc's build, if the
             // leaf reads it; the host would fault alike, and copy every buffer first.
+            passed_on.push((v, false));
             opaque.get_or_insert_with(|| {
                 format!("`{}` ({v:#x}) points to no memory of the program: passed on as it is", p.name)
             });
@@ -270,7 +278,7 @@ pub(crate) fn bindings(l: &Launch<'_>, table: &mut Table) -> Result<Bindings, St
         let size = table.get(start).expect("found").size;
         args.push(BufArg { buffer, offset: v - start, size, param: i as u32 });
     }
-    Ok(Bindings { buffers, unit_ptrs, leaf, leaf_args, block, args, opaque, in_place: in_place_args })
+    Ok(Bindings { buffers, unit_ptrs, leaf, leaf_args, block, args, opaque, in_place: in_place_args, passed_on })
 }
 
 /// Whether any page of this process is mapped at address `v`: `msync` fails with `ENOMEM`

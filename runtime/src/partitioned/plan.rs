@@ -67,6 +67,11 @@ pub(crate) struct LaunchPlan {
     /// A pointer reaches page-locked host memory in place (`devices::in_place`): the launch
     /// runs whole and goes to its GPU at once, never held nor recorded for replay.
     pub in_place: bool,
+    /// The pointers the launch passes on as they are (no tracked buffer under them), and
+    /// whether each was page-locked memory reached in place: the plan holds only while each
+    /// still is what it was (memory freed and allocated again at the same address, a
+    /// `cudaFreeHost` then a `cudaMalloc`, must not run on a plan that passes its address on).
+    pub passed_on: Vec<(u64, bool)>,
 }
 
 #[derive(Clone)]
@@ -134,6 +139,7 @@ impl LaunchPlan {
             virtual_grid: None,
             reductions: Vec::new(),
             in_place: false,
+            passed_on: Vec::new(),
             provisional: false,
         }
     }
@@ -229,6 +235,9 @@ impl LaunchPlan {
     /// Whether the buffers are still the ones planned for.
     pub(crate) fn current(&self, table: &Table) -> bool {
         self.buffers.iter().all(|&(start, id)| table.get(start).is_some_and(|b| b.id == id))
+            && self.passed_on.iter().all(|&(v, in_place)| {
+                table.containing(v, 0).is_none() && crate::devices::in_place::contains(v) == in_place
+            })
     }
 
     /// Takes into the coherence maps what the host wrote into the plan's buffers since it

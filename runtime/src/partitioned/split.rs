@@ -53,7 +53,8 @@ pub(crate) fn cut_along(split: &dashdb::Split, blocks: [i64; 3], parts: usize) -
 /// The plan of a launch [`plan_direct`] left to the access maps: split where the database
 /// proves it safe for these arguments, whole on device 0 otherwise.
 pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outcome {
-    let Bindings { buffers, unit_ptrs, leaf, leaf_args, block, args, opaque, in_place } = b;
+    let Bindings { buffers, unit_ptrs, leaf, leaf_args, block, args, opaque, in_place, passed_on: pointers_passed_on } =
+        b;
     let program = &l.module.program;
     let unit = &program.nodes[l.node as usize];
     let leaf_desc = &program.nodes[leaf as usize];
@@ -149,6 +150,7 @@ pub(crate) fn plan_split(l: &Launch<'_>, b: Bindings, table: &mut Table) -> Outc
         plan.pointer_slots = unit_ptrs.iter().map(|&(offset, _)| offset).collect();
         plan.provisional = pending;
         plan.in_place = in_place;
+        plan.passed_on = pointers_passed_on;
     }
     outcome
 }
