@@ -654,6 +654,14 @@ fn block_and_system_scoped_atomics_run() {
             assert!(run.status.success() && text.contains("PASS"), "{src} on {devices}: {text}{}", stderr(&run));
         }
     }
+    // On GPUs the wrapping counters are PTX's own `atom.inc`/`atom.dec`, as nvcc's, not
+    // compare-and-swap loops (dear under contention: NVIDIA's simpleAtomicIntrinsics).
+    let exe = dir.path_str("halves");
+    let out = hpvm_mgpu(&["build", "-O2", "--emit-ptx", "tests/inputs/cuda/double_halves.cu", "-o", &exe]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ptx = std::fs::read_to_string(dir.join("double_halves.ptx")).unwrap();
+    assert!(ptx.contains("atom.inc.u32") && ptx.contains("atom.dec.u32"), "{ptx}");
+    assert!(!ptx.contains("atom.global.cas") && !ptx.contains("atom.cas"), "{ptx}");
 }
 
 /// Constructors and destructors of every kind run, in order (a prioritized one, a C++ static
