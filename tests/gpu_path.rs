@@ -313,3 +313,22 @@ fn kernels_calling_the_device_heap_run_on_the_gpu() {
     assert!(!err.contains("ran on the host"), "{err}");
     assert!(err.contains("1 loaded from the build's machine code"), "{err}");
 }
+
+/// Kernels and copies of a program's streams (`tests/cuda/concurrent_streams.cu`, two of
+/// them) go to a driver stream each beside the GPU's main one, where they may run at once, as
+/// CUDA runs them; `HPVM_MGPU_STREAMS=one` keeps everything on the main stream.
+#[test]
+fn a_programs_streams_get_driver_streams_of_their_own() {
+    let exe = cached_build("tests/cuda/concurrent_streams.cu", &["-O2"]);
+    let streams = |mode: &str| {
+        let (_, c, err) =
+            run_on_fake(&exe, &["64", "2", "1"], &[("HPVM_MGPU_DEVICES", "cuda:1"), ("HPVM_MGPU_STREAMS", mode)]);
+        assert!(err.contains("checksum"), "{err}");
+        (c.get("cuStreamCreate").copied(), c.get("cuStreamWaitEvent").copied().unwrap_or(0), err)
+    };
+    let (lanes, waits, err) = streams("lanes");
+    assert_eq!(lanes, Some(3), "{err}");
+    assert!(waits > 0, "{err}");
+    let (one, _, err) = streams("one");
+    assert_eq!(one, Some(1), "{err}");
+}

@@ -10,7 +10,7 @@
 //! A kernel's occupancy ([`occupancy`]) is found here too: a cooperative launch is sized by
 //! it, and `cudaOccupancyMaxActiveBlocksPerMultiprocessor` ([`super::config`]) reports it.
 
-use super::{ret, stream_ok, Error, INVALID_CONFIGURATION, INVALID_DEVICE_FUNCTION, INVALID_RESOURCE_HANDLE};
+use super::{ret, Error, INVALID_CONFIGURATION, INVALID_DEVICE_FUNCTION, INVALID_RESOURCE_HANDLE};
 use super::{INVALID_VALUE, MISSING_CONFIGURATION, SUCCESS};
 use crate::abi::guard;
 use crate::hash::FxHashMap;
@@ -408,15 +408,15 @@ unsafe fn launch_kernel(
             return Err(INVALID_DEVICE_FUNCTION);
         };
         check_configuration(grid, block)?;
-        if !stream_ok(stream) {
+        let Some(lane) = super::program_lane(stream) else {
             return Err(INVALID_RESOURCE_HANDLE);
-        }
+        };
         if args.is_null() {
             return Err(INVALID_VALUE);
         }
-        Ok((launcher, grid, block))
+        Ok((launcher, grid, block, lane))
     });
-    let (launcher, g, b) = match launcher {
+    let (launcher, g, b, lane) = match launcher {
         Ok(l) => l,
         Err(e) => return ret(e),
     };
@@ -432,8 +432,10 @@ unsafe fn launch_kernel(
     let dim = |v: c_uint| v as i64;
     // SAFETY: the compiler's launcher for this kernel, with the caller's argument array. Not
     // inside `guard`: the launch reports the user's errors itself and ends the process.
-    let e = crate::launch::as_cuda_launch(|| unsafe {
-        launcher(args, dim(g.x), dim(g.y), dim(g.z), dim(b.x), dim(b.y), dim(b.z), shmem as i64)
+    let e = crate::devices::inflight::on_program_lane(lane, || {
+        crate::launch::as_cuda_launch(|| unsafe {
+            launcher(args, dim(g.x), dim(g.y), dim(g.z), dim(b.x), dim(b.y), dim(b.z), shmem as i64)
+        })
     });
     ret(e)
 }

@@ -170,6 +170,9 @@ enum Kind {
 struct Stream {
     flags: c_uint,
     priority: c_int,
+    /// Its lane on the GPUs ([`crate::devices::cuda::Lane::Program`]): streams take the
+    /// lanes in turn.
+    lane: u8,
 }
 
 #[derive(Default)]
@@ -399,6 +402,32 @@ fn stream_ok(stream: *mut c_void) -> bool {
     BUILTIN_STREAMS.contains(&(stream as usize)) || state().streams.contains_key(&(stream as usize))
 }
 
+/// A valid stream's program lane (`Some(None)` for the main stream): a stream the program
+/// made, while it has made another too, has one, so that kernels of its streams run beside
+/// one another (`partitioned::gpu`). A program that gives all its work to one stream of its
+/// own keeps it on the main stream, where launches are held and replayed. `None`: not a
+/// stream.
+fn program_lane(stream: *mut c_void) -> Option<Option<u8>> {
+    if BUILTIN_STREAMS.contains(&(stream as usize)) {
+        return Some(None);
+    }
+    let st = state();
+    let s = st.streams.get(&(stream as usize))?;
+    Some((st.streams.len() >= 2 && lanes_on()).then_some(s.lane))
+}
+
+/// `HPVM_MGPU_STREAMS=lanes`: the program's streams run beside one another
+/// ([`program_lane`]); `one` (the default until lanes are checked on GPUs): all of them in
+/// program order on each GPU's one stream.
+fn lanes_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| match std::env::var("HPVM_MGPU_STREAMS").unwrap_or_default().trim() {
+        "lanes" => true,
+        "" | "one" => false,
+        other => crate::fatal(&format!("HPVM_MGPU_STREAMS={other}: expected `lanes` or `one`")),
+    })
+}
+
 /// Makes the host current on managed memory, which the program may read after a
 /// synchronization: any call that waits for the device's work (a synchronization, an event's,
 /// a blocking copy: after `kernel<<<...>>>(out); cudaMemcpy(...)` the kernel has finished,
@@ -552,12 +581,12 @@ pub extern "C" fn cudaMemcpyAsync(
     stream: *mut c_void,
 ) -> Error {
     api("cudaMemcpyAsync", || {
-        if !stream_ok(stream) {
+        let Some(lane) = program_lane(stream) else {
             return ret(INVALID_RESOURCE_HANDLE);
-        }
+        };
         match graphs::capture_of(stream) {
             Some(graph) => graphs::record_copy(graph, dst, src, n, kind),
-            None => ret(copy_2d(dst, n, src, n, n, 1, kind, Via::DirectAsync)),
+            None => ret(inflight::on_program_lane(lane, || copy_2d(dst, n, src, n, n, 1, kind, Via::DirectAsync))),
         }
     })
 }
@@ -1001,7 +1030,10 @@ pub extern "C" fn cudaStreamCreateWithPriority(stream: *mut *mut c_void, flags: 
             return ret(INVALID_VALUE);
         }
         let priority = priority.clamp(PRIORITIES.1, PRIORITIES.0);
-        create(stream, |st| &mut st.streams, Stream { flags, priority })
+        static NEXT_LANE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let lane =
+            (NEXT_LANE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % crate::devices::cuda::PROGRAM_LANES) as u8;
+        create(stream, |st| &mut st.streams, Stream { flags, priority, lane })
     })
 }
 

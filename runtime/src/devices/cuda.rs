@@ -71,6 +71,9 @@ pub struct Cuda {
     /// The second stream, for copies from other GPUs that run beside the kernels
     /// ([`Lane::Side`]); made at its first use.
     side: Mutex<Option<sys::CUstream>>,
+    /// The streams of [`Lane::Program`], each with its [`Cuda::join_point`] event: made at
+    /// first use, up to the lane asked for.
+    programs: Mutex<Vec<(sys::CUstream, Option<sys::CUevent>)>>,
     /// The address table last written ([`Cuda::write_address_table`]): its module's PTX
     /// address and its words.
     addresses: Mutex<Option<(usize, Vec<u64>)>>,
@@ -350,12 +353,35 @@ fn link_rank(from: sys::CUdevice, to: sys::CUdevice) -> Result<u32, String> {
     Ok(rank.max(0) as u32)
 }
 
-/// A GPU's two streams: the main one, in program order, and the side one, where copies from
-/// other GPUs run beside the main stream's kernels ([`super::inflight`] orders them).
+/// A GPU's streams: the main one, in program order, the side one, where copies from other
+/// GPUs run beside the main stream's kernels, and one per program stream that runs kernels
+/// beside the others' ([`super::inflight`] orders them all).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lane {
     Main,
     Side,
+    /// The `i`-th stream for a program's streams (`i` < [`PROGRAM_LANES`]).
+    Program(u8),
+}
+
+/// The most driver streams a GPU gives the program's streams: CUDA's own limit on hardware
+/// queues (HyperQ's 32 connections). Program streams beyond share them, which only orders
+/// more work, never less.
+pub const PROGRAM_LANES: usize = 32;
+
+thread_local! {
+    /// The lane the launches of this thread go to ([`on_lane`]).
+    static LAUNCH_LANE: std::cell::Cell<Lane> = const { std::cell::Cell::new(Lane::Main) };
+}
+
+/// Runs `f` with its launches ([`Cuda::launch`]) and copies ([`Cuda::enqueue_copy`]) on
+/// stream `lane` of their GPU instead of the main one, launches never held; the caller
+/// ordered that stream ([`super::inflight`]).
+pub fn on_lane<R>(lane: Lane, f: impl FnOnce() -> R) -> R {
+    let before = LAUNCH_LANE.with(|l| l.replace(lane));
+    let r = f();
+    LAUNCH_LANE.with(|l| l.set(before));
+    r
 }
 
 /// A point of a GPU's stream, as recorded by [`Cuda::mark`]; valid until that slot is
@@ -445,6 +471,7 @@ impl Cuda {
             points: Mutex::default(),
             side: Mutex::default(),
             side_join: Mutex::default(),
+            programs: Mutex::default(),
             staging: Mutex::default(),
             granule: std::sync::OnceLock::new(),
             reservations: Mutex::default(),
@@ -860,7 +887,11 @@ impl Cuda {
         let me = self.bind()?;
         let flat = c.rows <= 1 || c.row_bytes == c.pitch;
         let total = c.bytes() as usize;
-        let s = stream.unwrap_or(me.stream);
+        let s = match (stream, LAUNCH_LANE.with(|l| l.get())) {
+            (Some(s), _) => s,
+            (None, Lane::Main) => me.stream,
+            (None, lane) => self.lane(lane)?,
+        };
         // The source GPU of a device-to-device copy holds data, so it is open.
         let source = || -> Result<(&Cuda, Opened), String> {
             let p = peer.ok_or("a device-to-device copy without its source GPU")?;
@@ -1006,8 +1037,7 @@ impl Cuda {
     /// where work there failed.
     pub fn idle(&self) -> Result<bool, String> {
         let o = self.bind()?;
-        let side = *self.side.lock().unwrap_or_else(|e| e.into_inner());
-        for s in std::iter::once(o.stream).chain(side) {
+        for s in self.streams(&o) {
             // SAFETY: this device's streams.
             match unsafe { sys::cuStreamQuery(s) }.result() {
                 Ok(()) => {}
@@ -1040,18 +1070,28 @@ impl Cuda {
         self.join_point_on(Lane::Side)
     }
 
-    fn join_point_on(&self, lane: Lane) -> Result<Mark, String> {
+    /// [`Cuda::join_point`] of stream `lane`.
+    pub fn join_point_on(&self, lane: Lane) -> Result<Mark, String> {
         let stream = self.lane(lane)?;
-        let mut join = match lane {
-            Lane::Main => &self.join,
-            Lane::Side => &self.side_join,
-        }
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-        let event = match *join {
-            Some(e) => e,
-            None => *join
-                .insert(check("cuEventCreate", result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))?),
+        let make = || check("cuEventCreate", result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING));
+        let event = match lane {
+            Lane::Main | Lane::Side => {
+                let mut join = if lane == Lane::Main { &self.join } else { &self.side_join }
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                match *join {
+                    Some(e) => e,
+                    None => *join.insert(make()?),
+                }
+            }
+            Lane::Program(i) => {
+                let mut programs = self.programs.lock().unwrap_or_else(|e| e.into_inner());
+                let join = &mut programs[usize::from(i)].1;
+                match *join {
+                    Some(e) => e,
+                    None => *join.insert(make()?),
+                }
+            }
         };
         // SAFETY: an event of this context, recorded on one of its streams.
         check("cuEventRecord", unsafe { result::event::record(event, stream) })?;
@@ -1078,7 +1118,24 @@ impl Cuda {
                     )?)),
                 }
             }
+            Lane::Program(i) => {
+                let mut programs = self.programs.lock().unwrap_or_else(|e| e.into_inner());
+                while programs.len() <= usize::from(i) {
+                    let s = check("cuStreamCreate", result::stream::create(result::stream::StreamKind::NonBlocking))?;
+                    programs.push((s, None));
+                }
+                Ok(programs[usize::from(i)].0)
+            }
         }
+    }
+
+    /// This GPU's streams made so far, the main one first.
+    fn streams(&self, o: &Opened) -> smallvec::SmallVec<[sys::CUstream; 4]> {
+        let mut all = smallvec::SmallVec::new();
+        all.push(o.stream);
+        all.extend(*self.side.lock().unwrap_or_else(|e| e.into_inner()));
+        all.extend(self.programs.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|&(s, _)| s));
+        all
     }
 
     /// Marks the present end of stream `lane` in slot `slot` for other streams to wait on,
@@ -1273,7 +1330,13 @@ impl Cuda {
     ) -> Result<(), String> {
         // A cooperative launch goes to the driver's cooperative launch, never held.
         let cooperative = super::cooperative();
-        let hold = hold && !cooperative && marks.is_none() && shared <= 48 * 1024 && super::held::enabled();
+        let lane = LAUNCH_LANE.with(|l| l.get());
+        let hold = hold
+            && lane == Lane::Main
+            && !cooperative
+            && marks.is_none()
+            && shared <= 48 * 1024
+            && super::held::enabled();
         if hold {
             // Looking the function up needs no context once it was found before.
             let f = self.function(ptx, kernel)?;
@@ -1375,11 +1438,15 @@ impl Cuda {
         if let Some(before) = marks {
             self.mark(before)?;
         }
+        let stream = match LAUNCH_LANE.with(|l| l.get()) {
+            Lane::Main => o.stream,
+            lane => self.lane(lane)?,
+        };
         let mut l = Launch { f, name: 0, grid, block, shared, params: std::mem::take(params) };
         let launched = if cooperative {
-            super::held::launch_cooperative(&mut l, o.stream)
+            super::held::launch_cooperative(&mut l, stream)
         } else {
-            super::held::launch(&mut l, o.stream)
+            super::held::launch(&mut l, stream)
         };
         *params = l.params;
         // The message is made only on failure: launches are the hot path.
@@ -1525,10 +1592,9 @@ impl super::Device for Cuda {
 
     fn synchronize(&self) -> Result<(), String> {
         let o = self.bind()?;
-        let side = *self.side.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: this device's streams.
         // The message is made only on failure: a synchronization per launch is common.
-        for s in std::iter::once(o.stream).chain(side) {
+        for s in self.streams(&o) {
             unsafe { result::stream::synchronize(s) }
                 .map_err(|e| failed(&format!("waiting for {}", self.label()), e))?;
         }

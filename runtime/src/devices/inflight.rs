@@ -35,8 +35,9 @@
 //! - `seen[s][t]`: stream `s` already follows stream `t`'s entries up to that number;
 //! - the busy bit of a GPU is set while either of its streams has work in flight.
 
-use super::cuda::{Lane, Mark};
+use super::cuda::{Lane, Mark, PROGRAM_LANES};
 use super::devices;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -52,6 +53,8 @@ struct InFlight {
     busy: u128,
     /// Bit `k`: GPU `k`'s side stream has work not yet waited for.
     side_busy: u128,
+    /// Per GPU, bit `i`: its stream of [`Lane::Program`]`(i)` has work not yet waited for.
+    program_busy: Vec<u32>,
     /// Per GPU, the first mark slot no launch in flight owns.
     next: Vec<usize>,
     finish: Vec<Finish>,
@@ -59,14 +62,15 @@ struct InFlight {
     ledger: Vec<Entry>,
     /// The next entry's number (from 1).
     seq: u64,
-    /// `seen[s * 2 * count + t]` (streams by [`Stream::index`]): stream `s` follows stream
-    /// `t`'s entries up to this number.
+    /// `seen[s * LANES * count + t]` (streams by [`Stream::index`]): stream `s` follows
+    /// stream `t`'s entries up to this number.
     seen: Vec<u64>,
 }
 
 static IN_FLIGHT: Mutex<InFlight> = Mutex::new(InFlight {
     busy: 0,
     side_busy: 0,
+    program_busy: Vec::new(),
     next: Vec::new(),
     finish: Vec::new(),
     ledger: Vec::new(),
@@ -110,8 +114,36 @@ impl Stream {
 
     /// Its index in the `seen` table.
     fn index(self) -> usize {
-        2 * self.gpu + usize::from(self.lane == Lane::Side)
+        LANES * self.gpu
+            + match self.lane {
+                Lane::Main => 0,
+                Lane::Side => 1,
+                Lane::Program(i) => 2 + usize::from(i),
+            }
     }
+}
+
+/// Streams per GPU: the main one, the side one and the program lanes.
+const LANES: usize = 2 + PROGRAM_LANES;
+
+thread_local! {
+    /// The program lane of the launch this thread makes ([`on_program_lane`]).
+    static PROGRAM_LANE: Cell<Option<u8>> = const { Cell::new(None) };
+}
+
+/// Runs `f`, a launch the program gave stream lane `lane` ([`Lane::Program`]; `None`: the
+/// main stream, as every launch used to), for [`program_lane`] to tell.
+pub fn on_program_lane<R>(lane: Option<u8>, f: impl FnOnce() -> R) -> R {
+    let before = PROGRAM_LANE.with(|l| l.replace(lane));
+    let r = f();
+    PROGRAM_LANE.with(|l| l.set(before));
+    r
+}
+
+/// The program lane of the launch this thread is making, if it has one: a launch on one of
+/// several streams the program made, which may run beside the others' work.
+pub fn program_lane() -> Option<u8> {
+    PROGRAM_LANE.with(|l| l.get())
 }
 
 /// What work in flight on a stream did that another stream's later work may have to follow.
@@ -194,6 +226,22 @@ pub fn drain() {
     }
 }
 
+/// GPU `k`'s main stream and those of its other streams with work in flight: where a point
+/// after all of its work so far is recorded (an idle stream has nothing to wait for).
+pub fn lanes_of(k: usize) -> smallvec::SmallVec<[Lane; 4]> {
+    let mut lanes = smallvec::smallvec![Lane::Main];
+    if !ANY.load(Ordering::Acquire) {
+        return lanes;
+    }
+    let f = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+    if f.side_busy & (1 << k) != 0 {
+        lanes.push(Lane::Side);
+    }
+    let programs = f.program_busy.get(k).copied().unwrap_or(0);
+    lanes.extend((0..PROGRAM_LANES as u8).filter(|&i| programs & (1 << i) != 0).map(Lane::Program));
+    lanes
+}
+
 /// Whether anything is in flight.
 pub fn any() -> bool {
     ANY.load(Ordering::Acquire)
@@ -256,6 +304,7 @@ fn drain_locked(f: &mut InFlight) -> Result<(), String> {
     }
     f.busy = 0;
     f.side_busy = 0;
+    f.program_busy.iter_mut().for_each(|b| *b = 0);
     f.next.iter_mut().for_each(|n| *n = 0);
     f.ledger.clear();
     f.seen.iter_mut().for_each(|n| *n = 0);
@@ -346,6 +395,34 @@ impl Slots {
         f.record(s, Some(point), access);
     }
 
+    /// Slots for work on GPU `k` alone that the program gave one of its streams
+    /// ([`program_lane`]): its lane, ordered after only what `fp` conflicts with of the work in
+    /// flight, with one slot for the lane's point after the work ([`Slots::leave_on_lane`]).
+    /// `None` where this thread's work has no program lane. Its work goes to the lane through
+    /// [`super::cuda::on_lane`].
+    pub fn take_on_lane(k: usize, fp: &Footprint) -> Result<Option<(Slots, Stream)>, String> {
+        let Some(i) = program_lane() else { return Ok(None) };
+        let stream = Stream { gpu: k, lane: Lane::Program(i) };
+        let mut need = DeviceList::from_elem(0, devices().count());
+        need[k] = 1;
+        let mut slots = Slots::take_precise(&need)?;
+        slots.follow(stream, fp)?;
+        Ok(Some((slots, stream)))
+    }
+
+    /// Leaves the work of [`Slots::take_on_lane`] in flight on `s`, having done `accesses`
+    /// (and always one entry, so that its lane is busy until a drain: waited for by whatever
+    /// follows all the work in flight).
+    pub fn leave_on_lane(mut self, s: Stream, accesses: &[Access]) -> Result<(), String> {
+        let point = devices().gpu(s.gpu).point(s.lane, self.base[s.gpu])?;
+        self.record(s, point, Access::Used(Span { buffer: u64::MAX, start: 0, end: 0 }));
+        for &a in accesses {
+            self.record(s, point, a);
+        }
+        self.leave_precise(&[s.gpu], None);
+        Ok(())
+    }
+
     /// Whether the launch may be left in flight (its slots were taken for that).
     pub fn asynchronous(&self) -> bool {
         self.held.is_some()
@@ -390,11 +467,7 @@ fn lock_for(need: &[usize]) -> Result<MutexGuard<'static, InFlight>, String> {
 
 /// The present end of stream `t`, for another stream to wait on at once.
 fn join_point(t: Stream) -> Result<Mark, String> {
-    let gpu = devices().gpu(t.gpu);
-    match t.lane {
-        Lane::Main => gpu.join_point(),
-        Lane::Side => gpu.side_join_point(),
-    }
+    devices().gpu(t.gpu).join_point_on(t.lane)
 }
 
 impl InFlight {
@@ -406,15 +479,16 @@ impl InFlight {
     fn size_seen(&mut self, n: usize) {
         if self.next.len() < n {
             self.next.resize(n, 0);
+            self.program_busy.resize(n, 0);
         }
-        if self.seen.len() != 4 * n * n {
-            self.seen = vec![0; 4 * n * n];
+        if self.seen.len() != LANES * LANES * n * n {
+            self.seen = vec![0; LANES * LANES * n * n];
         }
     }
 
     /// The index of `seen[s][t]`.
     fn at(&self, s: Stream, t: Stream) -> usize {
-        s.index() * 2 * self.gpus() + t.index()
+        s.index() * LANES * self.gpus() + t.index()
     }
 
     /// The streams with work in flight.
@@ -422,7 +496,11 @@ impl InFlight {
         devices().local_gpus().flat_map(move |k| {
             let main = (self.busy & (1 << k) != 0).then(|| Stream::main(k));
             let side = (self.side_busy & (1 << k) != 0).then(|| Stream::side(k));
-            main.into_iter().chain(side)
+            let programs = self.program_busy.get(k).copied().unwrap_or(0);
+            let programs = (0..PROGRAM_LANES as u8)
+                .filter(move |&i| programs & (1 << i) != 0)
+                .map(move |i| Stream { gpu: k, lane: Lane::Program(i) });
+            main.into_iter().chain(side).chain(programs)
         })
     }
 
@@ -469,8 +547,10 @@ impl InFlight {
         self.seq += 1;
         self.ledger.push(Entry { seq, stream, point, access });
         self.busy |= 1 << stream.gpu;
-        if stream.lane == Lane::Side {
-            self.side_busy |= 1 << stream.gpu;
+        match stream.lane {
+            Lane::Main => {}
+            Lane::Side => self.side_busy |= 1 << stream.gpu,
+            Lane::Program(i) => self.program_busy[stream.gpu] |= 1 << i,
         }
     }
 }
@@ -521,6 +601,43 @@ mod tests {
         assert!(conflicts(&Access::All, main0, main1, &kernel));
     }
 
+    /// Every stream of every GPU has its own row of the `seen` table, and a program lane's
+    /// work marks that lane busy, beside the GPU.
+    #[test]
+    fn program_lanes_are_streams_of_their_own() {
+        let mut all: Vec<Stream> = Vec::new();
+        for gpu in 0..3 {
+            all.push(Stream::main(gpu));
+            all.push(Stream::side(gpu));
+            all.extend((0..PROGRAM_LANES as u8).map(|i| Stream { gpu, lane: Lane::Program(i) }));
+        }
+        let mut index: Vec<usize> = all.iter().map(|s| s.index()).collect();
+        index.sort_unstable();
+        assert_eq!(index, (0..3 * LANES).collect::<Vec<_>>());
+        let mut f = InFlight {
+            busy: 0,
+            side_busy: 0,
+            program_busy: vec![0; 3],
+            next: vec![0; 3],
+            finish: Vec::new(),
+            ledger: Vec::new(),
+            seq: 1,
+            seen: Vec::new(),
+        };
+        f.record(Stream { gpu: 2, lane: Lane::Program(5) }, None, Access::Wrote(span(1, 0, 8)));
+        assert_eq!((f.busy, f.side_busy, f.program_busy.clone()), (0b100, 0, vec![0, 0, 1 << 5]));
+        // Two kernels of different streams on one GPU: one writing what the other reads must
+        // follow it; one touching other bytes need not.
+        let (a, b) = (Stream { gpu: 0, lane: Lane::Program(0) }, Stream { gpu: 0, lane: Lane::Program(1) });
+        let reader = Footprint { reads: vec![], uses: vec![span(7, 0, 64)], writes: vec![span(8, 0, 64)] };
+        assert!(conflicts(&Access::Wrote(span(7, 32, 40)), a, b, &reader));
+        assert!(conflicts(&Access::Used(span(8, 0, 8)), a, b, &reader));
+        assert!(!conflicts(&Access::Wrote(span(9, 0, 64)), a, b, &reader));
+        assert!(!conflicts(&Access::Used(span(7, 0, 64)), a, b, &reader));
+        // The entry every lane launch leaves for its lane to count as busy conflicts with nothing.
+        assert!(!conflicts(&Access::Used(Span { buffer: u64::MAX, start: 0, end: 0 }), a, b, &reader));
+    }
+
     /// Only an entry that every conflict of an older one also hits may replace it.
     #[test]
     fn an_entry_is_dropped_only_when_a_later_one_covers_it() {
@@ -540,6 +657,7 @@ mod tests {
         let mut f = InFlight {
             busy: 0,
             side_busy: 0,
+            program_busy: vec![0; 2],
             next: vec![0; 2],
             finish: Vec::new(),
             ledger: Vec::new(),

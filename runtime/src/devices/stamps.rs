@@ -9,14 +9,17 @@
 //! Invariants:
 //! - a stamp holds, for every GPU of this process open when it was recorded (the first GPU
 //!   opened for it where none was), a driver event recorded at the end of the GPU's main
-//!   stream, and of its side stream where it has one, after the launches held there were
-//!   submitted: the stamp is reached once every one of them is;
+//!   stream and of each of its other streams with work in flight (side, program lanes:
+//!   [`super::inflight::lanes_of`]), after the launches held there were
+//!   submitted: the stamp is reached once every one of them is, whichever stream the program
+//!   recorded it on, which is never earlier than CUDA's;
 //! - its driver events are its own: made at its first recording, recorded again when the
 //!   program records the event again, destroyed with it;
 //! - simulated devices run work when they are given it: there a stamp is the host's clock.
 //!
 //! The time between two stamps is the longest, over the GPUs both were recorded on, of the
-//! GPU's time between them (its clock runs while it idles, so host work between the two, such
+//! GPU's time between them (from the last of its streams to reach the first stamp to the last
+//! to reach the second) (its clock runs while it idles, so host work between the two, such
 //! as a kernel run on the host, counts), and at least the host's time between the records
 //! where nothing was in flight at the first (it was reached when recorded).
 
@@ -58,8 +61,7 @@ impl Stamp {
             let mut marks = Vec::with_capacity(gpus.len() + 1);
             for k in gpus {
                 let gpu = devs.gpu(k);
-                let lanes: &[Lane] = if gpu.has_side() { &[Lane::Main, Lane::Side] } else { &[Lane::Main] };
-                for &lane in lanes {
+                for lane in super::inflight::lanes_of(k) {
                     let old = self.take(k, lane);
                     marks.push((k, lane, gpu.record_event(lane, old, self.timing)?));
                 }
@@ -114,13 +116,26 @@ impl Stamp {
         let devs = devices();
         let host = end.host.saturating_duration_since(self.host).as_secs_f32() * 1e3;
         let mut gpu: Option<f32> = None;
-        for &(k, _, b) in &end.marks {
-            let Some(&(_, _, a)) = self.marks.iter().find(|&&(g, l, _)| g == k && l == Lane::Main) else {
-                continue;
-            };
-            match devs.gpu(k).elapsed(a, b)? {
-                Some(t) => gpu = Some(gpu.map_or(t, |m| m.max(t))),
-                None => return Ok(None),
+        let mut gpus: smallvec::SmallVec<[usize; 8]> = end.marks.iter().map(|&(k, _, _)| k).collect();
+        gpus.dedup();
+        for k in gpus {
+            // From the last of the start's streams to reach it to the last of the end's: the
+            // least, over the start's events, of the most, over the end's.
+            let mut from_last: Option<f32> = None;
+            for &(_, _, a) in self.marks.iter().filter(|&&(g, _, _)| g == k) {
+                let mut to_last: Option<f32> = None;
+                for &(_, _, b) in end.marks.iter().filter(|&&(g, _, _)| g == k) {
+                    match devs.gpu(k).elapsed(a, b)? {
+                        Some(t) => to_last = Some(to_last.map_or(t, |m| m.max(t))),
+                        None => return Ok(None),
+                    }
+                }
+                if let Some(t) = to_last {
+                    from_last = Some(from_last.map_or(t, |m| m.min(t)));
+                }
+            }
+            if let Some(t) = from_last {
+                gpu = Some(gpu.map_or(t, |m| m.max(t)));
             }
         }
         Ok(Some(match gpu {

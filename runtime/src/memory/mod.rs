@@ -1486,15 +1486,30 @@ fn write_on_devices(
     let buf = t.buffers.get_mut(&start).expect("found above");
     let targets: Vec<(usize, u64)> =
         open.iter().map(|&k| (k, buf.addr(Place::Device(k)).unwrap_or_else(|e| crate::fatal(&e)) + lo)).collect();
-    // In flight: after whatever the GPUs still do (it may read the bytes overwritten here).
-    let slots = in_flight
-        .then(|| inflight::Slots::take(&open, &inflight::DeviceList::from_elem(0, n)).unwrap_or_else(|e| fail(e)));
-    write(&targets).unwrap_or_else(|e| fail(e));
-    match slots {
-        Some(slots) => slots.leave(&open, None),
-        None => {
-            for &k in &open {
-                devs.get(k).synchronize().unwrap_or_else(|e| fail(e));
+    // In flight on one GPU, given one of the program's streams: on its lane, after only what
+    // overwriting these bytes conflicts with.
+    let span = inflight::Span { buffer: buf.id, start: lo, end: hi };
+    let lane = match (in_flight, &open[..]) {
+        (true, &[k]) => {
+            let fp = inflight::Footprint { writes: vec![span], ..Default::default() };
+            inflight::Slots::take_on_lane(k, &fp).unwrap_or_else(|e| fail(e))
+        }
+        _ => None,
+    };
+    if let Some((slots, s)) = lane {
+        crate::devices::cuda::on_lane(s.lane, || write(&targets)).unwrap_or_else(|e| fail(e));
+        slots.leave_on_lane(s, &[inflight::Access::Wrote(span)]).unwrap_or_else(|e| fail(e));
+    } else {
+        // In flight: after whatever the GPUs still do (it may read the bytes overwritten here).
+        let slots = in_flight
+            .then(|| inflight::Slots::take(&open, &inflight::DeviceList::from_elem(0, n)).unwrap_or_else(|e| fail(e)));
+        write(&targets).unwrap_or_else(|e| fail(e));
+        match slots {
+            Some(slots) => slots.leave(&open, None),
+            None => {
+                for &k in &open {
+                    devs.get(k).synchronize().unwrap_or_else(|e| fail(e));
+                }
             }
         }
     }
@@ -1563,10 +1578,26 @@ pub fn copy_to_program(ptr: usize, bytes: usize, dst: *mut u8, in_flight: bool) 
     if in_flight && !copies.is_empty() {
         let n = devices().count();
         let used: Vec<usize> = (0..n).filter(|&k| copies.iter().any(|c| c.src == Place::Device(k))).collect();
-        // After whatever the GPUs still do (it may write the bytes copied here).
-        let slots = inflight::Slots::take(&used, &inflight::DeviceList::from_elem(0, n)).unwrap_or_else(|e| fail(e));
-        enqueue(&copies).unwrap_or_else(|e| fail(e));
-        slots.leave(&used, None);
+        // From one GPU, given one of the program's streams: on its lane, after only what
+        // writes these bytes.
+        let span = inflight::Span { buffer: buf.id, start: lo, end: hi };
+        let lane = match &used[..] {
+            &[k] => {
+                let fp = inflight::Footprint { uses: vec![span], ..Default::default() };
+                inflight::Slots::take_on_lane(k, &fp).unwrap_or_else(|e| fail(e))
+            }
+            _ => None,
+        };
+        if let Some((slots, s)) = lane {
+            crate::devices::cuda::on_lane(s.lane, || enqueue(&copies)).unwrap_or_else(|e| fail(e));
+            slots.leave_on_lane(s, &[inflight::Access::Used(span)]).unwrap_or_else(|e| fail(e));
+        } else {
+            // After whatever the GPUs still do (it may write the bytes copied here).
+            let slots =
+                inflight::Slots::take(&used, &inflight::DeviceList::from_elem(0, n)).unwrap_or_else(|e| fail(e));
+            enqueue(&copies).unwrap_or_else(|e| fail(e));
+            slots.leave(&used, None);
+        }
     } else {
         execute(&copies).unwrap_or_else(|e| fail(e));
     }

@@ -43,6 +43,9 @@ pub(super) struct Launch<'a> {
     pub sources: &'a [Source],
     /// Where the split policy wants this launch's times, if it is timed for it.
     pub probe: Option<Probe>,
+    /// The program lane of the stream the program launched it on ([`inflight::program_lane`]),
+    /// where its unit may run there (it keeps no pointers in memory).
+    pub lane: Option<u8>,
 }
 
 /// Runs one launch of unit `n` on the GPUs: its copies, then every partition. With `asynchronous` (a CUDA program's launch), and
@@ -62,7 +65,7 @@ pub(super) fn run(
     outs: SendPtr<u8>,
     asynchronous: bool,
 ) -> Result<Option<super::recorded::Launch>, String> {
-    let Launch { lp, part_args, copies, sources, probe } = launch;
+    let Launch { lp, part_args, copies, sources, probe, lane } = launch;
     let sampled = probe.is_some();
     let st = &m.stats[n as usize];
     let devs = devices();
@@ -82,6 +85,25 @@ pub(super) fn run(
     // The order the partitions are enqueued in, as indices into the plan's.
     let order = boundary_first(lp, &|k| devs.is_local(k));
     let precise = in_flight && lp.reductions.is_empty() && several_on_a_gpu(lp) && !devs.spans_ranks() && precise_on();
+    // A launch on one of the program's streams runs on that stream's lane of its GPU, after
+    // only the work in flight it conflicts with (kernels of other streams run beside it), where
+    // its plan says all it touches: whole on one GPU, nothing to copy, no pointer passed on,
+    // untimed. Anything else goes to the main stream, after all the work in flight.
+    let lane = lane.filter(|_| {
+        in_flight
+            && !precise
+            && copies.is_empty()
+            && !timed(sampled)
+            && lp.reductions.is_empty()
+            && !lp.in_place
+            && lp.passed_on.is_empty()
+            && !devs.spans_ranks()
+            && used.len() == 1
+            && lp.parts.iter().filter(|p| !p.bx.is_empty()).count() == 1
+    });
+    if let Some(i) = lane {
+        return run_on_lane(m, n, lp, part_args, kernel, name, prepared, ptx, (parent, grid, outs), used[0], i);
+    }
     let mut slots = if in_flight {
         // Marks are events: a launch that copies nothing and is not timed records none, and
         // takes no slots, so it never forces a drain for want of them.
@@ -378,6 +400,66 @@ fn copy_beside(
 }
 
 /// What GPU `k`'s partitions of a launch read and write of its memory.
+/// [`run`] for a launch on program lane `i` of GPU `k` (see there): it follows what it
+/// conflicts with, runs unheld and unrecorded for replays, and leaves what it reads and
+/// writes in the ledger for later work to follow.
+#[allow(clippy::too_many_arguments)]
+fn run_on_lane(
+    m: &Module,
+    n: u32,
+    lp: &LaunchPlan,
+    part_args: &[crate::args::ArgBytes],
+    kernel: &KernelDesc,
+    name: &str,
+    prepared: &Prepared,
+    ptx: &'static CStr,
+    (parent, grid, outs): (SendPtr<NodeCtx>, [i64; 3], SendPtr<u8>),
+    k: usize,
+    i: u8,
+) -> Result<Option<super::recorded::Launch>, String> {
+    let devs = devices();
+    let st = &m.stats[n as usize];
+    let Some((slots, stream)) =
+        crate::devices::inflight::on_program_lane(Some(i), || Slots::take_on_lane(k, &kernels_footprint(lp, k)))?
+    else {
+        unreachable!("a program lane was given")
+    };
+    let t1 = Stopwatch::start();
+    let (at, p) = lp.parts.iter().enumerate().find(|(_, p)| !p.bx.is_empty()).expect("one part");
+    let parts = [GpuPart { device: k, args: &part_args[at], bx: p.bx }];
+    let base = slots.base.clone();
+    let launched = crate::devices::cuda::on_lane(Lane::Program(i), || {
+        kernel::run(
+            &mut |_| Ok(()),
+            m,
+            n,
+            kernel,
+            name,
+            prepared,
+            ptx,
+            &parts,
+            parent,
+            grid,
+            outs,
+            &base,
+            false,
+            false,
+            false,
+            false,
+        )
+    });
+    if let Err(e) = launched {
+        let _ = Device::synchronize(devs.gpu(k));
+        return Err(e);
+    }
+    let mut accesses = Vec::with_capacity(p.reads.len() + p.writes.len());
+    accesses.extend(p.reads.iter().map(|&(b, w)| Access::Used(span_of(lp, b, w.start, w.end()))));
+    accesses.extend(p.writes.iter().map(|&(b, w)| Access::Wrote(span_of(lp, b, w.start, w.end()))));
+    slots.leave_on_lane(stream, &accesses)?;
+    st.nanos_kernels.fetch_add(t1.nanos(), Ordering::Relaxed);
+    Ok(None)
+}
+
 fn kernels_footprint(lp: &LaunchPlan, k: usize) -> Footprint {
     let mut fp = Footprint::default();
     for p in lp.parts.iter().filter(|p| p.device == k && !p.bx.is_empty()) {

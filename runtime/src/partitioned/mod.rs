@@ -413,7 +413,12 @@ fn run_on_gpus(
         // Its overhead is the launch's, not the planning's.
         p.started = std::time::Instant::now();
     }
-    let launch = gpu::Launch { lp, part_args, copies: &copy_plan.copies, sources: &copy_plan.sources, probe };
+    let leaf = match u.shape {
+        KernelKind::Blocks { leaf, .. } => *leaf,
+        KernelKind::Grid => n,
+    };
+    let lane = crate::devices::inflight::program_lane().filter(|_| module.node(leaf).indirect.is_none());
+    let launch = gpu::Launch { lp, part_args, copies: &copy_plan.copies, sources: &copy_plan.sources, probe, lane };
     let kernel_grid = lp.virtual_grid.unwrap_or(u.grid);
     let replay =
         gpu::run(module, n, launch, kernel, name, prepared, ptx, u.parent, kernel_grid, u.outs, u.asynchronous)
@@ -736,7 +741,7 @@ fn run_rounds(
             r.parts.iter().map(|p| lp.part_args(p, args)).collect();
         if let Some((kernel, ptx, prepared)) = gpu {
             let (copies, sources) = (&copy_plan.copies, &copy_plan.sources);
-            let launch = gpu::Launch { lp: r, part_args: &part_args, copies, sources, probe: None };
+            let launch = gpu::Launch { lp: r, part_args: &part_args, copies, sources, probe: None, lane: None };
             let kernel_grid = lp.virtual_grid.unwrap_or(u.grid);
             gpu::run(module, n, launch, kernel, &kernel.name, prepared, ptx, u.parent, kernel_grid, u.outs, false)
                 .unwrap_or_else(|err| {

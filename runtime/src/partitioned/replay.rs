@@ -64,6 +64,9 @@ pub(crate) fn may_record() -> bool {
         && !crate::ranks::spans_ranks()
         && !crate::sink::timing()
         && super::kernel::bench_repeat().is_none()
+        // A launch on a program lane goes to its own stream, after what it conflicts with
+        // (`gpu::run`), where a replay goes after everything.
+        && crate::devices::inflight::program_lane().is_none()
 }
 
 /// Where a launch ran: its unit and how it was launched.
