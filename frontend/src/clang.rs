@@ -49,6 +49,17 @@ pub(crate) fn add_ir_flags(cmd: &mut Command, opts: &ClangOptions) {
     cmd.args(["-g", "-fno-discard-value-names", "-emit-llvm"]);
 }
 
+/// [`run_clang`] with clang's diagnostics kept rather than shown: whether it succeeded, and
+/// what it said (for a caller that may retry, and then shows them).
+pub(crate) fn run_clang_quietly(mut cmd: Command, clang: &Path, opts: &ClangOptions) -> Result<(bool, String)> {
+    if opts.verbose {
+        eprintln!("+ {cmd:?}");
+    }
+    tracing::debug!(?cmd, "compiling to LLVM IR");
+    let out = cmd.output().map_err(|e| Error::ToolMissing { tool: clang.display().to_string(), source: e })?;
+    Ok((out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned()))
+}
+
 /// Runs a clang command compiling `src` (its own diagnostics go straight to stderr).
 pub(crate) fn run_clang(mut cmd: Command, clang: &Path, src: &Path, opts: &ClangOptions) -> Result<()> {
     if opts.verbose {

@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 103] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 104] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -257,6 +257,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 103] = [
     ("tests/cuda/memory_kinds.cu", &[&["1000", "1"], &["65536", "2"]]),
     // Page-locked memory freed, device memory allocated at its address, the same kernel on each.
     ("tests/cuda/reused_addresses.cu", &[&["1000", "3"], &["4096", "6"]]),
+    // `__shared__` objects whose constructors nvcc does not run (clang refuses them).
+    ("tests/cuda/shared_objects.cu", &[&["1"], &["1000"]]),
     // Kernels and copies of many streams at once, joined by events (program lanes on GPUs).
     ("tests/cuda/concurrent_streams.cu", &[&["64", "2", "1"], &["4096", "8", "9"]]),
     // Unsigned indices into shared memory that wrap (HeCBench merge's `BS[~Ax]`).

@@ -28,7 +28,7 @@ mod device;
 mod hoist;
 mod launchers;
 
-use crate::clang::{add_ir_flags, add_user_flags, run_clang, GCC_FOLDS_MATH, GCC_LENIENT_CXX};
+use crate::clang::{add_ir_flags, add_user_flags, run_clang, run_clang_quietly, GCC_FOLDS_MATH, GCC_LENIENT_CXX};
 use crate::options::ClangOptions;
 use crate::{Error, Result};
 use hpvm_core::scratch::ScratchDir;
@@ -91,18 +91,21 @@ pub fn compile_halves(path: &Path, opts: &ClangOptions) -> Result<Halves> {
     // takes (`respell`): compiled from a respelled copy that
     // `#line` keeps at the user's file and lines, its directory searched first for quoted
     // includes as the original's would be.
-    let respelled = std::fs::read_to_string(path).ok().and_then(|text| respell(&text));
-    let mut opts_here;
-    let (src, opts) = match respelled {
+    let original = std::fs::read_to_string(path).ok();
+    let respelled = original.as_deref().and_then(respell);
+    let copy = scratch.path().join(path.file_name().unwrap_or(std::ffi::OsStr::new("source.cu")));
+    let write_copy = |text: &str| {
+        let shown = path.display().to_string().replace('\\', "\\\\").replace('"', "\\\"");
+        std::fs::write(&copy, format!("#line 1 \"{shown}\"\n{text}"))
+            .map_err(|e| Error::io("temporary copy of the source", e))
+    };
+    let mut opts_here = opts.clone();
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    opts_here.quote_dirs.insert(0, dir.to_path_buf());
+    let (mut src, mut opts) = match &respelled {
         Some(text) => {
-            let copy = scratch.path().join(path.file_name().unwrap_or(std::ffi::OsStr::new("source.cu")));
-            let shown = path.display().to_string().replace('\\', "\\\\").replace('"', "\\\"");
-            std::fs::write(&copy, format!("#line 1 \"{shown}\"\n{text}"))
-                .map_err(|e| Error::io("temporary copy of the source", e))?;
-            opts_here = opts.clone();
-            let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            opts_here.quote_dirs.insert(0, dir.to_path_buf());
-            (copy, &opts_here)
+            write_copy(text)?;
+            (copy.clone(), &opts_here)
         }
         None => (path.to_path_buf(), opts),
     };
@@ -111,8 +114,28 @@ pub fn compile_halves(path: &Path, opts: &ClangOptions) -> Result<Halves> {
     let hints = scratch.path().join("hpvm_cache_hints.h");
     std::fs::write(&hints, CACHE_HINTS_H).map_err(|e| Error::io("temporary hpvm_cache_hints.h", e))?;
     let pre = [minmax.as_path(), nvcc.as_path(), textures.as_path(), hints.as_path()];
-    compile_half(&src, opts, Half::Device, &dev_ll, &pre)?;
-    compile_half(&src, opts, Half::Host, &host_bc, &pre)?;
+    // `__shared__` objects whose constructors do something, which clang refuses and nvcc
+    // takes without running them (`unconstructed_shared`): found by the device half's
+    // messages, then compiled from a copy declaring each as uninitialized storage.
+    let (cmd, clang) = half_command(&src, opts, Half::Device, &dev_ll, &pre)?;
+    let (ok, said) = run_clang_quietly(cmd, &clang, opts)?;
+    if !ok {
+        let at = shared_with_constructors(&said, &path.display().to_string());
+        let fixed = match (at.is_empty(), respelled.as_deref().or(original.as_deref())) {
+            (false, Some(text)) => unconstructed_shared(text, &at),
+            _ => None,
+        };
+        let Some(text) = fixed else {
+            eprint!("{said}");
+            return Err(Error::CompileFailed { file: path.display().to_string() });
+        };
+        write_copy(&text)?;
+        (src, opts) = (copy.clone(), &opts_here);
+        compile_half(&src, opts, Half::Device, &dev_ll, &pre).map_err(|e| named(e, path))?;
+    } else {
+        eprint!("{said}");
+    }
+    compile_half(&src, opts, Half::Host, &host_bc, &pre).map_err(|e| named(e, path))?;
     let read = |p: &Path| std::fs::read(p).map_err(|e| Error::io(&p.display().to_string(), e));
     Ok(Halves {
         source: path.display().to_string(),
@@ -357,6 +380,18 @@ fn respell_launches(text: &str) -> Option<String> {
 /// libdevice is not linked (`-nocudalib`): math calls stay calls of `__nv_*` functions, which
 /// [`device`] maps to what both backends know.
 fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path, pre_include: &[&Path]) -> Result<()> {
+    let (cmd, clang) = half_command(src, opts, half, out, pre_include)?;
+    run_clang(cmd, &clang, src, opts)
+}
+
+/// The clang command of [`compile_half`], and the clang it runs.
+fn half_command(
+    src: &Path,
+    opts: &ClangOptions,
+    half: Half,
+    out: &Path,
+    pre_include: &[&Path],
+) -> Result<(Command, std::path::PathBuf)> {
     let cuda =
         hpvm_core::toolchain::cuda_path().filter(|p| p.join("include/cuda_runtime.h").is_file()).ok_or_else(|| {
             Error::Cuda(format!(
@@ -397,12 +432,164 @@ fn compile_half(src: &Path, opts: &ClangOptions, half: Half, out: &Path, pre_inc
     add_ir_flags(&mut cmd, opts);
     cmd.arg(if half == Half::Device { "-S" } else { "-c" });
     cmd.arg(src).arg("-o").arg(out);
-    run_clang(cmd, &clang, src, opts)
+    Ok((cmd, clang))
+}
+
+/// `e` naming the user's source `path` rather than the copy compiled in its place.
+fn named(e: Error, path: &Path) -> Error {
+    match e {
+        Error::CompileFailed { .. } => Error::CompileFailed { file: path.display().to_string() },
+        e => e,
+    }
+}
+
+/// Where clang's messages `said` that a `__shared__` variable of `file` may not be
+/// initialized: (line, column) of each variable's name.
+fn shared_with_constructors(said: &str, file: &str) -> Vec<(usize, usize)> {
+    const REFUSED: &str = ": error: initialization is not supported for __shared__ variables";
+    said.lines()
+        .filter_map(|l| {
+            let at = l.strip_suffix(REFUSED)?.strip_prefix(file)?.strip_prefix(':')?;
+            let (line, col) = at.split_once(':')?;
+            Some((line.parse().ok()?, col.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `text` with each `__shared__` variable named at (line, column) of `at` declared as
+/// storage of its type's size and alignment, and the name a reference to it, on the same
+/// lines: nvcc takes a `__shared__` object whose constructor does something (libcu++'s
+/// `cuda::barrier`, a struct with member initializers) and does not run the constructor,
+/// which the program replaces (`init(&bar, n)`, a placement `new`, an assignment by one
+/// thread); clang refuses it. The object is then what nvcc's is: uninitialized shared memory
+/// of its type. `None` where a declaration is not the plain form (`__shared__ T name;` or
+/// `__shared__ T name[N]...;`, `static` allowed): an initializer, several names, attributes.
+fn unconstructed_shared(text: &str, at: &[(usize, usize)]) -> Option<String> {
+    let line_starts: Vec<usize> = std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect();
+    let b = text.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    // (start, end, replacement), one per declaration.
+    let mut edits: Vec<(usize, usize, String)> = Vec::new();
+    for &(line, col) in at {
+        let name_at = line_starts.get(line.checked_sub(1)?)? + col.checked_sub(1)?;
+        let name_end = name_at + b.get(name_at..)?.iter().take_while(|&&c| word(c)).count();
+        let name = &text[name_at..name_end];
+        if name.is_empty() || edits.iter().any(|e| e.0 <= name_at && name_at < e.1) {
+            continue;
+        }
+        // The statement: from after the last `;`, `{` or `}` before the name (comments and
+        // preprocessor lines skipped) to the `;` after it.
+        let before = text[..name_at].rfind([';', '{', '}']).map_or(0, |i| i + 1);
+        let start = skip_blanks(text, before);
+        let end = name_end + text[name_end..].find(';')?;
+        let suffix = text[name_end..end].trim();
+        let arrays = suffix.is_empty() || (suffix.starts_with('[') && suffix.ends_with(']') && !suffix.contains('='));
+        let decl = &text[start..name_at];
+        let words: Vec<&str> = decl.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).collect();
+        let plain =
+            !["alignas", "__align__", "__attribute__", "extern", "__declspec"].iter().any(|w| words.contains(w))
+                && !decl.contains(['=', ',', ';', '#', '/']);
+        if !arrays || !plain || !words.contains(&"__shared__") {
+            return None;
+        }
+        let ty = decl
+            .split_inclusive(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map(|piece| {
+                let w = piece.trim_end_matches(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+                if w == "__shared__" || w == "static" {
+                    &piece[w.len()..]
+                } else {
+                    piece
+                }
+            })
+            .collect::<String>();
+        let ty = ty.trim();
+        if ty.is_empty() {
+            return None;
+        }
+        let t = format!("__hpvm_shared_{name}_t");
+        let storage = format!("__hpvm_shared_{name}");
+        let lines = text[start..=end].matches('\n').count();
+        edits.push((
+            start,
+            end + 1,
+            format!(
+                "typedef {ty} {t}{suffix}; alignas({t}) __shared__ unsigned char {storage}[sizeof({t})]; \
+                 {t} &{name} = *reinterpret_cast<{t} *>({storage});{}",
+                "\n".repeat(lines)
+            ),
+        ));
+    }
+    if edits.is_empty() {
+        return None;
+    }
+    edits.sort_by_key(|e| e.0);
+    let mut out = String::with_capacity(text.len() + 200 * edits.len());
+    let mut from = 0;
+    for (start, end, with) in edits {
+        out.push_str(&text[from..start]);
+        out.push_str(&with);
+        from = end;
+    }
+    out.push_str(&text[from..]);
+    Some(out)
+}
+
+/// The first byte at or after `i` that is not whitespace, a comment or a preprocessor line.
+fn skip_blanks(text: &str, mut i: usize) -> usize {
+    loop {
+        let rest = &text[i..];
+        let trimmed = rest.trim_start();
+        i += rest.len() - trimmed.len();
+        let skip = if trimmed.starts_with("//") || trimmed.starts_with('#') {
+            trimmed.find('\n').map_or(trimmed.len(), |n| n + 1)
+        } else if trimmed.starts_with("/*") {
+            trimmed.find("*/").map_or(trimmed.len(), |n| n + 2)
+        } else {
+            return i;
+        };
+        i += skip;
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{respell_alignas, respell_asm, respell_launches};
+    use super::{respell_alignas, respell_asm, respell_launches, shared_with_constructors, unconstructed_shared};
+
+    #[test]
+    fn shared_objects_clang_refuses_are_found_in_its_messages() {
+        let said = "k.cu:93:56: error: initialization is not supported for __shared__ variables\n   93 | x\n\
+                    other.h:4:9: error: initialization is not supported for __shared__ variables\n\
+                    k.cu:7:1: error: something else\n";
+        assert_eq!(shared_with_constructors(said, "k.cu"), vec![(93, 56)]);
+    }
+
+    #[test]
+    fn shared_objects_become_storage_and_a_reference_on_the_same_lines() {
+        let text = "__global__ void k() {\n  __shared__ cuda::barrier<cuda::thread_scope_block> bar;\n  use(bar);\n}\n";
+        let got = unconstructed_shared(text, &[(2, 54)]).unwrap();
+        assert_eq!(
+            got,
+            "__global__ void k() {\n  typedef cuda::barrier<cuda::thread_scope_block> __hpvm_shared_bar_t; \
+             alignas(__hpvm_shared_bar_t) __shared__ unsigned char __hpvm_shared_bar[sizeof(__hpvm_shared_bar_t)]; \
+             __hpvm_shared_bar_t &bar = *reinterpret_cast<__hpvm_shared_bar_t *>(__hpvm_shared_bar);\n  use(bar);\n}\n"
+        );
+        // Arrays keep their extents in the type; `static`, comments and line breaks go, and
+        // the lines after stay where they were.
+        let text = "{ // c\n  static __shared__ S\n    s[2][3];\n}";
+        let got = unconstructed_shared(text, &[(3, 5)]).unwrap();
+        assert!(got.starts_with("{ // c\n  typedef S __hpvm_shared_s_t[2][3]; "), "{got}");
+        assert_eq!(got.lines().count(), text.lines().count());
+        // Not the plain form: left to clang's message.
+        for (text, at) in [
+            ("{ __shared__ S s = S(); }", (1, 16)),
+            ("{ __shared__ S a, s; }", (1, 19)),
+            ("{ __shared__ __align__(16) S s; }", (1, 30)),
+            ("{ extern __shared__ S s[]; }", (1, 23)),
+        ] {
+            assert_eq!(unconstructed_shared(text, &[at]), None, "{text}");
+        }
+    }
 
     #[test]
     fn alignment_after_a_memory_space_is_moved_before_it_and_nothing_else() {
