@@ -399,7 +399,6 @@ fn copy_beside(
     Ok(())
 }
 
-/// What GPU `k`'s partitions of a launch read and write of its memory.
 /// [`run`] for a launch on program lane `i` of GPU `k` (see there): it follows what it
 /// conflicts with, runs unheld and unrecorded for replays, and leaves what it reads and
 /// writes in the ledger for later work to follow.
@@ -460,6 +459,7 @@ fn run_on_lane(
     Ok(None)
 }
 
+/// What GPU `k`'s partitions of a launch read and write of its memory.
 fn kernels_footprint(lp: &LaunchPlan, k: usize) -> Footprint {
     let mut fp = Footprint::default();
     for p in lp.parts.iter().filter(|p| p.device == k && !p.bx.is_empty()) {
