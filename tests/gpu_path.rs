@@ -332,3 +332,19 @@ fn a_programs_streams_get_driver_streams_of_their_own() {
     let (one, _, err) = streams("one");
     assert_eq!(one, Some(1), "{err}");
 }
+
+/// A buffer cleared between kernels (`cudaMemset`, as iterative solvers clear a residual) is
+/// cleared on the GPU's stream and left in flight, as CUDA's memsets of device memory are:
+/// fifty rounds wait for the GPU no more often than ten.
+#[test]
+fn memsets_of_device_memory_do_not_wait_for_the_gpu() {
+    let exe = cached_build("tests/inputs/cuda/memset_loop.cu", &["-O2"]);
+    let waits = |rounds: &str| {
+        let (_, c, err) = run_on_fake(&exe, &[rounds], &[("HPVM_MGPU_DEVICES", "cuda:1")]);
+        assert!(err.contains("sum"), "{err}");
+        let fills = c.get("cuMemsetD8Async").copied().unwrap_or(0);
+        assert!(fills > rounds.parse::<u64>().unwrap(), "{err}");
+        c.get("cuStreamSynchronize").copied().unwrap_or(0)
+    };
+    assert_eq!(waits("50"), waits("10"));
+}

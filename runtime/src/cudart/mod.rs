@@ -737,12 +737,12 @@ pub extern "C" fn cudaMemset(ptr: *mut c_void, value: c_int, n: usize) -> Error 
 #[no_mangle]
 pub extern "C" fn cudaMemsetAsync(ptr: *mut c_void, value: c_int, n: usize, stream: *mut c_void) -> Error {
     api("cudaMemsetAsync", || {
-        if !stream_ok(stream) {
+        let Some(lane) = program_lane(stream) else {
             return ret(INVALID_RESOURCE_HANDLE);
-        }
+        };
         match graphs::capture_of(stream) {
             Some(graph) => graphs::record_set(graph, ptr, value, n),
-            None => ret(set(ptr, value, n)),
+            None => ret(inflight::on_program_lane(lane, || set(ptr, value, n))),
         }
     })
 }

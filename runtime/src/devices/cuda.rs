@@ -374,8 +374,8 @@ thread_local! {
     static LAUNCH_LANE: std::cell::Cell<Lane> = const { std::cell::Cell::new(Lane::Main) };
 }
 
-/// Runs `f` with its launches ([`Cuda::launch`]) and copies ([`Cuda::enqueue_copy`]) on
-/// stream `lane` of their GPU instead of the main one, launches never held; the caller
+/// Runs `f` with its launches ([`Cuda::launch`]), copies ([`Cuda::enqueue_copy`]) and fills
+/// on stream `lane` of their GPU instead of the main one, launches never held; the caller
 /// ordered that stream ([`super::inflight`]).
 pub fn on_lane<R>(lane: Lane, f: impl FnOnce() -> R) -> R {
     let before = LAUNCH_LANE.with(|l| l.replace(lane));
@@ -887,10 +887,9 @@ impl Cuda {
         let me = self.bind()?;
         let flat = c.rows <= 1 || c.row_bytes == c.pitch;
         let total = c.bytes() as usize;
-        let s = match (stream, LAUNCH_LANE.with(|l| l.get())) {
-            (Some(s), _) => s,
-            (None, Lane::Main) => me.stream,
-            (None, lane) => self.lane(lane)?,
+        let s = match stream {
+            Some(s) => s,
+            None => self.stream_here(&me)?,
         };
         // The source GPU of a device-to-device copy holds data, so it is open.
         let source = || -> Result<(&Cuda, Opened), String> {
@@ -1126,6 +1125,15 @@ impl Cuda {
                 }
                 Ok(programs[usize::from(i)].0)
             }
+        }
+    }
+
+    /// The stream this thread's work goes to ([`on_lane`]): the main one unless a lane was
+    /// given.
+    fn stream_here(&self, o: &Opened) -> Result<sys::CUstream, String> {
+        match LAUNCH_LANE.with(|l| l.get()) {
+            Lane::Main => Ok(o.stream),
+            lane => self.lane(lane),
         }
     }
 
@@ -1438,10 +1446,7 @@ impl Cuda {
         if let Some(before) = marks {
             self.mark(before)?;
         }
-        let stream = match LAUNCH_LANE.with(|l| l.get()) {
-            Lane::Main => o.stream,
-            lane => self.lane(lane)?,
-        };
+        let stream = self.stream_here(&o)?;
         let mut l = Launch { f, name: 0, grid, block, shared, params: std::mem::take(params) };
         let launched = if cooperative {
             super::held::launch_cooperative(&mut l, stream)
@@ -1512,9 +1517,10 @@ impl super::Device for Cuda {
 
     fn fill(&self, addr: u64, byte: u8, bytes: u64) -> Result<(), String> {
         let o = self.bind()?;
+        let stream = self.stream_here(&o)?;
         // SAFETY: a range of a device allocation of a tracked buffer (the memory manager's),
-        // on this device's stream.
-        check("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(addr, byte, bytes as usize, o.stream) }.result())
+        // on one of this device's streams.
+        check("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(addr, byte, bytes as usize, stream) }.result())
     }
 
     fn fill_identity(&self, addr: u64, how: dashdb::Reduction, elements: u64) -> Result<(), String> {

@@ -1440,9 +1440,12 @@ pub fn copy_from_program(ptr: usize, bytes: usize, src: *const u8, in_flight: bo
 
 /// CUDA's `cudaMemset` of tracked memory `[ptr, ptr + bytes)` to `byte`, done where CUDA does
 /// it: on every open device, which become its only holders (the host's copy is not written).
-/// False, and nothing done, where the caller must go through the host's copy.
+/// On GPUs it is left in flight, as CUDA's memsets of device memory return before they are
+/// done (even `cudaMemset`'s): a loop that clears a buffer between kernels waited for the
+/// GPU at every clear. False, and nothing done, where the caller must go through the host's
+/// copy.
 pub fn fill_on_devices(ptr: usize, bytes: usize, byte: u8) -> bool {
-    write_on_devices(ptr, bytes, "setting device memory", false, |targets| {
+    write_on_devices(ptr, bytes, "setting device memory", devices().on_gpus(), |targets| {
         let devs = devices();
         targets.iter().try_for_each(|&(k, addr)| devs.get(k).fill(addr, byte, bytes as u64))
     })
