@@ -186,6 +186,42 @@ fn register_only_warp_and_ptx_operations_are_no_accesses() {
     assert!(!out.contains("a call the analysis cannot see into"), "{out}");
 }
 
+/// Clock reads address nothing: kernels that spin on `clock64()` or `clock()` (NVIDIA's
+/// simpleHyperQ) before writing their own elements split (they ran whole: "a call the
+/// analysis cannot see into"), and an index computed from the clock is named as
+/// data-dependent, not taken for a product of run-time values. Every launch splits on three
+/// devices, with the host's results.
+#[test]
+fn clock_reads_are_no_accesses() {
+    let o = hpvm_mgpu(&["analyze", "tests/cuda/clocked.cu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for node in [
+        "after_wait (tests/cuda/clocked.cu:26)",
+        "wrapped_wait (tests/cuda/clocked.cu:36)",
+        "counted (tests/cuda/clocked.cu:45)",
+    ] {
+        assert!(out.contains(&format!("node {node}: partitionable, splittable along x")), "{out}");
+    }
+    assert!(!out.contains("a call the analysis cannot see into"), "{out}");
+    assert!(out.contains("`out` is written at a data-dependent index (tests/cuda/clocked.cu:64)"), "{out}");
+
+    let exe = cached_build("tests/cuda/clocked.cu", &["-O2"]);
+    let dir = TempDir::new("clocked");
+    let file = dir.path_str("stats.json");
+    let run = run_program(
+        &exe,
+        &["1000", "100"],
+        &[("HPVM_MGPU_DEVICES", "cpu:3"), ("HPVM_MGPU_PARTITION", "always"), ("HPVM_MGPU_STATS", &file)],
+    );
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    for node in ["after_wait.blocks", "wrapped_wait.blocks", "counted.blocks"] {
+        let n = stats["nodes"].as_array().unwrap().iter().find(|n| n["node"] == node).expect(node);
+        assert_eq!(n["partitioned_launches"], 1, "{node}: {n}");
+    }
+}
+
 /// Math intrinsics that stay libdevice calls (`__expf`, `__fdividef`, `isinf`) touch no
 /// memory, a local table initialised from a constant is no call, and a loop that writes its
 /// row each step until it converges (a data-dependent `break`, with the cleanup `switch`

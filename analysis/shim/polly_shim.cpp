@@ -65,7 +65,8 @@ static std::string base_name(const Value *P) {
 }
 
 // Why an access no SCoP models is beyond the model: `atomic` (an atomic update), `data`
-// (its address depends on a value loaded from memory: a data-dependent index) or `shape`
+// (its address depends on a value loaded from memory or returned by a call: a data-dependent
+// index) or `shape`
 // (anything else Polly could not express, such as a non-affine index).
 static const char *why_unmodeled(const Instruction &I, const Value *P) {
   if (isa<AtomicRMWInst>(I) || isa<AtomicCmpXchgInst>(I))
@@ -76,10 +77,11 @@ static const char *why_unmodeled(const Instruction &I, const Value *P) {
     const Value *V = work.pop_back_val();
     if (!seen.insert(V).second || seen.size() > 256)
       continue;
-    if (isa<LoadInst>(V))
+    // A call's result is as unknown as a loaded value (a warp shuffle, a clock read).
+    if (isa<LoadInst>(V) || isa<CallBase>(V))
       return "data";
     if (auto *U = dyn_cast<Instruction>(V))
-      if (isa<GetElementPtrInst>(U) || isa<CastInst>(U) || isa<BinaryOperator>(U) || isa<SelectInst>(U) ||
+      if (isa<GetElementPtrInst>(U) || isa<CastInst>(U) || isa<BinaryOperator>(U) || isa<SelectInst>(U) || isa<CmpInst>(U) ||
           isa<PHINode>(U))
         for (const Value *Op : U->operands())
           work.push_back(Op);

@@ -128,6 +128,20 @@ pub fn crop(f: FunctionValue<'_>, shared: &[u32], split_clamps: bool) -> Cropped
                         let combines = unused(inst).and_then(|()| hpvm_reduction(op));
                         out.atomics.push(Atomic { base: base_param(f, ptr), location: location(inst), combines });
                         load_and_store(builder, inst, ptr, ty);
+                    } else if TIMERS.contains(&name.as_str()) {
+                        // A clock read (`clock()`, `clock64()`, `%globaltimer`) addresses
+                        // nothing, but as a call with effects Polly refuses it, and a kernel
+                        // that spins on the clock (`while (clock() - start < n)`) before
+                        // writing its own element ran whole. A call that touches no memory
+                        // stands in for it, made after LLVM's passes have run (nothing merges
+                        // or hoists it): its value stays unknown, so a loop or an address
+                        // that depends on it stays data-dependent.
+                        let stand_in = timer_stand_in(f, LLVMTypeOf(inst));
+                        LLVMPositionBuilderBefore(builder, inst);
+                        let ty = LLVMGlobalGetValueType(stand_in);
+                        let call = LLVMBuildCall2(builder, ty, stand_in, std::ptr::null_mut(), 0, c"".as_ptr());
+                        LLVMReplaceAllUsesWith(inst, call);
+                        LLVMInstructionEraseFromParent(inst);
                     } else if let Some(arg) = floating_stand_in(inst, &name) {
                         // A math call that a guard still needs (`s > 0 ? x / s : 0` after
                         // `s = sqrtf(...)`): Polly refuses calls that may set errno, and would
@@ -1097,6 +1111,29 @@ pub(crate) fn is_pure_call(name: &str) -> bool {
         || hpvm_core::libm::is_pure(name)
         || hpvm_core::markers::is_pure_libdevice(name)
         || (name.starts_with("llvm.") && !name.starts_with("llvm.mem"))
+}
+
+/// Calls that read a clock: LLVM's cycle counter (CUDA's `clock()` and `clock64()`) and the
+/// runtime's `%globaltimer`.
+const TIMERS: [&str; 3] = ["llvm.readcyclecounter", "llvm.readsteadycounter", "hpvm_rt_globaltimer"];
+
+/// The declaration that stands in for a clock read of type `ty` in `f`'s module: no
+/// arguments, no memory touched (`memory(none)`), so Polly takes it as an unknown value.
+unsafe fn timer_stand_in(f: LLVMValueRef, ty: LLVMTypeRef) -> LLVMValueRef {
+    let m = LLVMGetGlobalParent(f);
+    let ctx = LLVMGetTypeContext(ty);
+    let name = format!("hpvm.analysis.clock.i{}\0", LLVMGetIntTypeWidth(ty));
+    let existing = LLVMGetNamedFunction(m, name.as_ptr() as *const _);
+    if !existing.is_null() {
+        return existing;
+    }
+    let fn_ty = LLVMFunctionType(ty, std::ptr::null_mut(), 0, 0);
+    let d = LLVMAddFunction(m, name.as_ptr() as *const _, fn_ty);
+    for (attr, value) in [("memory", 0u64), ("nounwind", 0)] {
+        let kind = LLVMGetEnumAttributeKindForName(attr.as_ptr() as *const _, attr.len());
+        LLVMAddAttributeAtIndex(d, llvm_sys::LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, kind, value));
+    }
+    d
 }
 
 /// For a call to a pure math function returning a floating-point value: an argument of the

@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 104] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 105] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -259,6 +259,9 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 104] = [
     ("tests/cuda/reused_addresses.cu", &[&["1000", "3"], &["4096", "6"]]),
     // `__shared__` objects whose constructors nvcc does not run (clang refuses them).
     ("tests/cuda/shared_objects.cu", &[&["1"], &["1000"]]),
+    // Kernels that wait on the clock before writing their own elements (NVIDIA's
+    // simpleHyperQ), and one whose index depends on the clock.
+    ("tests/cuda/clocked.cu", &[&["37", "0"], &["1000", "200"]]),
     // Kernels and copies of many streams at once, joined by events (program lanes on GPUs).
     ("tests/cuda/concurrent_streams.cu", &[&["64", "2", "1"], &["4096", "8", "9"]]),
     // Unsigned indices into shared memory that wrap (HeCBench merge's `BS[~Ax]`).
