@@ -316,7 +316,8 @@ fn kernels_calling_the_device_heap_run_on_the_gpu() {
 
 /// Kernels and copies of a program's streams (`tests/cuda/concurrent_streams.cu`, two of
 /// them) go to a driver stream each beside the GPU's main one, where they may run at once, as
-/// CUDA runs them; `HPVM_MGPU_STREAMS=one` keeps everything on the main stream.
+/// CUDA runs them (the default, and `HPVM_MGPU_STREAMS=lanes`); `HPVM_MGPU_STREAMS=one` keeps
+/// everything on the main stream.
 #[test]
 fn a_programs_streams_get_driver_streams_of_their_own() {
     let exe = cached_build("tests/cuda/concurrent_streams.cu", &["-O2"]);
@@ -326,9 +327,11 @@ fn a_programs_streams_get_driver_streams_of_their_own() {
         assert!(err.contains("checksum"), "{err}");
         (c.get("cuStreamCreate").copied(), c.get("cuStreamWaitEvent").copied().unwrap_or(0), err)
     };
-    let (lanes, waits, err) = streams("lanes");
-    assert_eq!(lanes, Some(3), "{err}");
-    assert!(waits > 0, "{err}");
+    for mode in ["lanes", ""] {
+        let (lanes, waits, err) = streams(mode);
+        assert_eq!(lanes, Some(3), "{mode}: {err}");
+        assert!(waits > 0, "{mode}: {err}");
+    }
     let (one, _, err) = streams("one");
     assert_eq!(one, Some(1), "{err}");
 }

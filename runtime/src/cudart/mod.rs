@@ -416,14 +416,14 @@ fn program_lane(stream: *mut c_void) -> Option<Option<u8>> {
     Some((st.streams.len() >= 2 && lanes_on()).then_some(s.lane))
 }
 
-/// `HPVM_MGPU_STREAMS=lanes`: the program's streams run beside one another
-/// ([`program_lane`]); `one` (the default until lanes are checked on GPUs): all of them in
-/// program order on each GPU's one stream.
+/// `HPVM_MGPU_STREAMS=lanes` (the default, checked on an H100 by
+/// `scripts/device/streams.sh`): the program's streams run beside one another
+/// ([`program_lane`]); `one`: all of them in program order on each GPU's one stream.
 fn lanes_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| match std::env::var("HPVM_MGPU_STREAMS").unwrap_or_default().trim() {
-        "lanes" => true,
-        "" | "one" => false,
+        "" | "lanes" => true,
+        "one" => false,
         other => crate::fatal(&format!("HPVM_MGPU_STREAMS={other}: expected `lanes` or `one`")),
     })
 }
