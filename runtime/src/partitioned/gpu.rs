@@ -17,20 +17,15 @@
 //!   in flight, and whatever touches device data from the host waits for it first
 //!   ([`crate::devices::inflight`]), which also orders the next launch after it on every GPU.
 
-use super::kernel::{self, GpuPart, Prepared, MARK_COPIES, MARK_HOST_COPIES, MARK_START};
+use super::kernel::{self, GpuPart, Target, MARK_COPIES, MARK_HOST_COPIES, MARK_START};
 use super::plan::{LaunchPlan, PartPlan, Source};
 use super::policy::Probe;
-use crate::args::SendPtr;
-use crate::ctx::NodeCtx;
-use crate::desc::KernelDesc;
 use crate::devices::cuda::Lane;
 use crate::devices::in_place;
 use crate::devices::inflight::{Access, DeviceList, Footprint, Slots, Span, Stream};
 use crate::devices::{devices, Copy, Device, Place};
 use crate::memory;
-use crate::module::Module;
 use crate::sink::Stopwatch;
-use std::ffi::CStr;
 use std::sync::atomic::Ordering;
 
 /// What one launch runs: its plan, each part's arguments for this launch
@@ -51,20 +46,12 @@ pub(super) struct Launch<'a> {
 /// Runs one launch of unit `n` on the GPUs: its copies, then every partition. With `asynchronous` (a CUDA program's launch), and
 /// unless it copies host memory or its outputs go to the host, it returns once everything is
 /// enqueued, leaving the launch in flight ([`inflight`]); otherwise it waits for it.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn run(
-    m: &Module,
-    n: u32,
+    target: &Target<'_>,
     launch: Launch<'_>,
-    kernel: &KernelDesc,
-    name: &str,
-    prepared: &Prepared,
-    ptx: &'static CStr,
-    parent: SendPtr<NodeCtx>,
-    grid: [i64; 3],
-    outs: SendPtr<u8>,
     asynchronous: bool,
 ) -> Result<Option<super::recorded::Launch>, String> {
+    let Target { m, n, kernel, .. } = *target;
     let Launch { lp, part_args, copies, sources, probe, lane } = launch;
     let sampled = probe.is_some();
     let st = &m.stats[n as usize];
@@ -102,7 +89,7 @@ pub(super) fn run(
             && lp.parts.iter().filter(|p| !p.bx.is_empty()).count() == 1
     });
     if let Some(i) = lane {
-        return run_on_lane(m, n, lp, part_args, kernel, name, prepared, ptx, (parent, grid, outs), used[0], i);
+        return run_on_lane(target, lp, part_args, used[0], i);
     }
     let mut slots = if in_flight {
         // Marks are events: a launch that copies nothing and is not timed records none, and
@@ -219,24 +206,8 @@ pub(super) fn run(
         }
         Ok(())
     };
-    let launched = kernel::run(
-        &mut after_part,
-        m,
-        n,
-        kernel,
-        name,
-        prepared,
-        ptx,
-        &parts,
-        parent,
-        grid,
-        outs,
-        &base,
-        wait,
-        sampled,
-        capture,
-        !lp.in_place,
-    );
+    let how = kernel::How { wait, sampled, capture, may_hold: !lp.in_place };
+    let launched = kernel::run(&mut after_part, target, &parts, &base, how);
     super::policy::log_line!("gpu run: kernels enqueued");
     let launched = launched.and_then(|l| super::reduce::finish(&lp.reductions).map(|()| l));
     let launched = match launched {
@@ -402,22 +373,15 @@ fn copy_beside(
 /// [`run`] for a launch on program lane `i` of GPU `k` (see there): it follows what it
 /// conflicts with, runs unheld and unrecorded for replays, and leaves what it reads and
 /// writes in the ledger for later work to follow.
-#[allow(clippy::too_many_arguments)]
 fn run_on_lane(
-    m: &Module,
-    n: u32,
+    target: &Target<'_>,
     lp: &LaunchPlan,
     part_args: &[crate::args::ArgBytes],
-    kernel: &KernelDesc,
-    name: &str,
-    prepared: &Prepared,
-    ptx: &'static CStr,
-    (parent, grid, outs): (SendPtr<NodeCtx>, [i64; 3], SendPtr<u8>),
     k: usize,
     i: u8,
 ) -> Result<Option<super::recorded::Launch>, String> {
     let devs = devices();
-    let st = &m.stats[n as usize];
+    let st = &target.m.stats[target.n as usize];
     let Some((slots, stream)) =
         crate::devices::inflight::on_program_lane(Some(i), || Slots::take_on_lane(k, &kernels_footprint(lp, k)))?
     else {
@@ -428,24 +392,7 @@ fn run_on_lane(
     let parts = [GpuPart { device: k, args: &part_args[at], bx: p.bx }];
     let base = slots.base.clone();
     let launched = crate::devices::cuda::on_lane(Lane::Program(i), || {
-        kernel::run(
-            &mut |_| Ok(()),
-            m,
-            n,
-            kernel,
-            name,
-            prepared,
-            ptx,
-            &parts,
-            parent,
-            grid,
-            outs,
-            &base,
-            false,
-            false,
-            false,
-            false,
-        )
+        kernel::run(&mut |_| Ok(()), target, &parts, &base, kernel::How::default())
     });
     if let Err(e) = launched {
         let _ = Device::synchronize(devs.gpu(k));

@@ -159,32 +159,49 @@ pub(crate) fn must_wait(m: &Module, n: u32, kernel: &KernelDesc) -> bool {
     bench_repeat().is_some() || matches!(kernel.kind, KernelKind::Grid) && m.node(n).outputs_size() > 0
 }
 
-/// Enqueues the kernel `name` (the unit's, or its read-only-cache variant) of unit `n` for
+/// A unit's kernel as a launch runs it: unit `n` of `m`, its kernel `name` (the unit's, or its
+/// read-only-cache variant) in `ptx`, checked launchable (`prepared`), under the parent
+/// context `parent`, over `grid`, its output records going to `outs`.
+#[derive(Clone, Copy)]
+pub(crate) struct Target<'a> {
+    pub m: &'a Module,
+    pub n: u32,
+    pub kernel: &'a KernelDesc,
+    pub name: &'a str,
+    pub prepared: &'a Prepared,
+    pub ptx: &'static CStr,
+    pub parent: SendPtr<NodeCtx>,
+    pub grid: [i64; 3],
+    pub outs: SendPtr<u8>,
+}
+
+/// How [`run`] enqueues a launch: `wait` for it (required when [`must_wait`]), time it for
+/// the split policy (`sampled`), let a repeated sequence be captured as a CUDA graph
+/// (`capture`), let it be held back (`may_hold`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct How {
+    pub wait: bool,
+    pub sampled: bool,
+    pub capture: bool,
+    pub may_hold: bool,
+}
+
+/// Enqueues the kernel of `target` for
 /// each part on its GPU's stream (after whatever that stream holds: the part's copies), its
 /// marks from slot `base[k]` on GPU `k`. With `wait` (required when [`must_wait`]), waits
 /// for every part; output records come back to `outs`, each instance's from the GPU that
 /// ran it. `after_part(i)` runs once part `i` of `parts` is enqueued (a launch that records
 /// where each part ends on its stream). `may_hold`: an asynchronous launch on one GPU may be
 /// held back ([`crate::devices::held`]).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     after_part: &mut dyn FnMut(usize) -> Result<(), String>,
-    m: &Module,
-    n: u32,
-    kernel: &KernelDesc,
-    name: &str,
-    prepared: &Prepared,
-    ptx: &'static CStr,
+    target: &Target<'_>,
     parts: &[GpuPart<'_>],
-    parent: SendPtr<NodeCtx>,
-    grid: [i64; 3],
-    outs: SendPtr<u8>,
     base: &[usize],
-    wait: bool,
-    sampled: bool,
-    capture: bool,
-    may_hold: bool,
+    how: How,
 ) -> Result<Launched, String> {
+    let Target { m, n, kernel, name, prepared, ptx, parent, grid, outs } = *target;
+    let How { wait, sampled, capture, may_hold } = how;
     let devs = devices();
     let node = m.node(n);
     // SAFETY: the parent context outlives this call (it is the caller's).

@@ -420,9 +420,22 @@ fn run_on_gpus(
     let lane = crate::devices::inflight::program_lane().filter(|_| module.node(leaf).indirect.is_none());
     let launch = gpu::Launch { lp, part_args, copies: &copy_plan.copies, sources: &copy_plan.sources, probe, lane };
     let kernel_grid = lp.virtual_grid.unwrap_or(u.grid);
-    let replay =
-        gpu::run(module, n, launch, kernel, name, prepared, ptx, u.parent, kernel_grid, u.outs, u.asynchronous)
-            .unwrap_or_else(|err| crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc)));
+    let replay = gpu::run(
+        &kernel::Target {
+            m: module,
+            n,
+            kernel,
+            name,
+            prepared,
+            ptx,
+            parent: u.parent,
+            grid: kernel_grid,
+            outs: u.outs,
+        },
+        launch,
+        u.asynchronous,
+    )
+    .unwrap_or_else(|err| crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc)));
     share_outputs(module, n, u.shape, lp, u.grid, u.outs);
     replay
 }
@@ -743,10 +756,20 @@ fn run_rounds(
             let (copies, sources) = (&copy_plan.copies, &copy_plan.sources);
             let launch = gpu::Launch { lp: r, part_args: &part_args, copies, sources, probe: None, lane: None };
             let kernel_grid = lp.virtual_grid.unwrap_or(u.grid);
-            gpu::run(module, n, launch, kernel, &kernel.name, prepared, ptx, u.parent, kernel_grid, u.outs, false)
-                .unwrap_or_else(|err| {
-                    crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc))
-                });
+            let target = kernel::Target {
+                m: module,
+                n,
+                kernel,
+                name: &kernel.name,
+                prepared,
+                ptx,
+                parent: u.parent,
+                grid: kernel_grid,
+                outs: u.outs,
+            };
+            gpu::run(&target, launch, false).unwrap_or_else(|err| {
+                crate::fatal(&format!("node {} ({}) on the GPUs: {err}", node.shown(), node.loc))
+            });
             share_outputs(module, n, u.shape, r, u.grid, u.outs);
             continue;
         }
