@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 105] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 106] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -259,6 +259,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 105] = [
     ("tests/cuda/reused_addresses.cu", &[&["1000", "3"], &["4096", "6"]]),
     // `__shared__` objects whose constructors nvcc does not run (clang refuses them).
     ("tests/cuda/shared_objects.cu", &[&["1"], &["1000"]]),
+    // libcu++'s `cuda::barrier` in shared memory (NVIDIA's simpleAWBarrier).
+    ("tests/cuda/barrier.cu", &[&["1"], &["1000"]]),
     // Kernels that wait on the clock before writing their own elements (NVIDIA's
     // simpleHyperQ), and one whose index depends on the clock.
     ("tests/cuda/clocked.cu", &[&["37", "0"], &["1000", "200"]]),

@@ -41,6 +41,14 @@ enum Op {
     /// `read.ptx.sreg.laneid`, `read.ptx.sreg.warpsize`.
     Lane,
     WarpSize,
+    /// `isspacep.<space>` (`__isShared`, `__isGlobal`...): whether a pointer is in `global`
+    /// memory (else the block's shared memory, the thread's local memory or the constant
+    /// bank). A simulated device has one memory: its blocks' shared memory is ordinary memory,
+    /// as is everything else, so only `global` holds. libcu++'s `cuda::barrier` then takes
+    /// its atomic path (mbarrier PTX is the GPU's), the same in every one of its calls.
+    Space {
+        global: bool,
+    },
     /// `match.<any|all>.sync.<i32|i64>[p]`.
     Match {
         all: bool,
@@ -90,6 +98,10 @@ fn op(rest: &str) -> Option<Op> {
         "read.ptx.sreg.laneid" => Some(Op::Lane),
         "fns" => Some(Op::Fns),
         "read.ptx.sreg.warpsize" => Some(Op::WarpSize),
+        "isspacep.global" => Some(Op::Space { global: true }),
+        "isspacep.shared" | "isspacep.shared.cluster" | "isspacep.local" | "isspacep.const" => {
+            Some(Op::Space { global: false })
+        }
         _ => None,
     }
 }
@@ -152,7 +164,7 @@ pub fn uses_warps(f: FunctionValue<'_>) -> bool {
                     .ok()
                     .and_then(|c| c.get_called_fn_value())
                     .is_some_and(|c| {
-                        cpu_op(c).is_some_and(|o| o != Op::Fns)
+                        cpu_op(c).is_some_and(|o| !matches!(o, Op::Fns | Op::Space { .. }))
                             || cpu_ptx(c).is_some()
                             || is_exit(c)
                             || is_strong_load(c)
@@ -606,6 +618,9 @@ fn body<'ctx>(
     if op == Op::WarpSize {
         return Ok(Some(i32t.const_int(32, false).into()));
     }
+    if let Op::Space { global } = op {
+        return Ok(Some(i1.const_int(u64::from(global), false).into()));
+    }
     // Other fibers run during the call and set the thread-local context to theirs.
     let saved = SavedContext::save(module, b)?;
     let result: Option<BasicValueEnum> = match op {
@@ -682,7 +697,7 @@ fn body<'ctx>(
             let args = [i32t.const_int(op as u64, false).into(), param(1)?.into(), param(0)?.into()];
             Some(b.build_call(rt, &args, "redux")?.try_as_basic_value().basic().expect("i32"))
         }
-        Op::WarpSize => unreachable!("returned above"),
+        Op::WarpSize | Op::Space { .. } => unreachable!("returned above"),
     };
     saved.restore(b)?;
     Ok(result)
@@ -710,6 +725,10 @@ mod tests {
         assert_eq!(op("redux.sync.xor"), Some(Op::Redux { op: 7 }));
         assert_eq!(op("redux.sync.fadd"), None);
         assert_eq!(op("shfl.sync.down.i64"), None);
+        assert_eq!(op("isspacep.shared"), Some(Op::Space { global: false }));
+        assert_eq!(op("isspacep.shared.cluster"), Some(Op::Space { global: false }));
+        assert_eq!(op("isspacep.global"), Some(Op::Space { global: true }));
+        assert_eq!(op("isspacep.texture"), None);
     }
 
     /// Spins go before `volatile` accesses, and before accesses through shared memory (at

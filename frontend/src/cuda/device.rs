@@ -1413,7 +1413,8 @@ fn warp_function(name: &str) -> Option<&str> {
         .any(|p| rest.starts_with(p))
         || rest == "read.ptx.sreg.laneid"
         || rest == "fns"
-        || rest == "read.ptx.sreg.warpsize";
+        || rest == "read.ptx.sreg.warpsize"
+        || rest.starts_with("isspacep.");
     warp.then_some(rest)
 }
 
