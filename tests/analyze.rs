@@ -186,6 +186,20 @@ fn register_only_warp_and_ptx_operations_are_no_accesses() {
     assert!(!out.contains("a call the analysis cannot see into"), "{out}");
 }
 
+/// A compare-and-swap (`atomicCAS` in a loop, as programs write a 64-bit sum or a float
+/// minimum) writes what the value it finds decides: its node stays whole, its writes never
+/// merged across devices (they were, and each device's updates of an element lost the
+/// others': HeCBench scatter failed its own check on four devices).
+#[test]
+fn compare_and_swap_loops_keep_their_node_whole() {
+    let o = hpvm_mgpu(&["analyze", "tests/cuda/cas_loops.cu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("node scatter (tests/cuda/cas_loops.cu:54): not partitionable"), "{out}");
+    assert!(out.contains("a compare-and-swap writes what the value it finds decides"), "{out}");
+    assert!(!out.contains("merged"), "{out}");
+}
+
 /// Clock reads address nothing: kernels that spin on `clock64()` or `clock()` (NVIDIA's
 /// simpleHyperQ) before writing their own elements split (they ran whole: "a call the
 /// analysis cannot see into"), and an index computed from the clock is named as

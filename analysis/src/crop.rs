@@ -13,7 +13,8 @@
 //! - Atomic updates become a load and a store of the same element (what they access), each
 //!   recorded ([`Atomic`]) with how it combines: an argument updated only by combining atomics
 //!   whose old values go unused is a reduction, which devices can run on private copies and
-//!   combine after; any other atomic keeps the node whole.
+//!   combine after; any other atomic (an exchange, a compare-and-swap) keeps the node whole
+//!   and its writes from being merged.
 //! - The two ways of an `if`/`else` that both store to the same element store once, after
 //!   they meet ([`merge_twin_stores`]): what differs between the ways was the stored value,
 //!   which is poison now, so the element is written whatever the (data-dependent) condition,
@@ -114,6 +115,32 @@ pub fn crop(f: FunctionValue<'_>, shared: &[u32], split_clamps: bool) -> Cropped
                     let combines = unused(inst).and_then(|()| rmw_reduction(LLVMGetAtomicRMWBinOp(inst), ty));
                     out.atomics.push(Atomic { base: base_param(f, ptr), location: location(inst), combines });
                     load_and_store(builder, inst, ptr, ty);
+                }
+                LLVMOpcode::LLVMAtomicCmpXchg => {
+                    // `atomicCAS`, and the loops built on it (an `atomicAdd` on `double` for old
+                    // GPUs, a `float` maximum): what it writes depends on the value it finds,
+                    // so its blocks talk through the element. Recorded, it keeps the node
+                    // whole; unrecorded, its writes were merged across devices and each
+                    // device's updates of an element lost the others' (HeCBench scatter).
+                    let ptr = LLVMGetOperand(inst, 0);
+                    let expected = LLVMGetOperand(inst, 1);
+                    let ty = LLVMTypeOf(expected);
+                    out.atomics.push(Atomic {
+                        base: base_param(f, ptr),
+                        location: location(inst),
+                        combines: Err("a compare-and-swap writes what the value it finds decides"),
+                    });
+                    LLVMPositionBuilderBefore(builder, inst);
+                    let old = LLVMBuildLoad2(builder, ty, ptr, c"atomic.old".as_ptr());
+                    LLVMBuildStore(builder, LLVMGetPoison(ty), ptr);
+                    // The pair it returns: the value found, and whether it was the one
+                    // expected (data-dependent, as the loop around it is).
+                    let swapped =
+                        LLVMBuildICmp(builder, llvm_sys::LLVMIntPredicate::LLVMIntEQ, old, expected, c"".as_ptr());
+                    let pair = LLVMBuildInsertValue(builder, LLVMGetPoison(LLVMTypeOf(inst)), old, 0, c"".as_ptr());
+                    let pair = LLVMBuildInsertValue(builder, pair, swapped, 1, c"".as_ptr());
+                    LLVMReplaceAllUsesWith(inst, pair);
+                    LLVMInstructionEraseFromParent(inst);
                 }
                 LLVMOpcode::LLVMCall => {
                     let name = callee_name(inst);
