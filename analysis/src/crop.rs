@@ -43,7 +43,7 @@ pub struct Cropped {
     /// Thread tests loosened where they guard only reads ([`crate::loosen`]).
     pub loosened: usize,
     /// Where the blocks of a launch may talk to each other through memory (`file:line`): a
-    /// volatile access outside shared memory, a fence, inline assembly. Atomics are in
+    /// volatile or atomic load or store outside shared memory, a fence, inline assembly. Atomics are in
     /// [`Self::atomics`]. A node with none can have its writes merged
     /// (`dashdb::WriteKind::Merged`).
     pub communicates: Vec<String>,
@@ -205,15 +205,20 @@ pub fn crop(f: FunctionValue<'_>, shared: &[u32], split_clamps: bool) -> Cropped
     out
 }
 
-/// Whether `inst` may carry values between blocks within a launch: a volatile load or store
-/// outside shared memory (a flag another block spins on), a fence (`__threadfence`), inline
+/// Whether `inst` may carry values between blocks within a launch: a volatile or atomic load or
+/// store outside shared memory (a flag another block spins on), a fence (`__threadfence`), inline
 /// assembly (what it does is not seen).
 ///
 /// # Safety
 /// `inst` must be a live instruction of `f`.
 unsafe fn communicates(f: LLVMValueRef, inst: LLVMValueRef, op: LLVMOpcode, shared: &[u32]) -> bool {
     match op {
-        LLVMOpcode::LLVMLoad | LLVMOpcode::LLVMStore if LLVMGetVolatile(inst) != 0 => {
+        // Volatile, and atomic (`cuda::atomic_ref`'s loads and stores, `__nv_atomic_load_n`):
+        // a flag one block sets and another reads.
+        LLVMOpcode::LLVMLoad | LLVMOpcode::LLVMStore
+            if LLVMGetVolatile(inst) != 0
+                || LLVMGetOrdering(inst) != llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingNotAtomic =>
+        {
             let ptr = LLVMGetOperand(inst, u32::from(op == LLVMOpcode::LLVMStore));
             !base_param(f, ptr).is_some_and(|p| shared.contains(&p))
         }
@@ -1301,6 +1306,66 @@ mod tests {
         unsafe { see_through_aggregates(f.as_value_ref()) };
         assert!(m.verify().is_ok(), "{}", m.print_to_string());
         f.print_to_string().to_string()
+    }
+
+    /// [`crop`] of `@f` of `ir` (no shared parameters), and the function after it, as text.
+    fn cropped(ir: &str) -> (Cropped, String) {
+        let ctx = Context::create();
+        let buf = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "t");
+        let m = ctx.create_module_from_ir(buf).unwrap();
+        let f = m.get_function("f").unwrap();
+        let c = crop(f, &[], false);
+        assert!(!c.broken && m.verify().is_ok(), "{}", m.print_to_string());
+        (c, f.print_to_string().to_string())
+    }
+
+    /// A compare-and-swap loop (a 64-bit sum through `atomicCAS`) is an atomic that does not
+    /// combine, so its node's writes are never merged; it becomes a load and a store of its
+    /// element, its pair the value found and whether it was the one expected.
+    #[test]
+    fn a_compare_and_swap_is_an_atomic_that_does_not_combine() {
+        let (c, text) = cropped(
+            "define void @f(ptr %out, i64 %i, i64 %v) {
+             entry:
+               %p = getelementptr i64, ptr %out, i64 %i
+               %first = load i64, ptr %p
+               br label %loop
+             loop:
+               %old = phi i64 [ %first, %entry ], [ %found, %loop ]
+               %new = add i64 %old, %v
+               %pair = cmpxchg ptr %p, i64 %old, i64 %new seq_cst seq_cst
+               %found = extractvalue { i64, i1 } %pair, 0
+               %ok = extractvalue { i64, i1 } %pair, 1
+               br i1 %ok, label %done, label %loop
+             done:
+               ret void
+             }",
+        );
+        assert_eq!(c.atomics.len(), 1, "{text}");
+        assert!(c.atomics[0].combines.is_err(), "{text}");
+        assert!(!text.contains("cmpxchg") && text.contains("atomic.old"), "{text}");
+    }
+
+    /// Atomic loads and stores outside shared memory (a flag one block publishes and another
+    /// reads) are ways for blocks to talk; plain ones are not.
+    #[test]
+    fn atomic_loads_and_stores_communicate() {
+        let (c, _) = cropped(
+            "define void @f(ptr %flag, ptr %out) {
+               %seen = load atomic i32, ptr %flag acquire, align 4
+               store i32 %seen, ptr %out
+               ret void
+             }",
+        );
+        assert_eq!(c.communicates.len(), 1);
+        let (c, _) = cropped(
+            "define void @f(ptr %flag, ptr %out) {
+               %seen = load i32, ptr %flag
+               store i32 %seen, ptr %out
+               ret void
+             }",
+        );
+        assert!(c.communicates.is_empty());
     }
 
     #[test]

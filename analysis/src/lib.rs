@@ -672,7 +672,7 @@ fn merge_writes(entry: &mut Node, crop: &crop::Cropped) {
     // Say why the writes were not merged where that alone kept the node whole.
     if let Some(at) = crop.communicates.first() {
         entry.reasons.push(reason(
-            "its blocks may talk through memory within a launch (a volatile access outside shared memory, a fence \
+            "its blocks may talk through memory within a launch (a volatile or atomic load or store outside shared memory, a fence \
              or inline assembly), so that its writes cannot be merged across devices",
             at,
         ));
@@ -716,7 +716,7 @@ fn only_unplaced_writes(reasons: &[dashdb::Reason]) -> bool {
 }
 
 /// Whether the blocks of a launch cannot talk through memory (dashdb's `Node::mergeable`): no
-/// volatile access outside shared memory, fence or inline assembly, and every atomic combines
+/// volatile or atomic load or store outside shared memory, fence or inline assembly, and every atomic combines
 /// (its old value unused, so nothing comes back to the block that made it).
 fn blocks_cannot_talk(crop: &crop::Cropped) -> bool {
     crop.communicates.is_empty() && crop.atomics.iter().all(|a| a.combines.is_ok())
