@@ -186,18 +186,41 @@ fn register_only_warp_and_ptx_operations_are_no_accesses() {
     assert!(!out.contains("a call the analysis cannot see into"), "{out}");
 }
 
-/// A compare-and-swap (`atomicCAS` in a loop, as programs write a 64-bit sum or a float
-/// minimum) writes what the value it finds decides: its node stays whole, its writes never
-/// merged across devices (they were, and each device's updates of an element lost the
-/// others': HeCBench scatter failed its own check on four devices).
+/// A compare-and-swap writes what the value it finds decides: a kernel with one that is no
+/// update the devices can combine (a float minimum through `fminf`) stays whole, its writes
+/// never merged across devices (they were, and each device's updates of an element lost the
+/// others': HeCBench scatter failed its own check on four devices). A loop that retries an
+/// add, an integer `max` or `min`, or a double add through the value's bits until it swaps is
+/// that atomic update, a reduction: its kernel splits on four devices with the host's
+/// results.
 #[test]
-fn compare_and_swap_loops_keep_their_node_whole() {
+fn compare_and_swap_loops_are_reductions_or_keep_their_node_whole() {
     let o = hpvm_mgpu(&["analyze", "tests/cuda/cas_loops.cu"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("node scatter (tests/cuda/cas_loops.cu:54): not partitionable"), "{out}");
-    assert!(out.contains("a compare-and-swap writes what the value it finds decides"), "{out}");
+    let scatter = &out[out.find("node scatter").unwrap()..];
+    assert!(scatter.starts_with("node scatter (tests/cuda/cas_loops.cu:95): not partitionable"), "{out}");
+    assert!(scatter.contains("a compare-and-swap writes what the value it finds decides"), "{out}");
     assert!(!out.contains("merged"), "{out}");
+    let combining = &out[out.find("node combining").unwrap()..out.find("node scatter").unwrap()];
+    assert!(combining.contains("partitionable, splittable along x"), "{out}");
+    for r in ["add on i64", "add on f64", "max on i32", "min on u32"] {
+        assert!(combining.contains(&format!("updates atomically ({r}; each device a private copy)")), "{r}: {out}");
+    }
+
+    let exe = cached_build("tests/cuda/cas_loops.cu", &["-O2"]);
+    let dir = TempDir::new("cas_loops");
+    let file = dir.path_str("stats.json");
+    let run = run_program(
+        &exe,
+        &["1000", "7"],
+        &[("HPVM_MGPU_DEVICES", "cpu:4"), ("HPVM_MGPU_PARTITION", "always"), ("HPVM_MGPU_STATS", &file)],
+    );
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let node = |name: &str| stats["nodes"].as_array().unwrap().iter().find(|n| n["node"] == name).expect(name).clone();
+    assert_eq!(node("combining.blocks")["partitioned_launches"], 2, "{stats}");
+    assert_eq!(node("scatter.blocks")["partitioned_launches"], 0, "{stats}");
 }
 
 /// Clock reads address nothing: kernels that spin on `clock64()` or `clock()` (NVIDIA's

@@ -69,6 +69,8 @@ pub fn crop(f: FunctionValue<'_>, shared: &[u32], split_clamps: bool) -> Cropped
     // replaced before anything is erased.
     unsafe {
         see_through_aggregates(f);
+        // Compare-and-swap loops that are atomic updates are recorded as those updates.
+        crate::cas::to_rmw(f);
         let builder = LLVMCreateBuilderInContext(LLVMGetTypeContext(LLVMTypeOf(f)));
         let mut sinks: Vec<(LLVMTypeRef, LLVMValueRef)> = Vec::new();
         for inst in instructions(f) {
@@ -1319,25 +1321,20 @@ mod tests {
         (c, f.print_to_string().to_string())
     }
 
-    /// A compare-and-swap loop (a 64-bit sum through `atomicCAS`) is an atomic that does not
-    /// combine, so its node's writes are never merged; it becomes a load and a store of its
-    /// element, its pair the value found and whether it was the one expected.
+    /// A compare-and-swap that is no loop of an update (a slot claimed: `atomicCAS(&owner[k],
+    /// -1, me)`, whose old value says who won) is an atomic that does not combine, so its
+    /// node's writes are never merged; it becomes a load and a store of its element, its pair
+    /// the value found and whether it was the one expected.
     #[test]
     fn a_compare_and_swap_is_an_atomic_that_does_not_combine() {
         let (c, text) = cropped(
-            "define void @f(ptr %out, i64 %i, i64 %v) {
-             entry:
-               %p = getelementptr i64, ptr %out, i64 %i
-               %first = load i64, ptr %p
-               br label %loop
-             loop:
-               %old = phi i64 [ %first, %entry ], [ %found, %loop ]
-               %new = add i64 %old, %v
-               %pair = cmpxchg ptr %p, i64 %old, i64 %new seq_cst seq_cst
-               %found = extractvalue { i64, i1 } %pair, 0
-               %ok = extractvalue { i64, i1 } %pair, 1
-               br i1 %ok, label %done, label %loop
-             done:
+            "define void @f(ptr %owner, ptr %won, i64 %k, i32 %me) {
+               %p = getelementptr i32, ptr %owner, i64 %k
+               %pair = cmpxchg ptr %p, i32 -1, i32 %me seq_cst seq_cst
+               %ok = extractvalue { i32, i1 } %pair, 1
+               %w = getelementptr i8, ptr %won, i64 %k
+               %flag = zext i1 %ok to i8
+               store i8 %flag, ptr %w
                ret void
              }",
         );

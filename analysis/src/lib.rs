@@ -19,6 +19,7 @@
 //! - The module given is never changed: the analysis works on a clone.
 
 pub mod bounds;
+pub mod cas;
 pub mod crop;
 pub mod guards;
 pub mod loosen;
