@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 107] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 108] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -262,6 +262,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 107] = [
     // Atomic updates written as compare-and-swap loops into elements many blocks update
     // (HeCBench scatter): their writes were merged across devices, losing updates.
     ("tests/cuda/cas_loops.cu", &[&["1", "1"], &["1000", "7"], &["20000", "3"]]),
+    // Floats to bfloat16 through inline PTX `cvt.rn.bf16.f32` (HeCBench attention-paged).
+    ("tests/cuda/bf16_convert.cu", &[&["16"], &["1000"]]),
     // libcu++'s `cuda::barrier` in shared memory (NVIDIA's simpleAWBarrier).
     ("tests/cuda/barrier.cu", &[&["1"], &["1000"]]),
     // Kernels that wait on the clock before writing their own elements (NVIDIA's

@@ -911,6 +911,25 @@ fn portable<'ctx>(
             let hi = b.build_left_shift(hi, i32t.const_int(16, false), "").map_err(llvm)?;
             b.build_or(lo, hi, "pack").map_err(llvm)?.into()
         }
+        // A float to bfloat16's bits, rounded to nearest even (PTX's `cvt.rn.bf16.f32`: a NaN
+        // becomes the canonical 0x7fff); and two of them into a pair, the first the upper half.
+        "cvt.rn.bf16.f32 $0, $1" => {
+            let Some(x) = arg(0).filter(|a| a.is_float_value()) else { return Ok(None) };
+            if x.get_type() != f32t.into() {
+                return Ok(None);
+            }
+            bf16_bits(b, x.into_float_value())?.into()
+        }
+        "cvt.rn.bf16x2.f32 $0, $1, $2" => {
+            let (Some(hi), Some(lo)) = (arg(0), arg(1)) else { return Ok(None) };
+            if hi.get_type() != f32t.into() || lo.get_type() != f32t.into() {
+                return Ok(None);
+            }
+            let hi = b.build_int_z_extend(bf16_bits(b, hi.into_float_value())?, i32t, "").map_err(llvm)?;
+            let lo = b.build_int_z_extend(bf16_bits(b, lo.into_float_value())?, i32t, "").map_err(llvm)?;
+            let hi = b.build_left_shift(hi, i32t.const_int(16, false), "").map_err(llvm)?;
+            b.build_or(lo, hi, "pack").map_err(llvm)?.into()
+        }
         "cvt.f32.f16 $0, $1" | "cvt.f64.f16 $0, $1" => {
             let Some(x) = arg(0).filter(|a| a.is_int_value()) else { return Ok(None) };
             let to = if stmt.starts_with("cvt.f32") { f32t } else { f64t };
@@ -1325,6 +1344,24 @@ fn half_comparison<'ctx>(
     let v = b.build_bit_cast(v, bits, "").map_err(llvm)?;
     let fits = unsafe { LLVMTypeOf(v.as_value_ref()) == result.as_type_ref() };
     Ok(fits.then_some(v))
+}
+
+/// The bits of `x` rounded to bfloat16, to nearest even, as PTX's `cvt.rn.bf16.f32` gives
+/// them: the upper half of the float's bits after adding half an ulp (less one where the kept
+/// part is even, so ties go to even); any NaN is 0x7fff. Infinities stay, and finite values
+/// past the largest bfloat16 round to infinity, as the addition carries into the exponent.
+fn bf16_bits<'ctx>(b: &Builder<'ctx>, x: inkwell::values::FloatValue<'ctx>) -> Result<IntValue<'ctx>> {
+    let i32t = x.get_type().get_context().i32_type();
+    let i16t = x.get_type().get_context().i16_type();
+    let bits = b.build_bit_cast(x, i32t, "").map_err(llvm)?.into_int_value();
+    let kept = b.build_right_shift(bits, i32t.const_int(16, false), false, "").map_err(llvm)?;
+    let odd = b.build_and(kept, i32t.const_int(1, false), "").map_err(llvm)?;
+    let half = b.build_int_add(i32t.const_int(0x7fff, false), odd, "").map_err(llvm)?;
+    let sum = b.build_int_add(bits, half, "").map_err(llvm)?;
+    let rounded = b.build_right_shift(sum, i32t.const_int(16, false), false, "").map_err(llvm)?;
+    let rounded = b.build_int_truncate(rounded, i16t, "").map_err(llvm)?;
+    let nan = b.build_float_compare(inkwell::FloatPredicate::UNO, x, x, "").map_err(llvm)?;
+    Ok(b.build_select(nan, i16t.const_int(0x7fff, false), rounded, "bf16").map_err(llvm)?.into_int_value())
 }
 
 /// The cycle counter: `%clock64` on the GPU (the NVPTX backend's reading of
