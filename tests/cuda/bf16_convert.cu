@@ -2,7 +2,8 @@
  * bf16_convert.cu -- floats to bfloat16 through inline PTX `cvt.rn.bf16.f32` and
  * `cvt.rn.bf16x2.f32`, as programs write it (HeCBench attention-paged's KV cache), on
  * values that round both ways, ties to even, subnormals, infinities, NaNs and values past the
- * largest bfloat16. Checked bit for bit against the host's rounding to nearest even.
+ * largest bfloat16; and back to floats through `mov.b32 %0, {0,%1}` (cuda_bf16.hpp's widening
+ * before sm_90). Checked bit for bit against the host's rounding to nearest even.
  * Usage: bf16_convert [N]   (default 1000)
  * Prints `checksum <hex>` of the results, then PASS or FAIL.
  */
@@ -21,7 +22,7 @@
     }                                                                                        \
   } while (0)
 
-__global__ void convert(const float *x, unsigned short *one, unsigned *two, int n) {
+__global__ void convert(const float *x, unsigned short *one, unsigned *two, float *back, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) {
     unsigned short h;
@@ -29,7 +30,14 @@ __global__ void convert(const float *x, unsigned short *one, unsigned *two, int 
     one[i] = h;
     unsigned p;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(x[i]), "f"(x[n - 1 - i]));
-    two[i] = p;
+    // The pair as cuda_bf16.hpp writes `__floats2bfloat162_rn` (sources the other way).
+    unsigned q;
+    asm("{ cvt.rn.bf16x2.f32 %0, %2, %1;}\n" : "=r"(q) : "f"(x[n - 1 - i]), "f"(x[i]));
+    two[i] = p == q ? p : 0xdeadbeefu;
+    // Back to a float, as cuda_bf16.hpp widens before sm_90: the bits in the upper half.
+    float f;
+    asm("{ mov.b32 %0, {0,%1};}\n" : "=f"(f) : "h"(h));
+    back[i] = f;
   }
 }
 
@@ -58,21 +66,28 @@ int main(int argc, char **argv) {
   float *x;
   unsigned short *one;
   unsigned *two;
+  float *back;
+  CHECK(cudaMalloc(&back, n * sizeof(float)));
   CHECK(cudaMalloc(&x, n * sizeof(float)));
   CHECK(cudaMalloc(&one, n * sizeof(unsigned short)));
   CHECK(cudaMalloc(&two, n * sizeof(unsigned)));
   CHECK(cudaMemcpy(x, hx, n * sizeof(float), cudaMemcpyHostToDevice));
-  convert<<<(n + 127) / 128, 128>>>(x, one, two, n);
+  convert<<<(n + 127) / 128, 128>>>(x, one, two, back, n);
   CHECK(cudaGetLastError());
   unsigned short *g1 = (unsigned short *)malloc(n * sizeof(unsigned short));
   unsigned *g2 = (unsigned *)malloc(n * sizeof(unsigned));
   CHECK(cudaMemcpy(g1, one, n * sizeof(unsigned short), cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(g2, two, n * sizeof(unsigned), cudaMemcpyDeviceToHost));
+  float *gb = (float *)malloc(n * sizeof(float));
+  CHECK(cudaMemcpy(gb, back, n * sizeof(float), cudaMemcpyDeviceToHost));
   int bad = 0;
   uint64_t digest = 1469598103934665603ull;
   for (int i = 0; i < n; ++i) {
     unsigned want2 = ((unsigned)reference(hx[i]) << 16) | reference(hx[n - 1 - i]);
-    bad += g1[i] != reference(hx[i]) || g2[i] != want2;
+    uint32_t gbits;
+    memcpy(&gbits, &gb[i], 4);
+    bad += g1[i] != reference(hx[i]) || g2[i] != want2 || gbits != (uint32_t)reference(hx[i]) << 16;
+    digest = (digest ^ gbits) * 1099511628211ull;
     digest = (digest ^ g1[i]) * 1099511628211ull;
     digest = (digest ^ g2[i]) * 1099511628211ull;
   }
@@ -82,6 +97,8 @@ int main(int argc, char **argv) {
   CHECK(cudaFree(x));
   CHECK(cudaFree(one));
   CHECK(cudaFree(two));
+  CHECK(cudaFree(back));
+  free(gb);
   free(hx);
   free(g1);
   free(g2);

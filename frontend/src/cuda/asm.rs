@@ -920,8 +920,9 @@ fn portable<'ctx>(
             }
             bf16_bits(b, x.into_float_value())?.into()
         }
-        "cvt.rn.bf16x2.f32 $0, $1, $2" => {
-            let (Some(hi), Some(lo)) = (arg(0), arg(1)) else { return Ok(None) };
+        "cvt.rn.bf16x2.f32 $0, $1, $2" | "cvt.rn.bf16x2.f32 $0, $2, $1" => {
+            let (hi, lo) = if stmt.ends_with("$1, $2") { (arg(0), arg(1)) } else { (arg(1), arg(0)) };
+            let (Some(hi), Some(lo)) = (hi, lo) else { return Ok(None) };
             if hi.get_type() != f32t.into() || lo.get_type() != f32t.into() {
                 return Ok(None);
             }
@@ -948,6 +949,21 @@ fn portable<'ctx>(
             let hi = b.build_int_z_extend(hi.into_int_value(), i32t, "").map_err(llvm)?;
             let hi = b.build_left_shift(hi, i32t.const_int(16, false), "").map_err(llvm)?;
             b.build_or(lo, hi, "pack").map_err(llvm)?.into()
+        }
+        // A bfloat16 (or half) as the upper half of 32 bits, the lower zero: CUDA's
+        // bfloat16-to-float before sm_90 (`cuda_bf16.hpp`), exact.
+        "mov.b32 $0, {0,$1}" | "mov.b32 $0, {0, $1}" => {
+            let Some(x) = arg(0).filter(|a| a.is_int_value() && a.into_int_value().get_type().get_bit_width() == 16)
+            else {
+                return Ok(None);
+            };
+            let wide = b.build_int_z_extend(x.into_int_value(), i32t, "").map_err(llvm)?;
+            let bits = b.build_left_shift(wide, i32t.const_int(16, false), "").map_err(llvm)?;
+            match result {
+                AnyTypeEnum::FloatType(t) if t == f32t => b.build_bit_cast(bits, f32t, "").map_err(llvm)?,
+                AnyTypeEnum::IntType(t) if t == i32t => bits.into(),
+                _ => return Ok(None),
+            }
         }
         "mov.b32 {$0,$1}, $2" | "mov.b32 {$0, $1}, $2" => {
             let Some(x) = arg(0).filter(|a| a.is_int_value()) else { return Ok(None) };
