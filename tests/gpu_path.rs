@@ -351,3 +351,28 @@ fn memsets_of_device_memory_do_not_wait_for_the_gpu() {
     };
     assert_eq!(waits("50"), waits("10"));
 }
+
+/// Kernels of a program's streams that write different parts of one buffer, each through a
+/// pointer into it (`tests/inputs/cuda/stream_parts.cu`, as simpleStreams and simpleHyperQ
+/// launch), run beside one another: a launch on a stream is planned with its maps, so what it
+/// leaves in flight is the bytes it writes, not the whole buffer. A kernel that then reads
+/// the whole buffer waits for every stream that wrote it (the stand-in driver's trace).
+#[test]
+fn kernels_of_streams_writing_parts_of_one_buffer_run_beside_one_another() {
+    let exe = cached_build("tests/inputs/cuda/stream_parts.cu", &["-O2"]);
+    let (ok, _, err) = run_on_fake(&exe, &["4096"], &[("HPVM_MGPU_DEVICES", "cuda:1"), ("FAKECUDA_TRACE", "1")]);
+    assert!(err.contains("sum"), "{err}");
+    let _ = ok; // kernels do not run on the stand-in driver: the sum is wrong there
+    let trace: Vec<&str> = err.lines().filter_map(|l| l.strip_prefix("fakecuda: ")).collect();
+    let launches: Vec<usize> =
+        trace.iter().enumerate().filter(|(_, l)| l.starts_with("launch of")).map(|(i, _)| i).collect();
+    assert_eq!(launches.len(), 5, "{err}");
+    let waits = |from: usize, to: usize| trace[from..to].iter().filter(|l| l.contains(" waits for event ")).count();
+    // The four fills: no stream waits for another.
+    assert_eq!(waits(launches[0], launches[3]), 0, "{err}");
+    // The sum (on the first fill's stream) waits for the three other streams.
+    assert_eq!(waits(launches[3], launches[4]), 3, "{err}");
+    let streams: std::collections::HashSet<&str> =
+        launches[..4].iter().map(|&i| trace[i].rsplit(' ').next().unwrap()).collect();
+    assert_eq!(streams.len(), 4, "{err}");
+}

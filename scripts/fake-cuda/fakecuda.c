@@ -15,7 +15,10 @@
  * spins, once launched, until the host sets the `unsigned` its first parameter points to (a
  * latch in page-locked memory): a call that would wait for the GPU meanwhile (a
  * synchronization, a synchronous copy) is the deadlock the real driver would meet, reported
- * (`fakecuda: deadlock: ...`) with exit status 3; queries answer "not ready".
+ * (`fakecuda: deadlock: ...`) with exit status 3; queries answer "not ready"; and
+ * FAKECUDA_TRACE=1: every call that orders work (stream creation, launch, event record, stream
+ * wait, synchronization) on stderr, with its stream and event numbered in creation order, to
+ * see which streams a program's launches go to and what each waits for.
  * Build: scripts/fake-cuda/build DIR; run with LD_LIBRARY_PATH=DIR HPVM_MGPU_DEVICES=cuda:1.
  */
 #include <stdint.h>
@@ -90,6 +93,23 @@ static void count(const char *name) {
  * object that is never freed: the runtime keeps them for the run anyway. */
 static Handle handle(void) { return calloc(1, 64); }
 
+/* FAKECUDA_TRACE: streams and events carry their creation number at byte 8 of the handle. */
+static int tracing(void) {
+    static int on = -1;
+    if (on < 0) on = getenv("FAKECUDA_TRACE") != NULL;
+    return on;
+}
+static int numbered(Handle h, int *next) {
+    if (!h) return 0;
+    int *n = (int *)((char *)h + 8);
+    if (!*n) *n = ++*next;
+    return *n;
+}
+static int streams_made, events_made;
+#define S(h) numbered(h, &streams_made)
+#define E(h) numbered(h, &events_made)
+#define TRACE(...) do { if (tracing()) fprintf(stderr, "fakecuda: " __VA_ARGS__); } while (0)
+
 CUresult cuInit(unsigned flags) { C; (void)flags; return OK; }
 CUresult cuDriverGetVersion(int *v) { C; *v = 12080; return OK; }
 CUresult cuGetErrorString(CUresult e, const char **s) { C; (void)e; *s = "fake CUDA error"; return OK; }
@@ -144,21 +164,21 @@ CUresult cuCtxSetCurrent(Handle ctx) { C; current = ctx; return OK; }
 CUresult cuCtxGetCurrent(Handle *ctx) { C; *ctx = current; return OK; }
 CUresult cuCtxPushCurrent_v2(Handle ctx) { C; current = ctx; return OK; }
 CUresult cuCtxPopCurrent_v2(Handle *ctx) { C; if (ctx) *ctx = current; return OK; }
-CUresult cuCtxSynchronize(void) { C; FAULT; WAITS; return OK; }
+CUresult cuCtxSynchronize(void) { C; TRACE("context synchronized\n"); FAULT; WAITS; return OK; }
 CUresult cuCtxEnablePeerAccess(Handle ctx, unsigned flags) { C; (void)ctx; (void)flags; return OK; }
 static size_t limits[7];
 CUresult cuCtxSetLimit(int limit, size_t value) { C; if (limit < 0 || limit > 6) return 1; limits[limit] = value; return OK; }
 CUresult cuCtxGetLimit(size_t *value, int limit) { C; if (limit < 0 || limit > 6) return 1; *value = limits[limit]; return OK; }
 
-CUresult cuStreamCreate(Handle *s, unsigned flags) { C; (void)flags; *s = handle(); return OK; }
+CUresult cuStreamCreate(Handle *s, unsigned flags) { C; (void)flags; *s = handle(); TRACE("stream %d made\n", S(*s)); return OK; }
 CUresult cuStreamDestroy_v2(Handle s) { C; (void)s; return OK; }
-CUresult cuStreamSynchronize(Handle s) { C; (void)s; FAULT; WAITS; return OK; }
+CUresult cuStreamSynchronize(Handle s) { C; TRACE("stream %d synchronized\n", S(s)); FAULT; WAITS; return OK; }
 CUresult cuStreamQuery(Handle s) { C; (void)s; FAULT; QUERY; return OK; }
-CUresult cuStreamWaitEvent(Handle s, Handle e, unsigned f) { C; (void)s; (void)e; (void)f; return OK; }
+CUresult cuStreamWaitEvent(Handle s, Handle e, unsigned f) { C; (void)f; TRACE("stream %d waits for event %d\n", S(s), E(e)); return OK; }
 
 CUresult cuEventCreate(Handle *e, unsigned flags) { C; (void)flags; *e = handle(); return OK; }
 CUresult cuEventDestroy_v2(Handle e) { C; (void)e; return OK; }
-CUresult cuEventRecord(Handle e, Handle s) { C; (void)e; (void)s; return OK; }
+CUresult cuEventRecord(Handle e, Handle s) { C; TRACE("event %d recorded on stream %d\n", E(e), S(s)); return OK; }
 CUresult cuEventSynchronize(Handle e) { C; (void)e; FAULT; WAITS; return OK; }
 CUresult cuEventQuery(Handle e) { C; (void)e; FAULT; QUERY; return OK; }
 CUresult cuEventElapsedTime(float *ms, Handle a, Handle b) { C; (void)a; (void)b; *ms = 0.001f; return OK; }
@@ -195,7 +215,8 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, Handle f, int block
 CUresult cuLaunchKernel(Handle f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shmem, Handle s, void **params, void **extra) {
     C;
-    (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shmem; (void)s; (void)params; (void)extra;
+    (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shmem; (void)params; (void)extra;
+    TRACE("launch of %u x %u x %u blocks on stream %d\n", gx, gy, gz, S(s));
     if (launch_ns < 0) {
         const char *v = getenv("FAKECUDA_LAUNCH_NS");
         launch_ns = v ? atoll(v) : 0;
