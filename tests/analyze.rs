@@ -259,6 +259,50 @@ fn clock_reads_are_no_accesses() {
     }
 }
 
+/// Rows as long as the grid has threads (`rf[q * blockDim.x * gridDim.x + tid]`, HeCBench
+/// s3d): the product of two launch values is a map parameter of its own, which the database
+/// records with its factors and the runtime computes, so the writes are exact and the kernels
+/// split; a scalar row offset (`(off + 1) * blockDim.x * gridDim.x`) adds a second product.
+#[test]
+fn rows_as_long_as_the_grid_split() {
+    let o = hpvm_mgpu(&["analyze", "tests/cuda/soa_rows.cu"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for node in ["rates (tests/cuda/soa_rows.cu:32)", "combine (tests/cuda/soa_rows.cu:42)"] {
+        assert!(out.contains(&format!("node {node}: partitionable")), "{out}");
+    }
+    assert!(out.contains("c[prod_bsx_gx + prod_bsx_gx_off + x]"), "{out}");
+    assert!(!out.contains("p_"), "{out}");
+
+    let dir = TempDir::new("soa_rows");
+    let db = dir.path_str("soa.dashdb.json");
+    let o = hpvm_mgpu(&["analyze", "tests/cuda/soa_rows.cu", "-o", &db]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&db).unwrap()).unwrap();
+    let combine = json["nodes"].as_array().unwrap().iter().find(|n| n["name"] == "_Z7combinePKiPii").expect("combine");
+    let products: Vec<String> = combine["products"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| format!("{}={}", p["name"].as_str().unwrap(), p["factors"].as_array().unwrap().len()))
+        .collect();
+    assert_eq!(products, ["prod_bsx_gx=2", "prod_bsx_gx_off=3"], "{combine}");
+
+    let exe = cached_build("tests/cuda/soa_rows.cu", &["-O2"]);
+    let file = dir.path_str("stats.json");
+    let run = run_program(
+        &exe,
+        &["13", "2"],
+        &[("HPVM_MGPU_DEVICES", "cpu:3"), ("HPVM_MGPU_PARTITION", "always"), ("HPVM_MGPU_STATS", &file)],
+    );
+    assert!(run.status.success() && stdout(&run).contains("PASS"), "{}{}", stdout(&run), stderr(&run));
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    for node in ["rates.blocks", "combine.blocks"] {
+        let n = stats["nodes"].as_array().unwrap().iter().find(|n| n["node"] == node).expect(node);
+        assert_eq!(n["partitioned_launches"], 3, "{node}: {n}");
+    }
+}
+
 /// Math intrinsics that stay libdevice calls (`__expf`, `__fdividef`, `isinf`) touch no
 /// memory, a local table initialised from a constant is no call, and a loop that writes its
 /// row each step until it converges (a data-dependent `break`, with the cleanup `switch`

@@ -176,6 +176,14 @@ static bool expand(const SCEV *S, polly::Scop &scop, Poly &out, std::vector<std:
   }
   if (auto *U = dyn_cast<SCEVUnknown>(S)) {
     isl::id id = scop.getIdForParam(U);
+    // A parameter of the analysed function that Polly met only inside a product
+    // (`blockDim.x * gridDim.x`: the grid's size is no parameter of its own) is the value the
+    // runtime passes under that argument's name.
+    auto *arg = dyn_cast<Argument>(U->getValue());
+    if (id.is_null() && arg && arg->hasName() && arg->getType()->isIntegerTy(64)) {
+      out = {{{arg->getName().str()}, 1}};
+      return true;
+    }
     if (id.is_null())
       return false;
     out = {{{id.get_name()}, 1}};
@@ -475,6 +483,44 @@ static bool run_searches_to_the_end(Function &F, LoopInfo &LI) {
 // Only copies of a whole constant array of at most 4096 scalar elements, into memory that
 // is not an argument's (a local array): a kernel's buffer written from a constant stays a
 // call, and runs whole.
+// The wrapper's block parameters of each dimension (`bsx`, `gx`, `bidx`, `boffx`) and the
+// grid's threads in it (`bsx * gx`, the stride of `a[k * blockDim.x * gridDim.x + tid]`), as
+// `llvm.assume`s in its entry block: within dashdb's standing bounds, |v| <= PARAM_LIMIT
+// (2^40), which the runtime checks before it evaluates any map (a launch's instances per
+// dimension, and its grid: `runtime::partitioned::split`). Polly adds them to the SCoP's
+// context. Without them it records, for every access whose index multiplies the grid's
+// threads, the parameters for which the 64-bit index wraps, and unites and coalesces them
+// one by one: HeCBench s3d's kernels of 200 such writes each took minutes, all of it in
+// `Scop::addAssumption`. Within the bounds no index wraps, and those assumptions are dropped
+// as the context already excludes them. (Symmetric bounds, not the tighter `v >= 0`: with
+// that, ISL rewrote many maps into more pieces, for nothing.)
+static void bound_block_params(Function &F) {
+  const int64_t limit = 1LL << 40;
+  auto arg = [&](std::string name) -> Value * {
+    for (Argument &A : F.args())
+      if (A.getName() == name && A.getType()->isIntegerTy(64))
+        return &A;
+    return nullptr;
+  };
+  IRBuilder<> B(F.getEntryBlock().getTerminator());
+  // Polly projects out of a user assumption the parameters it did not have yet, and meeting
+  // one in an assumption is what makes it one: a parameter first seen in an access (`gx`,
+  // `boffx`) lost its first assumption. So each is stated twice; the second one is kept.
+  auto within = [&](Value *v, int64_t lo) {
+    Value *c = B.CreateAnd(B.CreateICmpSGT(v, B.getInt64(lo - 1)), B.CreateICmpSLT(v, B.getInt64(limit + 1)));
+    B.CreateAssumption(c);
+    B.CreateAssumption(c);
+  };
+  for (const char *d : {"x", "y", "z"}) {
+    Value *g = arg(std::string("g") + d), *bs = arg(std::string("bs") + d);
+    for (const char *p : {"g", "bs", "bid", "boff"})
+      if (Value *v = arg(std::string(p) + d))
+        within(v, -limit);
+    if (g && bs)
+      within(B.CreateMul(bs, g, "hpvm.threads"), -limit);
+  }
+}
+
 static bool expand_constant_copies(Function &F) {
   const DataLayout &DL = F.getParent()->getDataLayout();
   std::vector<MemCpyInst *> copies;
@@ -605,6 +651,9 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
     // Debugging: why Polly rejects a region, as LLVM remarks on stderr.
     if (std::getenv("HPVM_MGPU_POLLY_REMARKS"))
       args.push_back("--pass-remarks-missed=polly-detect");
+    // And the assumptions each SCoP takes (`HPVM_MGPU_POLLY_REMARKS=assumptions`).
+    if (const char *r = std::getenv("HPVM_MGPU_POLLY_REMARKS"); r && std::string(r) == "assumptions")
+      args.push_back("--pass-remarks-analysis=polly-scops");
     cl::ParseCommandLineOptions((int)args.size(), args.data(), "", nullptr, nullptr, true);
     return true;
   }();
@@ -640,6 +689,7 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
         opt->addOccurrence(0, opt->ArgStr, "true");
     }
   } restore{boxes};
+  bound_block_params(*F);
   bool expanded = expand_constant_copies(*F);
   expanded |= expand_small_copies(*F);
   if (expanded)
@@ -723,7 +773,7 @@ extern "C" char *hpvm_polly_analyze(LLVMModuleRef module_ref, const char *functi
     else if (auto *C = dyn_cast<AtomicCmpXchgInst>(&I))
       P = C->getPointerOperand(), kind = "write";
     else if (auto *CB = dyn_cast<CallBase>(&I)) {
-      if (CB->doesNotAccessMemory())
+      if (CB->doesNotAccessMemory() || isa<AssumeInst>(CB))
         continue;
       // A device `assert` that fails: it reads only the compiler's constant strings and
       // ends the kernel, writing no buffer.

@@ -26,6 +26,7 @@ pub mod loosen;
 pub mod maps;
 pub mod offsets;
 pub mod polly;
+pub mod products;
 pub mod prune;
 pub mod register_only;
 pub mod report;
@@ -311,6 +312,7 @@ pub fn analyze_program(
             block: None,
             valid_when: None,
             bounds: vec![],
+            products: vec![],
             partitionable: false,
             specializable: false,
             merged_because: Vec::new(),
@@ -434,6 +436,17 @@ pub fn analyze_program(
             Ok(mut s) => {
                 bounds::settle(&isl, &mut s);
                 narrow_contexts(&isl, &mut s, &w.narrowed);
+                // A block's id and offset are ranged over the blocks at a launch, not given
+                // one value: no product of theirs can be.
+                let given: Vec<String> = w
+                    .params
+                    .iter()
+                    .filter(|p| !wrap::BLOCK_IDS.contains(&p.as_str()) && !wrap::BLOCK_OFFSETS.contains(&p.as_str()))
+                    .cloned()
+                    .collect();
+                s.products = products::name(&isl, &mut s, &given);
+                // Where ISL fails, the texts stay as they are: correct, only longer.
+                let _ = products::drop_unused(&isl, &mut s);
                 s
             }
             Err(e) => {
@@ -557,6 +570,11 @@ pub fn analyze_program(
                 a.read = ReadKind::DataDependent;
             }
         }
+        entry.products = scops
+            .products
+            .iter()
+            .map(|(name, factors)| dashdb::Product { name: name.clone(), factors: factors.clone() })
+            .collect();
         let known = map_param_names(&entry);
         entry.valid_when = valid_context(&isl, &scops, &narrow.conditions, &distinct_writes, &known);
         // Maps that hold for no launch the runtime can check: whole, said plainly (an ISL
@@ -937,6 +955,7 @@ fn map_param_names(entry: &Node) -> Vec<String> {
     for r in entry.block.iter().flat_map(|b| &b.runtime) {
         names.extend([r.size.clone(), r.id.clone(), r.offset.clone()]);
     }
+    names.extend(entry.products.iter().map(|p| p.name.clone()));
     names
 }
 

@@ -181,9 +181,11 @@ pub fn accesses_of(
     a.element_type = Some(array.element_type.clone());
     a.shape = array.sizes.iter().map(|s| s.as_deref().map_or("*".into(), size_expr)).collect();
     let dims: Vec<&str> = COORD_NAMES[..w.dims].to_vec();
-    let known = |p: &String| w.params.contains(p);
+    let known = |p: &String| w.params.contains(p) || scops.products.iter().any(|(n, _)| n == p);
     let mut reads: Option<AccessMap> = None;
     let mut writes: Option<AccessMap> = None;
+    // United once all are in (`unite`).
+    let (mut read_maps, mut write_maps) = (Vec::new(), Vec::new());
     // Once ISL fails to unite, the union so far is incomplete: drop it, assume the worst.
     let (mut read_broken, mut write_broken) = (false, false);
     for acc in scops.accesses.iter().filter(|x| x.relation.contains(&format!("-> {}[", array.name))) {
@@ -265,10 +267,7 @@ pub fn accesses_of(
             };
             a.read = worse_read(a.read, kind);
             a.read_in_bounds.extend(acc.in_bounds.iter().cloned());
-            if !read_broken {
-                reads = unite(reads, map);
-                read_broken = reads.is_none();
-            }
+            read_maps.push(map);
         } else {
             if !acc.affine {
                 // The one shape of data-dependent write the runtime can still split: its
@@ -345,11 +344,16 @@ pub fn accesses_of(
                 WriteKind::Exact
             };
             a.write = worse_write(a.write, kind);
-            if !write_broken {
-                writes = unite(writes, map);
-                write_broken = writes.is_none();
-            }
+            write_maps.push(map);
         }
+    }
+    match unite(read_maps) {
+        Ok(m) => reads = m,
+        Err(()) => read_broken = true,
+    }
+    match unite(write_maps) {
+        Ok(m) => writes = m,
+        Err(()) => write_broken = true,
     }
     if read_broken {
         a.read = ReadKind::DataDependent;
@@ -501,9 +505,22 @@ fn same_indices(isl: &Isl, a: &Through, b: &Through) -> Option<String> {
 struct Later(bool);
 
 /// `acc ∪ m`; `None` if ISL fails (the caller then assumes the worst).
-fn unite<'i>(acc: Option<AccessMap<'i>>, m: AccessMap<'i>) -> Option<AccessMap<'i>> {
-    match acc {
-        Some(a) => a.union(m).ok(),
-        None => Some(m),
+/// The union of `maps` (`None` for none), united in pairs, then pairs of pairs: a kernel's
+/// 200 writes (HeCBench s3d) united one at a time took a minute of simplifying ever longer
+/// unions; in a tree, seconds. (United unsimplified and simplified once at the end, the
+/// result's text changed from run to run.) `Err` where ISL fails: the union is then
+/// incomplete.
+fn unite(mut maps: Vec<AccessMap<'_>>) -> Result<Option<AccessMap<'_>>, ()> {
+    while maps.len() > 1 {
+        let mut next = Vec::with_capacity(maps.len().div_ceil(2));
+        let mut it = maps.into_iter();
+        while let Some(a) = it.next() {
+            next.push(match it.next() {
+                Some(b) => a.union(b).map_err(|_| ())?,
+                None => a,
+            });
+        }
+        maps = next;
     }
+    Ok(maps.pop())
 }

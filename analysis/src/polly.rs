@@ -138,6 +138,9 @@ pub struct Scops {
     /// ... and outside its invalid context.
     pub invalid: Vec<String>,
     pub compound: Vec<Compound>,
+    /// Products of known parameters renamed as parameters of their own (name, factors):
+    /// [`crate::products`].
+    pub products: Vec<(String, Vec<String>)>,
     pub arrays: Vec<Array>,
     pub statements: Vec<Statement>,
     pub accesses: Vec<Access>,

@@ -54,13 +54,13 @@ mod validate;
 pub use bound::Bound;
 pub use hash::source_hash;
 pub use schema::{
-    Arg, Block, Database, Node, ReadKind, Reason, ReduceOp, ReduceType, Reduction, RuntimeBlock, Source, Split,
-    SplitChoice, Through, WriteKind, MAPS_NEVER_HOLD,
+    Arg, Block, Database, Node, Product, ReadKind, Reason, ReduceOp, ReduceType, Reduction, RuntimeBlock, Source,
+    Split, SplitChoice, Through, WriteKind, MAPS_NEVER_HOLD,
 };
 pub use show::show;
 
 /// The version of the JSON schema this crate reads and writes.
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 9;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -71,6 +71,11 @@ pub struct Node {
     /// at its largest value in the launch; where one fails the node runs unpartitioned.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bounds: Vec<String>,
+    /// Map parameters that are products of others (`blockDim.x * gridDim.x`, the stride of
+    /// data laid out one row per thread of the grid), which ISL cannot multiply: whoever fixes
+    /// the parameters gives each its factors' product. Empty when the maps name none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub products: Vec<Product>,
     /// Whether the grid may be cut into partitions run on different devices with the results
     /// of a one-device run. When false the node runs unpartitioned on one device.
     pub partitionable: bool,
@@ -110,6 +115,17 @@ pub struct Node {
     /// The node's pointer arguments (scalars are not listed: they only appear as map
     /// parameters).
     pub args: Vec<Arg>,
+}
+
+/// A map parameter whose value is the product of other map parameters ([`Node::products`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Product {
+    /// Its name in the maps.
+    pub name: String,
+    /// The parameters multiplied (at least two; a name may repeat for a power): the node's
+    /// parameters by their map names, the grid's and parent's names, or a run-time block's.
+    pub factors: Vec<String>,
 }
 
 /// The threads of one block, for a node whose instances are the threads of a block.

@@ -92,6 +92,9 @@ fn fmt_node(f: &mut Formatter<'_>, node: &Node) -> fmt::Result {
     for b in &node.bounds {
         writeln!(f, "  maps hold when: {b} (block ids and offsets at their largest)")?;
     }
+    for p in &node.products {
+        writeln!(f, "  product: {} = {} (given at each launch)", p.name, p.factors.join(" * "))?;
+    }
     if node.partitionable {
         writeln!(f, "  partitionable")?;
     } else {
@@ -199,7 +202,7 @@ mod tests {
         assert!(text.starts_with("analysis database of examples/matmul.c\n"), "{text}");
         for part in [
             &db.source.hash,
-            "schema version: 8",
+            &format!("schema version: {}", crate::SCHEMA_VERSION),
             "node matmul (examples/matmul.c:12)",
             "grid: x: N, y: N (2 dimensions)",
             "  partitionable\n",

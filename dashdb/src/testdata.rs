@@ -49,6 +49,7 @@ pub fn sample() -> Database {
         merged_because: Vec::new(),
         mergeable: false,
         merge_fallback: false,
+        products: vec![],
         reasons: vec![],
         split: Split { dims: vec![1], chosen_by: SplitChoice::Analysis },
         args: vec![
@@ -87,6 +88,7 @@ pub fn sample() -> Database {
         merged_because: Vec::new(),
         mergeable: false,
         merge_fallback: false,
+        products: vec![],
         reasons: vec![Reason {
             message: "`bins` is written at an index read from `data` (may-write)".into(),
             location: Some("examples/matmul.c:33:5".into()),

@@ -18,6 +18,8 @@ impl Database {
     /// - arguments: indices unique within the node, `shape` has `dimensionality` entries,
     ///   `element_size`, `size_bits` and `pointer_level` are positive, `params` are unique;
     /// - each of a node's `bounds` parses as a [`Bound`](crate::Bound);
+    /// - a product has a name no parameter of the node has, unique, and at least two factors,
+    ///   none of them a product;
     /// - a map given is not blank and contains `->` (the crate does not parse ISL further);
     /// - `read` / `write` of `none` has no map; `read` of `exact` or `over-approximated` and
     ///   `write` of `exact` have one (they are what the runtime evaluates).
@@ -72,6 +74,15 @@ fn check_node(node: &Node, problems: &mut Vec<String>) {
     for b in &node.bounds {
         if let Err(e) = crate::Bound::parse(b) {
             bad(e);
+        }
+    }
+    let mut products = HashSet::new();
+    for p in &node.products {
+        if p.name.is_empty() || node.param_names.contains(&p.name) || !products.insert(p.name.as_str()) {
+            bad(format!("product `{}` has no name of its own", p.name));
+        }
+        if p.factors.len() < 2 || p.factors.iter().any(|f| node.products.iter().any(|q| &q.name == f)) {
+            bad(format!("product `{}` has factors {:?} (at least two, none a product)", p.name, p.factors));
         }
     }
     let mut seen = HashSet::new();
@@ -249,6 +260,24 @@ mod tests {
         let mut db = sample();
         db.nodes[0].bounds = vec!["(y + 1) * w < 4294967296".into()];
         db.validate().unwrap();
+    }
+
+    #[test]
+    fn products_are_named_apart_and_multiply_parameters() {
+        let product = |name: &str, factors: &[&str]| crate::Product {
+            name: name.into(),
+            factors: factors.iter().map(|f| f.to_string()).collect(),
+        };
+        let mut db = sample();
+        db.nodes[0].products = vec![product("prod_bsx_gx", &["bsx", "gx"])];
+        db.validate().unwrap();
+        fails("product `prod_bsx_gx` has no name of its own", |db| {
+            db.nodes[0].products = vec![product("prod_bsx_gx", &["bsx", "gx"]); 2]
+        });
+        fails("product `x` has factors [\"gx\"]", |db| db.nodes[0].products = vec![product("x", &["gx"])]);
+        fails("product `b` has factors [\"a\", \"gx\"]", |db| {
+            db.nodes[0].products = vec![product("a", &["bsx", "gx"]), product("b", &["a", "gx"])]
+        });
     }
 
     #[test]

@@ -483,6 +483,11 @@ impl<'i> AccessMap<'i> {
         Ok(AccessMap { isl: self.isl, map: self.map.union(other.map)?.coalesce()? })
     }
 
+    /// The map without the parameters it does not constrain.
+    pub fn drop_unused_params(self) -> Result<AccessMap<'i>> {
+        Ok(AccessMap { isl: self.isl, map: self.map.drop_unused_params()? })
+    }
+
     /// `{ i -> f(a) : i -> a in self }`: the same accesses with their elements renamed by `f`.
     pub fn apply_range(self, f: AccessMap<'i>) -> Result<AccessMap<'i>> {
         Ok(AccessMap { isl: self.isl, map: self.map.apply_range(f.map)?.coalesce()? })
@@ -667,9 +672,29 @@ impl<'i> AccessMap<'i> {
         // the subtraction below ran for hours. Past a budget of operations ISL fails, and so
         // does this: the caller then ranks the dimension as moving nothing.
         self.isl.bounded(|| {
-            // { a -> a' : exists i: i -> a and i + e_d -> a' }
-            let pairs = m.copy()?.reverse()?.apply_range(shift.apply_range(m)?)?;
-            let deltas = pairs.deltas()?;
+            // { a -> a' : exists i: i -> a and i + e_d -> a' }. Over a map of many pieces
+            // (a kernel writing 200 rows of one array, HeCBench s3d), pairs of pieces are their
+            // square: then only steps within each piece are asked (a heuristic may look at
+            // less), which took a second where the pairs took ten.
+            let pieces = m.n_basic_map()?;
+            let deltas = if pieces > 8 {
+                let list = m.get_basic_map_list()?;
+                let mut all: Option<isl::Set> = None;
+                for b in 0..list.size()? {
+                    let one = isl::Map::from_basic_map(list.get_at(b)?)?;
+                    let d = one.copy()?.reverse()?.apply_range(shift.copy()?.apply_range(one)?)?.deltas()?;
+                    all = Some(match all {
+                        Some(a) => a.union(d)?,
+                        None => d,
+                    });
+                }
+                match all {
+                    Some(a) => a,
+                    None => return Ok(None),
+                }
+            } else {
+                m.copy()?.reverse()?.apply_range(shift.apply_range(m)?)?.deltas()?
+            };
             // A step moves output `k` when some delta has `k` nonzero: at least 1 or at most -1
             // (integers). Asked as two half-spaces, not as the deltas minus those with `k`
             // zero: a subtraction first makes every integer division explicit, which took 70%
@@ -724,6 +749,12 @@ impl<'i> ElementSet<'i> {
     pub fn subtract(self, other: ElementSet<'i>) -> Result<ElementSet<'i>> {
         let isl = self.isl;
         Ok(ElementSet { isl, set: self.set.subtract(other.set)?.coalesce()? })
+    }
+
+    /// Keeps the elements whose parameters are in `context` (a parameter set).
+    pub fn intersect_params(self, context: ElementSet<'i>) -> Result<ElementSet<'i>> {
+        let isl = self.isl;
+        Ok(ElementSet { isl, set: self.set.intersect_params(context.set.params()?)?.coalesce()? })
     }
 
     /// The parameter values for which the set has some element.

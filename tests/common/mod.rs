@@ -131,7 +131,7 @@ pub fn checksum(out: &str) -> Option<String> {
 
 /// Programs and the argument lists to run each with. The last size of each is large enough
 /// that every partitionable node has more blocks than the devices of the statistics check.
-pub const PROGRAMS: [(&str, &[&[&str]]); 108] = [
+pub const PROGRAMS: [(&str, &[&[&str]]); 109] = [
     ("examples/histogram.c", &[&["5", "3"], &["1000", "13"]]),
     ("examples/matmul.c", &[&["16"], &["48"], &["144"]]),
     ("examples/nbody.c", &[&["100", "2"], &["3000", "2"]]),
@@ -266,6 +266,8 @@ pub const PROGRAMS: [(&str, &[&[&str]]); 108] = [
     ("tests/cuda/bf16_convert.cu", &[&["16"], &["1000"]]),
     // libcu++'s `cuda::barrier` in shared memory (NVIDIA's simpleAWBarrier).
     ("tests/cuda/barrier.cu", &[&["1"], &["1000"]]),
+    // Rows as long as the grid has threads (`q * blockDim.x * gridDim.x + tid`, HeCBench s3d).
+    ("tests/cuda/soa_rows.cu", &[&["1", "0"], &["13", "2"]]),
     // Kernels that wait on the clock before writing their own elements (NVIDIA's
     // simpleHyperQ), and one whose index depends on the clock.
     ("tests/cuda/clocked.cu", &[&["37", "0"], &["1000", "200"]]),

@@ -127,6 +127,7 @@ pub(crate) fn named_params(module: &Module, leaf: u32) -> Vec<u32> {
     texts.extend(dn.valid_when.as_deref());
     texts.extend(dn.bounds.iter().map(String::as_str));
     texts.extend(dn.grid.iter().map(String::as_str));
+    texts.extend(dn.products.iter().flat_map(|p| p.factors.iter().map(String::as_str)));
     if let Some(b) = &dn.block {
         texts.extend(b.size.iter().map(String::as_str));
     }

@@ -276,6 +276,26 @@ fn map_values(l: &Launch<'_>, dn: &dashdb::Node, leaf: &NodeDesc, leaf_args: &[u
     values
 }
 
+/// The values of the node's products of parameters ([`dashdb::Product`]: `blockDim.x *
+/// gridDim.x` as one map parameter), from `values`, which hold every factor's.
+fn push_products(dn: &dashdb::Node, values: &mut Vec<(String, i64)>) -> Result<(), String> {
+    for p in &dn.products {
+        let mut v: i64 = 1;
+        for f in &p.factors {
+            let x = values
+                .iter()
+                .find(|(n, _)| n == f)
+                .map(|&(_, x)| x)
+                .ok_or_else(|| format!("its maps use `{f}`, which is not an integer parameter"))?;
+            v = v
+                .checked_mul(x)
+                .ok_or_else(|| format!("the product `{}` overflows at this launch", p.factors.join(" * ")))?;
+        }
+        values.push((p.name.clone(), v));
+    }
+    Ok(())
+}
+
 /// The partitions and their accesses, or why the launch may not be split. Without the table
 /// (planning ahead) indirect writes are left out. `over`: the node's maps made for this
 /// launch's values, where the build's failed their conditions (`respecialize` below); `None`
@@ -394,6 +414,10 @@ fn split(
     // A block size known only now: the maps speak of one block, through parameters ranged
     // over the blocks of each partition (`dashdb::RuntimeBlock`).
     let runtime_blocks: Vec<&dashdb::RuntimeBlock> = dn.block.iter().flat_map(|b| &b.runtime).collect();
+    // The analysis took the grid's parameters within this bound (its context: no index wraps).
+    if let Some(d) = (0..3).find(|&d| blocks[d] > dashdb::PARAM_LIMIT) {
+        return Err(format!("its {} blocks in dimension {d} exceed what the analysis assumed", blocks[d]));
+    }
     for r in &runtime_blocks {
         let d = r.dim as usize;
         if per_block[d] < 1 {
@@ -422,6 +446,7 @@ fn split(
             })
             .collect()
     };
+    push_products(dn, &mut values)?;
     let value_refs: Vec<(&str, i64)> = values.iter().map(|(n, v)| (n.as_str(), *v)).collect();
     let grid_like = |n: &str| ["gx", "gy", "gz"].contains(&n) || runtime_blocks.iter().any(|r| r.size == n);
     let needed = |names: &[String]| -> Result<Vec<(&str, i64)>, String> {
