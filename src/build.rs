@@ -743,8 +743,18 @@ fn lld_beside(clang: &Path) -> bool {
 
 fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions) -> Result<()> {
     let runtime = runtime_library()?;
-    let tmp = temp_beside(output);
-    let _listed = hpvm_core::scratch::remove_on_signal(&tmp);
+    // The linker makes temporary files of its own beside its output, which a signal that
+    // stops it leaves behind: it writes into a directory of ours, made where the output goes.
+    let stage = temp_beside(output);
+    std::fs::create_dir(&stage).map_err(|e| Error::io(stage.display().to_string(), e))?;
+    let _listed = hpvm_core::scratch::remove_on_signal(&stage);
+    let result = link_into(objects, &stage.join("out"), output, &runtime, opts);
+    let _ = std::fs::remove_dir_all(&stage);
+    result
+}
+
+/// [`link`]'s work, linking into `tmp` and putting the result at `output`.
+fn link_into(objects: &[PathBuf], tmp: &Path, output: &Path, runtime: &Path, opts: &BuildOptions) -> Result<()> {
     let clang = hpvm_core::toolchain::clang();
     let mut cmd = Command::new(&clang);
     // As nvcc links, whatever the inputs' languages: through the C++ driver, so libstdc++
@@ -759,7 +769,7 @@ fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions) -> Result<()> {
         // The driver adds LLVM's OpenMP runtime (libomp).
         cmd.arg("-fopenmp");
     }
-    cmd.args(objects).arg(&runtime);
+    cmd.args(objects).arg(runtime);
     for d in &opts.lib_dirs {
         cmd.arg("-L").arg(d);
     }
@@ -768,19 +778,17 @@ fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions) -> Result<()> {
     }
     // The runtime's ISL bindings name every ISL function, some of which this ISL lacks; only
     // the sections the program reaches are kept, so unused bindings never need resolving.
-    cmd.args(RUNTIME_NATIVE_LIBS).arg("-Wl,--gc-sections").arg("-o").arg(&tmp);
+    cmd.args(RUNTIME_NATIVE_LIBS).arg("-Wl,--gc-sections").arg("-o").arg(tmp);
     // Under mpirun the runtime loads the MPI plugin (libhpvm_mpi.so) by name: the run path
     // names where it was built beside the runtime library, then the executable's directory.
-    for dir in plugin_dirs(&runtime) {
+    for dir in plugin_dirs(runtime) {
         cmd.arg(format!("-Wl,-rpath,{}", dir.display()));
     }
     cmd.arg("-Wl,-rpath,$ORIGIN");
     if opts.clang.verbose {
         eprintln!("+ {cmd:?}");
     }
-    let out = cmd
-        .stdin(std::process::Stdio::null())
-        .output()
+    let out = hpvm_core::scratch::run_tool(cmd.stdin(std::process::Stdio::null()))
         .map_err(|e| frontend::Error::ToolMissing { tool: clang.display().to_string(), source: e })?;
     {
         use std::io::Write;
@@ -790,10 +798,9 @@ fn link(objects: &[PathBuf], output: &Path, opts: &BuildOptions) -> Result<()> {
         let _ = std::io::stderr().write_all(crate::libraries::explain_undefined(&messages).as_bytes());
     }
     if !out.status.success() {
-        let _ = std::fs::remove_file(&tmp);
         return Err(Error::LinkFailed(output.display().to_string()));
     }
-    install(&tmp, output)
+    install(tmp, output)
 }
 
 #[cfg(test)]

@@ -123,9 +123,16 @@ pub fn run_with_limits(
     }
     let held = (stage == HELD_STAGE).then(|| tmp.join(format!("stderr-{stage}")));
     if pid > 0 {
+        // The child leads a group of its own, which its tools join, so stopping the group
+        // stops them too (set on both sides: whichever runs first).
+        // SAFETY: our child, not yet waited for.
+        unsafe { libc::setpgid(pid, pid) };
         crate::signals::child_started(pid);
     }
     if pid == 0 {
+        // SAFETY: makes this process the leader of a new group.
+        unsafe { libc::setpgid(0, 0) };
+        hpvm_core::scratch::tools_join_this_group();
         // SAFETY: the child's own ends of the pipe.
         unsafe { libc::close(fds[0]) };
         if let Some(path) = &held {
@@ -196,7 +203,10 @@ pub fn run_with_limits(
         }
         if ready == 0 {
             // SAFETY: our child; killed once, waited for below.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+                libc::kill(pid, libc::SIGKILL);
+            }
             stalled = if by_deadline { Some(began.elapsed()) } else { patience };
             break;
         }

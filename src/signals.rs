@@ -51,16 +51,40 @@ pub fn clean_up_on_signals() {
     }
 }
 
+/// Kills the process group `group`, whose leader is this process's child, reaps the leader,
+/// and waits (at most a second) until the group's other processes are gone too. Only
+/// async-signal-safe calls.
+unsafe fn stop_group(group: libc::pid_t) {
+    libc::kill(-group, libc::SIGKILL);
+    // Should the child not lead a group (it died before taking one), itself.
+    libc::kill(group, libc::SIGKILL);
+    let mut status = 0;
+    libc::waitpid(group, &mut status, 0);
+    // The leader's own children, killed with it, are reaped by whoever inherits them; a
+    // zombie still counts as a member, hence the bound.
+    let pause = libc::timespec { tv_sec: 0, tv_nsec: 5_000_000 };
+    for _ in 0..200 {
+        if libc::kill(-group, 0) != 0 {
+            break;
+        }
+        libc::nanosleep(&pause, std::ptr::null_mut());
+    }
+}
+
 extern "C" fn on_signal(sig: libc::c_int) {
-    // SAFETY: only async-signal-safe calls (getpid, fork, execv, _exit, waitpid, signal,
-    // raise); the paths are NUL-terminated and never freed.
+    // SAFETY: only async-signal-safe calls (getpid, kill, nanosleep, fork, execv, _exit,
+    // waitpid, signal, raise); the paths are NUL-terminated and never freed.
     unsafe {
         if libc::getpid() == OWNER.load(Ordering::Relaxed) {
+            // First whatever could write into the paths: the forked child with the tools it
+            // started (its group), and this process's tools with theirs (the clang driver's
+            // linker writes the output's temporary file).
             let child = CHILD.load(Ordering::Relaxed);
             if child > 0 {
-                let mut status = 0;
-                libc::kill(child, libc::SIGKILL);
-                libc::waitpid(child, &mut status, 0);
+                stop_group(child);
+            }
+            for group in hpvm_core::scratch::tool_groups() {
+                stop_group(group);
             }
             for path in hpvm_core::scratch::pending() {
                 let pid = libc::fork();

@@ -56,7 +56,8 @@ pub(crate) fn run_clang_quietly(mut cmd: Command, clang: &Path, opts: &ClangOpti
         eprintln!("+ {cmd:?}");
     }
     tracing::debug!(?cmd, "compiling to LLVM IR");
-    let out = cmd.output().map_err(|e| Error::ToolMissing { tool: clang.display().to_string(), source: e })?;
+    let out = hpvm_core::scratch::run_tool(&mut cmd)
+        .map_err(|e| Error::ToolMissing { tool: clang.display().to_string(), source: e })?;
     Ok((out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned()))
 }
 
@@ -66,7 +67,8 @@ pub(crate) fn run_clang(mut cmd: Command, clang: &Path, src: &Path, opts: &Clang
         eprintln!("+ {cmd:?}");
     }
     tracing::debug!(?cmd, "compiling to LLVM IR");
-    let status = cmd.status().map_err(|e| Error::ToolMissing { tool: clang.display().to_string(), source: e })?;
+    let status = hpvm_core::scratch::run_tool_inheriting(&mut cmd)
+        .map_err(|e| Error::ToolMissing { tool: clang.display().to_string(), source: e })?;
     if !status.success() {
         return Err(Error::CompileFailed { file: src.display().to_string() });
     }

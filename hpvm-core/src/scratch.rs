@@ -4,9 +4,14 @@
 //! and every other path a run must not leave behind ([`remove_on_signal`]), is also listed
 //! where a signal handler can read it without locks or allocation ([`pending`]): the command's
 //! handler removes them before the process dies.
+//!
+//! External tools (clang, the linker, ptxas) run through [`run_tool`]: each in a process
+//! group of its own, listed ([`tool_groups`]) so the handler can stop the whole group (the
+//! clang driver's linker too) before it removes the paths, which a tool that outlived the
+//! run would otherwise write again.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, Ordering};
 
 /// Paths to remove if a signal ends the run: NUL-terminated, leaked (a handler may be reading
 /// one while the owner drops it), null where free.
@@ -42,6 +47,60 @@ impl Drop for SignalGuard {
 /// call it.
 pub fn pending() -> impl Iterator<Item = *const std::ffi::c_char> {
     PENDING.iter().map(|p| p.load(Ordering::Acquire) as *const std::ffi::c_char).filter(|p| !p.is_null())
+}
+
+/// Process groups of the tools running now ([`run_tool`]), 0 where free.
+static TOOLS: [AtomicI32; 16] = [const { AtomicI32::new(0) }; 16];
+
+/// Whether [`run_tool`] gives each tool a group of its own (see [`tools_join_this_group`]).
+static OWN_GROUPS: AtomicBool = AtomicBool::new(true);
+
+/// Tools started from now on stay in this process's group. For a child process that is
+/// itself the leader of a group its parent stops as a whole (the compiler's forked child):
+/// its tools then go with it.
+pub fn tools_join_this_group() {
+    OWN_GROUPS.store(false, Ordering::Relaxed);
+}
+
+/// Runs `cmd` to its end and collects its output, as [`std::process::Command::output`] does,
+/// with the tool in a process group of its own that a signal handler can find and stop.
+pub fn run_tool(cmd: &mut std::process::Command) -> std::io::Result<std::process::Output> {
+    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    supervised(cmd, std::process::Child::wait_with_output)
+}
+
+/// [`run_tool`] for a tool whose output goes where this process's goes, as
+/// [`std::process::Command::status`] runs it.
+pub fn run_tool_inheriting(cmd: &mut std::process::Command) -> std::io::Result<std::process::ExitStatus> {
+    supervised(cmd, |mut child| child.wait())
+}
+
+fn supervised<T>(
+    cmd: &mut std::process::Command,
+    wait: impl FnOnce(std::process::Child) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    use std::os::unix::process::CommandExt;
+    let own = OWN_GROUPS.load(Ordering::Relaxed);
+    if own {
+        cmd.process_group(0);
+    }
+    let child = cmd.spawn()?;
+    // The child's pid names its group (process_group(0)).
+    let group = child.id() as i32;
+    let slot = own
+        .then(|| TOOLS.iter().position(|t| t.compare_exchange(0, group, Ordering::AcqRel, Ordering::Relaxed).is_ok()))
+        .flatten();
+    let result = wait(child);
+    if let Some(i) = slot {
+        TOOLS[i].store(0, Ordering::Release);
+    }
+    result
+}
+
+/// The process groups of the tools running now: reads atomics only, so a signal handler may
+/// call it.
+pub fn tool_groups() -> impl Iterator<Item = i32> {
+    TOOLS.iter().map(|t| t.load(Ordering::Acquire)).filter(|&g| g > 0)
 }
 
 pub struct ScratchDir {

@@ -64,7 +64,9 @@ pub fn assemble(ptx: &str, archs: &[String], dir: &Path) -> Assembled {
 fn assemble_one(ptxas: &Path, input: &Path, name: &str, dir: &Path) -> Result<(Arch, Vec<u8>), String> {
     let arch = Arch::parse(name).ok_or_else(|| format!("`{name}` is not a GPU architecture ptxas knows"))?;
     let cubin = dir.join(format!("{arch}.cubin"));
-    let run = Command::new(ptxas).arg(format!("-arch={arch}")).arg("-O3").arg(input).arg("-o").arg(&cubin).output();
+    let run = hpvm_core::scratch::run_tool(
+        Command::new(ptxas).arg(format!("-arch={arch}")).arg("-O3").arg(input).arg("-o").arg(&cubin),
+    );
     match run {
         Ok(r) if r.status.success() => {
             std::fs::read(&cubin).map(|code| (arch, code)).map_err(|e| format!("{arch}: reading ptxas's output: {e}"))
