@@ -376,3 +376,38 @@ fn kernels_of_streams_writing_parts_of_one_buffer_run_beside_one_another() {
         launches[..4].iter().map(|&i| trace[i].rsplit(' ').next().unwrap()).collect();
     assert_eq!(streams.len(), 4, "{err}");
 }
+
+/// Launches on a program's streams through pointers into one buffer, each with its own
+/// pointer and seed (`tests/inputs/cuda/stream_parts.cu`): neither the pointer's remaining
+/// bytes nor the seed is named by the maps' conditions, so they make no launch a new question
+/// for ISL and no closed form, even made at the launch (`HPVM_MGPU_CLOSED_FORMS=now`): the
+/// first launch on each stream paid milliseconds of ISL for them (StreamPriorities on an
+/// H100: 21 ms of kernels against nvcc's 0.6). Forms made in the background or at the launch
+/// plan alike.
+#[test]
+fn launches_on_streams_with_new_pointers_ask_isl_nothing_new() {
+    let exe = cached_build("tests/inputs/cuda/stream_parts.cu", &["-O2"]);
+    let dir = std::env::temp_dir().join(format!("hpvm-stream-forms-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut traces = Vec::new();
+    for mode in ["now", "background"] {
+        let stats = dir.join(format!("{mode}.json"));
+        let env = [
+            ("HPVM_MGPU_DEVICES", "cuda:1"),
+            ("HPVM_MGPU_CLOSED_FORMS", mode),
+            ("HPVM_MGPU_STATS", stats.to_str().unwrap()),
+            ("FAKECUDA_TRACE", "1"),
+        ];
+        let (_, _, err) = run_on_fake(&exe, &["4096"], &env);
+        let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        assert_eq!(s["closed_forms"].as_u64(), Some(0), "{mode}: {err}");
+        let trace: Vec<String> = err.lines().filter(|l| l.starts_with("fakecuda: ")).map(String::from).collect();
+        assert!(trace.iter().any(|l| l.contains("launch of")), "{mode}: {err}");
+        traces.push(trace);
+    }
+    assert_eq!(traces[0], traces[1], "the driver saw other work with forms made in the background");
+    let (ok, _, err) =
+        run_on_fake(&exe, &["64"], &[("HPVM_MGPU_DEVICES", "cuda:1"), ("HPVM_MGPU_CLOSED_FORMS", "later")]);
+    assert!(!ok && err.contains("HPVM_MGPU_CLOSED_FORMS=later: expected `background` or `now`"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

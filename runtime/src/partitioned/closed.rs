@@ -15,6 +15,11 @@
 //! - A launch finds its forms without building their keys where it is like the last launch of
 //!   the same text ([`Recent`]): the same names in the same places, the same values where the
 //!   form fixed them. That is exactly when the key would be the same.
+//! - A form is made on a thread of its own ([`maker`]), unless `HPVM_MGPU_CLOSED_FORMS=now`:
+//!   the launch that first wants it asks ISL directly, which for one launch costs a fraction
+//!   of the form (a first launch on a program's stream paid 3-7 ms per kernel shape for
+//!   forms), and the launches after it evaluate the form once it is there. Either way each
+//!   answer is ISL's, so which one a launch took never changes a plan.
 
 use super::memo::Reached;
 use crate::hash::FxHashMap;
@@ -65,9 +70,52 @@ struct Seen {
 
 static SEEN: Mutex<Option<FxHashMap<String, Seen>>> = Mutex::new(None);
 
-/// Held while a closed form is made: the partitions of a launch plan in parallel and want the
-/// same ones, which one of them makes while the others wait for it.
+/// Held while a closed form is made on a launch's thread: the partitions of a launch plan in
+/// parallel and want the same ones, which one of them makes while the others wait for it.
 static MAKING: Mutex<()> = Mutex::new(());
+
+/// Work for the thread that makes forms ([`maker`]).
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Keys of forms given to [`maker`] and not yet made: each is asked for once.
+type Queued<K> = Mutex<Option<crate::hash::FxHashSet<K>>>;
+
+static QUEUED_MAPS: Queued<Key> = Mutex::new(None);
+static QUEUED_CONDS: Queued<CondKey> = Mutex::new(None);
+
+/// `HPVM_MGPU_CLOSED_FORMS`: `background` (default), forms made on their own thread while
+/// launches ask ISL directly; `now`, made by the launch that first wants them (benchmarks of
+/// what a form costs, tests that count forms at a given launch).
+pub(crate) fn in_background() -> bool {
+    static BACKGROUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *BACKGROUND.get_or_init(|| match std::env::var("HPVM_MGPU_CLOSED_FORMS").unwrap_or_default().trim() {
+        "" | "background" => true,
+        "now" => false,
+        other => crate::fatal(&format!("HPVM_MGPU_CLOSED_FORMS={other}: expected `background` or `now`")),
+    })
+}
+
+/// The thread that makes closed forms in the background, at a low priority (as plans made
+/// ahead are), with its own ISL context; started at the first form it is given. `None`
+/// where it could not start: forms are then made at the launch.
+fn maker() -> Option<&'static Mutex<std::sync::mpsc::Sender<Job>>> {
+    static MAKER: std::sync::OnceLock<Option<Mutex<std::sync::mpsc::Sender<Job>>>> = std::sync::OnceLock::new();
+    MAKER
+        .get_or_init(|| {
+            let (send, receive) = std::sync::mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("hpvm-closed".into())
+                .spawn(move || {
+                    super::memo::lower_priority();
+                    while let Ok(job) = receive.recv() {
+                        job();
+                    }
+                })
+                .ok()
+                .map(|_| Mutex::new(send))
+        })
+        .as_ref()
+}
 
 /// Nanoseconds ISL spent making closed forms, and how many it made or found impossible (the
 /// statistics' planning work).
@@ -124,34 +172,75 @@ fn blocks_of(blocks: &[BlockRange]) -> Blocks {
 /// The closed form cached under `key` in `cache`, made by `make` (with ISL) where there is
 /// none yet: one thread makes it while the others wait ([`MAKING`]), its time and count go to
 /// the statistics, and a `text` ISL made none of is remembered as such ([`none`]).
-fn cached_or_made<K: std::hash::Hash + Eq + Clone, T>(
-    cache: &Cache<K, T>,
+///
+/// In the background ([`in_background`]) a form not yet made is given to [`maker`] (once per
+/// key) and this answers `None`, as for a text with no form: the caller asks ISL.
+fn cached_or_made<K, T>(
+    cache: &'static Cache<K, T>,
+    queued: &'static Queued<K>,
     key: &K,
     text: &str,
-    make: impl FnOnce() -> Option<T>,
-) -> Option<Arc<T>> {
+    make: impl FnOnce() -> Option<T> + Send + 'static,
+) -> Option<Arc<T>>
+where
+    K: std::hash::Hash + Eq + Clone + Send + 'static,
+    T: Send + Sync + 'static,
+{
     let known =
         || cache.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(FxHashMap::default).get(key).cloned();
     if let Some(c) = known() {
         return c;
     }
+    if in_background() {
+        if let Some(maker) = maker() {
+            let first = queued
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert_with(Default::default)
+                .insert(key.clone());
+            if first {
+                let (key, text) = (key.clone(), text.to_string());
+                let job: Job = Box::new(move || {
+                    // Bounded as a launch's own ISL work is (`HPVM_MGPU_ISL_OPERATIONS`): past
+                    // the bound ISL fails, and the text has no form.
+                    let operations = super::settings::isl_operations();
+                    let made = made_and_counted(|| super::memo::with_isl(|isl| isl.within(operations, make).0));
+                    store(cache, &key, &text, made);
+                    if let Some(q) = queued.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                        q.remove(&key);
+                    }
+                });
+                // A maker gone (the program ending) leaves the form unmade: ISL answers.
+                let _ = maker.lock().unwrap_or_else(|e| e.into_inner()).send(job);
+            }
+            return None;
+        }
+    }
     let _making = MAKING.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(c) = known() {
         return c;
     }
+    let made = made_and_counted(make);
+    store(cache, key, text, made.clone());
+    made
+}
+
+/// `make`'s form, its time and count in the statistics.
+fn made_and_counted<T>(make: impl FnOnce() -> Option<T>) -> Option<Arc<T>> {
     let t = std::time::Instant::now();
     let made = make().map(Arc::new);
     NANOS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     MADE.fetch_add(1, Ordering::Relaxed);
-    cache
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get_or_insert_with(FxHashMap::default)
-        .insert(key.clone(), made.clone());
-    if made.is_none() {
+    made
+}
+
+/// Keeps `made` under `key`; a `text` ISL made no form of is remembered as such ([`none`]).
+fn store<K: std::hash::Hash + Eq + Clone, T>(cache: &Cache<K, T>, key: &K, text: &str, made: Option<Arc<T>>) {
+    let none_made = made.is_none();
+    cache.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(FxHashMap::default).insert(key.clone(), made);
+    if none_made {
         none(text);
     }
-    made
 }
 
 /// Where a closed form's parameter takes its value from at a launch: the launch's values (by
@@ -300,10 +389,14 @@ pub(crate) fn holds(
         None => {
             let fixed = stable(cond, values)?;
             let key = (cond.to_string(), fixed, blocks_of(blocks));
-            let closed = cached_or_made(&CONDS, &key, cond, || {
-                let fixed: Vec<(&str, i64)> = key.1.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-                super::memo::with_isl(|isl| isl.closed_cond(cond, &fixed, blocks)).ok()
-            })?;
+            let make = {
+                let (cond, fixed, blocks) = (key.0.clone(), key.1.clone(), blocks.to_vec());
+                move || {
+                    let fixed: Vec<(&str, i64)> = fixed.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                    super::memo::with_isl(|isl| isl.closed_cond(&cond, &fixed, &blocks)).ok()
+                }
+            };
+            let closed = cached_or_made(&CONDS, &QUEUED_CONDS, &key, cond, make)?;
             let names = closed.params().names();
             let Some(sources) = sources_of(names, values, blocks.len(), &[]) else {
                 // A parameter without a value: ISL's answer would be this error.
@@ -346,10 +439,14 @@ pub(crate) fn ready(
         None => {
             let fixed_now = stable(map, fixed)?;
             let key = Key { map: map.to_string(), fixed: fixed_now, blocks: blocks_of(blocks), boxed };
-            let closed = cached_or_made(&CLOSED, &key, map, || {
-                let fixed: Vec<(&str, i64)> = key.fixed.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-                super::memo::with_parsed_map(map, |m| m.closed_box(&fixed, blocks, &key.boxed)).ok()
-            })?;
+            let make = {
+                let (key, blocks) = (key.clone(), blocks.to_vec());
+                move || {
+                    let fixed: Vec<(&str, i64)> = key.fixed.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                    super::memo::with_parsed_map(&key.map, |m| m.closed_box(&fixed, &blocks, &key.boxed)).ok()
+                }
+            };
+            let closed = cached_or_made(&CLOSED, &QUEUED_MAPS, &key, map, make)?;
             let sources = sources_of(closed.params().names(), fixed, blocks.len(), &key.boxed)?;
             keep(&RECENT_MAPS, map, fixed, &key.fixed, blocks, &key.boxed, &closed, &sources);
             (closed, sources)

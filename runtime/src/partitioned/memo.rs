@@ -43,7 +43,7 @@ pub(crate) fn planner() -> &'static rayon::ThreadPool {
 /// work, and on a machine with few cores they took the program's own threads' time (PolyBench's
 /// jacobi2D on 8 dry-run devices and 2 cores: 1.44x its one-device wall). A plan the launching
 /// thread waits for loses nothing: that thread waits meanwhile.
-fn lower_priority() {
+pub(crate) fn lower_priority() {
     // SAFETY: plain system calls on the calling thread; failure leaves the priority as it was.
     unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
@@ -143,7 +143,10 @@ pub(crate) const KEPT: usize = 1 << 14;
 static RECTS: Mutex<Option<FxHashMap<RectKey, Reached>>> = Mutex::new(None);
 
 /// Parameter conditions (`valid_when`) already decided, by text and values.
-pub(crate) static KNOWN: Mutex<Option<FxHashMap<FixedKey, bool>>> = Mutex::new(None);
+pub(crate) static KNOWN: Mutex<Option<FxHashMap<KnownKey, bool>>> = Mutex::new(None);
+
+/// A parameter condition's text, the values it names, and the blocks it must hold for.
+pub(crate) type KnownKey = (String, Vec<(String, i64)>, Vec<BlockRange>);
 
 /// Bumped to make every thread drop its maps with fixed parameters, and its parsed maps.
 static FIXED_GENERATION: AtomicU64 = AtomicU64::new(0);

@@ -74,6 +74,7 @@ pub fn check_settings() {
     strict();
     partitions_per_device();
     settings::isl_operations();
+    closed::in_background();
     device_weight(0);
     kernel::bench_repeat();
     crate::devices::held::enabled();

@@ -14,7 +14,8 @@ use super::bindings::{allocation_failed, device_args, read_only_cache_legal, unp
 use super::hulls::{first_overlap, Part, PartRun};
 use super::kernel::block_shape;
 use super::memo::{
-    element_rects, element_rects_in_rounds, extent, with_fixed_map, with_isl, Reached, StrideKey, KEPT, KNOWN, STRIDES,
+    element_rects, element_rects_in_rounds, extent, with_fixed_map, with_isl, KnownKey, Reached, StrideKey, KEPT,
+    KNOWN, STRIDES,
 };
 use super::plan::{host_bytes, Inspection, LaunchPlan, Outcome, PartPlan};
 use super::reduce::{Combine, Reduce};
@@ -923,13 +924,17 @@ fn parsed_bound(text: &str) -> Result<Arc<dashdb::Bound>, String> {
 }
 
 /// Whether the parameter condition `cond` holds for `values` and every block of `blocks`,
-/// remembered per values (which determine the blocks).
+/// remembered per the values it names and the blocks.
 fn assumptions_hold(cond: &str, values: &[(&str, i64)], blocks: &[BlockRange]) -> Result<bool, isl_glue::Error> {
+    // Only the values it names: a launch's others (a pointer's bytes, a scalar no map reads)
+    // change from launch to launch without changing the answer, and would make each a miss
+    // (ISL again) or, to the closed forms, parameters that vary.
+    let values = &named_in(cond, values);
     // Its closed form first: found without building a key, where the launch is like the last.
     if let Some(h) = super::closed::holds(cond, values, blocks) {
         return h;
     }
-    let key: super::memo::FixedKey = (cond.to_string(), values.iter().map(|(n, v)| (n.to_string(), *v)).collect());
+    let key: KnownKey = (cond.to_string(), values.iter().map(|(n, v)| (n.to_string(), *v)).collect(), blocks.to_vec());
     if let Some(&b) = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(FxHashMap::default).get(&key) {
         return Ok(b);
     }
@@ -947,6 +952,18 @@ fn assumptions_hold(cond: &str, values: &[(&str, i64)], blocks: &[BlockRange]) -
     }
     known.insert(key, holds);
     Ok(holds)
+}
+
+/// The values of `values` that the ISL text `text` names among its parameters (`[p, q] ->
+/// ...`); all of them where it declares none.
+fn named_in<'a>(text: &str, values: &[(&'a str, i64)]) -> Vec<(&'a str, i64)> {
+    match text.trim_start().strip_prefix('[').and_then(|rest| rest.split_once(']')) {
+        Some((names, _)) => {
+            let names: Vec<&str> = names.split(',').map(str::trim).collect();
+            values.iter().filter(|(n, _)| names.contains(n)).copied().collect()
+        }
+        None => values.to_vec(),
+    }
 }
 
 /// Instances of the grid in dimension `d` (threads for a blocks launch).
@@ -1294,6 +1311,16 @@ impl Ctx<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A condition's values are those it declares, in the launch's order; one declaring none
+    /// keeps them all (ISL then names what is missing).
+    #[test]
+    fn conditions_see_only_the_values_they_name() {
+        let values = [("n", 4), ("bytes_x", 512), ("boffx", 0), ("seed", 7)];
+        assert_eq!(named_in("[boffx, n] -> { : boffx <= n }", &values), vec![("n", 4), ("boffx", 0)]);
+        assert_eq!(named_in("  [ n ] -> { : n > 0 }", &values), vec![("n", 4)]);
+        assert_eq!(named_in("{ : }", &values), values.to_vec());
+    }
 
     /// A reduction's bytes are whole elements on the argument's grid, within the buffer.
     #[test]
