@@ -480,12 +480,23 @@ fn split(
     let fixed_for =
         |names: &[String]| Ok(needed(names)?.into_iter().map(|(n, v)| (n.to_string(), v)).collect::<Vec<_>>());
     // What a grid-stride loop's plan needs of ISL (where it ends, whether its iterations are
-    // independent) depends on the launch's values and on which arguments share a buffer, not
-    // on the buffers: computed once for the launches a loop alternates between.
+    // independent) depends on the values its maps and their conditions name and on which
+    // arguments share a buffer, not on the buffers (nor on a pointer's remaining bytes, which
+    // change with every pointer into a buffer): computed once for the launches a loop
+    // alternates between, and for the parts of a buffer launches on streams take.
     let stride_key = || StrideKey {
         source: db.source.hash.clone(),
         node: dn.name.clone(),
-        values: values.clone(),
+        values: {
+            let conds = dn.args.iter().filter_map(|a| a.read_valid_when.as_deref());
+            let named: Vec<&str> = dn
+                .args
+                .iter()
+                .flat_map(|a| a.params.iter().map(String::as_str))
+                .chain(conds.flat_map(params_of).flatten())
+                .collect();
+            values.iter().filter(|(n, _)| named.contains(&n.as_str())).cloned().collect()
+        },
         blocks,
         per_block,
         sharing: args.iter().map(|a| args.iter().position(|b| b.buffer == a.buffer).unwrap_or(0)).collect(),
@@ -957,13 +968,16 @@ fn assumptions_hold(cond: &str, values: &[(&str, i64)], blocks: &[BlockRange]) -
 /// The values of `values` that the ISL text `text` names among its parameters (`[p, q] ->
 /// ...`); all of them where it declares none.
 fn named_in<'a>(text: &str, values: &[(&'a str, i64)]) -> Vec<(&'a str, i64)> {
-    match text.trim_start().strip_prefix('[').and_then(|rest| rest.split_once(']')) {
-        Some((names, _)) => {
-            let names: Vec<&str> = names.split(',').map(str::trim).collect();
-            values.iter().filter(|(n, _)| names.contains(n)).copied().collect()
-        }
+    match params_of(text) {
+        Some(names) => values.iter().filter(|(n, _)| names.contains(n)).copied().collect(),
         None => values.to_vec(),
     }
+}
+
+/// The parameters the ISL text `text` declares (`[p, q] -> ...`), if it declares any.
+fn params_of(text: &str) -> Option<Vec<&str>> {
+    let (names, _) = text.trim_start().strip_prefix('[')?.split_once(']')?;
+    Some(names.split(',').map(str::trim).filter(|n| !n.is_empty()).collect())
 }
 
 /// Instances of the grid in dimension `d` (threads for a blocks launch).
