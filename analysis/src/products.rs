@@ -127,24 +127,7 @@ pub fn drop_unused(isl: &Isl, scops: &mut Scops) -> Option<()> {
         }
         Some(())
     };
-    {
-        let Scops { contexts, assumed, invalid, statements, accesses, .. } = &mut out;
-        for t in contexts.iter_mut().chain(assumed.iter_mut()).chain(invalid.iter_mut()) {
-            set(t)?;
-        }
-        for s in statements.iter_mut() {
-            set(&mut s.domain)?;
-        }
-        for a in accesses.iter_mut() {
-            map(&mut a.relation)?;
-            if let Some(t) = a.in_bounds.as_mut() {
-                set(t)?;
-            }
-            if let Some(t) = a.through.as_mut() {
-                map(&mut t.relation)?;
-            }
-        }
-    }
+    rewrite(&mut out, set, map)?;
     out.products.retain(|(n, _)| used.contains(n));
     *scops = out;
     Some(())
@@ -169,7 +152,19 @@ fn substituted(isl: &Isl, scops: &Scops, p: &str, equality: &str) -> Option<Scop
         }
         Some(())
     };
-    let Scops { contexts, assumed, invalid, statements, accesses, .. } = &mut out;
+    rewrite(&mut out, set, map)?;
+    Some(out)
+}
+
+/// Rewrites every ISL text of `scops` in place: sets (contexts, assumptions, domains, the
+/// accesses' bounds) with `set`, maps (accesses and what they go through) with `map`; `None`
+/// at the first text either fails on.
+fn rewrite(
+    scops: &mut Scops,
+    mut set: impl FnMut(&mut String) -> Option<()>,
+    mut map: impl FnMut(&mut String) -> Option<()>,
+) -> Option<()> {
+    let Scops { contexts, assumed, invalid, statements, accesses, .. } = scops;
     for t in contexts.iter_mut().chain(assumed.iter_mut()).chain(invalid.iter_mut()) {
         set(t)?;
     }
@@ -185,7 +180,7 @@ fn substituted(isl: &Isl, scops: &Scops, p: &str, equality: &str) -> Option<Scop
             map(&mut t.relation)?;
         }
     }
-    Some(out)
+    Some(())
 }
 
 /// The identifiers of an ISL text: they start with a letter or `_` (in `2p_4`, a number
