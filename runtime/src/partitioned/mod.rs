@@ -551,14 +551,22 @@ fn plan_of(
                 // running other jobs: no thread of its own is needed (starting one cost more
                 // than a plan from closed forms).
                 if rayon::current_thread_index().is_none() {
-                    // A plan the node made in microseconds last time is made right here.
-                    let t = std::time::Instant::now();
-                    let outcome = if plans.plans_quickly(n) {
-                        split::plan_split(launch, bindings, table)
-                    } else {
-                        planner().install(|| split::plan_split(launch, bindings, table))
+                    // A plan the node made in microseconds last time is made right here. The
+                    // time kept is the plan's own, not the wait for the planner: a planner
+                    // thread slow to wake (its priority is lowered, and the program's pool
+                    // may spin on the cores) made plans of 65 us count as 10 ms, and the
+                    // node's next launches waited for the planner too.
+                    let timed = |launch: &bindings::Launch<'_>, bindings, table: &mut Table| {
+                        let t = std::time::Instant::now();
+                        let outcome = split::plan_split(launch, bindings, table);
+                        (outcome, t.elapsed().as_nanos() as u64)
                     };
-                    plans.planned_in(n, t.elapsed().as_nanos() as u64);
+                    let (outcome, nanos) = if plans.plans_quickly(n) {
+                        timed(launch, bindings, table)
+                    } else {
+                        planner().install(|| timed(launch, bindings, table))
+                    };
+                    plans.planned_in(n, nanos);
                     return outcome;
                 }
                 std::thread::scope(|s| {
