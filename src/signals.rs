@@ -34,6 +34,10 @@ pub fn clean_up_on_signals() {
     // SAFETY: getpid and sigaction with a handler that is async-signal-safe.
     unsafe {
         OWNER.store(libc::getpid(), Ordering::Relaxed);
+        // The tools run in process groups of their own (`hpvm_core::scratch::run_tool`), which a
+        // terminal set to stop background writers (`stty tostop`) would stop at their first
+        // diagnostic: ignored here, as the tools inherit it, their writes go through.
+        libc::signal(libc::SIGTTOU, libc::SIG_IGN);
         for sig in SIGNALS {
             let mut old: libc::sigaction = std::mem::zeroed();
             if libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN {
