@@ -59,12 +59,19 @@ const ISL_ON_ERROR_CONTINUE: i32 = 1;
 
 /// An ISL context (one per thread).
 pub struct Isl {
+    /// Sets parsed, by text ([`Isl::set`]): a plan parses the same small sets again and again
+    /// (the blocks a map ranges over, its conditions), and ISL's parser took a third of a
+    /// node's first plan. Declared before `ctx`, so dropped before it.
+    parsed_sets: std::cell::RefCell<std::collections::HashMap<String, isl::Set>>,
     ctx: isl::Context,
 }
 
+/// Sets an [`Isl`] keeps parsed before it starts over.
+const PARSED_SETS: usize = 256;
+
 impl Default for Isl {
     fn default() -> Self {
-        Isl { ctx: isl::Context::alloc() }
+        Isl { parsed_sets: Default::default(), ctx: isl::Context::alloc() }
     }
 }
 
@@ -176,9 +183,22 @@ impl Isl {
     }
 
     pub fn set(&self, text: &str) -> Result<ElementSet<'_>> {
+        Ok(ElementSet { isl: self, set: self.parsed_set(text)? })
+    }
+
+    /// The set `text` describes, parsed once per context (a copy of what was parsed).
+    fn parsed_set(&self, text: &str) -> Result<isl::Set> {
+        if let Some(s) = self.parsed_sets.borrow().get(text) {
+            return Ok(s.copy()?);
+        }
         let set = isl::Set::read_from_str(&self.ctx, text)
             .map_err(|e| Error::Parse { text: text.to_string(), message: e.to_string() })?;
-        Ok(ElementSet { isl: self, set })
+        let mut parsed = self.parsed_sets.borrow_mut();
+        if parsed.len() >= PARSED_SETS {
+            parsed.clear();
+        }
+        parsed.insert(text.to_string(), set.copy()?);
+        Ok(set)
     }
 
     /// The value of the integer expression `expr` (ISL syntax, where `/` is exact: `N`, `floor(w / 16) * 16`, `k - 1`)
@@ -288,7 +308,7 @@ impl Isl {
             names.join(", "),
             if eqs.is_empty() { "true".into() } else { eqs.join(" and ") }
         );
-        isl::Set::read_from_str(&self.ctx, &text).map_err(|e| Error::Parse { text, message: e.to_string() })
+        self.parsed_set(&text)
     }
 }
 
@@ -312,9 +332,7 @@ impl<'i> AccessMap<'i> {
         if blocks.is_empty() {
             return Ok(self);
         }
-        let text = block_ranges_text(blocks);
-        let range = isl::Set::read_from_str(&self.isl.ctx, &text)
-            .map_err(|e| Error::Parse { text: text.clone(), message: e.to_string() })?;
+        let range = self.isl.parsed_set(&block_ranges_text(blocks))?;
         let mut map = self.map.intersect_params(range)?;
         for name in blocks.iter().flat_map(|b| [&b.id, &b.offset]) {
             let pos = map.find_dim_by_name(DimType::Param, name)?;
@@ -385,8 +403,7 @@ impl<'i> AccessMap<'i> {
             vars.join(", "),
             if cons.is_empty() { "true".to_string() } else { cons.join(" and ") }
         );
-        let domain = isl::Set::read_from_str(&self.isl.ctx, &text)
-            .map_err(|e| Error::Parse { text: text.clone(), message: e.to_string() })?;
+        let domain = self.isl.parsed_set(&text)?;
         let space = self.map.copy()?.domain()?.get_space()?;
         let name = space.get_tuple_name(DimType::Set).ok().map(|n| n.to_string());
         let domain = match name {
