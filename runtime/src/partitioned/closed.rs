@@ -98,8 +98,8 @@ pub(crate) fn in_background() -> bool {
 /// The thread that makes closed forms in the background, at a low priority (as plans made
 /// ahead are), with its own ISL context; started at the first form it is given. `None`
 /// where it could not start: forms are then made at the launch.
-fn maker() -> Option<&'static Mutex<std::sync::mpsc::Sender<Job>>> {
-    static MAKER: std::sync::OnceLock<Option<Mutex<std::sync::mpsc::Sender<Job>>>> = std::sync::OnceLock::new();
+fn maker() -> Option<&'static std::sync::mpsc::Sender<Job>> {
+    static MAKER: std::sync::OnceLock<Option<std::sync::mpsc::Sender<Job>>> = std::sync::OnceLock::new();
     MAKER
         .get_or_init(|| {
             let (send, receive) = std::sync::mpsc::channel::<Job>();
@@ -112,7 +112,7 @@ fn maker() -> Option<&'static Mutex<std::sync::mpsc::Sender<Job>>> {
                     }
                 })
                 .ok()
-                .map(|_| Mutex::new(send))
+                .map(|_| send)
         })
         .as_ref()
 }
@@ -211,7 +211,7 @@ where
                     }
                 });
                 // A maker gone (the program ending) leaves the form unmade: ISL answers.
-                let _ = maker.lock().unwrap_or_else(|e| e.into_inner()).send(job);
+                let _ = maker.send(job);
             }
             return None;
         }
