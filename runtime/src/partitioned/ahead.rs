@@ -80,6 +80,18 @@ pub(crate) fn enabled() -> bool {
 /// What plans ahead took, on average (ns): the expectation a waiting launch is weighed by.
 static EXPECTED_NS: AtomicU64 = AtomicU64::new(FIRST_EXPECTED_NS);
 
+fn expected_ns() -> f64 {
+    EXPECTED_NS.load(Ordering::Relaxed) as f64
+}
+
+/// A node's first launch, run whole to be measured, starts planning its split ahead only where
+/// it is predicted to take at least this long (ns). Waking the planning thread costs the
+/// launching thread 6-20 us on a 2-core machine (a futex wake of a thread whose core sleeps),
+/// which a short kernel does not hide: it made PolyBench's one-launch programs a fifth slower
+/// on `dry:4` than on `dry:1`, for plans no later launch used. A node that turns out long at
+/// its next launch plans then ([`Ahead::on_miss`]).
+pub(crate) const SPECULATE_MIN_NS: f64 = 250_000.0;
+
 /// What a launch whose split plan missed the caches does.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Miss {
@@ -95,15 +107,17 @@ impl Ahead {
     /// A split of `node` over `devices` missed the plan caches; the launch would take
     /// `whole_ns` whole. Plan it now, or run whole while it is planned ahead (the caller starts
     /// that on [`Miss::Start`]). Where the whole launches queued since the plan ahead started
-    /// cover what it is still expected to take, this waits for it and says [`Miss::Plan`].
-    pub fn on_miss(&self, node: u32, devices: u8, whole_ns: f64) -> Miss {
+    /// cover what it is still expected to take, this waits for it and says [`Miss::Plan`];
+    /// so too, with none started, where the launch was `measured` to lose more whole than its
+    /// plan is expected to take (a node whose first launch was too short to plan ahead for,
+    /// see [`SPECULATE_MIN_NS`], and turned out long: matmul's second of five launches).
+    pub fn on_miss(&self, node: u32, devices: u8, whole_ns: f64, measured: bool) -> Miss {
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
         match states.get_mut(&(node, devices)) {
             Some(State::Done) => Miss::Plan,
             Some(State::Planning { since, queued_ns }) => {
                 *queued_ns += whole_ns;
-                let expected = EXPECTED_NS.load(Ordering::Relaxed) as f64;
-                let left = expected - since.elapsed().as_nanos() as f64;
+                let left = expected_ns() - since.elapsed().as_nanos() as f64;
                 if *queued_ns < left {
                     return Miss::Whole;
                 }
@@ -112,6 +126,7 @@ impl Ahead {
                 }
                 Miss::Plan
             }
+            None if measured && whole_ns * (1.0 - 1.0 / f64::from(devices.max(1))) > expected_ns() => Miss::Plan,
             None => {
                 states.insert((node, devices), State::Planning { since: Instant::now(), queued_ns: whole_ns });
                 Miss::Start
@@ -223,18 +238,18 @@ mod tests {
     fn a_miss_starts_one_plan_ahead_and_runs_whole_until_it_is_done() {
         let a = Ahead::default();
         // Launches far shorter than a plan ahead run whole while it is in flight.
-        assert_eq!(a.on_miss(3, 2, 1_000.0), Miss::Start);
-        assert_eq!(a.on_miss(3, 2, 1_000.0), Miss::Whole, "one plan ahead in flight per node and device count");
+        assert_eq!(a.on_miss(3, 2, 1_000.0, true), Miss::Start);
+        assert_eq!(a.on_miss(3, 2, 1_000.0, true), Miss::Whole, "one plan ahead in flight per node and device count");
         // Another device count is another plan.
-        assert_eq!(a.on_miss(3, 4, 1_000.0), Miss::Start);
+        assert_eq!(a.on_miss(3, 4, 1_000.0, true), Miss::Start);
         a.done(3, 2);
-        assert_eq!(a.on_miss(3, 2, 1_000.0), Miss::Plan);
-        assert_eq!(a.on_miss(3, 4, 1_000.0), Miss::Whole);
+        assert_eq!(a.on_miss(3, 2, 1_000.0, true), Miss::Plan);
+        assert_eq!(a.on_miss(3, 4, 1_000.0, true), Miss::Whole);
         // A fast plan at the launch keeps planning there; a slow one sends the next miss ahead.
         a.planned(3, 2, SLOW_PLAN_NS / 2);
-        assert_eq!(a.on_miss(3, 2, 1_000.0), Miss::Plan);
+        assert_eq!(a.on_miss(3, 2, 1_000.0, true), Miss::Plan);
         a.planned(3, 2, SLOW_PLAN_NS * 2);
-        assert_eq!(a.on_miss(3, 2, 1_000.0), Miss::Start);
+        assert_eq!(a.on_miss(3, 2, 1_000.0, true), Miss::Start);
         // Speculation starts once, and not where a plan ahead is in flight or done.
         assert!(a.speculate(5, 2));
         assert!(!a.speculate(5, 2));
@@ -242,11 +257,22 @@ mod tests {
     }
 
     #[test]
+    fn a_long_measured_launch_with_no_plan_ahead_plans_at_once() {
+        let a = Ahead::default();
+        // Measured at ten times a plan's expected time: running it whole would lose more.
+        let long = expected_ns() * 10.0;
+        assert_eq!(a.on_miss(9, 2, long, true), Miss::Plan);
+        // The same time, but a floor for a launch not measured yet: planned ahead.
+        assert_eq!(a.on_miss(9, 2, long, false), Miss::Start);
+        assert_eq!(a.on_miss(9, 4, long / 20.0, true), Miss::Start);
+    }
+
+    #[test]
     fn a_launch_waits_for_the_plan_ahead_once_queued_work_covers_it() {
         let a: &'static Ahead = Box::leak(Box::default());
         assert!(a.speculate(7, 2));
         // Queued whole launches longer than any plan: this one waits, and plans once it is done.
-        let waiter = std::thread::spawn(move || a.on_miss(7, 2, 1e12));
+        let waiter = std::thread::spawn(move || a.on_miss(7, 2, 1e12, true));
         std::thread::sleep(std::time::Duration::from_millis(20));
         assert!(!waiter.is_finished(), "it returned before the plan ahead finished");
         a.done(7, 2);

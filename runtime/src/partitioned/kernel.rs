@@ -97,6 +97,22 @@ impl Prepared {
     }
 }
 
+/// What a dry-run device takes for a wave: the blocks an H100 (132 SMs of 2048 threads, at
+/// most 32 blocks each) runs at once, registers and shared memory aside. Dry devices stand in
+/// for GPUs, so the policy counts a launch's waves as a GPU's: with one block per wave (a
+/// computing device's per thread), a first launch of 128 blocks counted as many waves, and
+/// its split was planned ahead where a GPU would run it whole (waking the planning thread
+/// cost PolyBench's atax a quarter of its runtime work on `dry:4`).
+pub(crate) fn stand_in_wave(m: &Module, n: u32, kind: &KernelKind, base: &[u8]) -> u64 {
+    const SMS: u64 = 132;
+    let block = match kind {
+        KernelKind::Blocks { leaf, .. } => m.grid(*leaf, Some((n, base))),
+        KernelKind::Grid => block_shape(m.node(n).dims),
+    };
+    let threads = block.iter().map(|&t| t.max(1) as u64).product::<u64>();
+    SMS * (2048 / threads).clamp(1, 32)
+}
+
 /// Blocks of a unit's grid: the grid itself for a blocks unit, a grid-shaped leaf's
 /// instances cut into blocks of [`block_shape`].
 pub(crate) fn blocks_of(kind: &KernelKind, dims: u32, grid: [i64; 3]) -> u64 {

@@ -164,7 +164,7 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
     let blocks = kernel::blocks_of(shape, module.node(n).dims, grid);
     let (devices_given, mut probe, likely) = match indirect {
         Some(_) => (1, None, Likely::NONE),
-        None => decide(u, blocks, gpu_kernel.as_ref().map(|(k, ptx, p)| (&k.name, *ptx, p))),
+        None => decide(u, &base, blocks, gpu_kernel.as_ref().map(|(k, ptx, p)| (&k.name, *ptx, p))),
     };
     let mut order = &devs.order[..devices_given];
     let mut key = cache::Key { node: n, grid, parent: (pid, pdim), devices: devices_given as u8, args: base };
@@ -204,11 +204,14 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
             t0.nanos() as f64 / 1e6
         );
     }
-    if let (false, Some(Likely { split: Some(k), .. })) = (plan_hit, ahead) {
-        if devices_given == 1 {
-            speculate(u, &key, k);
-        }
-    }
+    // A split likely soon is planned ahead once this launch has let the table go: the
+    // planning thread's first step takes it, and woken while it is held that thread would
+    // only wait, to be woken again at its release (on a 2-core machine each wake cost a
+    // PolyBench launch 10-20 us).
+    let speculation = match (plan_hit, ahead) {
+        (false, Some(Likely { split: Some(k), .. })) if devices_given == 1 => Some(k),
+        _ => None,
+    };
     let lp = match &*plan {
         Outcome::Host(reason) => {
             st.note_host(reason);
@@ -230,6 +233,9 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
         let gpu = gpu_kernel.as_ref().map(|(k, ptx, p)| (*k, *ptx, p));
         run_rounds(u, lp, &key.args, &mut table, run_box, gpu);
         drop(table);
+        if let Some(k) = speculation {
+            speculate(u, &key, k);
+        }
         pass_outputs_through(module, n, shape, &args.for_instance(0), total, outs);
         count_launch(u, lp);
         st.max_rounds.fetch_max(lp.rounds.len() as u64, Ordering::Relaxed);
@@ -293,6 +299,9 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
         }
     }
     drop(table);
+    if let Some(k) = speculation {
+        speculate(u, &key, k);
+    }
     pass_outputs_through(module, n, shape, &args.for_instance(0), total, outs);
     count_launch(u, lp);
     true
@@ -586,7 +595,12 @@ fn plan_of(
                 Ok(outcome) => outcome,
                 Err(bindings) if ahead.is_some() => {
                     let devices = order.len() as u8;
-                    match plans.ahead.on_miss(n, devices, ahead.map_or(0.0, |l| l.whole_ns)) {
+                    match plans.ahead.on_miss(
+                        n,
+                        devices,
+                        ahead.map_or(0.0, |l| l.whole_ns),
+                        ahead.is_some_and(|l| l.measured),
+                    ) {
                         ahead::Miss::Plan => {
                             let t = std::time::Instant::now();
                             let outcome = split_now(&launch, *bindings, table);
@@ -819,6 +833,7 @@ fn runs_grid_stride_loop(u: &Unit) -> bool {
 /// `gpu`: the kernel's name, module and launch shape, on GPUs.
 fn decide(
     u: &Unit,
+    base: &[u8],
     blocks: u64,
     gpu: Option<(&String, &'static std::ffi::CStr, &kernel::Prepared)>,
 ) -> (usize, Option<policy::Probe>, Likely) {
@@ -870,7 +885,10 @@ fn decide(
     if m.wave.is_none() {
         m.wave = match gpu {
             Some((name, ptx, prepared)) => prepared.wave(ptx, name),
-            None => devs.sims.first().map(|s| s.threads() as u64),
+            None => devs.sims.first().map(|s| match s.is_dry() {
+                true => kernel::stand_in_wave(u.module, u.node, u.shape, base),
+                false => s.threads() as u64,
+            }),
         };
     }
     let strided = *m.strided.get_or_insert_with(|| runs_grid_stride_loop(u));
@@ -924,13 +942,14 @@ fn decide(
             (1, true)
         }
     };
+    // A wave takes a GPU at least a microsecond: the floor for a kernel not measured yet.
+    let whole_ns =
+        m.ns_per_block.map_or_else(|| blocks as f64 / m.wave.unwrap_or(1).max(1) as f64 * 1e3, |p| p * blocks as f64);
     let likely = Likely {
-        // A wave takes a GPU at least a microsecond: the floor for a kernel not measured yet.
-        whole_ns: m
-            .ns_per_block
-            .map_or_else(|| blocks as f64 / m.wave.unwrap_or(1).max(1) as f64 * 1e3, |p| p * blocks as f64),
+        whole_ns,
+        measured: m.ns_per_block.is_some(),
         split: match &decision {
-            policy::Decision::Whole(policy::Why::Unmeasured { .. }) => Some(all),
+            policy::Decision::Whole(policy::Why::Unmeasured { .. }) if whole_ns >= ahead::SPECULATE_MIN_NS => Some(all),
             policy::Decision::Split(k) if *k > given => Some(*k),
             _ => None,
         },
@@ -992,13 +1011,15 @@ fn ahead_job(u: &Unit, launch: &bindings::Launch<'_>, bindings: Option<bindings:
 struct Likely {
     /// The launch's kernel time whole, predicted (ns).
     whole_ns: f64,
+    /// Predicted from a measure of the node (else from a floor per wave).
+    measured: bool,
     /// A split over this many devices is likely soon (a first launch, measured before any
     /// split; a split waiting for GPUs to open): its planning may start ahead.
     split: Option<usize>,
 }
 
 impl Likely {
-    const NONE: Likely = Likely { whole_ns: 0.0, split: None };
+    const NONE: Likely = Likely { whole_ns: 0.0, measured: false, split: None };
 }
 
 /// The outputs of a blocks unit, each one of its inputs (`KernelKind::Blocks::outputs`), for
