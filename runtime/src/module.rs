@@ -108,6 +108,9 @@ pub struct NodeStats {
     pub plans_ahead: AtomicU64,
     pub nanos_plan_ahead: AtomicU64,
     pub whole_while_planning: AtomicU64,
+    /// Launches on a program's streams planned with their maps, rather than whole, because
+    /// other streams' work in flight shared their buffers (`partitioned::lanes`).
+    pub lane_exact_plans: AtomicU64,
     /// Launches whose plan and copy plan both came from the caches, and the runtime's work
     /// on them (lookups, coherence updates), from the plan lookup to the first copy.
     pub hit_launches: AtomicU64,

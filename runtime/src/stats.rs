@@ -358,6 +358,9 @@ pub struct NodeReport {
     pub plans_ahead: u64,
     pub ms_plan_ahead: f64,
     pub whole_while_planning: u64,
+    /// Launches on the program's streams planned with their maps (ISL) because other
+    /// streams' work in flight shared their buffers; the others on streams took whole buffers.
+    pub lane_exact_plans: u64,
     /// Mean runtime work of a launch whose plan and copy plan were both cached (lookups and
     /// coherence updates, before any copy), in microseconds; 0 without such launches.
     pub us_per_hit_launch: f64,
@@ -474,6 +477,7 @@ pub fn collect() -> Report {
                 plans_ahead: load(&st.plans_ahead),
                 ms_plan_ahead: ms(&st.nanos_plan_ahead),
                 whole_while_planning: load(&st.whole_while_planning),
+                lane_exact_plans: load(&st.lane_exact_plans),
                 us_per_hit_launch: match load(&st.hit_launches) {
                     0 => 0.0,
                     k => load(&st.nanos_hit_work) as f64 / 1e3 / k as f64,
@@ -650,6 +654,13 @@ pub fn report() -> String {
                 s,
                 "    planned ahead: {} splits in {:.3} ms off the launch path; {} launches ran whole meanwhile",
                 n.plans_ahead, n.ms_plan_ahead, n.whole_while_planning
+            );
+        }
+        if n.lane_exact_plans > 0 {
+            let _ = writeln!(
+                s,
+                "    on streams: {} launches planned with their maps (other streams' work in flight shared their buffers)",
+                n.lane_exact_plans
             );
         }
         if n.max_memory_rounds > 1 {

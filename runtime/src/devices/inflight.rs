@@ -178,6 +178,29 @@ struct Entry {
     /// taken when a later launch needs it (the stream's end then).
     point: Option<Mark>,
     access: Access,
+    /// Where the work said whole buffers without knowing more (a launch on a program lane
+    /// planned without its maps): its launch's number, shared by that launch's entries, and
+    /// how to say exactly what it touched ([`Slots::refine`]).
+    refine: Option<(u64, Refine)>,
+}
+
+/// How to say exactly what a launch left in flight on a program lane with whole buffers
+/// touched: its maps (ISL), asked only when another stream's work would otherwise wait for
+/// the whole buffers. Opaque here: the layer that launched it knows the memory and the maps
+/// (`partitioned::lanes`), and hands the exact entries back ([`Slots::refine`]).
+pub type Refine = std::sync::Arc<dyn std::any::Any + Send + Sync>;
+
+/// Numbers of launches whose entries may be refined ([`Entry::refine`]).
+static REFINABLE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// What a launch on a program lane planned with whole buffers meets in flight, before it
+/// takes its slots ([`Slots::lane_conflicts`]).
+pub enum LaneConflicts {
+    /// Nothing of another stream: the whole buffers cost no concurrency.
+    None,
+    /// Work of other streams that said only whole buffers (theirs to refine), and whether any
+    /// conflicting work could be made exact at all (not [`Access::All`]).
+    Some { refinable: Vec<(u64, Refine)>, exact_helps: bool },
 }
 
 /// What a stream is about to do, for [`Slots::follow`]: the bytes it copies from other GPUs
@@ -412,15 +435,37 @@ impl Slots {
 
     /// Leaves the work of [`Slots::take_on_lane`] in flight on `s`, having done `accesses`
     /// (and always one entry, so that its lane is busy until a drain: waited for by whatever
-    /// follows all the work in flight).
-    pub fn leave_on_lane(mut self, s: Stream, accesses: &[Access]) -> Result<(), String> {
+    /// follows all the work in flight). `refine`: the accesses are whole buffers, and this
+    /// says what the work touched exactly when another stream asks ([`Slots::lane_conflicts`]).
+    pub fn leave_on_lane(mut self, s: Stream, accesses: &[Access], refine: Option<Refine>) -> Result<(), String> {
         let point = devices().gpu(s.gpu).point(s.lane, self.base[s.gpu])?;
         self.record(s, point, Access::Used(Span { buffer: u64::MAX, start: 0, end: 0 }));
+        let refine = refine.map(|r| (REFINABLE.fetch_add(1, Ordering::Relaxed), r));
+        let f = self.held.as_mut().expect("a precise launch holds the state in flight");
         for &a in accesses {
-            self.record(s, point, a);
+            f.record_refinable(s, Some(point), a, refine.clone());
         }
         self.leave_precise(&[s.gpu], None);
         Ok(())
+    }
+
+    /// What work on GPU `k`'s program lane (this thread's, [`program_lane`]) doing `fp` (whole
+    /// buffers) would have to follow of other streams' work in flight. Asked before the
+    /// launch takes its slots; what is in flight may change before it does, which only
+    /// costs concurrency: a later launch that conflicts waits, as ever.
+    pub fn lane_conflicts(k: usize, fp: &Footprint) -> LaneConflicts {
+        let Some(i) = program_lane() else { return LaneConflicts::None };
+        let f = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+        if f.seen.is_empty() {
+            return LaneConflicts::None;
+        }
+        f.conflicts_of(Stream { gpu: k, lane: Lane::Program(i) }, fp)
+    }
+
+    /// The entries of refinable launch `id` become `exact` ([`Refine`]), keeping their stream,
+    /// point and numbers. Nothing where they left the ledger meanwhile (a drain).
+    pub fn refine(id: u64, exact: &[Access]) {
+        IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).refine(id, exact);
     }
 
     /// Whether the launch may be left in flight (its slots were taken for that).
@@ -542,10 +587,51 @@ impl InFlight {
     }
 
     fn record(&mut self, stream: Stream, point: Option<Mark>, access: Access) {
-        self.ledger.retain(|e| e.stream != stream || !e.access.covered_by(&access));
+        self.record_refinable(stream, point, access, None);
+    }
+
+    /// What stream `s` doing `fp` would have to follow of other streams' entries it does not
+    /// follow yet ([`Slots::lane_conflicts`]).
+    fn conflicts_of(&self, s: Stream, fp: &Footprint) -> LaneConflicts {
+        let mut refinable: Vec<(u64, Refine)> = Vec::new();
+        let (mut any, mut exact_helps) = (false, false);
+        for e in &self.ledger {
+            if e.stream == s || e.seq <= self.seen[self.at(s, e.stream)] || !conflicts(&e.access, e.stream, s, fp) {
+                continue;
+            }
+            any = true;
+            exact_helps |= e.access != Access::All;
+            if let Some((id, r)) = &e.refine {
+                if !refinable.iter().any(|(j, _)| j == id) {
+                    refinable.push((*id, r.clone()));
+                }
+            }
+        }
+        match any {
+            false => LaneConflicts::None,
+            true => LaneConflicts::Some { refinable, exact_helps },
+        }
+    }
+
+    /// See [`Slots::refine`].
+    fn refine(&mut self, id: u64, exact: &[Access]) {
+        let of = |e: &Entry| e.refine.as_ref().is_some_and(|(j, _)| *j == id);
+        let Some(first) = self.ledger.iter().find(|e| of(e)) else { return };
+        let (seq, stream, point) = (first.seq, first.stream, first.point);
+        self.ledger.retain(|e| !of(e));
+        // In its place: the entries stay in the order of their numbers.
+        let at = self.ledger.iter().position(|e| e.seq > seq).unwrap_or(self.ledger.len());
+        self.ledger.splice(at..at, exact.iter().map(|&access| Entry { seq, stream, point, access, refine: None }));
+    }
+
+    fn record_refinable(&mut self, stream: Stream, point: Option<Mark>, access: Access, refine: Option<(u64, Refine)>) {
+        // An entry that may be refined later covers nothing: once exact, it would no longer
+        // cover what it let go.
+        let keeps = refine.is_some();
+        self.ledger.retain(|e| e.stream != stream || keeps || !e.access.covered_by(&access));
         let seq = self.seq;
         self.seq += 1;
-        self.ledger.push(Entry { seq, stream, point, access });
+        self.ledger.push(Entry { seq, stream, point, access, refine });
         self.busy |= 1 << stream.gpu;
         match stream.lane {
             Lane::Main => {}
@@ -636,6 +722,54 @@ mod tests {
         assert!(!conflicts(&Access::Used(span(7, 0, 64)), a, b, &reader));
         // The entry every lane launch leaves for its lane to count as busy conflicts with nothing.
         assert!(!conflicts(&Access::Used(Span { buffer: u64::MAX, start: 0, end: 0 }), a, b, &reader));
+    }
+
+    /// A lane's work left with whole buffers is refined in place, and the conflicts a later
+    /// launch meets are those of the refined entries; an entry that may be refined covers
+    /// nothing of its stream's older ones, which a refinement would otherwise lose.
+    #[test]
+    fn whole_entries_are_refined_in_place_and_cover_nothing() {
+        let mut f = InFlight {
+            busy: 0,
+            side_busy: 0,
+            program_busy: vec![0; 1],
+            next: vec![0; 1],
+            finish: Vec::new(),
+            ledger: Vec::new(),
+            seq: 1,
+            seen: vec![0; LANES * LANES],
+        };
+        let (a, b) = (Stream { gpu: 0, lane: Lane::Program(0) }, Stream { gpu: 0, lane: Lane::Program(1) });
+        let refine: Refine = std::sync::Arc::new(());
+        f.record(a, None, Access::Wrote(span(7, 0, 8)));
+        f.record_refinable(a, None, Access::Wrote(span(7, 0, 64)), Some((5, refine.clone())));
+        f.record_refinable(a, None, Access::Used(span(8, 0, 64)), Some((5, refine.clone())));
+        f.record(b, None, Access::Used(span(9, 0, 64)));
+        assert_eq!(f.ledger.len(), 4, "the whole write covered the older one");
+        // b writing bytes 16..24 of buffer 7 meets a's whole write, which may be refined.
+        let fp = Footprint { reads: vec![], uses: vec![], writes: vec![span(7, 16, 24)] };
+        match f.conflicts_of(b, &fp) {
+            LaneConflicts::Some { refinable, exact_helps } => {
+                assert!(exact_helps);
+                assert_eq!(refinable.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![5]);
+            }
+            LaneConflicts::None => panic!("no conflict found"),
+        }
+        // Refined: a wrote 0..8 and read 32..40; b's write no longer meets it.
+        f.refine(5, &[Access::Wrote(span(7, 0, 8)), Access::Used(span(8, 32, 40))]);
+        let seqs: Vec<u64> = f.ledger.iter().map(|e| e.seq).collect();
+        assert!(seqs.windows(2).all(|w| w[0] <= w[1]), "{seqs:?}");
+        assert_eq!(f.ledger.iter().filter(|e| e.refine.is_some()).count(), 0);
+        assert!(matches!(f.conflicts_of(b, &fp), LaneConflicts::None));
+        // Writing what a read is reading still meets it; work that said nothing cannot be
+        // made exact.
+        let over = Footprint { reads: vec![], uses: vec![], writes: vec![span(8, 36, 38)] };
+        assert!(matches!(f.conflicts_of(b, &over), LaneConflicts::Some { exact_helps: true, .. }));
+        f.record(a, None, Access::All);
+        assert!(matches!(f.conflicts_of(b, &fp), LaneConflicts::Some { exact_helps: false, .. }));
+        // A refinement after its entries left (a drain) changes nothing.
+        f.refine(5, &[Access::All]);
+        assert!(f.ledger.iter().all(|e| e.stream != a || e.access == Access::All));
     }
 
     /// Only an entry that every conflict of an older one also hits may replace it.

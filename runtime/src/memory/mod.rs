@@ -1501,7 +1501,7 @@ fn write_on_devices(
     };
     if let Some((slots, s)) = lane {
         crate::devices::cuda::on_lane(s.lane, || write(&targets)).unwrap_or_else(|e| fail(e));
-        slots.leave_on_lane(s, &[inflight::Access::Wrote(span)]).unwrap_or_else(|e| fail(e));
+        slots.leave_on_lane(s, &[inflight::Access::Wrote(span)], None).unwrap_or_else(|e| fail(e));
     } else {
         // In flight: after whatever the GPUs still do (it may read the bytes overwritten here).
         let slots = in_flight
@@ -1593,7 +1593,7 @@ pub fn copy_to_program(ptr: usize, bytes: usize, dst: *mut u8, in_flight: bool) 
         };
         if let Some((slots, s)) = lane {
             crate::devices::cuda::on_lane(s.lane, || enqueue(&copies)).unwrap_or_else(|e| fail(e));
-            slots.leave_on_lane(s, &[inflight::Access::Used(span)]).unwrap_or_else(|e| fail(e));
+            slots.leave_on_lane(s, &[inflight::Access::Used(span)], None).unwrap_or_else(|e| fail(e));
         } else {
             // After whatever the GPUs still do (it may write the bytes copied here).
             let slots =

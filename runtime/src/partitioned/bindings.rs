@@ -75,20 +75,17 @@ pub(crate) struct Bindings {
 ///
 /// The one-device plan holds for any scalar arguments ([`LaunchPlan::scalar_free`]): a kernel
 /// launched in a loop with a changing scalar (a time step, a column) plans once. Strict
-/// checking still wants the maps' bounds, and so does a launch on a program's stream.
+/// checking still wants the maps' bounds. A launch on a program's stream takes it too: its
+/// maps are asked only where another stream's work shares its buffers (`lanes`).
 pub(crate) fn plan_direct(l: &Launch<'_>, table: &mut Table) -> Result<Outcome, Box<Bindings>> {
     let b = match bindings(l, table) {
         Ok(b) => b,
         Err(reason) => return Ok(Outcome::Host(reason)),
     };
     place_constants(l, &b, table);
-    // A launch on one of the program's GPU streams is planned with its maps: what it touches
-    // in flight is then exact, and kernels of other streams that touch other bytes of the same
-    // buffers run beside it (`gpu::run_on_lane`); whole buffers would order them all.
     let whole_is_exact = l.order.len() == 1
         && l.per_device == 1
         && !super::settings::strict()
-        && !(crate::devices::inflight::program_lane().is_some() && crate::devices::devices().on_gpus())
         && b.buffers.iter().all(|&(start, _)| table.get(start).is_some_and(|x| !x.host_stores));
     if !whole_is_exact {
         return Err(Box::new(b));

@@ -22,7 +22,7 @@ use super::plan::{LaunchPlan, PartPlan, Source};
 use super::policy::Probe;
 use crate::devices::cuda::Lane;
 use crate::devices::in_place;
-use crate::devices::inflight::{Access, DeviceList, Footprint, Slots, Span, Stream};
+use crate::devices::inflight::{self, Access, DeviceList, Footprint, Slots, Span, Stream};
 use crate::devices::{devices, Copy, Device, Place};
 use crate::memory;
 use crate::sink::Stopwatch;
@@ -41,6 +41,9 @@ pub(super) struct Launch<'a> {
     /// The program lane of the stream the program launched it on ([`inflight::program_lane`]),
     /// where its unit may run there (it keeps no pointers in memory).
     pub lane: Option<u8>,
+    /// On a program lane, a plan of whole buffers made without the maps: how to say exactly
+    /// what the launch touched, should another stream's work ask ([`inflight::Refine`]).
+    pub refine: Option<inflight::Refine>,
 }
 
 /// Runs one launch of unit `n` on the GPUs: its copies, then every partition. With `asynchronous` (a CUDA program's launch), and
@@ -52,7 +55,7 @@ pub(super) fn run(
     asynchronous: bool,
 ) -> Result<Option<super::recorded::Launch>, String> {
     let Target { m, n, kernel, .. } = *target;
-    let Launch { lp, part_args, copies, sources, probe, lane } = launch;
+    let Launch { lp, part_args, copies, sources, probe, lane, refine } = launch;
     let sampled = probe.is_some();
     let st = &m.stats[n as usize];
     let devs = devices();
@@ -89,7 +92,7 @@ pub(super) fn run(
             && lp.parts.iter().filter(|p| !p.bx.is_empty()).count() == 1
     });
     if let Some(i) = lane {
-        return run_on_lane(target, lp, part_args, used[0], i);
+        return run_on_lane(target, lp, part_args, used[0], i, refine);
     }
     let mut slots = if in_flight {
         // Marks are events: a launch that copies nothing and is not timed records none, and
@@ -379,6 +382,7 @@ fn run_on_lane(
     part_args: &[crate::args::ArgBytes],
     k: usize,
     i: u8,
+    refine: Option<inflight::Refine>,
 ) -> Result<Option<super::recorded::Launch>, String> {
     let devs = devices();
     let st = &target.m.stats[target.n as usize];
@@ -398,16 +402,24 @@ fn run_on_lane(
         let _ = Device::synchronize(devs.gpu(k));
         return Err(e);
     }
-    let mut accesses = Vec::with_capacity(p.reads.len() + p.writes.len());
-    accesses.extend(p.reads.iter().map(|&(b, w)| Access::Used(span_of(lp, b, w.start, w.end()))));
-    accesses.extend(p.writes.iter().map(|&(b, w)| Access::Wrote(span_of(lp, b, w.start, w.end()))));
-    slots.leave_on_lane(stream, &accesses)?;
+    slots.leave_on_lane(stream, &lane_accesses(lp, k), refine)?;
     st.nanos_kernels.fetch_add(t1.nanos(), Ordering::Relaxed);
     Ok(None)
 }
 
+/// What GPU `k`'s partitions of a launch read and write of its memory, as entries of work in
+/// flight.
+pub(super) fn lane_accesses(lp: &LaunchPlan, k: usize) -> Vec<Access> {
+    let mut accesses = Vec::new();
+    for p in lp.parts.iter().filter(|p| p.device == k && !p.bx.is_empty()) {
+        accesses.extend(p.reads.iter().map(|&(b, w)| Access::Used(span_of(lp, b, w.start, w.end()))));
+        accesses.extend(p.writes.iter().map(|&(b, w)| Access::Wrote(span_of(lp, b, w.start, w.end()))));
+    }
+    accesses
+}
+
 /// What GPU `k`'s partitions of a launch read and write of its memory.
-fn kernels_footprint(lp: &LaunchPlan, k: usize) -> Footprint {
+pub(super) fn kernels_footprint(lp: &LaunchPlan, k: usize) -> Footprint {
     let mut fp = Footprint::default();
     for p in lp.parts.iter().filter(|p| p.device == k && !p.bx.is_empty()) {
         fp.uses.extend(p.reads.iter().map(|&(b, w)| span_of(lp, b, w.start, w.end())));

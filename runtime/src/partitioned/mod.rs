@@ -41,6 +41,7 @@ mod closed;
 mod gpu;
 pub(crate) mod hulls;
 pub(crate) mod kernel;
+mod lanes;
 pub(crate) mod memo;
 pub(crate) mod plan;
 pub(crate) mod policy;
@@ -181,7 +182,7 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
         .then(|| (std::time::Instant::now(), closed_form_nanos()));
     // A split whose plan would ask ISL runs whole while it is planned ahead (see `ahead`).
     let ahead = (policy::mode() == policy::Mode::Auto && ahead::enabled()).then_some(likely);
-    let (plan, plan_hit) = match plan_of(u, &key, order, &mut table, &t0, ahead.filter(|_| devices_given > 1)) {
+    let (mut plan, plan_hit) = match plan_of(u, &key, order, &mut table, &t0, ahead.filter(|_| devices_given > 1)) {
         Some(planned) => planned,
         None => {
             st.whole_while_planning.fetch_add(1, Ordering::Relaxed);
@@ -212,6 +213,17 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
         (false, Some(Likely { split: Some(k), .. })) if devices_given == 1 => Some(k),
         _ => None,
     };
+    // On a program's stream: whole buffers, unless another stream's work in flight shares them.
+    let mut refine = None;
+    let lane = crate::devices::inflight::program_lane();
+    if let (Outcome::Devices(whole), Some(_), None, Some(_)) = (&*plan, &gpu_kernel, indirect, lane) {
+        let place = lanes::Place { module, plans, node: n, shape, key: key.clone(), grid, order: order.to_vec() };
+        let (exact, r) = lanes::footing(place, whole, &mut table);
+        refine = r;
+        if let Some(exact) = exact {
+            plan = exact;
+        }
+    }
     let lp = match &*plan {
         Outcome::Host(reason) => {
             st.note_host(reason);
@@ -274,7 +286,7 @@ fn on_devices(u: &Unit, args: &Args, run_box: &RunBox<'_>, indirect: Option<&Str
         lp.parts.iter().map(|p| lp.part_args(p, &key.args)).collect();
     let sampled = probe.is_some();
     let replay = match &gpu_kernel {
-        Some(gpu) => run_on_gpus(u, lp, &part_args, &copy_plan, gpu, probe.take()),
+        Some(gpu) => run_on_gpus(u, lp, &part_args, &copy_plan, gpu, probe.take(), refine),
         None => {
             run_on_sims(u, lp, &part_args, &copy_plan.copies, run_box, probe.take());
             None
@@ -401,6 +413,7 @@ fn run_on_gpus(
     copy_plan: &plan::CopyPlan,
     (kernel, ptx, prepared): &GpuKernel,
     mut probe: Option<policy::Probe>,
+    refine: Option<crate::devices::inflight::Refine>,
 ) -> Option<recorded::Launch> {
     let (module, n) = (u.module, u.node);
     let st = &module.stats[n as usize];
@@ -428,7 +441,8 @@ fn run_on_gpus(
         KernelKind::Grid => n,
     };
     let lane = crate::devices::inflight::program_lane().filter(|_| module.node(leaf).indirect.is_none());
-    let launch = gpu::Launch { lp, part_args, copies: &copy_plan.copies, sources: &copy_plan.sources, probe, lane };
+    let launch =
+        gpu::Launch { lp, part_args, copies: &copy_plan.copies, sources: &copy_plan.sources, probe, lane, refine };
     let kernel_grid = lp.virtual_grid.unwrap_or(u.grid);
     let replay = gpu::run(
         &kernel::Target {
@@ -777,7 +791,8 @@ fn run_rounds(
             r.parts.iter().map(|p| lp.part_args(p, args)).collect();
         if let Some((kernel, ptx, prepared)) = gpu {
             let (copies, sources) = (&copy_plan.copies, &copy_plan.sources);
-            let launch = gpu::Launch { lp: r, part_args: &part_args, copies, sources, probe: None, lane: None };
+            let launch =
+                gpu::Launch { lp: r, part_args: &part_args, copies, sources, probe: None, lane: None, refine: None };
             let kernel_grid = lp.virtual_grid.unwrap_or(u.grid);
             let target = kernel::Target {
                 m: module,
