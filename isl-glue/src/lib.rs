@@ -299,16 +299,19 @@ impl Isl {
         (out, passed)
     }
 
-    /// The parameter constraint `[p...] -> { : p0 = v0 and ... }`.
+    /// The parameter constraint `[p...] -> { : p0 = v0 and ... }`, built without the parser:
+    /// a launch's values are new text each time, and parsing them was a tenth of a plan's ISL
+    /// work.
     fn param_values(&self, values: &[(&str, i64)]) -> Result<isl::Set> {
-        let names: Vec<&str> = values.iter().map(|(n, _)| *n).collect();
-        let eqs: Vec<String> = values.iter().map(|(n, v)| format!("{n} = {v}")).collect();
-        let text = format!(
-            "[{}] -> {{ : {} }}",
-            names.join(", "),
-            if eqs.is_empty() { "true".into() } else { eqs.join(" and ") }
-        );
-        self.parsed_set(&text)
+        let mut space = isl::Space::params_alloc(&self.ctx, values.len() as u32)?;
+        for (i, (name, _)) in values.iter().enumerate() {
+            space = space.set_dim_name(DimType::Param, i as u32, name)?;
+        }
+        let mut set = isl::Set::universe(space)?;
+        for (i, (_, v)) in values.iter().enumerate() {
+            set = set.fix_val(DimType::Param, i as u32, isl::Val::int_from_si(&self.ctx, *v)?)?;
+        }
+        Ok(set)
     }
 }
 
