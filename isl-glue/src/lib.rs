@@ -87,7 +87,9 @@ pub struct BlockRange {
     pub hi: i64,
 }
 
-/// `[id, offset, ...] -> { : offset = size * id and lo <= id < hi and ... }`.
+/// `[id, offset, ...] -> { : offset = size * id and lo <= id < hi and ... }`, the text a
+/// block range set reads as (tests check [`Isl::block_ranges`] against it).
+#[cfg(test)]
 fn block_ranges_text(blocks: &[BlockRange]) -> String {
     let names: Vec<&str> = blocks.iter().flat_map(|b| [b.id.as_str(), b.offset.as_str()]).collect();
     let cons: Vec<String> = blocks
@@ -106,7 +108,7 @@ fn block_ranges_text(blocks: &[BlockRange]) -> String {
     format!("[{}] -> {{ : {} }}", names.join(", "), cons.join(" and "))
 }
 
-/// [`block_ranges_text`] with each range's bounds the parameters [`block_param`] (its size
+/// [`Isl::block_ranges`] with each range's bounds the parameters [`block_param`] (its size
 /// stays a number: the closed form of a block size in a parameter would not be affine).
 fn param_block_ranges_text(blocks: &[BlockRange]) -> String {
     let mut names: Vec<String> = Vec::new();
@@ -242,7 +244,7 @@ impl Isl {
             return Err(Error::UnknownParam(missing.clone()));
         }
         let used: Vec<(&str, i64)> = values.iter().copied().filter(|(n, _)| names.iter().any(|m| m == n)).collect();
-        let launch = self.set(&block_ranges_text(blocks))?.fix_params(&used)?;
+        let launch = ElementSet { isl: self, set: self.block_ranges(blocks)? }.fix_params(&used)?;
         let fixed = set.fix_params(&used)?;
         launch.subtract(fixed)?.is_empty()
     }
@@ -299,6 +301,32 @@ impl Isl {
         (out, passed)
     }
 
+    /// The blocks of each range: `[id, offset, ...] -> { : offset = size * id and lo <= id < hi
+    /// and ... }`, built without the parser (each launch's partitions are new bounds).
+    fn block_ranges(&self, blocks: &[BlockRange]) -> Result<isl::Set> {
+        let mut space = isl::Space::params_alloc(&self.ctx, 2 * blocks.len() as u32)?;
+        for (k, b) in blocks.iter().enumerate() {
+            space = space.set_dim_name(DimType::Param, 2 * k as u32, &b.id)?;
+            space = space.set_dim_name(DimType::Param, 2 * k as u32 + 1, &b.offset)?;
+        }
+        let mut set = isl::Set::universe(space)?;
+        let val = |v: i64| isl::Val::int_from_si(&self.ctx, v);
+        for (k, b) in blocks.iter().enumerate() {
+            let (id, offset) = (2 * k as u32, 2 * k as u32 + 1);
+            set = set.lower_bound_val(DimType::Param, id, val(b.lo)?)?.upper_bound_val(
+                DimType::Param,
+                id,
+                val(b.hi - 1)?,
+            )?;
+            let at = isl::LocalSpace::from_space(set.get_space()?)?;
+            let c = isl::Constraint::alloc_equality(at)?
+                .set_coefficient_si(DimType::Param, offset as i32, 1)?
+                .set_coefficient_val(DimType::Param, id as i32, val(-b.size)?)?;
+            set = set.add_constraint(c)?;
+        }
+        Ok(set)
+    }
+
     /// The parameter constraint `[p...] -> { : p0 = v0 and ... }`, built without the parser:
     /// a launch's values are new text each time, and parsing them was a tenth of a plan's ISL
     /// work.
@@ -335,7 +363,7 @@ impl<'i> AccessMap<'i> {
         if blocks.is_empty() {
             return Ok(self);
         }
-        let range = self.isl.parsed_set(&block_ranges_text(blocks))?;
+        let range = self.isl.block_ranges(blocks)?;
         let mut map = self.map.intersect_params(range)?;
         for name in blocks.iter().flat_map(|b| [&b.id, &b.offset]) {
             let pos = map.find_dim_by_name(DimType::Param, name)?;

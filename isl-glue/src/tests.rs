@@ -477,3 +477,24 @@ fn the_outermost_moved_output_is_found_through_integer_divisions() {
     let r = isl.map("[n] -> { I[x] -> r[n - x] : 0 <= x < n }").unwrap();
     assert_eq!(r.outermost_moved(0).unwrap(), Some(0));
 }
+
+/// Block ranges and parameter values built through ISL's API are the sets their text reads
+/// as, values past 32 bits and empty ranges included.
+#[test]
+fn sets_built_without_the_parser_equal_their_text() {
+    let isl = Isl::new();
+    let blocks = [
+        BlockRange { id: "bx".into(), offset: "ox".into(), size: 256, lo: 3, hi: 9 },
+        BlockRange { id: "by".into(), offset: "oy".into(), size: 4, lo: 0, hi: 1 << 33 },
+    ];
+    let built = isl.block_ranges(&blocks).unwrap();
+    let parsed = isl.parsed_set(&block_ranges_text(&blocks)).unwrap();
+    assert!(built.is_equal(&parsed).unwrap());
+    let empty = [BlockRange { id: "bx".into(), offset: "ox".into(), size: 8, lo: 5, hi: 5 }];
+    assert!(isl.block_ranges(&empty).unwrap().is_empty().unwrap());
+    let values = [("n", 4096), ("big", 5_000_000_000), ("neg", -7)];
+    let built = isl.param_values(&values).unwrap();
+    let parsed = isl.parsed_set("[n, big, neg] -> { : n = 4096 and big = 5000000000 and neg = -7 }").unwrap();
+    assert!(built.is_equal(&parsed).unwrap());
+    assert!(isl.param_values(&[]).unwrap().is_equal(&isl.parsed_set("[] -> { : }").unwrap()).unwrap());
+}
