@@ -115,7 +115,9 @@ fn param_block_ranges_text(blocks: &[BlockRange]) -> String {
     let mut cons: Vec<String> = Vec::new();
     for (k, b) in blocks.iter().enumerate() {
         let (lo, hi) = (block_param(k, false), block_param(k, true));
-        cons.push(format!("{} = {} * {id} and {lo} <= {id} < {hi}", b.offset, b.size, id = b.id));
+        // Block ids are never negative: a form that knows so is exact where an index
+        // divides by a row length (`A[k * n + x]` with `0 <= x < n` is row `k`, no other).
+        cons.push(format!("{} = {} * {id} and 0 <= {lo} <= {id} < {hi}", b.offset, b.size, id = b.id));
         names.extend([b.id.clone(), b.offset.clone(), lo, hi]);
     }
     format!("[{}] -> {{ : {} }}", names.join(", "), if cons.is_empty() { "true".into() } else { cons.join(" and ") })
@@ -426,8 +428,9 @@ impl<'i> AccessMap<'i> {
         }
         let names: Vec<String> = boxed.iter().flat_map(|&d| [box_param(d, false), box_param(d, true)]).collect();
         let vars: Vec<String> = (0..dims).map(|d| format!("i{d}")).collect();
+        // Instances are never at negative coordinates (see `param_block_ranges_text`).
         let cons: Vec<String> =
-            boxed.iter().map(|&d| format!("{} <= i{d} < {}", box_param(d, false), box_param(d, true))).collect();
+            boxed.iter().map(|&d| format!("0 <= {} <= i{d} < {}", box_param(d, false), box_param(d, true))).collect();
         let text = format!(
             "[{}] -> {{ [{}] : {} }}",
             names.join(", "),
@@ -450,7 +453,9 @@ impl<'i> AccessMap<'i> {
     /// ranges' own `lo` and `hi` are not used) are parameters, with the map's others, so one
     /// computation serves every partition and every value of the scalars. A dimension whose
     /// blocks are ranged needs no box: its instances are those blocks'. ISL's work is bounded
-    /// (a map it cannot summarise in time has no closed form).
+    /// (a map it cannot summarise in time has no closed form). The form holds where the box
+    /// and the blocks start at 0 or later, as instances and block ids do; elsewhere it may be
+    /// wrong, and its callers ask ISL instead.
     pub fn closed_box(&self, fixed: &[(&str, i64)], blocks: &[BlockRange], boxed: &[usize]) -> Result<ClosedBox> {
         self.isl.bounded(|| {
             let own = self.params()?;

@@ -408,6 +408,10 @@ pub(crate) fn holds(
             (closed, sources)
         }
     };
+    // Forms hold for block ids from 0 (`isl_glue::AccessMap::closed_box`): else ISL answers.
+    if blocks.iter().any(|b| b.lo < 0) {
+        return None;
+    }
     let values: Vec<i64> = sources.iter().map(|s| s.value(|i| values[i].1, &[], &[], blocks)).collect();
     closed.eval(&values).ok().map(Ok)
 }
@@ -468,6 +472,10 @@ pub(crate) fn rects(
 ) -> Option<Reached> {
     let closed = &r.closed;
     if !closed.exact && !superset {
+        return None;
+    }
+    // Forms hold for instances and block ids from 0 (`isl_glue::AccessMap::closed_box`).
+    if lo.iter().any(|&v| v < 0) || blocks.iter().any(|b| b.lo < 0) {
         return None;
     }
     let values: Vec<i64> = r.sources.iter().map(|s| s.value(|i| r.launch[i], lo, hi, blocks)).collect();

@@ -11,7 +11,7 @@
 //! and may write every buffer whole, with the reason kept for the statistics.
 
 use super::bindings::{allocation_failed, device_args, read_only_cache_legal, unpartitioned, Bindings, BufArg, Launch};
-use super::hulls::{first_overlap, Part, PartRun};
+use super::hulls::{first_overlap, writes_meet, Part, PartRun};
 use super::kernel::block_shape;
 use super::memo::{
     element_rects, element_rects_in_rounds, extent, with_fixed_map, with_isl, KnownKey, Reached, StrideKey, KEPT,
@@ -1026,13 +1026,8 @@ fn merge_overlaps(
         return Ok(());
     }
     for b in 0..buffers {
-        let mut runs: Vec<PartRun> = Vec::new();
-        for (k, p) in parts.iter().enumerate() {
-            for (_, r) in p.3.iter().filter(|(x, _)| *x == b) {
-                runs.extend(r.row_runs().map(|(lo, hi)| (lo, hi, k)));
-            }
-        }
-        if first_overlap(runs).is_none() || reductions.iter().any(|r| r.buffer == b) {
+        let meet = writes_meet(parts, b).unwrap_or_else(|| first_overlap(write_runs(parts, b)).is_some());
+        if !meet || reductions.iter().any(|r| r.buffer == b) {
             continue;
         }
         let by_maps = args
@@ -1074,17 +1069,25 @@ fn merge_buffer(parts: &mut Parts, reductions: &mut Vec<Reduce>, args: &[BufArg]
 /// Two partitions writing the same byte would leave it to whichever ran last: refuse.
 fn disjoint_writes(parts: &Parts, buffers: usize) -> Result<(), String> {
     for b in 0..buffers {
-        let mut runs: Vec<PartRun> = Vec::new();
-        for (k, p) in parts.iter().enumerate() {
-            for (_, r) in p.3.iter().filter(|(x, _)| *x == b) {
-                runs.extend(r.row_runs().map(|(lo, hi)| (lo, hi, k)));
-            }
+        if writes_meet(parts, b) == Some(false) {
+            continue;
         }
-        if let Some((a, b, lo, hi)) = first_overlap(runs) {
+        if let Some((a, b, lo, hi)) = first_overlap(write_runs(parts, b)) {
             return Err(format!("partitions {a} and {b} would write the same bytes of a buffer (bytes {lo}..{hi})"));
         }
     }
     Ok(())
+}
+
+/// The byte runs every partition writes of buffer `b`, row by row.
+fn write_runs(parts: &Parts, b: usize) -> Vec<PartRun> {
+    let mut runs: Vec<PartRun> = Vec::new();
+    for (k, p) in parts.iter().enumerate() {
+        for (_, r) in p.3.iter().filter(|(x, _)| *x == b) {
+            runs.extend(r.row_runs().map(|(lo, hi)| (lo, hi, k)));
+        }
+    }
+    runs
 }
 
 struct Ctx<'a> {
