@@ -79,11 +79,17 @@ pub(crate) fn rects_meet(a: &ByteRect, b: &ByteRect) -> Option<bool> {
 /// Whether two partitions write a common byte of buffer `b`, decided rectangle by
 /// rectangle ([`rects_meet`]) where they are few; `None` where their rows must decide.
 pub(crate) fn writes_meet(parts: &[Part], b: usize) -> Option<bool> {
-    let rects: Vec<(usize, &ByteRect)> = parts
+    let rects: Vec<(usize, ByteRect)> = parts
         .iter()
         .enumerate()
-        .flat_map(|(k, p)| p.3.iter().filter(|(x, _)| *x == b).map(move |(_, r)| (k, r)))
+        .flat_map(|(k, p)| p.3.iter().filter(|(x, _)| *x == b).map(move |(_, r)| (k, *r)))
         .collect();
+    rects_overlap(&rects)
+}
+
+/// Whether rectangles of different partitions (`(partition, rectangle)`) share a byte,
+/// decided rectangle by rectangle where they are few; `None` where their rows must decide.
+fn rects_overlap(rects: &[(usize, ByteRect)]) -> Option<bool> {
     if rects.len() > 64 {
         return None;
     }
@@ -125,19 +131,22 @@ fn holes(r: &ByteRect) -> ByteRect {
 pub(crate) fn take_whole(parts: &mut [Part], buffers: usize) {
     for b in 0..buffers {
         // Writes: whole only if the hulls stay apart from every other partition's writes.
-        let mut runs: Vec<PartRun> = Vec::new();
-        let mut any = false;
-        for (k, p) in parts.iter().enumerate() {
-            for (_, r) in p.3.iter().filter(|(x, _)| *x == b) {
-                if small_holes(r) {
-                    any = true;
-                    runs.push((r.start, r.end(), k));
-                } else {
-                    runs.extend(r.row_runs().map(|(lo, hi)| (lo, hi, k)));
-                }
-            }
+        let writes = || {
+            parts
+                .iter()
+                .enumerate()
+                .flat_map(move |(k, p)| p.3.iter().filter(move |(x, _)| *x == b).map(move |(_, r)| (k, r)))
+        };
+        if !writes().any(|(_, r)| small_holes(r)) {
+            continue;
         }
-        if any && first_overlap(runs).is_none() {
+        let taken: Vec<(usize, ByteRect)> =
+            writes().map(|(k, r)| (k, if small_holes(r) { hull(r) } else { *r })).collect();
+        let meet = rects_overlap(&taken).unwrap_or_else(|| {
+            let runs = taken.iter().flat_map(|(k, r)| r.row_runs().map(move |(lo, hi)| (lo, hi, *k))).collect();
+            first_overlap(runs).is_some()
+        });
+        if !meet {
             for p in parts.iter_mut() {
                 let mut holes_read = Vec::new();
                 for (x, r) in p.3.iter_mut().filter(|(x, _)| *x == b) {
