@@ -56,9 +56,11 @@ pub(super) fn footing(p: Place, whole: &LaunchPlan, table: &mut Table) -> (Optio
                 "{} on a stream: planned with its maps (other streams' work in flight shares its buffers)",
                 p.module.node(p.node).shown()
             );
+            // Where the maps send the launch to the host (a pointer they cannot place), the
+            // whole buffers stay: the devices still run it.
             match with_maps(&p, table) {
-                Some(exact) => (Some(exact), None),
-                None => (None, Some(refiner(p, whole))),
+                Some(exact) if matches!(&*exact, Outcome::Devices(_)) => (Some(exact), None),
+                _ => (None, Some(refiner(p, whole))),
             }
         }
     }
