@@ -325,7 +325,10 @@ fn a_programs_streams_get_driver_streams_of_their_own() {
         let (_, c, err) =
             run_on_fake(&exe, &["64", "2", "1"], &[("HPVM_MGPU_DEVICES", "cuda:1"), ("HPVM_MGPU_STREAMS", mode)]);
         assert!(err.contains("checksum"), "{err}");
-        (c.get("cuStreamCreate").copied(), c.get("cuStreamWaitEvent").copied().unwrap_or(0), err)
+        // The main stream, and one per lane (made with the lane's priority).
+        let made =
+            c.get("cuStreamCreate").copied().unwrap_or(0) + c.get("cuStreamCreateWithPriority").copied().unwrap_or(0);
+        (Some(made), c.get("cuStreamWaitEvent").copied().unwrap_or(0), err)
     };
     for mode in ["lanes", ""] {
         let (lanes, waits, err) = streams(mode);
@@ -384,7 +387,8 @@ fn kernels_of_streams_writing_parts_of_one_buffer_run_beside_one_another() {
 /// Streams that each copy their own arrays, through pointers into them, as StreamPriorities
 /// does (`tests/inputs/cuda/stream_own.cu`): no launch meets another stream's work on its
 /// buffers, so none waits for another stream and none asks its maps (ISL) what it touches.
-/// Its first launch on an H100 spent 3.7 ms on that, where the kernels took 0.6 ms.
+/// Its first launch on an H100 spent 3.7 ms on that, where the kernels took 0.6 ms. The
+/// high-priority stream's lane is a driver stream of its priority.
 #[test]
 fn streams_on_buffers_of_their_own_ask_no_maps() {
     let exe = cached_build("tests/inputs/cuda/stream_own.cu", &["-O2"]);
@@ -399,6 +403,9 @@ fn streams_on_buffers_of_their_own_ask_no_maps() {
     assert_eq!(streams.len(), 2, "{err}");
     assert!(!trace[launches[0]..].iter().any(|l| l.contains(" waits for event ")), "{err}");
     assert!(!err.contains("planned with its maps"), "{err}");
+    // The high-priority stream's driver stream has its priority; the other lane the lowest.
+    let made = |p: &str| trace.iter().filter(|l| l.contains(&format!("made with priority {p}"))).count();
+    assert!(made("-5") >= 1 && made("0") >= 1, "{err}");
 }
 
 /// Launches on a program's streams through pointers into one buffer, each with its own

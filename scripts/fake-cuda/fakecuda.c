@@ -171,6 +171,7 @@ CUresult cuCtxSetLimit(int limit, size_t value) { C; if (limit < 0 || limit > 6)
 CUresult cuCtxGetLimit(size_t *value, int limit) { C; if (limit < 0 || limit > 6) return 1; *value = limits[limit]; return OK; }
 
 CUresult cuStreamCreate(Handle *s, unsigned flags) { C; (void)flags; *s = handle(); TRACE("stream %d made\n", S(*s)); return OK; }
+CUresult cuStreamCreateWithPriority(Handle *s, unsigned flags, int priority) { C; (void)flags; *s = handle(); TRACE("stream %d made with priority %d\n", S(*s), priority); return OK; }
 CUresult cuStreamDestroy_v2(Handle s) { C; (void)s; return OK; }
 CUresult cuStreamSynchronize(Handle s) { C; TRACE("stream %d synchronized\n", S(s)); FAULT; WAITS; return OK; }
 CUresult cuStreamQuery(Handle s) { C; (void)s; FAULT; QUERY; return OK; }

@@ -1014,8 +1014,32 @@ fn destroy<T>(handle: *mut c_void, table: Handles<T>) -> Error {
 const STREAM_FLAGS: c_uint = 0x1;
 
 /// Stream priorities as an H100 has them: 0 (the default, the lowest) to -5 (the highest).
-/// Work runs in program order whatever its stream's priority (see the module's doc).
+/// A stream of a priority above the lowest takes a lane of its own priority on GPUs (see
+/// [`lane_for`]); on simulated devices work runs in program order whatever its priority.
 const PRIORITIES: (c_int, c_int) = (0, -5);
+
+/// The program lane a new stream of `priority` takes. Streams of the default priority go
+/// round the lanes that no other priority holds; each other priority holds a lane of its own,
+/// taken from the top at its first stream, whose driver streams are made with it (a lane some
+/// default stream already took then runs at that priority too: priorities order nothing,
+/// they only favour).
+fn lane_for(priority: c_int) -> u8 {
+    use crate::devices::cuda::{set_lane_priority, PROGRAM_LANES};
+    static HELD: std::sync::Mutex<Vec<(c_int, u8)>> = std::sync::Mutex::new(Vec::new());
+    static NEXT_LANE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    if priority != PRIORITIES.0 {
+        if let Some(&(_, lane)) = held.iter().find(|(p, _)| *p == priority) {
+            return lane;
+        }
+        let lane = (PROGRAM_LANES - 1 - held.len()) as u8;
+        held.push((priority, lane));
+        set_lane_priority(lane, priority);
+        return lane;
+    }
+    let free = PROGRAM_LANES - held.len();
+    (NEXT_LANE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % free) as u8
+}
 
 #[no_mangle]
 pub extern "C" fn cudaStreamCreateWithFlags(stream: *mut *mut c_void, flags: c_uint) -> Error {
@@ -1030,10 +1054,7 @@ pub extern "C" fn cudaStreamCreateWithPriority(stream: *mut *mut c_void, flags: 
             return ret(INVALID_VALUE);
         }
         let priority = priority.clamp(PRIORITIES.1, PRIORITIES.0);
-        static NEXT_LANE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let lane =
-            (NEXT_LANE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % crate::devices::cuda::PROGRAM_LANES) as u8;
-        create(stream, |st| &mut st.streams, Stream { flags, priority, lane })
+        create(stream, |st| &mut st.streams, Stream { flags, priority, lane: lane_for(priority) })
     })
 }
 

@@ -369,6 +369,17 @@ pub enum Lane {
 /// more work, never less.
 pub const PROGRAM_LANES: usize = 32;
 
+/// Per program lane, the priority its driver streams are made with: CUDA's, 0 the lowest and
+/// the default (`cudaStreamCreateWithPriority` sets it for the lane its stream takes, see
+/// `cudart`). A lane's streams are made at its first use on each GPU, with the priority then.
+static LANE_PRIORITIES: [std::sync::atomic::AtomicI32; PROGRAM_LANES] =
+    [const { std::sync::atomic::AtomicI32::new(0) }; PROGRAM_LANES];
+
+/// Program lane `i`'s streams are made with `priority` from now on.
+pub fn set_lane_priority(i: u8, priority: i32) {
+    LANE_PRIORITIES[usize::from(i) % PROGRAM_LANES].store(priority, std::sync::atomic::Ordering::Relaxed);
+}
+
 thread_local! {
     /// The lane the launches of this thread go to ([`on_lane`]).
     static LAUNCH_LANE: std::cell::Cell<Lane> = const { std::cell::Cell::new(Lane::Main) };
@@ -1120,7 +1131,12 @@ impl Cuda {
             Lane::Program(i) => {
                 let mut programs = self.programs.lock().unwrap_or_else(|e| e.into_inner());
                 while programs.len() <= usize::from(i) {
-                    let s = check("cuStreamCreate", result::stream::create(result::stream::StreamKind::NonBlocking))?;
+                    let priority = LANE_PRIORITIES[programs.len()].load(std::sync::atomic::Ordering::Relaxed);
+                    let mut s: sys::CUstream = std::ptr::null_mut();
+                    let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+                    // SAFETY: a plain driver call with this context current (`bind` above).
+                    let made = unsafe { sys::cuStreamCreateWithPriority(&mut s, flags, priority) }.result();
+                    check("cuStreamCreateWithPriority", made)?;
                     programs.push((s, None));
                 }
                 Ok(programs[usize::from(i)].0)

@@ -1,7 +1,7 @@
-// Two streams, each copying its own array in halves through pointers into it, as NVIDIA's
-// StreamPriorities sample does: no stream's kernels touch another's buffers, so neither waits
-// for the other, and no launch needs its maps to say so (tests/gpu_path.rs reads the stand-in
-// driver's trace and the policy log).
+// Two streams, of the lowest and the highest priority, each copying its own array in halves
+// through pointers into it, as NVIDIA's StreamPriorities sample does: no stream's kernels touch
+// another's buffers, so neither waits for the other, and no launch needs its maps to say so
+// (tests/gpu_path.rs reads the stand-in driver's trace and the policy log).
 // Usage: stream_own [N]  (default 8192 elements per array); prints PASS or FAIL.
 #include <cstdio>
 #include <cstdlib>
@@ -14,8 +14,10 @@ __global__ void copy(int *dst, const int *src, int n) {
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 8192;
   cudaStream_t low, high;
-  cudaStreamCreate(&low);
-  cudaStreamCreate(&high);
+  int least = 0, greatest = 0;
+  cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  cudaStreamCreateWithPriority(&low, cudaStreamNonBlocking, least);
+  cudaStreamCreateWithPriority(&high, cudaStreamNonBlocking, greatest);
   int *src[2], *dst[2];
   int *host = (int *)malloc(n * sizeof(int));
   for (int i = 0; i < n; ++i) host[i] = i;
