@@ -73,7 +73,9 @@ pub struct Cuda {
     side: Mutex<Option<sys::CUstream>>,
     /// The streams of [`Lane::Program`], each with its [`Cuda::join_point`] event: made at
     /// first use, up to the lane asked for.
-    programs: Mutex<Vec<(sys::CUstream, Option<sys::CUevent>)>>,
+    /// Per program lane, its stream and join event, made at the lane's first use (the lanes a
+    /// program's streams take are few, and scattered: a priority's is the last).
+    programs: Mutex<Vec<Option<(sys::CUstream, Option<sys::CUevent>)>>>,
     /// The address table last written ([`Cuda::write_address_table`]): its module's PTX
     /// address and its words.
     addresses: Mutex<Option<(usize, Vec<u64>)>>,
@@ -1096,7 +1098,7 @@ impl Cuda {
             }
             Lane::Program(i) => {
                 let mut programs = self.programs.lock().unwrap_or_else(|e| e.into_inner());
-                let join = &mut programs[usize::from(i)].1;
+                let join = &mut programs[usize::from(i)].as_mut().expect("the lane's stream was made above").1;
                 match *join {
                     Some(e) => e,
                     None => *join.insert(make()?),
@@ -1130,16 +1132,21 @@ impl Cuda {
             }
             Lane::Program(i) => {
                 let mut programs = self.programs.lock().unwrap_or_else(|e| e.into_inner());
-                while programs.len() <= usize::from(i) {
-                    let priority = LANE_PRIORITIES[programs.len()].load(std::sync::atomic::Ordering::Relaxed);
-                    let mut s: sys::CUstream = std::ptr::null_mut();
-                    let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
-                    // SAFETY: a plain driver call with this context current (`bind` above).
-                    let made = unsafe { sys::cuStreamCreateWithPriority(&mut s, flags, priority) }.result();
-                    check("cuStreamCreateWithPriority", made)?;
-                    programs.push((s, None));
+                let i = usize::from(i);
+                if programs.len() <= i {
+                    programs.resize(i + 1, None);
                 }
-                Ok(programs[usize::from(i)].0)
+                if let Some((s, _)) = programs[i] {
+                    return Ok(s);
+                }
+                let priority = LANE_PRIORITIES[i % PROGRAM_LANES].load(std::sync::atomic::Ordering::Relaxed);
+                let mut s: sys::CUstream = std::ptr::null_mut();
+                let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+                // SAFETY: a plain driver call with this context current (`bind` above).
+                let made = unsafe { sys::cuStreamCreateWithPriority(&mut s, flags, priority) }.result();
+                check("cuStreamCreateWithPriority", made)?;
+                programs[i] = Some((s, None));
+                Ok(s)
             }
         }
     }
@@ -1158,7 +1165,7 @@ impl Cuda {
         let mut all = smallvec::SmallVec::new();
         all.push(o.stream);
         all.extend(*self.side.lock().unwrap_or_else(|e| e.into_inner()));
-        all.extend(self.programs.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|&(s, _)| s));
+        all.extend(self.programs.lock().unwrap_or_else(|e| e.into_inner()).iter().flatten().map(|&(s, _)| s));
         all
     }
 
