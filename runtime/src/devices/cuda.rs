@@ -35,6 +35,9 @@ use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
 use std::sync::{Mutex, MutexGuard};
 
+/// A program lane's driver stream and its join event (made when first wanted).
+type ProgramLane = (sys::CUstream, Option<sys::CUevent>);
+
 pub struct Cuda {
     /// The device's index in this run (`Place::Device(index)`).
     pub index: usize,
@@ -75,7 +78,7 @@ pub struct Cuda {
     /// first use, up to the lane asked for.
     /// Per program lane, its stream and join event, made at the lane's first use (the lanes a
     /// program's streams take are few, and scattered: a priority's is the last).
-    programs: Mutex<Vec<Option<(sys::CUstream, Option<sys::CUevent>)>>>,
+    programs: Mutex<Vec<Option<ProgramLane>>>,
     /// The address table last written ([`Cuda::write_address_table`]): its module's PTX
     /// address and its words.
     addresses: Mutex<Option<(usize, Vec<u64>)>>,
