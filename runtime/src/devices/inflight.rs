@@ -654,6 +654,20 @@ fn hand_out(mut f: MutexGuard<'static, InFlight>, need: &[usize]) -> Slots {
 mod tests {
     use super::*;
 
+    /// Nothing in flight on `gpus` GPUs, every table sized for them.
+    fn idle(gpus: usize) -> InFlight {
+        InFlight {
+            busy: 0,
+            side_busy: 0,
+            program_busy: vec![0; gpus],
+            next: vec![0; gpus],
+            finish: Vec::new(),
+            ledger: Vec::new(),
+            seq: 1,
+            seen: vec![0; LANES * LANES * gpus * gpus],
+        }
+    }
+
     fn span(buffer: u64, start: u64, end: u64) -> Span {
         Span { buffer, start, end }
     }
@@ -700,16 +714,7 @@ mod tests {
         let mut index: Vec<usize> = all.iter().map(|s| s.index()).collect();
         index.sort_unstable();
         assert_eq!(index, (0..3 * LANES).collect::<Vec<_>>());
-        let mut f = InFlight {
-            busy: 0,
-            side_busy: 0,
-            program_busy: vec![0; 3],
-            next: vec![0; 3],
-            finish: Vec::new(),
-            ledger: Vec::new(),
-            seq: 1,
-            seen: Vec::new(),
-        };
+        let mut f = idle(3);
         f.record(Stream { gpu: 2, lane: Lane::Program(5) }, None, Access::Wrote(span(1, 0, 8)));
         assert_eq!((f.busy, f.side_busy, f.program_busy.clone()), (0b100, 0, vec![0, 0, 1 << 5]));
         // Two kernels of different streams on one GPU: one writing what the other reads must
@@ -729,16 +734,7 @@ mod tests {
     /// nothing of its stream's older ones, which a refinement would otherwise lose.
     #[test]
     fn whole_entries_are_refined_in_place_and_cover_nothing() {
-        let mut f = InFlight {
-            busy: 0,
-            side_busy: 0,
-            program_busy: vec![0; 1],
-            next: vec![0; 1],
-            finish: Vec::new(),
-            ledger: Vec::new(),
-            seq: 1,
-            seen: vec![0; LANES * LANES],
-        };
+        let mut f = idle(1);
         let (a, b) = (Stream { gpu: 0, lane: Lane::Program(0) }, Stream { gpu: 0, lane: Lane::Program(1) });
         let refine: Refine = std::sync::Arc::new(());
         f.record(a, None, Access::Wrote(span(7, 0, 8)));
@@ -788,16 +784,7 @@ mod tests {
         assert!(!Access::All.covered_by(&w));
         // In a ledger: the later write of the same bytes replaces the earlier, a write of
         // other bytes or another stream's does not, and work that said nothing replaces them.
-        let mut f = InFlight {
-            busy: 0,
-            side_busy: 0,
-            program_busy: vec![0; 2],
-            next: vec![0; 2],
-            finish: Vec::new(),
-            ledger: Vec::new(),
-            seq: 1,
-            seen: Vec::new(),
-        };
+        let mut f = idle(2);
         let (main0, side0) = (Stream::main(0), Stream::side(0));
         f.record(main0, None, Access::Wrote(span(7, 10, 20)));
         f.record(side0, None, Access::Wrote(span(7, 10, 20)));
