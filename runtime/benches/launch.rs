@@ -17,6 +17,8 @@
 //! pivot row: each launch of `multipliers` or `update` is a plan miss for a new row, planned
 //! from closed forms (the worst case of issue 40's 50 µs).
 //!
+//! Every launch is split over all the devices (`HPVM_MGPU_PARTITION=always` unless set: the
+//! split policy would run dry-run kernels, which take no time, whole on one device).
 //! The number of devices is `HPVM_MGPU_DEVICES=dry:N` (default `dry:8`);
 //! `scripts/bench-runtime` runs 2, 4, 8 and 16 and records the results in `bench/results/`.
 //! The programs are the descriptions `hpvm-mgpu build` embeds for `examples/stencil2d.c`,
@@ -29,6 +31,7 @@ use hpvm_runtime::launch::{bench_forget, bench_launch, load, Loaded};
 use hpvm_runtime::memory;
 use hpvm_runtime::partitioned::Forget;
 use std::ffi::CString;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Leaves never run on dry-run devices; the module still needs an entry point per leaf.
 unsafe extern "C" fn never_runs(_: *const u8, _: *const NodeCtx, _: *const GridBox, _: *mut u8) {
@@ -54,6 +57,16 @@ fn args(words: &[u64]) -> Vec<u8> {
     words.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
+/// Stops the bench unless node `node`'s launches so far ran split over every device: a
+/// case measuring whole launches would report the wrong path's cost.
+fn assert_split(m: &Loaded, node: u32) {
+    let st = &m.module.stats[node as usize];
+    let (split, over) = (st.partitioned.load(Relaxed), st.max_devices.load(Relaxed));
+    let devices = hpvm_runtime::devices::devices().count() as u64;
+    let all = over == devices && (split > 0 || devices == 1);
+    assert!(all, "node {node}: {split} launches split, over at most {over} of {devices} devices");
+}
+
 /// Node 1 of both programs is the launch unit (an internal node launched as 16 x 16 blocks).
 const UNIT: u32 = 1;
 
@@ -70,6 +83,7 @@ fn stencil(c: &mut Criterion, m: &'static Loaded) {
             launch(&forward);
             launch(&backward);
         }
+        assert_split(m, UNIT);
         let mut flip = false;
         g.bench_function(BenchmarkId::new("hit", n), |bch| {
             bch.iter(|| {
@@ -115,6 +129,7 @@ fn matmul(c: &mut Criterion, m: &'static Loaded) {
         for _ in 0..3 {
             launch();
         }
+        assert_split(m, UNIT);
         g.bench_function(BenchmarkId::new("hit", n), |bch| bch.iter(launch));
         for (name, what) in [("miss", Forget::Plans), ("plan", Forget::Intervals), ("cold", Forget::All)] {
             g.bench_function(BenchmarkId::new(name, n), |bch| {
@@ -159,6 +174,7 @@ fn eliminate(c: &mut Criterion, m: &'static Loaded) {
             for t in 0..3 {
                 launch(t);
             }
+            assert_split(m, node);
             let mut t = 3;
             g.bench_function(BenchmarkId::new(name, n), |bch| {
                 bch.iter(|| {
@@ -180,6 +196,12 @@ fn benches(c: &mut Criterion) {
     // devices otherwise do (they stand in for GPUs).
     if std::env::var_os("HPVM_MGPU_PLAN_AHEAD").is_none() {
         std::env::set_var("HPVM_MGPU_PLAN_AHEAD", "off");
+    }
+    // Every launch split over all the devices: the split policy keeps launches whole where
+    // their kernels take nothing, which dry-run kernels do (measured at 0 ns), so under it
+    // every case here ran on one device and measured the whole launch's path, not a split's.
+    if std::env::var_os("HPVM_MGPU_PARTITION").is_none() {
+        std::env::set_var("HPVM_MGPU_PARTITION", "always");
     }
     let devices = hpvm_runtime::devices::devices();
     assert!(devices.sims.first().is_some_and(|d| d.is_dry()), "HPVM_MGPU_DEVICES must be dry:N");
