@@ -216,45 +216,67 @@ impl Coherence {
         // Only the segments from the first run on change (and the one before, which may merge
         // with them): a buffer's map may hold many segments that one rectangle never reaches.
         let from = self.segments.partition_point(|s| s.end <= first).saturating_sub(1);
+        let segs = &self.segments;
         let mut out: Vec<Segment> = Vec::new();
-        let mut push = |start: u64, end: u64, holders: Holders| match out.last_mut() {
+        let push = |out: &mut Vec<Segment>, start: u64, end: u64, holders: Holders| match out.last_mut() {
             Some(l) if l.holders == holders && l.end == start => l.end = end,
             _ => out.push(Segment { start, end, holders }),
         };
-        let mut run = runs.next();
-        let mut to = from;
-        for seg in self.segments.iter_from(from) {
-            if run.is_none() {
-                break;
-            }
-            to += 1;
-            let mut at = seg.start;
-            while at < seg.end {
-                match run {
-                    Some((_, end)) if end <= at => {
-                        let next = runs.next();
-                        debug_assert!(next.is_none_or(|(lo, _)| lo >= end), "runs must be sorted and disjoint");
-                        run = next;
-                    }
-                    Some((lo, hi)) if lo < seg.end => {
-                        if lo > at {
-                            push(at, lo, seg.holders);
-                            at = lo;
+        // `next`: the position of the first segment not yet taken; `at`: how far into the one
+        // before it (`cur`) the output has come.
+        let mut next = segs.pos(from);
+        let mut cur: Option<Segment> = None;
+        let mut at = 0;
+        let mut last_end = 0;
+        for (lo, hi) in runs {
+            debug_assert!(lo >= last_end, "runs must be sorted and disjoint");
+            last_end = hi;
+            let mut lo = lo;
+            while lo < hi {
+                // The rest of the segment in hand, where the run starts past it.
+                if let Some(c) = cur.filter(|c| c.end <= lo) {
+                    push(&mut out, at, c.end, c.holders);
+                    cur = None;
+                }
+                if cur.is_none() {
+                    // The segments the run starts past are copied as they are, a slice at a
+                    // time (a matrix's column reaches one segment of the several in each row).
+                    let reach = segs.seek(next, |s| s.end <= lo);
+                    let mut slices = segs.slices(next, reach);
+                    if let Some((head, tail)) = slices.next().and_then(|s| s.split_first()) {
+                        // Only the first may merge with what was written before it: neighbours
+                        // in the map differ already.
+                        push(&mut out, head.start, head.end, head.holders);
+                        out.extend_from_slice(tail);
+                        for s in slices {
+                            out.extend_from_slice(s);
                         }
-                        let end = hi.min(seg.end);
-                        push(at, end, f(seg.holders));
-                        at = end;
                     }
-                    _ => {
-                        push(at, seg.end, seg.holders);
-                        at = seg.end;
-                    }
+                    let Some(&c) = segs.at(reach) else { break };
+                    next = segs.after(reach);
+                    cur = Some(c);
+                    at = c.start;
+                }
+                let c = cur.expect("a segment in hand");
+                if lo > at {
+                    push(&mut out, at, lo, c.holders);
+                }
+                let end = hi.min(c.end);
+                push(&mut out, lo.max(at), end, f(c.holders));
+                at = end;
+                lo = end;
+                if at == c.end {
+                    cur = None;
                 }
             }
         }
+        if let Some(c) = cur {
+            push(&mut out, at, c.end, c.holders);
+        }
         // The next untouched segment may merge with the last one written.
-        if let Some(&next) = self.segments.get(to) {
-            push(next.start, next.end, next.holders);
+        let mut to = segs.index(next);
+        if let Some(&n) = segs.at(next) {
+            push(&mut out, n.start, n.end, n.holders);
             to += 1;
         }
         self.segments.splice(from..to, out);

@@ -83,6 +83,7 @@ impl<T: Clone> Segments<T> {
         self.chunks.len() == other.chunks.len() && self.chunks.iter().zip(&other.chunks).all(|(a, b)| Arc::ptr_eq(a, b))
     }
 
+    #[cfg(test)]
     pub fn get(&self, i: usize) -> Option<&T> {
         if i >= self.len {
             return None;
@@ -108,17 +109,49 @@ impl<T: Clone> Segments<T> {
         let (mut c, mut k) = (from.chunk, from.k);
         while let Some(ch) = self.chunks.get(c) {
             if !pred(ch.last().expect("chunks are not empty")) {
-                let rest = &ch[k..];
-                // The last fails `pred`, so the answer is in this chunk: near (a step), or found
-                // by halving.
-                let near = rest.iter().take(4).position(|x| !pred(x));
-                let i = near.unwrap_or_else(|| 4 + rest[4..].partition_point(&pred));
-                return Pos { chunk: c, k: k + i };
+                // The last fails `pred`, so the answer is in this chunk.
+                return Pos { chunk: c, k: k + gallop(&ch[k..], &pred) };
             }
             c += 1;
             k = 0;
         }
         Pos { chunk: self.chunks.len(), k: 0 }
+    }
+
+    /// The position of index `i` (at most `len`: the end).
+    pub fn pos(&self, i: usize) -> Pos {
+        if i >= self.len {
+            return Pos { chunk: self.chunks.len(), k: 0 };
+        }
+        let (chunk, k) = self.locate(i);
+        Pos { chunk, k }
+    }
+
+    /// The index of position `p`.
+    pub fn index(&self, p: Pos) -> usize {
+        self.starts.get(p.chunk).map_or(self.len, |s| s + p.k)
+    }
+
+    /// The segments from `from` to `to` (positions, in order), as the slices of the chunks that
+    /// hold them: a stretch a change leaves as it was is copied a slice at a time.
+    pub fn slices(&self, from: Pos, to: Pos) -> impl Iterator<Item = &[T]> + '_ {
+        let last = to.chunk.min(self.chunks.len());
+        let first = from.chunk.min(last);
+        self.chunks[first..last].iter().enumerate().map(move |(c, ch)| &ch[if c == 0 { from.k } else { 0 }..]).chain(
+            self.chunks.get(to.chunk).filter(|_| to.k > 0).map(move |ch| {
+                let start = if from.chunk == to.chunk { from.k } else { 0 };
+                &ch[start..to.k]
+            }),
+        )
+    }
+
+    /// The position after `p`, which must be inside the sequence.
+    pub fn after(&self, p: Pos) -> Pos {
+        if p.k + 1 < self.chunks[p.chunk].len() {
+            Pos { chunk: p.chunk, k: p.k + 1 }
+        } else {
+            Pos { chunk: p.chunk + 1, k: 0 }
+        }
     }
 
     /// The segment at `p`, if `p` is inside the sequence.
@@ -201,6 +234,23 @@ impl<T: Clone> Segments<T> {
         }
         self.len = at;
     }
+}
+
+/// The first index of `xs` whose element fails `pred` (which holds for a prefix only), or
+/// `xs.len()`: near (a step), or found by galloping (4, 8, 16... ahead) and halving the last
+/// gap. A cursor's next answer is most often a few segments on (a row of a matrix may hold
+/// several), and halving the whole chunk for each cost more than the steps.
+fn gallop<T>(xs: &[T], pred: impl Fn(&T) -> bool) -> usize {
+    if let Some(i) = xs.iter().take(4).position(|x| !pred(x)) {
+        return i;
+    }
+    let (mut lo, mut step) = (4, 4);
+    while lo + step < xs.len() && pred(&xs[lo + step]) {
+        lo += step;
+        step *= 2;
+    }
+    let hi = (lo + step + 1).min(xs.len());
+    lo.min(hi) + xs[lo.min(hi)..hi].partition_point(&pred)
 }
 
 /// `segments` in chunks of at most [`CHUNK`], of nearly equal sizes; none for none.
@@ -286,6 +336,32 @@ mod tests {
             let want = model.partition_point(|x| x.1 <= at);
             assert_eq!(s.at(pos), model.get(want), "seek to {at}");
             assert!(s.iter_at(pos).eq(model[want..].iter()));
+        }
+    }
+
+    #[test]
+    fn gallops_agree_with_partition_points() {
+        for len in 0..300usize {
+            let xs: Vec<usize> = (0..len).collect();
+            for cut in 0..=len {
+                assert_eq!(gallop(&xs, |&x| x < cut), cut, "len {len}, cut {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn positions_and_slices_agree_with_a_slice() {
+        let model: Vec<Seg> = (0..50).map(seg).collect();
+        let s = Segments::from_vec(model.clone());
+        for i in 0..=model.len() {
+            assert_eq!(s.index(s.pos(i)), i);
+            if i < model.len() {
+                assert_eq!(s.index(s.after(s.pos(i))), i + 1);
+            }
+            for j in i..=model.len() {
+                let got: Vec<Seg> = s.slices(s.pos(i), s.pos(j)).flatten().copied().collect();
+                assert_eq!(got, model[i..j], "slices {i}..{j}");
+            }
         }
     }
 
