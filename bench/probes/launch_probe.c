@@ -10,7 +10,7 @@
  * Each case launches an empty-bodied one-block kernel LAUNCHES times and synchronizes; it
  * prints the host's microseconds per launch (median of 5 rounds). The round-trip cases
  * then wait after every launch (launch, wait, launch...: PolyBench's lu), by each of the ways
- * a runtime may wait, and print the microseconds per launch-and-wait. Exit status: 0 done, 1 a
+ * a runtime may wait (the driver's waits, or polling a query), and print the microseconds per launch-and-wait. Exit status: 0 done, 1 a
  * CUDA call failed (named on stderr), 2 bad arguments.
  */
 #define _GNU_SOURCE
@@ -62,6 +62,9 @@ static struct {
   CUresult (*MemcpyDtoH)(void *, unsigned long long, size_t);
   CUresult (*StreamSynchronize)(CUstream);
   CUresult (*EventSynchronize)(CUevent);
+  CUresult (*StreamQuery)(CUstream);
+  CUresult (*EventQuery)(CUevent);
+  CUresult (*DevicePrimaryCtxSetFlags)(CUdevice, unsigned);
 } cu;
 
 static void check(CUresult r, const char *what) {
@@ -128,7 +131,10 @@ static double per_launch(CUfunction f, int nparams, CUstream s, int extra, int n
 }
 
 /* How a round-trip case waits after each launch. */
-enum { WAIT_CONTEXT, WAIT_STREAM, WAIT_EVENT };
+enum { WAIT_CONTEXT, WAIT_STREAM, WAIT_EVENT, POLL_STREAM, POLL_EVENT };
+
+/* CUDA_ERROR_NOT_READY: the work is not done yet. */
+#define NOT_READY 600
 
 /* Launch, wait, launch...: the host's microseconds per launch-and-wait (median of 5). */
 static double per_round_trip(CUfunction f, int nparams, CUstream s, int how, int n, CUevent ev,
@@ -147,9 +153,20 @@ static double per_round_trip(CUfunction f, int nparams, CUstream s, int how, int
         check(cu.CtxSynchronize(), "cuCtxSynchronize");
       } else if (how == WAIT_STREAM) {
         check(cu.StreamSynchronize(s), "cuStreamSynchronize");
-      } else {
+      } else if (how == WAIT_EVENT) {
         check(cu.EventRecord(ev, s), "cuEventRecord");
         check(cu.EventSynchronize(ev), "cuEventSynchronize");
+      } else if (how == POLL_STREAM) {
+        CUresult q;
+        while ((q = cu.StreamQuery(s)) == NOT_READY) {
+        }
+        check(q, "cuStreamQuery");
+      } else {
+        check(cu.EventRecord(ev, s), "cuEventRecord");
+        CUresult q;
+        while ((q = cu.EventQuery(ev)) == NOT_READY) {
+        }
+        check(q, "cuEventQuery");
       }
     }
     rounds[r] = (now() - t) / n * 1e6;
@@ -364,6 +381,9 @@ int main(int argc, char **argv) {
   LOAD(MemcpyDtoH, "cuMemcpyDtoH_v2");
   LOAD(StreamSynchronize, "cuStreamSynchronize");
   LOAD(EventSynchronize, "cuEventSynchronize");
+  LOAD(StreamQuery, "cuStreamQuery");
+  LOAD(EventQuery, "cuEventQuery");
+  LOAD(DevicePrimaryCtxSetFlags, "cuDevicePrimaryCtxSetFlags_v2");
   CUdevice dev;
   CUcontext ctx;
   CUmodule mod;
@@ -372,6 +392,14 @@ int main(int argc, char **argv) {
   CUevent ev[2];
   check(cu.Init(0), "cuInit");
   check(cu.DeviceGet(&dev, 0), "cuDeviceGet");
+  /* LAUNCH_PROBE_SCHED=spin|yield|blocking: the context's scheduling flag (CU_CTX_SCHED_*;
+   * default auto, as CUDA's runtime leaves it), set before the context is made. */
+  const char *sched = getenv("LAUNCH_PROBE_SCHED");
+  if (sched && *sched) {
+    unsigned flag = strcmp(sched, "spin") == 0 ? 1 : strcmp(sched, "yield") == 0 ? 2 : strcmp(sched, "blocking") == 0 ? 4 : 0;
+    check(cu.DevicePrimaryCtxSetFlags(dev, flag), "cuDevicePrimaryCtxSetFlags");
+    printf("context scheduling: %s\n", sched);
+  }
   check(cu.DevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
   check(cu.CtxSetCurrent(ctx), "cuCtxSetCurrent");
   check(cu.ModuleLoadData(&mod, PTX), "cuModuleLoadData");
@@ -420,6 +448,9 @@ int main(int argc, char **argv) {
       {"wait: non-blocking, 17 params", k17, 17, nonblocking, WAIT_STREAM},
       {"wait: non-blocking, cuCtxSynchronize", k3, 3, nonblocking, WAIT_CONTEXT},
       {"wait: non-blocking, event record and sync", k3, 3, nonblocking, WAIT_EVENT},
+      {"wait: legacy stream, polling cuStreamQuery", k3, 3, NULL, POLL_STREAM},
+      {"wait: non-blocking, polling cuStreamQuery", k3, 3, nonblocking, POLL_STREAM},
+      {"wait: non-blocking, event record, polling", k3, 3, nonblocking, POLL_EVENT},
   };
   for (size_t c = 0; c < sizeof trips / sizeof trips[0]; ++c) {
     per_round_trip(trips[c].f, trips[c].nparams, trips[c].s, trips[c].how, n / 20 + 1, timeless, word);
