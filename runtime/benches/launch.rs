@@ -24,6 +24,10 @@
 //! The programs are the descriptions `hpvm-mgpu build` embeds for `examples/stencil2d.c`,
 //! `examples/matmul.c` and `tests/cuda/eliminate.cu` (in `benches/data/`, with their analysis
 //! databases; built from the repository's root).
+//!
+//! On a machine shared with noisy neighbours, `LAUNCH_BENCH_BATCHES=9` measures without
+//! criterion: each case in 9 batches, printing the least and the median per launch, which
+//! alternating runs of two builds compare better than criterion's estimates.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use hpvm_runtime::ctx::{GridBox, NodeCtx};
@@ -67,6 +71,67 @@ fn assert_split(m: &Loaded, node: u32) {
     assert!(all, "node {node}: {split} launches split, over at most {over} of {devices} devices");
 }
 
+/// Measures `f` as case `case`/`n` of group `g`: through criterion, or, with
+/// `LAUNCH_BENCH_BATCHES=N` set, in N batches, printing the least and the median nanoseconds
+/// per call (the least is what a noisy machine's A/B comparisons need: the other build's
+/// runs met other neighbours). A batch is `cycle` calls where the case's work goes round
+/// (the elimination's rows: every batch then does the same work), else as many as take
+/// about 50 ms; a warm-up of one batch, or of a second, goes first (the first launches'
+/// closed forms are made meanwhile).
+fn measure(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    group: &str,
+    (case, n): (&str, u64),
+    cycle: Option<usize>,
+    mut f: impl FnMut(),
+) {
+    let Some(batches) = std::env::var("LAUNCH_BENCH_BATCHES").ok().and_then(|v| v.parse::<usize>().ok()) else {
+        g.bench_function(BenchmarkId::new(case, n), |bch| bch.iter(&mut f));
+        return;
+    };
+    let name = format!("{group}/{case}/{n}");
+    if let Some(filter) = std::env::args().skip(1).find(|a| !a.starts_with('-')) {
+        if !name.contains(&filter) {
+            return;
+        }
+    }
+    let calls = match cycle {
+        Some(calls) => {
+            (0..calls).for_each(|_| f());
+            calls
+        }
+        None => {
+            let (t, mut warm) = (std::time::Instant::now(), 0usize);
+            while t.elapsed().as_secs_f64() < 1.0 {
+                f();
+                warm += 1;
+            }
+            (0.05 * warm as f64 / t.elapsed().as_secs_f64()).clamp(1.0, 1e6) as usize
+        }
+    };
+    let calls = std::env::var("LAUNCH_BENCH_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(calls);
+    let mut per_call: Vec<f64> = (0..batches.max(1)).map(|_| batch(calls, &mut f)).collect();
+    per_call.sort_by(f64::total_cmp);
+    println!(
+        "{name} least {:.0} ns median {:.0} ns ({} x {calls})",
+        per_call[0],
+        per_call[per_call.len() / 2],
+        per_call.len()
+    );
+}
+
+/// Nanoseconds per call of `calls` calls of `f`. Never inlined, so that a count of
+/// instructions can be limited to it (`valgrind --tool=callgrind --toggle-collect='*batch*'`,
+/// with `LAUNCH_BENCH_CALLS` fixing the calls: instructions do not vary with the neighbours).
+#[inline(never)]
+fn batch(calls: usize, f: &mut impl FnMut()) -> f64 {
+    let t = std::time::Instant::now();
+    for _ in 0..calls {
+        f();
+    }
+    t.elapsed().as_nanos() as f64 / calls as f64
+}
+
 /// Node 1 of both programs is the launch unit (an internal node launched as 16 x 16 blocks).
 const UNIT: u32 = 1;
 
@@ -85,18 +150,14 @@ fn stencil(c: &mut Criterion, m: &'static Loaded) {
         }
         assert_split(m, UNIT);
         let mut flip = false;
-        g.bench_function(BenchmarkId::new("hit", n), |bch| {
-            bch.iter(|| {
-                flip = !flip;
-                launch(if flip { &forward } else { &backward })
-            })
+        measure(&mut g, "stencil2d", ("hit", n), None, || {
+            flip = !flip;
+            launch(if flip { &forward } else { &backward })
         });
         for (name, what) in [("miss", Forget::Plans), ("plan", Forget::Intervals), ("cold", Forget::All)] {
-            g.bench_function(BenchmarkId::new(name, n), |bch| {
-                bch.iter(|| {
-                    bench_forget(m, what);
-                    launch(&forward)
-                })
+            measure(&mut g, "stencil2d", (name, n), None, || {
+                bench_forget(m, what);
+                launch(&forward)
             });
         }
         // A new value of a scalar the maps name at every launch (the width the stencil covers):
@@ -107,12 +168,10 @@ fn stencil(c: &mut Criterion, m: &'static Loaded) {
             launch(&rows(k));
             k += 1;
         }
-        g.bench_function(BenchmarkId::new("scalars", n), |bch| {
-            bch.iter(|| {
-                bench_forget(m, Forget::Plans);
-                k += 1;
-                launch(&rows(k))
-            })
+        measure(&mut g, "stencil2d", ("scalars", n), None, || {
+            bench_forget(m, Forget::Plans);
+            k += 1;
+            launch(&rows(k))
         });
     }
     g.finish();
@@ -130,13 +189,11 @@ fn matmul(c: &mut Criterion, m: &'static Loaded) {
             launch();
         }
         assert_split(m, UNIT);
-        g.bench_function(BenchmarkId::new("hit", n), |bch| bch.iter(launch));
+        measure(&mut g, "matmul", ("hit", n), None, launch);
         for (name, what) in [("miss", Forget::Plans), ("plan", Forget::Intervals), ("cold", Forget::All)] {
-            g.bench_function(BenchmarkId::new(name, n), |bch| {
-                bch.iter(|| {
-                    bench_forget(m, what);
-                    launch()
-                })
+            measure(&mut g, "matmul", (name, n), None, || {
+                bench_forget(m, what);
+                launch()
             });
         }
     }
@@ -175,13 +232,12 @@ fn eliminate(c: &mut Criterion, m: &'static Loaded) {
                 launch(t);
             }
             assert_split(m, node);
-            let mut t = 3;
-            g.bench_function(BenchmarkId::new(name, n), |bch| {
-                bch.iter(|| {
-                    bench_forget(m, Forget::Plans);
-                    t = if t + 2 >= n { 3 } else { t + 1 };
-                    launch(t)
-                })
+            // The rows go round 3..n - 2, from row 3: a batch of n - 4 launches is one pass.
+            let mut t = n - 2;
+            measure(&mut g, "eliminate", (name, n), Some(n as usize - 4), || {
+                bench_forget(m, Forget::Plans);
+                t = if t + 2 >= n { 3 } else { t + 1 };
+                launch(t)
             });
         }
     }

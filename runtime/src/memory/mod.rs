@@ -667,7 +667,8 @@ impl Buffer {
         out: &mut Vec<Copy>,
         record: bool,
     ) {
-        for m in self.coherence.missing(lo, hi, place) {
+        let missing = self.coherence.missing(lo, hi, place);
+        for m in &missing {
             for b in before.query(m.start, m.end) {
                 let src = source_for(b.holders, place);
                 let src_base = self.addr(src).unwrap_or_else(|e| crate::fatal(&e));
@@ -683,7 +684,9 @@ impl Buffer {
                 });
             }
         }
-        if record {
+        // Where nothing was missing the map stays as it is (a pivot row every device read at
+        // the launch before).
+        if record && !missing.is_empty() {
             self.coherence.add(lo, hi, place);
         }
     }

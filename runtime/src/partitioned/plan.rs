@@ -276,8 +276,8 @@ impl LaunchPlan {
             self.buffers.iter().map(|&(s, _)| table.get(s).expect("current").coherence.clone()).collect();
         // Each part's writes per buffer, merged: a scatter's thousands of small runs are then
         // one pass over the map each (one pass per run made planning quadratic: Parboil spmv).
-        let writes: Vec<Vec<Vec<(u64, u64)>>> =
-            self.parts.iter().map(|p| (0..self.buffers.len()).map(|b| merged_writes(p, b)).collect()).collect();
+        let writes: Vec<Vec<Written>> =
+            self.parts.iter().map(|p| (0..self.buffers.len()).map(|b| Written::of(p, b)).collect()).collect();
         let mut copies = Vec::new();
         let mut sources = Vec::new();
         for (p, written) in self.parts.iter().zip(&writes) {
@@ -287,7 +287,7 @@ impl LaunchPlan {
                 // What the part also writes, its writer becomes the only holder of below:
                 // recording it as a reader first changes nothing but costs a pass over the map
                 // per row (Parboil lbm's padding between rows it writes: 9000 rows each).
-                let record = !covers(&written[b], rect.start, rect.end());
+                let record = !written[b].covers(rect.start, rect.end());
                 buf.plan_current(Place::Device(p.device), &rect, &before[b], &mut copies, record);
                 let base = buf.addr(Place::Device(p.device)).unwrap_or_else(|e| crate::fatal(&e));
                 sources.extend(copies[first..].iter().map(|c| {
@@ -297,10 +297,16 @@ impl LaunchPlan {
             }
         }
         for (p, written) in self.parts.iter().zip(writes) {
-            for (b, runs) in written.into_iter().enumerate() {
-                if !runs.is_empty() {
-                    let buf = table.get_mut(self.buffers[b].0).expect("current");
-                    buf.coherence.set_only_runs(runs, Place::Device(p.device));
+            for (b, w) in written.into_iter().enumerate() {
+                let at = Place::Device(p.device);
+                match w {
+                    Written::Nothing => {}
+                    Written::Rect(rect) => {
+                        table.get_mut(self.buffers[b].0).expect("current").coherence.set_only_runs(rect.row_runs(), at)
+                    }
+                    Written::Runs(runs) => {
+                        table.get_mut(self.buffers[b].0).expect("current").coherence.set_only_runs(runs, at)
+                    }
                 }
             }
         }
@@ -336,6 +342,44 @@ pub(crate) fn merged_writes(p: &PartPlan, b: usize) -> Vec<(u64, u64)> {
         }
     }
     merged
+}
+
+/// What a part writes in one buffer: nothing, one rectangle (most kernels), or the merged
+/// runs of several.
+pub(crate) enum Written {
+    Nothing,
+    Rect(memory::ByteRect),
+    Runs(Vec<(u64, u64)>),
+}
+
+impl Written {
+    /// What part `p` writes in buffer `b`: its rectangle where it writes one (its runs are
+    /// then never collected, sorted and merged: a band of thousands of rows).
+    pub(crate) fn of(p: &PartPlan, b: usize) -> Written {
+        let mut rects = p.writes.iter().filter(|(x, r)| *x == b && r.rows > 0 && r.row_bytes > 0);
+        match (rects.next(), rects.next()) {
+            (None, _) => Written::Nothing,
+            // Rows that overlap (pitch 0: one row, repeated) are merged as runs are.
+            (Some(&(_, r)), None) if r.is_contiguous() || r.pitch >= r.row_bytes => Written::Rect(r),
+            _ => Written::Runs(merged_writes(p, b)),
+        }
+    }
+
+    /// Whether one run of what is written holds all of `start..end`.
+    pub(crate) fn covers(&self, start: u64, end: u64) -> bool {
+        match self {
+            Written::Nothing => false,
+            Written::Rect(r) if r.is_contiguous() => r.start <= start && end <= r.end(),
+            Written::Rect(r) => {
+                let row = start.checked_sub(r.start).map(|d| d / r.pitch).filter(|&k| k < r.rows);
+                row.is_some_and(|k| {
+                    let lo = r.start + k * r.pitch;
+                    start >= lo && end <= lo + r.row_bytes
+                })
+            }
+            Written::Runs(runs) => covers(runs, start, end),
+        }
+    }
 }
 
 /// Whether one run of `runs` (sorted, merged) holds all of `start..end`.
