@@ -217,7 +217,9 @@ impl Coherence {
         // with them): a buffer's map may hold many segments that one rectangle never reaches.
         let from = self.segments.partition_point(|s| s.end <= first).saturating_sub(1);
         let segs = &self.segments;
-        let mut out: Vec<Segment> = Vec::new();
+        // Every segment from the first run's on is copied at most once, and each run adds at
+        // most two: sized once, not grown (and copied) step by step.
+        let mut out: Vec<Segment> = Vec::with_capacity(self.segments.len() - from + 2 * runs.size_hint().0 + 2);
         let push = |out: &mut Vec<Segment>, start: u64, end: u64, holders: Holders| match out.last_mut() {
             Some(l) if l.holders == holders && l.end == start => l.end = end,
             _ => out.push(Segment { start, end, holders }),
